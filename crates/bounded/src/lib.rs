@@ -1,0 +1,1 @@
+//! reach-bounded (being written).

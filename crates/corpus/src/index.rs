@@ -1,0 +1,158 @@
+//! The offline BM25 index (tantivy): one document per passage.
+//!
+//! **Architecture Invariant:** the index is written only into a staging directory and is opened
+//! read-only afterwards; nothing mutates an activated snapshot.
+
+use std::path::Path;
+
+use reach_digest::Sha256Digest;
+use tantivy::schema::{Field, INDEXED, STORED, STRING, Schema, TEXT, Value};
+use tantivy::{Index, IndexSettings, TantivyDocument, doc};
+
+use crate::error::BuildError;
+use crate::passage::Passage;
+
+/// Revision of the index layout (schema and settings); recorded in every snapshot.
+pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-1";
+
+/// Writer memory budget. Tantivy splits it across threads and needs ≥ 15 MB per thread.
+const WRITER_MEMORY_BYTES: usize = 96 * 1024 * 1024;
+/// Two indexing threads: the target machine has two cores.
+const WRITER_THREADS: usize = 2;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Fields {
+    pub id: Field,
+    pub path: Field,
+    pub section: Field,
+    pub anchor: Field,
+    pub body: Field,
+    pub digest: Field,
+    pub line_start: Field,
+    pub line_end: Field,
+}
+
+pub fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let fields = Fields {
+        id: b.add_text_field("id", STRING | STORED),
+        path: b.add_text_field("path", STRING | STORED),
+        section: b.add_text_field("section", TEXT | STORED),
+        anchor: b.add_text_field("anchor", STORED),
+        body: b.add_text_field("body", TEXT | STORED),
+        digest: b.add_text_field("digest", STORED),
+        line_start: b.add_u64_field("line_start", STORED | INDEXED),
+        line_end: b.add_u64_field("line_end", STORED),
+    };
+    (b.build(), fields)
+}
+
+/// Write `passages` into a new index at `dir` (which must be empty).
+pub fn write_index(
+    dir: &Path,
+    passages: &[Passage],
+    on_passage: &mut dyn FnMut(u64),
+) -> Result<(), BuildError> {
+    let (schema, f) = schema();
+    let settings = IndexSettings {
+        docstore_compression: tantivy::store::Compressor::Lz4,
+        ..IndexSettings::default()
+    };
+    let index = Index::builder().schema(schema).settings(settings).create_in_dir(dir)?;
+    let mut writer: tantivy::IndexWriter =
+        index.writer_with_num_threads(WRITER_THREADS, WRITER_MEMORY_BYTES)?;
+    for p in passages {
+        writer.add_document(doc!(
+            f.id => p.id.as_str(),
+            f.path => p.path.as_str(),
+            f.section => p.section.as_str(),
+            f.anchor => p.anchor.as_str(),
+            f.body => p.text.as_str(),
+            f.digest => p.digest.to_string(),
+            f.line_start => u64::from(p.line_start),
+            f.line_end => u64::from(p.line_end),
+        ))?;
+        on_passage(1);
+    }
+    writer.commit()?;
+    writer.wait_merging_threads()?;
+    Ok(())
+}
+
+/// Read a stored document back into a [`Passage`].
+pub fn passage_of(doc: &TantivyDocument, f: &Fields) -> Result<Passage, String> {
+    let s = |field: Field, name: &str| {
+        doc.get_first(field)
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .ok_or_else(|| format!("stored field `{name}` missing"))
+    };
+    let n = |field: Field, name: &str| {
+        doc.get_first(field)
+            .and_then(|v| v.as_u64())
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| format!("stored field `{name}` missing"))
+    };
+    let digest: Sha256Digest = s(f.digest, "digest")?.parse().map_err(|e| format!("{e}"))?;
+    Ok(Passage {
+        id: s(f.id, "id")?,
+        path: s(f.path, "path")?,
+        section: s(f.section, "section")?,
+        anchor: s(f.anchor, "anchor")?,
+        line_start: n(f.line_start, "line_start")?,
+        line_end: n(f.line_end, "line_end")?,
+        text: s(f.body, "body")?,
+        digest,
+    })
+}
+
+/// Re-open the index at `dir` and check every stored passage: count, unique ids, digests that
+/// match the text, and the same `(id, digest)` set the builder intended to write.
+pub fn validate_index(dir: &Path, expected: &[Passage]) -> Result<u64, BuildError> {
+    let index = Index::open_in_dir(dir)?;
+    let (_, f) = schema();
+    let reader = index.reader()?;
+    let searcher = reader.searcher();
+    let count = searcher.num_docs();
+    if count != expected.len() as u64 {
+        return Err(BuildError::Validation(format!(
+            "index holds {count} passages, expected {}",
+            expected.len()
+        )));
+    }
+    let mut seen: Vec<(String, Sha256Digest)> = Vec::with_capacity(expected.len());
+    for seg in searcher.segment_readers() {
+        let store = seg.get_store_reader(64)?;
+        for doc in store.iter::<TantivyDocument>(seg.alive_bitset()) {
+            let doc = doc.map_err(|e| BuildError::Validation(e.to_string()))?;
+            let p = passage_of(&doc, &f).map_err(BuildError::Validation)?;
+            if Sha256Digest::of(p.text.as_bytes()) != p.digest {
+                return Err(BuildError::Validation(format!("passage {} text does not match its digest", p.id)));
+            }
+            seen.push((p.id, p.digest));
+        }
+    }
+    seen.sort();
+    let mut want: Vec<(String, Sha256Digest)> =
+        expected.iter().map(|p| (p.id.clone(), p.digest)).collect();
+    want.sort();
+    want.dedup();
+    if want.len() != expected.len() {
+        return Err(BuildError::Validation("duplicate passage ids".into()));
+    }
+    if seen != want {
+        return Err(BuildError::Validation("stored passages differ from the built passages".into()));
+    }
+    Ok(count)
+}
+
+/// Total size of the files under `dir`.
+pub fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let md = e.metadata()?;
+        n += if md.is_dir() { dir_bytes(&e.path())? } else { md.len() };
+    }
+    Ok(n)
+}

@@ -1,0 +1,64 @@
+//! reach-corpus: the public documentation corpus of the VPS profile.
+//!
+//! Seed 001, "Public corpus contract" and step 4 ("Ground") of the first E2E contract.
+//!
+//! The pipeline, one module per step:
+//!
+//! - [`source`]: which origins are admitted (canonical https git or release archive only), and
+//!   which redirects may be followed.
+//! - [`archive`] and [`git`]: acquisition of an exact revision into an in-memory [`tree`].
+//! - [`process`] under [`rules`]: every path judged, skipped or refused by policy.
+//! - [`passage`] and [`index`]: passages at headings, an offline BM25 index.
+//! - [`store`]: staging, validation, atomic activation, `PublicCorpusSnapshot@1`, status.
+//! - [`retrieve`]: read-only retrieval into `CorpusEvidenceBundle@1`, validation, fenced
+//!   rendering and the extractive answer.
+//!
+//! **Architecture Invariant:** the library never reads the environment, git configuration,
+//! credential helpers or proxy settings, and never fetches anything a document names.
+//! **Architecture Invariant:** retrieval opens snapshots read-only and never sees staging.
+
+pub mod archive;
+pub mod error;
+#[cfg(feature = "git")]
+pub mod git;
+pub mod index;
+pub mod passage;
+pub mod process;
+pub mod retrieve;
+pub mod rules;
+pub mod source;
+pub mod store;
+pub mod tree;
+
+pub use archive::{pack_entries, pack_release_archive, unpack_release_archive};
+pub use error::BuildError;
+pub use retrieve::{
+    Answer, BundleOutcome, BundleRefusal, CorpusEvidenceBundle, EvidencePassage, RetrievalLimits,
+    RetrievalRefusal, Snapshot, extractive_answer, render_fenced, validate,
+};
+pub use rules::{Action, Policy, Rejection, Rule};
+pub use source::{AdmittedUrl, Ceilings, Origin, SourceRefusal, SourceSpec, admit_redirect, admit_url};
+pub use store::{
+    BuildSummary, Clock, CorpusStatus, CorpusStore, Freshness, ManualClock, NoProgress, Progress,
+    PublicCorpusSnapshot, Stage, SystemClock,
+};
+pub use tree::{AcquiredTree, EntryKind, Revision, TreeEntry};
+
+/// Acquire a release-archive source from its bytes (already fetched, or a local cached copy of
+/// the default corpus): verify the published digest, then unpack within the source's ceilings.
+pub fn acquire_release_archive(spec: &SourceSpec, bytes: &[u8]) -> Result<AcquiredTree, BuildError> {
+    let Origin::ReleaseArchive { digest, .. } = &spec.origin else {
+        return Err(BuildError::UnsupportedArchive("source is not a release archive".into()));
+    };
+    let un = unpack_release_archive(bytes, digest, &spec.ceilings)?;
+    Ok(AcquiredTree {
+        revision: Revision {
+            commit: None,
+            archive_digest: Some(*digest),
+            citation_rev: digest.hex(),
+        },
+        entries: un.entries,
+        compressed_bytes: un.compressed_bytes,
+        expanded_bytes: un.expanded_bytes,
+    })
+}

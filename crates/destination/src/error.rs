@@ -1,0 +1,100 @@
+//! The one error enum of the destination boundary. Each variant's message is its documentation;
+//! [`DestinationError::code`] gives the stable refusal code that crosses service boundaries.
+
+use std::net::{IpAddr, SocketAddr};
+
+/// A destination was refused or could not be reached.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DestinationError {
+    /// The scheme is not `https`.
+    #[error("destination scheme {scheme:?} is not https")]
+    NotHttps { scheme: String },
+    /// The URL carries userinfo (`user:pass@`); credentials never travel in a destination.
+    #[error("destination carries userinfo")]
+    Userinfo,
+    /// The URL is not written in its one canonical form.
+    #[error("destination is not canonical: {reason}")]
+    NonCanonical { reason: &'static str },
+    /// The host is not a valid DNS name or IP literal.
+    #[error("destination host is invalid: {reason}")]
+    InvalidHost { reason: &'static str },
+    /// The URL has a fragment, which never reaches a server.
+    #[error("destination carries a fragment")]
+    Fragment,
+    /// The purpose label is empty, too long or uses characters outside `[a-z0-9.-]`.
+    #[error("destination purpose {purpose:?} is invalid")]
+    InvalidPurpose { purpose: String },
+    /// The port is neither admitted by policy nor part of a named local road.
+    #[error("destination port {port} is not admitted")]
+    PortNotAdmitted { port: u16 },
+    /// The (only) address lies in a special-purpose block.
+    #[error("destination address {addr} is special-purpose: {special}")]
+    SpecialPurposeAddress { addr: IpAddr, special: String },
+    /// Some answers were admissible and at least one was not; the whole destination is refused.
+    #[error("destination resolved to a refused address {addr} among its answers: {special}")]
+    MixedResolution { addr: IpAddr, special: String },
+    /// The resolver returned no address.
+    #[error("destination {host} resolved to no address")]
+    NoAddresses { host: String },
+    /// The controlled resolver failed.
+    #[error("destination {host} could not be resolved: {reason}")]
+    Resolution { host: String, reason: String },
+    /// A redirect was returned and policy does not admit redirects (or the hop limit is spent).
+    #[error("redirect to {location:?} is not admitted")]
+    RedirectNotAdmitted { location: String },
+    /// A request's Host or authority differs from the admitted name.
+    #[error("request host {found:?} does not match the admitted {admitted:?}")]
+    HostMismatch { admitted: String, found: String },
+    /// A request's path lies outside the admitted path.
+    #[error("request path {found:?} is outside the admitted path {admitted:?}")]
+    PathNotAdmitted { admitted: String, found: String },
+    /// Dialing the pinned address failed.
+    #[error("dial to pinned address {addr} failed: {source}")]
+    Dial {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The connected peer is not the pinned address.
+    #[error("connected peer {found} is not the pinned address {pinned}")]
+    PeerMismatch { pinned: SocketAddr, found: SocketAddr },
+    /// The TLS handshake failed (including a certificate that does not name the admitted host).
+    #[error("tls handshake with {name} failed: {source}")]
+    Tls {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS client configuration could not be built.
+    #[error("tls configuration is invalid: {reason}")]
+    TlsConfig { reason: String },
+}
+
+impl DestinationError {
+    /// The stable refusal code, e.g. `destination/userinfo`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DestinationError::NotHttps { .. } => "destination/not-https",
+            DestinationError::Userinfo => "destination/userinfo",
+            DestinationError::NonCanonical { .. } => "destination/non-canonical",
+            DestinationError::InvalidHost { .. } => "destination/invalid-host",
+            DestinationError::Fragment => "destination/fragment",
+            DestinationError::InvalidPurpose { .. } => "destination/invalid-purpose",
+            DestinationError::PortNotAdmitted { .. } => "destination/port-not-admitted",
+            DestinationError::SpecialPurposeAddress { .. } => {
+                "destination/special-purpose-address"
+            }
+            DestinationError::MixedResolution { .. } => "destination/mixed-resolution",
+            DestinationError::NoAddresses { .. } => "destination/no-addresses",
+            DestinationError::Resolution { .. } => "destination/resolution-failed",
+            DestinationError::RedirectNotAdmitted { .. } => "destination/redirect-not-admitted",
+            DestinationError::HostMismatch { .. } => "destination/host-mismatch",
+            DestinationError::PathNotAdmitted { .. } => "destination/path-not-admitted",
+            DestinationError::Dial { .. } => "destination/dial-failed",
+            DestinationError::PeerMismatch { .. } => "destination/peer-mismatch",
+            DestinationError::Tls { .. } => "destination/tls",
+            DestinationError::TlsConfig { .. } => "destination/tls-config",
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! Destination admission, the one library every egress role and the corpus-builder use before
+//! any byte leaves the body.
+//!
+//! The flow is: [`Destination::parse`] (canonical HTTPS origin, port, path, purpose) →
+//! [`Admission::admit`] (port policy, controlled resolution, the IANA special-purpose table,
+//! mixed-resolution refusal, exact local roads) → [`AdmittedDestination`] (pins one socket
+//! address) → [`PinnedConnector::connect`] (dials only that address; SNI and certificate name are
+//! the admitted name) → [`AdmittedDestination::request`] (the Host header is the admitted name).
+//!
+//! **Architecture Invariant:** this crate never reads the process environment: no
+//! `HTTP(S)_PROXY`, no `SSL_CERT_FILE`, no credentials. Everything comes from the caller.
+//!
+//! **Architecture Invariant:** an unchecked value cannot reach a connection: the connector
+//! accepts only [`AdmittedDestination`], which only admission builds.
+
+#![forbid(unsafe_code)]
+
+mod admission;
+mod connector;
+mod error;
+mod resolver;
+pub mod special;
+#[cfg(feature = "test-support")]
+pub mod testing;
+mod url;
+
+pub use admission::{
+    Admission, AdmissionPolicy, AdmittedDestination, LocalRoad, MAX_CACHE_TTL, MAX_REDIRECT_HOPS,
+    RedirectPolicy,
+};
+pub use connector::{
+    CONNECT_TIMEOUT, Dialer, PinnedConnector, PinnedStream, RecordingDialer, TcpDialer,
+    client_config, webpki_root_store,
+};
+pub use error::DestinationError;
+pub use resolver::{
+    Answers, HickoryConfig, HickoryResolver, Resolver, STATIC_TTL, StaticResolver,
+};
+pub use url::{DEFAULT_HTTPS_PORT, Destination, Host, Purpose};

@@ -1,0 +1,86 @@
+//! Secret files: written 0600 in 0700 directories, read only when nobody else can read them.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// File names inside a role's secret directory.
+pub const LEAF_CERT: &str = "tls.crt";
+pub const LEAF_KEY: &str = "tls.key";
+/// The trust bundle: every root a peer's chain may end in (two during a root rotation).
+pub const TRUST_BUNDLE: &str = "bundle.pem";
+
+/// Why a secret file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretFileError {
+    /// secret file is missing
+    #[error("secret file {0} is missing")]
+    Missing(PathBuf),
+    /// secret file is readable or writable by group or others
+    #[error("secret file {path} has mode {mode:o}; group and others must have no access")]
+    TooOpen { path: PathBuf, mode: u32 },
+    /// secret file could not be read or written
+    #[error("secret file {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SecretFileError + '_ {
+    move |source| SecretFileError::Io { path: path.to_owned(), source }
+}
+
+/// Creates `dir` (mode 0700) if needed.
+pub fn ensure_secret_dir(dir: &Path) -> Result<(), SecretFileError> {
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io(dir))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io(dir))
+}
+
+/// Writes `bytes` to `path` with mode 0600, atomically (temp file then rename), so a reader
+/// never sees half a key and a rotation is one rename.
+pub fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), SecretFileError> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io(&tmp))?;
+        f.write_all(bytes).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+    }
+    fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// Reads a secret file, refusing it when group or others have any access.
+pub fn read_secret(path: &Path) -> Result<Vec<u8>, SecretFileError> {
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(SecretFileError::Missing(path.to_owned()));
+        }
+        Err(e) => return Err(io(path)(e)),
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(SecretFileError::TooOpen { path: path.to_owned(), mode });
+    }
+    fs::read(path).map_err(io(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_open_modes_and_missing_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k");
+        assert!(matches!(read_secret(&p), Err(SecretFileError::Missing(_))));
+        write_secret(&p, b"x").unwrap();
+        assert_eq!(read_secret(&p).unwrap(), b"x");
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(read_secret(&p), Err(SecretFileError::TooOpen { mode: 0o644, .. })));
+    }
+}

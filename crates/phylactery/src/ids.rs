@@ -1,0 +1,93 @@
+//! Record identities. Admission, turn and intent ids are derived from the admission key, so a
+//! redelivered event names the same rows on every run and a nonce can be recomputed by anyone
+//! holding the key.
+
+use reach_digest::Sha256Digest;
+
+macro_rules! id_type {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub String);
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// Identity of a `DiscordEventAdmission@1`.
+    AdmissionId
+);
+id_type!(
+    /// Identity of a `ReachTurn@1` (one per admission).
+    TurnId
+);
+id_type!(
+    /// Identity of a Run: one execution of a Pattern revision for a turn.
+    RunId
+);
+id_type!(
+    /// Identity of a `ServiceJobAttempt@1` or Intercom task/outbox attempt.
+    AttemptId
+);
+id_type!(
+    /// Identity of a `DiscordDeliveryIntent@1`.
+    IntentId
+);
+id_type!(
+    /// Identity of an `EgressDecision` issued by Ward.
+    DecisionId
+);
+
+/// The maximum nonce length Discord accepts on Create Message.
+pub const MAX_NONCE_LEN: usize = 25;
+
+/// 24 hex characters (96 bits) of a digest: collision-safe for ids, and short enough that `r` +
+/// 24 characters fits Discord's 25-character nonce.
+fn short(d: Sha256Digest) -> String {
+    d.hex()[..24].to_owned()
+}
+
+pub(crate) fn admission_id(key_digest: Sha256Digest) -> AdmissionId {
+    AdmissionId(format!("adm_{}", short(key_digest)))
+}
+
+pub(crate) fn turn_id(admission: &AdmissionId) -> TurnId {
+    TurnId(format!("turn_{}", &admission.0["adm_".len()..]))
+}
+
+pub(crate) fn run_id(turn: &TurnId, pattern_id: &str, revision: &str) -> RunId {
+    let d = Sha256Digest::of_parts([
+        turn.0.as_bytes(),
+        pattern_id.as_bytes(),
+        revision.as_bytes(),
+    ]);
+    RunId(format!("run_{}", short(d)))
+}
+
+pub(crate) fn attempt_id(run: &RunId, attempt_no: i64) -> AttemptId {
+    let d = Sha256Digest::of_parts([run.0.as_bytes(), &attempt_no.to_be_bytes()]);
+    AttemptId(format!("att_{}", short(d)))
+}
+
+pub(crate) fn intent_id(turn: &TurnId, seq: i64) -> IntentId {
+    let d = Sha256Digest::of_parts([turn.0.as_bytes(), &seq.to_be_bytes()]);
+    IntentId(format!("int_{}", short(d)))
+}
+
+/// The deterministic Discord nonce of an intent: derived from the intent identity and its
+/// effect, so a re-run of the same intent always presents the same nonce to the platform.
+pub(crate) fn nonce(intent: &IntentId, effect: &str) -> String {
+    let d = Sha256Digest::of_parts([b"reach-nonce/1".as_slice(), intent.0.as_bytes(), effect.as_bytes()]);
+    let n = format!("r{}", short(d));
+    debug_assert!(n.len() <= MAX_NONCE_LEN);
+    n
+}

@@ -1,0 +1,258 @@
+//! Phylactery (Memory Vault): core's durable store for Reach truth.
+//!
+//! It holds every record of the seed's turn chain as a row whose foreign keys are the chain's
+//! committed edges:
+//!
+//! ```text
+//! DiscordEventAdmission -> Run / Pattern revision -> PublicCorpusSnapshot + CorpusEvidenceBundle
+//!  -> Context lineage + Cut receipt + EgressDecision -> ServiceJobAttempt or Intercom task/outbox
+//!  -> ReachTurn + DiscordDeliveryIntent -> ReachDelivery
+//! ```
+//!
+//! One [`Phylactery`] handle wraps either an embedded SQLite file (the default; WAL, bundled
+//! libsqlite3) or a PostgreSQL pool (the scale path); the rules are written once above the
+//! [`backend`] module.
+//!
+//! **Architecture Invariant:** nothing is handed out for sending after SUBMITTING is durable.
+//! A lost outcome becomes UNKNOWN and only independent evidence settles it.
+//!
+//! **Architecture Invariant:** the ledger never reads the wall clock; time comes from the
+//! injected [`Clock`].
+//!
+//! **Architecture Invariant:** no record holds a secret; the trail prints every stored field.
+
+pub mod admission;
+pub mod attempt;
+pub mod backend;
+pub mod clock;
+pub mod error;
+pub mod fault;
+pub mod ids;
+pub mod intent;
+pub mod recovery;
+pub mod state;
+pub mod trail;
+pub mod turn;
+pub mod vault;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+pub use admission::{Admission, AdmissionRequest, AdmissionStatus, EventKey};
+pub use attempt::{
+    AttemptChannel, AttemptEvidence, AttemptRecord, AttemptSettlement, AttemptSpec,
+    ContextLineage, CorpusSnapshotRef, EgressDecisionRef, EvidenceBundleRef, PatternRevision,
+};
+pub use backend::BackendKind;
+pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
+pub use error::{LedgerError, Result, SecurityFaultKind};
+pub use fault::FaultPoint;
+pub use ids::{AdmissionId, AttemptId, DecisionId, IntentId, MAX_NONCE_LEN, RunId, TurnId};
+pub use intent::{ClaimedIntent, DeliveryEvidence, DeliveryReport, IntentRecord, Lease};
+pub use recovery::RecoveryReport;
+pub use state::{AttemptState, DeliveryOutcome, IntentState, TurnState};
+pub use trail::{TrailEntry, TrailKey};
+pub use turn::{CommittedTurn, DeliveryIntentSpec, TurnCommit};
+pub use vault::{OperatorReconciliation, ReconciliationKind, VaultStatus};
+
+use backend::Pool;
+
+/// Connections per pool. Small on purpose: SQLite has one writer anyway, and core's load is a
+/// handful of turns in flight on a 2-core VPS.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 4;
+
+/// How long a SQLite writer waits for the write lock before failing.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the vault lives.
+#[derive(Debug, Clone)]
+pub enum StoreLocation {
+    /// An embedded SQLite file, created if missing (and then treated as a fresh vault).
+    Sqlite { path: PathBuf },
+    /// A PostgreSQL database; `schema`, when set, is created if missing and used as the search
+    /// path (tests use one schema each so they can run in parallel).
+    Postgres { url: String, schema: Option<String> },
+}
+
+/// Opening configuration.
+#[derive(Debug, Clone)]
+pub struct VaultConfig {
+    pub location: StoreLocation,
+    /// How long after an effect a duplicate could still matter (Discord nonce dedup, gateway
+    /// redelivery). A fresh vault refuses to serve until this has passed since its creation or an
+    /// operator reconciliation is recorded.
+    pub idempotency_horizon: Duration,
+    pub max_connections: u32,
+}
+
+impl VaultConfig {
+    pub fn sqlite(path: impl Into<PathBuf>) -> Self {
+        Self {
+            location: StoreLocation::Sqlite { path: path.into() },
+            idempotency_horizon: Duration::from_secs(24 * 3600),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+
+    pub fn postgres(url: impl Into<String>, schema: Option<String>) -> Self {
+        Self {
+            location: StoreLocation::Postgres {
+                url: url.into(),
+                schema,
+            },
+            idempotency_horizon: Duration::from_secs(24 * 3600),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// The handle core holds. Cheap to clone; all clones share one pool.
+#[derive(Debug, Clone)]
+pub struct Phylactery {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    clock: Arc<dyn Clock>,
+    horizon: Duration,
+    /// Cached once the vault is known to serve; the marker never goes back.
+    serving: AtomicBool,
+    #[cfg(feature = "fault-injection")]
+    hook: std::sync::OnceLock<fault::FaultHook>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("backend", &self.pool.kind())
+            .field("clock", &self.clock)
+            .field("horizon", &self.horizon)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Phylactery {
+    /// Opens (creating if needed) the vault, applies migrations and reads or writes the vault
+    /// marker. A vault created by this call starts in AWAITING_RECONCILIATION.
+    pub async fn open(config: VaultConfig, clock: Arc<dyn Clock>) -> Result<Self> {
+        let pool = match &config.location {
+            StoreLocation::Sqlite { path } => {
+                let opts = SqliteConnectOptions::new()
+                    .filename(path)
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    // FULL: a committed SUBMITTING must survive power loss, not only a crash.
+                    .synchronous(SqliteSynchronous::Full)
+                    .foreign_keys(true)
+                    .busy_timeout(SQLITE_BUSY_TIMEOUT);
+                Pool::Sqlite(
+                    SqlitePoolOptions::new()
+                        .max_connections(config.max_connections.max(1))
+                        .connect_with(opts)
+                        .await?,
+                )
+            }
+            StoreLocation::Postgres { url, schema } => {
+                let mut opts: PgConnectOptions = url.parse()?;
+                if let Some(schema) = schema {
+                    if !schema.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                        return Err(LedgerError::InvalidInput(
+                            "schema name must be ASCII alphanumeric or '_'",
+                        ));
+                    }
+                    // The schema must exist before a connection can use it as search path.
+                    let boot = PgPoolOptions::new()
+                        .max_connections(1)
+                        .connect_with(opts.clone())
+                        .await?;
+                    let ddl = format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"");
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl)).execute(&boot).await?;
+                    boot.close().await;
+                    opts = opts.options([("search_path", schema.as_str())]);
+                }
+                Pool::Postgres(
+                    PgPoolOptions::new()
+                        .max_connections(config.max_connections.max(1))
+                        .connect_with(opts)
+                        .await?,
+                )
+            }
+        };
+        let now = clock.now();
+        backend::migrate::run(&pool, now.0).await?;
+        let p = Phylactery {
+            inner: Arc::new(Inner {
+                pool,
+                clock,
+                horizon: config.idempotency_horizon,
+                serving: AtomicBool::new(false),
+                #[cfg(feature = "fault-injection")]
+                hook: std::sync::OnceLock::new(),
+            }),
+        };
+        p.ensure_marker().await?;
+        Ok(p)
+    }
+
+    /// Closes the pool (waits for connections to return).
+    pub async fn close(&self) {
+        self.inner.pool.close().await;
+    }
+
+    pub fn backend(&self) -> BackendKind {
+        self.inner.pool.kind()
+    }
+
+    pub fn now(&self) -> UnixMillis {
+        self.inner.clock.now()
+    }
+
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
+    /// Installs the test hook called at every [`FaultPoint`]. Only one hook per handle.
+    #[cfg(feature = "fault-injection")]
+    pub fn set_fault_hook(&self, hook: fault::FaultHook) {
+        let _ = self.inner.hook.set(hook);
+    }
+
+    #[inline]
+    pub(crate) fn fault(&self, _point: FaultPoint) {
+        #[cfg(feature = "fault-injection")]
+        if let Some(h) = self.inner.hook.get() {
+            h(_point);
+        }
+    }
+
+    pub(crate) fn horizon(&self) -> Duration {
+        self.inner.horizon
+    }
+
+    pub(crate) fn is_serving_cached(&self) -> bool {
+        self.inner.serving.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_serving_cached(&self) {
+        self.inner.serving.store(true, Ordering::Release);
+    }
+
+    /// Runs the bare single-row insert the benchmark compares the chain against, on the same
+    /// database and settings. Not part of the ledger.
+    #[doc(hidden)]
+    pub async fn bench_baseline_insert(&self, id: i64) -> Result<()> {
+        self.pool()
+            .execute(
+                "INSERT INTO bench_baseline (id, payload) VALUES ($1, $2)",
+                &backend::args![id, "baseline"],
+            )
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,199 @@
+//! The typed state machines. Each transition the ledger writes is first checked here, and the
+//! same table is enforced again by the database (CHECK constraints, triggers and conditional
+//! `UPDATE ... WHERE state = ...`), so neither layer alone is trusted.
+
+use crate::error::LedgerError;
+
+macro_rules! str_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vm])* $v),* }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$v),*];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$v => $s),* }
+            }
+            pub fn parse(s: &str) -> Result<Self, LedgerError> {
+                match s {
+                    $($s => Ok($name::$v),)*
+                    other => Err(LedgerError::Corrupt(format!("unknown {} {other:?}", stringify!($name)))),
+                }
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+str_enum!(
+    /// State of a `ReachTurn@1`: OPEN until it terminates, exactly once, with one outcome.
+    TurnState {
+        /// Admitted; the turn is still being formed.
+        Open = "OPEN",
+        /// An answer was formed, validated and committed.
+        Succeeded = "SUCCEEDED",
+        /// Reach declined to answer (policy, eligibility, missing Cut).
+        Refused = "REFUSED",
+        /// A required dependency (corpus, provider, Ward) was unavailable.
+        DependencyUnavailable = "DEPENDENCY_UNAVAILABLE",
+        /// The turn's deadline passed.
+        Expired = "EXPIRED",
+        /// The turn failed for a known reason.
+        Failed = "FAILED",
+        /// Remote work may have happened but its outcome is not proved.
+        Indeterminate = "INDETERMINATE",
+    }
+);
+
+impl TurnState {
+    pub fn is_terminal(self) -> bool {
+        self != TurnState::Open
+    }
+
+    /// Only OPEN may move, and only to a terminal state.
+    pub fn can_become(self, to: TurnState) -> bool {
+        self == TurnState::Open && to.is_terminal()
+    }
+}
+
+str_enum!(
+    /// State of a `DiscordDeliveryIntent@1`:
+    /// PENDING -> CLAIMED -> SUBMITTING -> KNOWN_SENT | KNOWN_REJECTED | UNKNOWN.
+    IntentState {
+        /// Committed with its turn; nobody holds it.
+        Pending = "PENDING",
+        /// A sender holds a generation-fenced lease; nothing was transmitted yet.
+        Claimed = "CLAIMED",
+        /// Durable before the first byte: bytes may have left, so it is never handed out again.
+        Submitting = "SUBMITTING",
+        /// The platform created the message (message id known).
+        KnownSent = "KNOWN_SENT",
+        /// The platform holds no such message: it rejected it, or absence was proved.
+        KnownRejected = "KNOWN_REJECTED",
+        /// A send may have happened; only independent evidence settles it.
+        Unknown = "UNKNOWN",
+    }
+);
+
+impl IntentState {
+    /// Whether a claimer may be handed this intent (given whether the current lease expired).
+    pub fn claimable(self, lease_expired: bool) -> bool {
+        match self {
+            IntentState::Pending => true,
+            IntentState::Claimed => lease_expired,
+            _ => false,
+        }
+    }
+
+    /// Once SUBMITTING is durable, the effect may exist: no path leads back to a send.
+    pub fn may_have_sent(self) -> bool {
+        !matches!(self, IntentState::Pending | IntentState::Claimed)
+    }
+
+    pub fn is_settled(self) -> bool {
+        matches!(self, IntentState::KnownSent | IntentState::KnownRejected)
+    }
+
+    /// The transition table, identical to the database trigger.
+    pub fn can_become(self, to: IntentState) -> bool {
+        use IntentState::*;
+        matches!(
+            (self, to),
+            (Pending, Claimed)
+                | (Claimed, Claimed)
+                | (Claimed, Submitting)
+                | (Submitting, KnownSent | KnownRejected | Unknown)
+                | (Unknown, KnownSent | KnownRejected)
+        )
+    }
+}
+
+str_enum!(
+    /// Outcome of a `ReachDelivery@1`; NOT_ATTEMPTED when the turn committed no intent.
+    DeliveryOutcome {
+        NotAttempted = "NOT_ATTEMPTED",
+        KnownSent = "KNOWN_SENT",
+        KnownRejected = "KNOWN_REJECTED",
+        Unknown = "UNKNOWN",
+    }
+);
+
+str_enum!(
+    /// State of a `ServiceJobAttempt@1` (or Intercom task/outbox attempt).
+    AttemptState {
+        /// Persisted with its EgressDecision; nothing transmitted.
+        Persisted = "PERSISTED",
+        /// Durable before the first byte to the provider or peer.
+        Submitting = "SUBMITTING",
+        /// A validated response was received.
+        Completed = "COMPLETED",
+        /// The remote side answered with a known failure.
+        Failed = "FAILED",
+        /// Proved never transmitted; a new attempt (with a new decision) may follow.
+        AbandonedBeforeSubmit = "ABANDONED_BEFORE_SUBMIT",
+        /// May have been transmitted, outcome lost; stays until reconciled.
+        Indeterminate = "INDETERMINATE",
+    }
+);
+
+impl AttemptState {
+    pub fn can_become(self, to: AttemptState) -> bool {
+        use AttemptState::*;
+        matches!(
+            (self, to),
+            (Persisted, Submitting | AbandonedBeforeSubmit)
+                | (Submitting, Completed | Failed | Indeterminate)
+                | (Indeterminate, Completed | Failed)
+        )
+    }
+
+    /// An attempt whose outcome is proved; only then may the run start another.
+    pub fn is_settled(self) -> bool {
+        matches!(
+            self,
+            AttemptState::Completed | AttemptState::Failed | AttemptState::AbandonedBeforeSubmit
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_turns_never_move() {
+        for &from in TurnState::ALL {
+            for &to in TurnState::ALL {
+                assert_eq!(from.can_become(to), from == TurnState::Open && to != TurnState::Open);
+            }
+        }
+    }
+
+    #[test]
+    fn nothing_after_submitting_is_claimable() {
+        for &s in IntentState::ALL {
+            if s.may_have_sent() {
+                assert!(!s.claimable(true) && !s.claimable(false), "{s}");
+                assert!(!s.can_become(IntentState::Claimed), "{s}");
+                assert!(!s.can_become(IntentState::Submitting), "{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for &s in IntentState::ALL {
+            assert_eq!(IntentState::parse(s.as_str()).unwrap(), s);
+        }
+        for &s in TurnState::ALL {
+            assert_eq!(TurnState::parse(s.as_str()).unwrap(), s);
+        }
+        for &s in AttemptState::ALL {
+            assert_eq!(AttemptState::parse(s.as_str()).unwrap(), s);
+        }
+    }
+}

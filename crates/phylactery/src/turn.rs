@@ -1,0 +1,128 @@
+//! `ReachTurn@1`: the outcome of forming an answer, kept separate from the outcome of sending it.
+//!
+//! A turn terminates exactly once. Its terminal state and its `DiscordDeliveryIntent@1` (PENDING,
+//! with effect, payload digest and deterministic nonce) commit in one transaction, so there is
+//! never a committed answer without its intent, nor an intent without its answer.
+
+use reach_digest::Sha256Digest;
+
+use crate::backend::args;
+use crate::error::{LedgerError, Result};
+use crate::fault::FaultPoint;
+use crate::ids::{self, IntentId, TurnId};
+use crate::state::TurnState;
+use crate::Phylactery;
+
+/// What a `DiscordDeliveryIntent@1` will do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryIntentSpec {
+    /// The effect, secret-free and exact, e.g. `create_message channel=123 reply_to=456`.
+    pub effect: String,
+    /// Digest of the exact request body the sender will transmit.
+    pub payload_digest: Sha256Digest,
+}
+
+/// The terminal commit of a turn.
+#[derive(Debug, Clone)]
+pub struct TurnCommit {
+    /// Must be terminal.
+    pub outcome: TurnState,
+    /// Secret-free reason code (e.g. a refusal code); shown in the trail.
+    pub reason: Option<String>,
+    /// Digest of the committed answer, when one was formed.
+    pub answer_digest: Option<Sha256Digest>,
+    /// The message to deliver (answer or honest refusal); `None` means NOT_ATTEMPTED.
+    pub intent: Option<DeliveryIntentSpec>,
+}
+
+/// What the commit wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedTurn {
+    pub turn_id: TurnId,
+    pub state: TurnState,
+    /// The PENDING intent and its nonce.
+    pub intent: Option<(IntentId, String)>,
+}
+
+impl Phylactery {
+    /// Terminates the turn and commits its delivery intent in one transaction.
+    pub async fn commit_turn(&self, turn_id: &TurnId, commit: &TurnCommit) -> Result<CommittedTurn> {
+        self.require_serving().await?;
+        if !TurnState::Open.can_become(commit.outcome) {
+            return Err(LedgerError::InvalidInput("a turn terminates with a terminal outcome"));
+        }
+        let now = self.now();
+        let mut tx = self.pool().begin().await?;
+        let changed = tx
+            .execute(
+                "UPDATE reach_turn SET state = $1, reason = $2, answer_digest = $3, terminal_at = $4
+                 WHERE turn_id = $5 AND state = 'OPEN'",
+                &args![
+                    commit.outcome.as_str(),
+                    commit.reason.clone(),
+                    commit.answer_digest.map(|d| d.to_string()),
+                    now.0,
+                    &turn_id.0
+                ],
+            )
+            .await?;
+        if changed != 1 {
+            let row = tx
+                .fetch_optional("SELECT state FROM reach_turn WHERE turn_id = $1", &args![&turn_id.0])
+                .await?;
+            return Err(match row {
+                Some(r) => LedgerError::TurnAlreadyTerminal {
+                    turn_id: turn_id.0.clone(),
+                    state: r.text("state")?,
+                },
+                None => LedgerError::NotFound {
+                    record: "ReachTurn@1",
+                    id: turn_id.0.clone(),
+                },
+            });
+        }
+        let intent = match &commit.intent {
+            Some(spec) => {
+                let intent_id = ids::intent_id(turn_id, 1);
+                let nonce = ids::nonce(&intent_id, &spec.effect);
+                tx.execute(
+                    "INSERT INTO discord_delivery_intent (intent_id, turn_id, seq, effect, payload_digest, nonce,
+                        state, generation, created_at)
+                     VALUES ($1, $2, 1, $3, $4, $5, 'PENDING', 0, $6)",
+                    &args![
+                        &intent_id.0,
+                        &turn_id.0,
+                        &spec.effect,
+                        spec.payload_digest.to_string(),
+                        &nonce,
+                        now.0
+                    ],
+                )
+                .await?;
+                Some((intent_id, nonce))
+            }
+            None => None,
+        };
+        self.fault(FaultPoint::TurnBeforeCommit);
+        tx.commit().await?;
+        self.fault(FaultPoint::TurnCommitted);
+        Ok(CommittedTurn {
+            turn_id: turn_id.clone(),
+            state: commit.outcome,
+            intent,
+        })
+    }
+
+    /// The current state of a turn.
+    pub async fn turn_state(&self, turn_id: &TurnId) -> Result<TurnState> {
+        let row = self
+            .pool()
+            .fetch_optional("SELECT state FROM reach_turn WHERE turn_id = $1", &args![&turn_id.0])
+            .await?
+            .ok_or_else(|| LedgerError::NotFound {
+                record: "ReachTurn@1",
+                id: turn_id.0.clone(),
+            })?;
+        TurnState::parse(&row.text("state")?)
+    }
+}

@@ -1,0 +1,35 @@
+//! Generated gRPC types for every Reach port.
+//!
+//! **Architecture Invariant:** protobuf types stay at the gRPC adapters. Domain crates use plain
+//! Rust types and convert by hand at the edge, so a wire change never leaks into domain logic.
+#![allow(missing_debug_implementations, clippy::all, clippy::pedantic)]
+
+pub mod health {
+    pub mod v1 {
+        tonic::include_proto!("reach.health.v1");
+    }
+}
+
+pub mod core {
+    pub mod v1 {
+        tonic::include_proto!("reach.core.v1");
+    }
+}
+
+pub mod ward {
+    pub mod v1 {
+        tonic::include_proto!("reach.ward.v1");
+    }
+}
+
+pub mod egress {
+    pub mod v1 {
+        tonic::include_proto!("reach.egress.v1");
+    }
+}
+
+pub mod corpus {
+    pub mod v1 {
+        tonic::include_proto!("reach.corpus.v1");
+    }
+}
