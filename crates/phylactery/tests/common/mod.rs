@@ -1,0 +1,132 @@
+//! Shared test support: open a real vault on SQLite (temp dir) or PostgreSQL (own schema).
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use reach_digest::Sha256Digest;
+use reach_phylactery::*;
+
+pub const PG_ENV: &str = "REACH_TEST_DATABASE_URL";
+pub const T0: UnixMillis = UnixMillis(1_700_000_000_000);
+pub const LEASE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Db {
+    Sqlite,
+    Postgres,
+}
+
+/// Keeps the temp dir alive for a SQLite vault.
+#[derive(Debug)]
+pub struct Guard(#[allow(dead_code)] Option<tempfile::TempDir>);
+
+/// The PostgreSQL URL, or a clear failure: PostgreSQL tests never pass silently.
+pub fn pg_url() -> String {
+    std::env::var(PG_ENV).unwrap_or_else(|_| {
+        panic!(
+            "{PG_ENV} is not set: the PostgreSQL half of the phylactery suite needs a test server \
+             (see crates/phylactery/README.md for the setup commands)"
+        )
+    })
+}
+
+/// A schema name unique to this process and call.
+pub fn unique_schema(name: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "t_{}_{}_{}_{}",
+        name.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+        std::process::id(),
+        nanos,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn config(db: Db, name: &str) -> (VaultConfig, Guard) {
+    match db {
+        Db::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            (VaultConfig::sqlite(dir.path().join("vault.db")), Guard(Some(dir)))
+        }
+        Db::Postgres => (VaultConfig::postgres(pg_url(), Some(unique_schema(name))), Guard(None)),
+    }
+}
+
+/// Opens a fresh vault and records a genesis reconciliation so it serves.
+pub async fn open(db: Db, name: &str) -> (Phylactery, ManualClock, Guard) {
+    let (cfg, guard) = config(db, name);
+    let clock = ManualClock::new(T0);
+    let p = Phylactery::open(cfg, Arc::new(clock.clone())).await.unwrap();
+    genesis(&p).await;
+    (p, clock, guard)
+}
+
+pub async fn genesis(p: &Phylactery) {
+    p.record_operator_reconciliation(&OperatorReconciliation {
+        kind: ReconciliationKind::Genesis,
+        operator: "test-operator".into(),
+        note: "test vault, no earlier body".into(),
+    })
+    .await
+    .unwrap();
+}
+
+pub fn key(n: u64) -> EventKey {
+    EventKey {
+        platform: "discord".into(),
+        adapter_revision: "gw-v10/1".into(),
+        application_id: "app-1".into(),
+        event_kind: "MESSAGE_CREATE".into(),
+        external_event_id: format!("evt-{n}"),
+    }
+}
+
+pub fn request(n: u64) -> AdmissionRequest {
+    AdmissionRequest {
+        key: key(n),
+        payload_digest: Sha256Digest::of(format!("payload-{n}")),
+        habitat: "habitat-docs".into(),
+    }
+}
+
+pub fn success(n: u64) -> TurnCommit {
+    TurnCommit {
+        outcome: TurnState::Succeeded,
+        reason: None,
+        answer_digest: Some(Sha256Digest::of(format!("answer-{n}"))),
+        intent: Some(DeliveryIntentSpec {
+            effect: format!("create_message channel=chan-1 reply_to=evt-{n}"),
+            payload_digest: Sha256Digest::of(format!("body-{n}")),
+        }),
+    }
+}
+
+/// Admits event `n` and commits a successful turn; returns the intent id.
+pub async fn admitted_intent(p: &Phylactery, n: u64) -> IntentId {
+    let a = p.admit(&request(n)).await.unwrap();
+    let c = p.commit_turn(&a.status().turn_id, &success(n)).await.unwrap();
+    c.intent.unwrap().0
+}
+
+/// Generates `sqlite` and `postgres` tests for an `async fn(Db)`.
+#[macro_export]
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name($crate::common::Db::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name($crate::common::Db::Postgres).await
+            }
+        }
+    )*};
+}
