@@ -98,11 +98,20 @@ pub fn webpki_root_store() -> RootCertStore {
 }
 
 /// Dials admitted destinations.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PinnedConnector<D = TcpDialer> {
     tls: TlsConnector,
     dialer: D,
     timeout: Duration,
+}
+
+impl<D: std::fmt::Debug> std::fmt::Debug for PinnedConnector<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedConnector")
+            .field("dialer", &self.dialer)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<D: Dialer> PinnedConnector<D> {
