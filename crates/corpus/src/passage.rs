@@ -238,11 +238,11 @@ mod tests {
     #[test]
     fn markdown_splits_at_headings_not_in_fences() {
         let md = "intro line\n\n# Install\n\nRun it.\n\n```sh\n# not a heading\n```\n## Install\nagain\n#nospace\n";
-        expect_test::expect![[r##"
+        expect_test::expect![[r###"
             1-1 [guide.md] # "intro line"
             3-9 [Install] #install "# Install\n\nRun it.\n\n```sh\n# not a heading\n```"
             10-12 [Install] #install-1 "## Install\nagain\n#nospace"
-        "##]]
+        "###]]
         .assert_eq(&show(&split(&file("docs/guide.md", Media::Markdown, md))));
     }
 

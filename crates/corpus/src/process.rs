@@ -77,7 +77,7 @@ pub fn process_tree(
     let globs = build_globs(include)?;
     let mut out = Processed::default();
     let mut files_pinned: u64 = 0;
-    let mut reject = |out: &mut Processed, path: &str, rule: Rule, detail: String| {
+    let reject = |out: &mut Processed, path: &str, rule: Rule, detail: String| {
         match policy.action(rule) {
             Action::Refuse => Err(BuildError::refused(rule, path, detail)),
             Action::Skip => {
@@ -332,28 +332,25 @@ fn judge_content(bytes: &[u8], media: Media, c: &Ceilings) -> Result<String, (Ru
 /// Container nesting a CommonMark parser would build for one line: indentation (two columns per
 /// list level), block-quote markers and list markers stacked on the same line.
 fn markdown_nesting(line: &str) -> u64 {
+    let body = line.trim_start_matches([' ', '\t']);
+    let cols: u64 = line[..line.len() - body.len()]
+        .chars()
+        .map(|c| if c == '\t' { 4 } else { 1 })
+        .sum();
     let mut depth = 0u64;
-    let mut cols = 0u64;
-    let mut rest = line;
+    let mut rest = body;
     loop {
-        let trimmed = rest.trim_start_matches([' ', '\t']);
-        cols += rest[..rest.len() - trimmed.len()]
-            .chars()
-            .map(|c| if c == '\t' { 4 } else { 1 })
-            .sum::<u64>();
-        rest = trimmed;
+        rest = rest.trim_start_matches([' ', '\t']);
         if let Some(r) = rest.strip_prefix('>') {
-            depth += 1;
             rest = r;
         } else if let Some(r) = ["- ", "* ", "+ "].iter().find_map(|m| rest.strip_prefix(m)) {
-            depth += 1;
             rest = r;
         } else if let Some(r) = ordered_marker(rest) {
-            depth += 1;
             rest = r;
         } else {
             break;
         }
+        depth += 1;
     }
     depth + cols / 2
 }
