@@ -15,10 +15,10 @@ use http::header::HOST;
 use http::{HeaderValue, Method, Request};
 use rustls_pki_types::ServerName;
 
+use crate::DestinationError;
 use crate::resolver::Resolver;
 use crate::special::classify;
 use crate::url::{DEFAULT_HTTPS_PORT, Destination, Host};
-use crate::DestinationError;
 
 /// Longest time an admitted answer is reused, whatever TTL DNS gave it. Short, so revocation of
 /// a name (or a changed answer) is seen within minutes.
@@ -83,12 +83,17 @@ impl AdmissionPolicy {
     }
 
     fn is_road(&self, host: &Host, addr: SocketAddr) -> bool {
-        self.local_roads.iter().any(|road| &road.host == host && road.addr == addr)
+        self.local_roads
+            .iter()
+            .any(|road| &road.host == host && road.addr == addr)
     }
 
     fn port_admitted(&self, host: &Host, port: u16) -> bool {
         self.ports.contains(&port)
-            || self.local_roads.iter().any(|road| &road.host == host && road.addr.port() == port)
+            || self
+                .local_roads
+                .iter()
+                .any(|road| &road.host == host && road.addr.port() == port)
     }
 }
 
@@ -157,12 +162,17 @@ impl AdmittedDestination {
         if let Some(authority) = request.uri().authority()
             && authority.as_str() != admitted
         {
-            return Err(DestinationError::HostMismatch { admitted, found: authority.to_string() });
+            return Err(DestinationError::HostMismatch {
+                admitted,
+                found: authority.to_string(),
+            });
         }
         if let Some(scheme) = request.uri().scheme_str()
             && scheme != "https"
         {
-            return Err(DestinationError::NotHttps { scheme: scheme.to_owned() });
+            return Err(DestinationError::NotHttps {
+                scheme: scheme.to_owned(),
+            });
         }
         let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
         if !path_within(self.destination.path_and_query(), path) {
@@ -181,7 +191,9 @@ impl AdmittedDestination {
         location: &str,
         policy: &AdmissionPolicy,
     ) -> Result<Destination, DestinationError> {
-        let refused = || DestinationError::RedirectNotAdmitted { location: location.to_owned() };
+        let refused = || DestinationError::RedirectNotAdmitted {
+            location: location.to_owned(),
+        };
         match policy.redirects {
             RedirectPolicy::Refuse => Err(refused()),
             RedirectPolicy::Readmit { max_hops } => {
@@ -207,7 +219,9 @@ fn path_within(base: &str, path: &str) -> bool {
     if base.ends_with('/') {
         path_only.starts_with(base)
     } else {
-        path_only.strip_prefix(base).is_some_and(|rest| rest.starts_with('/'))
+        path_only
+            .strip_prefix(base)
+            .is_some_and(|rest| rest.starts_with('/'))
     }
 }
 
@@ -229,7 +243,11 @@ pub struct Admission<R> {
 impl<R: Resolver> Admission<R> {
     /// A gate with `policy`, resolving through `resolver`.
     pub fn new(policy: AdmissionPolicy, resolver: R) -> Self {
-        Admission { policy, resolver, cache: Mutex::new(HashMap::new()) }
+        Admission {
+            policy,
+            resolver,
+            cache: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The policy.
@@ -248,7 +266,9 @@ impl<R: Resolver> Admission<R> {
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, HashMap<(String, u16), Cached>> {
-        self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Admit `destination`: port, then every resolved address, then pin the first.
@@ -274,15 +294,21 @@ impl<R: Resolver> Admission<R> {
         if answers.addrs.is_empty() {
             return Err(DestinationError::NoAddresses { host: name });
         }
-        let (addr, local_road) =
-            self.check_addresses(destination.host(), &answers.addrs, port)?;
+        let (addr, local_road) = self.check_addresses(destination.host(), &answers.addrs, port)?;
         let ttl = answers.ttl.min(self.policy.max_cache_ttl);
         if !ttl.is_zero() {
             let mut cache = self.lock_cache();
             if cache.len() >= MAX_CACHE_ENTRIES {
                 cache.clear();
             }
-            cache.insert((name, port), Cached { addr, local_road, expires: Instant::now() + ttl });
+            cache.insert(
+                (name, port),
+                Cached {
+                    addr,
+                    local_road,
+                    expires: Instant::now() + ttl,
+                },
+            );
         }
         Ok(build(destination, addr, local_road))
     }
@@ -353,5 +379,10 @@ fn build(destination: Destination, pinned: SocketAddr, local_road: bool) -> Admi
             Err(_) => ServerName::IpAddress(pinned.ip().into()),
         },
     };
-    AdmittedDestination { destination, pinned, server_name, local_road }
+    AdmittedDestination {
+        destination,
+        pinned,
+        server_name,
+        local_road,
+    }
 }

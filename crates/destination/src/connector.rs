@@ -66,7 +66,10 @@ impl RecordingDialer {
 
 impl Dialer for RecordingDialer {
     fn dial(&self, addr: SocketAddr) -> impl Future<Output = io::Result<TcpStream>> + Send {
-        self.dials.lock().unwrap_or_else(|p| p.into_inner()).push(addr);
+        self.dials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(addr);
         async move {
             if !addr.ip().is_loopback() {
                 return Err(io::Error::new(
@@ -85,7 +88,9 @@ pub fn client_config(roots: RootCertStore) -> Result<ClientConfig, DestinationEr
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| DestinationError::TlsConfig { reason: e.to_string() })?
+        .map_err(|e| DestinationError::TlsConfig {
+            reason: e.to_string(),
+        })?
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -94,7 +99,9 @@ pub fn client_config(roots: RootCertStore) -> Result<ClientConfig, DestinationEr
 
 /// The Mozilla root store shipped by `webpki-roots`, for production destinations.
 pub fn webpki_root_store() -> RootCertStore {
-    RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() }
+    RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    }
 }
 
 /// Dials admitted destinations.
@@ -142,25 +149,38 @@ impl<D: Dialer> PinnedConnector<D> {
                 .dialer
                 .dial(pinned)
                 .await
-                .map_err(|source| DestinationError::Dial { addr: pinned, source })?;
-            let peer = tcp
-                .peer_addr()
-                .map_err(|source| DestinationError::Dial { addr: pinned, source })?;
-            if peer != pinned {
-                return Err(DestinationError::PeerMismatch { pinned, found: peer });
-            }
-            self.tls.connect(name, tcp).await.map_err(|source| DestinationError::Tls {
-                name: admitted.destination().authority(),
+                .map_err(|source| DestinationError::Dial {
+                    addr: pinned,
+                    source,
+                })?;
+            let peer = tcp.peer_addr().map_err(|source| DestinationError::Dial {
+                addr: pinned,
                 source,
-            })
+            })?;
+            if peer != pinned {
+                return Err(DestinationError::PeerMismatch {
+                    pinned,
+                    found: peer,
+                });
+            }
+            self.tls
+                .connect(name, tcp)
+                .await
+                .map_err(|source| DestinationError::Tls {
+                    name: admitted.destination().authority(),
+                    source,
+                })
         };
-        let tls = tokio::time::timeout(self.timeout, work).await.map_err(|_| {
-            DestinationError::Dial {
+        let tls = tokio::time::timeout(self.timeout, work)
+            .await
+            .map_err(|_| DestinationError::Dial {
                 addr: pinned,
                 source: io::Error::new(io::ErrorKind::TimedOut, "connect timed out"),
-            }
-        })??;
-        Ok(PinnedStream { tls, admitted: admitted.clone() })
+            })??;
+        Ok(PinnedStream {
+            tls,
+            admitted: admitted.clone(),
+        })
     }
 }
 

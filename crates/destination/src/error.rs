@@ -58,7 +58,10 @@ pub enum DestinationError {
     },
     /// The connected peer is not the pinned address.
     #[error("connected peer {found} is not the pinned address {pinned}")]
-    PeerMismatch { pinned: SocketAddr, found: SocketAddr },
+    PeerMismatch {
+        pinned: SocketAddr,
+        found: SocketAddr,
+    },
     /// The TLS handshake failed (including a certificate that does not name the admitted host).
     #[error("tls handshake with {name} failed: {source}")]
     Tls {
@@ -82,9 +85,7 @@ impl DestinationError {
             DestinationError::Fragment => "destination/fragment",
             DestinationError::InvalidPurpose { .. } => "destination/invalid-purpose",
             DestinationError::PortNotAdmitted { .. } => "destination/port-not-admitted",
-            DestinationError::SpecialPurposeAddress { .. } => {
-                "destination/special-purpose-address"
-            }
+            DestinationError::SpecialPurposeAddress { .. } => "destination/special-purpose-address",
             DestinationError::MixedResolution { .. } => "destination/mixed-resolution",
             DestinationError::NoAddresses { .. } => "destination/no-addresses",
             DestinationError::Resolution { .. } => "destination/resolution-failed",

@@ -33,7 +33,5 @@ pub use connector::{
     client_config, webpki_root_store,
 };
 pub use error::DestinationError;
-pub use resolver::{
-    Answers, HickoryConfig, HickoryResolver, Resolver, STATIC_TTL, StaticResolver,
-};
+pub use resolver::{Answers, HickoryConfig, HickoryResolver, Resolver, STATIC_TTL, StaticResolver};
 pub use url::{DEFAULT_HTTPS_PORT, Destination, Host, Purpose};

@@ -54,7 +54,10 @@ pub const STATIC_TTL: Duration = Duration::from_secs(60);
 impl StaticResolver {
     /// An empty map.
     pub fn new() -> Self {
-        StaticResolver { entries: Mutex::new(HashMap::new()), ttl: STATIC_TTL }
+        StaticResolver {
+            entries: Mutex::new(HashMap::new()),
+            ttl: STATIC_TTL,
+        }
     }
 
     /// Set the TTL reported with every answer (zero disables admission caching).
@@ -70,7 +73,14 @@ impl StaticResolver {
 
     /// Answer `name` with each element of `answers` in turn; the last repeats.
     pub fn with_sequence(self, name: &str, answers: Vec<Vec<IpAddr>>) -> Self {
-        self.lock().insert(name.to_owned(), Script { answers, next: 0, lookups: 0 });
+        self.lock().insert(
+            name.to_owned(),
+            Script {
+                answers,
+                next: 0,
+                lookups: 0,
+            },
+        );
         self
     }
 
@@ -80,19 +90,26 @@ impl StaticResolver {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Script>> {
-        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn answer(&self, name: &str) -> Result<Answers, DestinationError> {
         let mut entries = self.lock();
         let Some(script) = entries.get_mut(name) else {
-            return Err(DestinationError::NoAddresses { host: name.to_owned() });
+            return Err(DestinationError::NoAddresses {
+                host: name.to_owned(),
+            });
         };
         script.lookups += 1;
         let index = script.next.min(script.answers.len().saturating_sub(1));
         script.next = script.next.saturating_add(1);
         let addrs = script.answers.get(index).cloned().unwrap_or_default();
-        Ok(Answers { addrs, ttl: self.ttl })
+        Ok(Answers {
+            addrs,
+            ttl: self.ttl,
+        })
     }
 }
 
@@ -117,7 +134,11 @@ pub struct HickoryConfig {
 impl HickoryConfig {
     /// Ask only `name_servers`, with a 2 s timeout and 2 attempts.
     pub fn new(name_servers: Vec<SocketAddr>) -> Self {
-        HickoryConfig { name_servers, timeout: Duration::from_secs(2), attempts: 2 }
+        HickoryConfig {
+            name_servers,
+            timeout: Duration::from_secs(2),
+            attempts: 2,
+        }
     }
 }
 
@@ -179,12 +200,15 @@ impl Resolver for HickoryResolver {
         let absolute = format!("{name}.");
         let host = name.to_owned();
         async move {
-            let lookup = self
-                .inner
-                .lookup_ip(absolute.as_str())
-                .await
-                .map_err(|e| DestinationError::Resolution { host: host.clone(), reason: e.to_string() })?;
-            let ttl = lookup.valid_until().saturating_duration_since(Instant::now());
+            let lookup = self.inner.lookup_ip(absolute.as_str()).await.map_err(|e| {
+                DestinationError::Resolution {
+                    host: host.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+            let ttl = lookup
+                .valid_until()
+                .saturating_duration_since(Instant::now());
             let addrs: Vec<IpAddr> = lookup.iter().collect();
             Ok(Answers { addrs, ttl })
         }

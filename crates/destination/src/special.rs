@@ -60,12 +60,8 @@ impl Prefix {
     /// The last address of the prefix.
     pub fn last(&self) -> IpAddr {
         match self {
-            Prefix::V4(net, len) => {
-                IpAddr::V4(Ipv4Addr::from(u32::from(*net) | !mask32(*len)))
-            }
-            Prefix::V6(net, len) => {
-                IpAddr::V6(Ipv6Addr::from(u128::from(*net) | !mask128(*len)))
-            }
+            Prefix::V4(net, len) => IpAddr::V4(Ipv4Addr::from(u32::from(*net) | !mask32(*len))),
+            Prefix::V6(net, len) => IpAddr::V6(Ipv6Addr::from(u128::from(*net) | !mask128(*len))),
         }
     }
 }
@@ -80,11 +76,19 @@ impl fmt::Display for Prefix {
 }
 
 fn mask32(len: u8) -> u32 {
-    if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) }
+    if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(len))
+    }
 }
 
 fn mask128(len: u8) -> u128 {
-    if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) }
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len))
+    }
 }
 
 /// Where an entry of the table comes from.
@@ -121,79 +125,270 @@ const fn v4(a: u8, b: u8, c: u8, d: u8, len: u8) -> Prefix {
 
 #[allow(clippy::too_many_arguments)]
 const fn v6(s: [u16; 8], len: u8) -> Prefix {
-    Prefix::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]), len)
+    Prefix::V6(
+        Ipv6Addr::new(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]),
+        len,
+    )
 }
 
 const fn e4(prefix: Prefix, name: &'static str, rfc: &'static str) -> SpecialPurpose {
-    SpecialPurpose { prefix, name, rfc, source: Source::IanaIpv4 }
+    SpecialPurpose {
+        prefix,
+        name,
+        rfc,
+        source: Source::IanaIpv4,
+    }
 }
 
 const fn e6(prefix: Prefix, name: &'static str, rfc: &'static str) -> SpecialPurpose {
-    SpecialPurpose { prefix, name, rfc, source: Source::IanaIpv6 }
+    SpecialPurpose {
+        prefix,
+        name,
+        rfc,
+        source: Source::IanaIpv6,
+    }
 }
 
 /// The full table, in registry order (IPv4 registry, IPv6 registry, then the extra blocks).
 pub static SPECIAL_PURPOSE: &[SpecialPurpose] = &[
     // IANA IPv4 Special-Purpose Address Registry.
     e4(v4(0, 0, 0, 0, 8), "\"This network\"", "RFC 791 §3.2"),
-    e4(v4(0, 0, 0, 0, 32), "\"This host on this network\"", "RFC 1122 §3.2.1.3"),
+    e4(
+        v4(0, 0, 0, 0, 32),
+        "\"This host on this network\"",
+        "RFC 1122 §3.2.1.3",
+    ),
     e4(v4(10, 0, 0, 0, 8), "Private-Use", "RFC 1918"),
     e4(v4(100, 64, 0, 0, 10), "Shared Address Space", "RFC 6598"),
     e4(v4(127, 0, 0, 0, 8), "Loopback", "RFC 1122 §3.2.1.3"),
     e4(v4(169, 254, 0, 0, 16), "Link Local", "RFC 3927"),
     e4(v4(172, 16, 0, 0, 12), "Private-Use", "RFC 1918"),
-    e4(v4(192, 0, 0, 0, 24), "IETF Protocol Assignments", "RFC 6890 §2.1"),
-    e4(v4(192, 0, 0, 0, 29), "IPv4 Service Continuity Prefix", "RFC 7335"),
+    e4(
+        v4(192, 0, 0, 0, 24),
+        "IETF Protocol Assignments",
+        "RFC 6890 §2.1",
+    ),
+    e4(
+        v4(192, 0, 0, 0, 29),
+        "IPv4 Service Continuity Prefix",
+        "RFC 7335",
+    ),
     e4(v4(192, 0, 0, 8, 32), "IPv4 dummy address", "RFC 7600"),
-    e4(v4(192, 0, 0, 9, 32), "Port Control Protocol Anycast", "RFC 7723"),
-    e4(v4(192, 0, 0, 10, 32), "Traversal Using Relays around NAT Anycast", "RFC 8155"),
-    e4(v4(192, 0, 0, 170, 32), "NAT64/DNS64 Discovery", "RFC 8880, RFC 7050 §2.2"),
-    e4(v4(192, 0, 0, 171, 32), "NAT64/DNS64 Discovery", "RFC 8880, RFC 7050 §2.2"),
-    e4(v4(192, 0, 2, 0, 24), "Documentation (TEST-NET-1)", "RFC 5737"),
+    e4(
+        v4(192, 0, 0, 9, 32),
+        "Port Control Protocol Anycast",
+        "RFC 7723",
+    ),
+    e4(
+        v4(192, 0, 0, 10, 32),
+        "Traversal Using Relays around NAT Anycast",
+        "RFC 8155",
+    ),
+    e4(
+        v4(192, 0, 0, 170, 32),
+        "NAT64/DNS64 Discovery",
+        "RFC 8880, RFC 7050 §2.2",
+    ),
+    e4(
+        v4(192, 0, 0, 171, 32),
+        "NAT64/DNS64 Discovery",
+        "RFC 8880, RFC 7050 §2.2",
+    ),
+    e4(
+        v4(192, 0, 2, 0, 24),
+        "Documentation (TEST-NET-1)",
+        "RFC 5737",
+    ),
     e4(v4(192, 31, 196, 0, 24), "AS112-v4", "RFC 7535"),
     e4(v4(192, 52, 193, 0, 24), "AMT", "RFC 7450"),
-    e4(v4(192, 88, 99, 0, 24), "Deprecated (6to4 Relay Anycast)", "RFC 7526"),
-    e4(v4(192, 88, 99, 2, 32), "6a44-relay anycast address", "RFC 6751"),
+    e4(
+        v4(192, 88, 99, 0, 24),
+        "Deprecated (6to4 Relay Anycast)",
+        "RFC 7526",
+    ),
+    e4(
+        v4(192, 88, 99, 2, 32),
+        "6a44-relay anycast address",
+        "RFC 6751",
+    ),
     e4(v4(192, 168, 0, 0, 16), "Private-Use", "RFC 1918"),
-    e4(v4(192, 175, 48, 0, 24), "Direct Delegation AS112 Service", "RFC 7534"),
+    e4(
+        v4(192, 175, 48, 0, 24),
+        "Direct Delegation AS112 Service",
+        "RFC 7534",
+    ),
     e4(v4(198, 18, 0, 0, 15), "Benchmarking", "RFC 2544"),
-    e4(v4(198, 51, 100, 0, 24), "Documentation (TEST-NET-2)", "RFC 5737"),
-    e4(v4(203, 0, 113, 0, 24), "Documentation (TEST-NET-3)", "RFC 5737"),
+    e4(
+        v4(198, 51, 100, 0, 24),
+        "Documentation (TEST-NET-2)",
+        "RFC 5737",
+    ),
+    e4(
+        v4(203, 0, 113, 0, 24),
+        "Documentation (TEST-NET-3)",
+        "RFC 5737",
+    ),
     e4(v4(240, 0, 0, 0, 4), "Reserved", "RFC 1112 §4"),
-    e4(v4(255, 255, 255, 255, 32), "Limited Broadcast", "RFC 8190, RFC 919 §7"),
+    e4(
+        v4(255, 255, 255, 255, 32),
+        "Limited Broadcast",
+        "RFC 8190, RFC 919 §7",
+    ),
     // IANA IPv6 Special-Purpose Address Registry.
-    e6(v6([0, 0, 0, 0, 0, 0, 0, 1], 128), "Loopback Address", "RFC 4291"),
-    e6(v6([0, 0, 0, 0, 0, 0, 0, 0], 128), "Unspecified Address", "RFC 4291"),
-    e6(v6([0, 0, 0, 0, 0, 0xffff, 0, 0], 96), "IPv4-mapped Address", "RFC 4291"),
-    e6(v6([0x64, 0xff9b, 0, 0, 0, 0, 0, 0], 96), "IPv4-IPv6 Translat.", "RFC 6052"),
-    e6(v6([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48), "IPv4-IPv6 Translat.", "RFC 8215"),
-    e6(v6([0x100, 0, 0, 0, 0, 0, 0, 0], 64), "Discard-Only Address Block", "RFC 6666"),
-    e6(v6([0x100, 0, 0, 1, 0, 0, 0, 0], 64), "Dummy IPv6 Prefix", "RFC 9780"),
-    e6(v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 23), "IETF Protocol Assignments", "RFC 2928"),
-    e6(v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 32), "TEREDO", "RFC 4380, RFC 8190"),
-    e6(v6([0x2001, 1, 0, 0, 0, 0, 0, 1], 128), "Port Control Protocol Anycast", "RFC 7723"),
-    e6(v6([0x2001, 1, 0, 0, 0, 0, 0, 2], 128), "Traversal Using Relays around NAT Anycast", "RFC 8155"),
-    e6(v6([0x2001, 1, 0, 0, 0, 0, 0, 3], 128), "DNS-SD Service Registration Protocol Anycast", "RFC 9665"),
-    e6(v6([0x2001, 2, 0, 0, 0, 0, 0, 0], 48), "Benchmarking", "RFC 5180, RFC Errata 1752"),
+    e6(
+        v6([0, 0, 0, 0, 0, 0, 0, 1], 128),
+        "Loopback Address",
+        "RFC 4291",
+    ),
+    e6(
+        v6([0, 0, 0, 0, 0, 0, 0, 0], 128),
+        "Unspecified Address",
+        "RFC 4291",
+    ),
+    e6(
+        v6([0, 0, 0, 0, 0, 0xffff, 0, 0], 96),
+        "IPv4-mapped Address",
+        "RFC 4291",
+    ),
+    e6(
+        v6([0x64, 0xff9b, 0, 0, 0, 0, 0, 0], 96),
+        "IPv4-IPv6 Translat.",
+        "RFC 6052",
+    ),
+    e6(
+        v6([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48),
+        "IPv4-IPv6 Translat.",
+        "RFC 8215",
+    ),
+    e6(
+        v6([0x100, 0, 0, 0, 0, 0, 0, 0], 64),
+        "Discard-Only Address Block",
+        "RFC 6666",
+    ),
+    e6(
+        v6([0x100, 0, 0, 1, 0, 0, 0, 0], 64),
+        "Dummy IPv6 Prefix",
+        "RFC 9780",
+    ),
+    e6(
+        v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 23),
+        "IETF Protocol Assignments",
+        "RFC 2928",
+    ),
+    e6(
+        v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 32),
+        "TEREDO",
+        "RFC 4380, RFC 8190",
+    ),
+    e6(
+        v6([0x2001, 1, 0, 0, 0, 0, 0, 1], 128),
+        "Port Control Protocol Anycast",
+        "RFC 7723",
+    ),
+    e6(
+        v6([0x2001, 1, 0, 0, 0, 0, 0, 2], 128),
+        "Traversal Using Relays around NAT Anycast",
+        "RFC 8155",
+    ),
+    e6(
+        v6([0x2001, 1, 0, 0, 0, 0, 0, 3], 128),
+        "DNS-SD Service Registration Protocol Anycast",
+        "RFC 9665",
+    ),
+    e6(
+        v6([0x2001, 2, 0, 0, 0, 0, 0, 0], 48),
+        "Benchmarking",
+        "RFC 5180, RFC Errata 1752",
+    ),
     e6(v6([0x2001, 3, 0, 0, 0, 0, 0, 0], 32), "AMT", "RFC 7450"),
-    e6(v6([0x2001, 4, 0x112, 0, 0, 0, 0, 0], 48), "AS112-v6", "RFC 7535"),
-    e6(v6([0x2001, 0x10, 0, 0, 0, 0, 0, 0], 28), "Deprecated (previously ORCHID)", "RFC 4843"),
-    e6(v6([0x2001, 0x20, 0, 0, 0, 0, 0, 0], 28), "ORCHIDv2", "RFC 7343"),
-    e6(v6([0x2001, 0x30, 0, 0, 0, 0, 0, 0], 28), "Drone Remote ID Protocol Entity Tags (DETs) Prefix", "RFC 9374"),
-    e6(v6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32), "Documentation", "RFC 3849"),
+    e6(
+        v6([0x2001, 4, 0x112, 0, 0, 0, 0, 0], 48),
+        "AS112-v6",
+        "RFC 7535",
+    ),
+    e6(
+        v6([0x2001, 0x10, 0, 0, 0, 0, 0, 0], 28),
+        "Deprecated (previously ORCHID)",
+        "RFC 4843",
+    ),
+    e6(
+        v6([0x2001, 0x20, 0, 0, 0, 0, 0, 0], 28),
+        "ORCHIDv2",
+        "RFC 7343",
+    ),
+    e6(
+        v6([0x2001, 0x30, 0, 0, 0, 0, 0, 0], 28),
+        "Drone Remote ID Protocol Entity Tags (DETs) Prefix",
+        "RFC 9374",
+    ),
+    e6(
+        v6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32),
+        "Documentation",
+        "RFC 3849",
+    ),
     e6(v6([0x2002, 0, 0, 0, 0, 0, 0, 0], 16), "6to4", "RFC 3056"),
-    e6(v6([0x2620, 0x4f, 0x8000, 0, 0, 0, 0, 0], 48), "Direct Delegation AS112 Service", "RFC 7534"),
-    e6(v6([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20), "Documentation", "RFC 9637"),
-    e6(v6([0x5f00, 0, 0, 0, 0, 0, 0, 0], 16), "Segment Routing (SRv6) SIDs", "RFC 9602"),
-    e6(v6([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7), "Unique-Local", "RFC 4193, RFC 8190"),
-    e6(v6([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10), "Link-Local Unicast", "RFC 4291"),
+    e6(
+        v6([0x2620, 0x4f, 0x8000, 0, 0, 0, 0, 0], 48),
+        "Direct Delegation AS112 Service",
+        "RFC 7534",
+    ),
+    e6(
+        v6([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20),
+        "Documentation",
+        "RFC 9637",
+    ),
+    e6(
+        v6([0x5f00, 0, 0, 0, 0, 0, 0, 0], 16),
+        "Segment Routing (SRv6) SIDs",
+        "RFC 9602",
+    ),
+    e6(
+        v6([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7),
+        "Unique-Local",
+        "RFC 4193, RFC 8190",
+    ),
+    e6(
+        v6([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10),
+        "Link-Local Unicast",
+        "RFC 4291",
+    ),
     // Blocks outside the special-purpose registries that are never a public destination.
-    SpecialPurpose { prefix: v4(224, 0, 0, 0, 4), name: "Multicast", rfc: "RFC 5771", source: Source::Multicast },
-    SpecialPurpose { prefix: v6([0xff00, 0, 0, 0, 0, 0, 0, 0], 8), name: "Multicast", rfc: "RFC 4291 §2.7", source: Source::Multicast },
-    SpecialPurpose { prefix: v4(169, 254, 169, 254, 32), name: "Instance metadata service", rfc: "cloud provider convention", source: Source::Metadata },
-    SpecialPurpose { prefix: v6([0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254], 128), name: "Instance metadata service", rfc: "cloud provider convention", source: Source::Metadata },
-    SpecialPurpose { prefix: v6([0, 0, 0, 0, 0, 0, 0, 0], 96), name: "IPv4-compatible Address (deprecated)", rfc: "RFC 4291 §2.5.5.1", source: Source::Deprecated },
-    SpecialPurpose { prefix: v6([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10), name: "Site-Local (deprecated)", rfc: "RFC 3879", source: Source::Deprecated },
+    SpecialPurpose {
+        prefix: v4(224, 0, 0, 0, 4),
+        name: "Multicast",
+        rfc: "RFC 5771",
+        source: Source::Multicast,
+    },
+    SpecialPurpose {
+        prefix: v6([0xff00, 0, 0, 0, 0, 0, 0, 0], 8),
+        name: "Multicast",
+        rfc: "RFC 4291 §2.7",
+        source: Source::Multicast,
+    },
+    SpecialPurpose {
+        prefix: v4(169, 254, 169, 254, 32),
+        name: "Instance metadata service",
+        rfc: "cloud provider convention",
+        source: Source::Metadata,
+    },
+    SpecialPurpose {
+        prefix: v6([0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254], 128),
+        name: "Instance metadata service",
+        rfc: "cloud provider convention",
+        source: Source::Metadata,
+    },
+    SpecialPurpose {
+        prefix: v6([0, 0, 0, 0, 0, 0, 0, 0], 96),
+        name: "IPv4-compatible Address (deprecated)",
+        rfc: "RFC 4291 §2.5.5.1",
+        source: Source::Deprecated,
+    },
+    SpecialPurpose {
+        prefix: v6([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10),
+        name: "Site-Local (deprecated)",
+        rfc: "RFC 3879",
+        source: Source::Deprecated,
+    },
 ];
 
 /// How an IPv6 address carries an IPv4 address.
@@ -234,7 +429,11 @@ pub struct EmbeddedIpv4 {
 
 impl fmt::Display for SpecialUse {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} ({})", self.entry.prefix, self.entry.name, self.entry.rfc)?;
+        write!(
+            f,
+            "{} {} ({})",
+            self.entry.prefix, self.entry.name, self.entry.rfc
+        )?;
         if let Some(embedded) = &self.embedded {
             write!(f, ", embeds {}", embedded.addr)?;
             if let Some(entry) = embedded.entry {
@@ -267,9 +466,15 @@ pub fn embedded_ipv4(ip: Ipv6Addr) -> Option<(Embedding, Ipv4Addr)> {
         Some((Embedding::Nat64, low32))
     } else if seg[..3] == [0x64, 0xff9b, 1] {
         // RFC 6052 §2.2, /48 layout: bits 48..64 and 72..88 (the u octet, bits 64..72, skipped).
-        Some((Embedding::Nat64, Ipv4Addr::new(oct[6], oct[7], oct[9], oct[10])))
+        Some((
+            Embedding::Nat64,
+            Ipv4Addr::new(oct[6], oct[7], oct[9], oct[10]),
+        ))
     } else if seg[0] == 0x2002 {
-        Some((Embedding::SixToFour, Ipv4Addr::new(oct[2], oct[3], oct[4], oct[5])))
+        Some((
+            Embedding::SixToFour,
+            Ipv4Addr::new(oct[2], oct[3], oct[4], oct[5]),
+        ))
     } else if seg[0] == 0x2001 && seg[1] == 0 {
         Some((Embedding::Teredo, Ipv4Addr::from(!(bits as u32))))
     } else {
@@ -292,7 +497,10 @@ pub fn classify(ip: IpAddr) -> Option<SpecialUse> {
         (Some(entry), embedded) => Some(SpecialUse { entry, embedded }),
         // Every embedding form has its own entry, so this arm is reached only if the table
         // and `embedded_ipv4` disagree; refuse on the embedded address rather than admit.
-        (None, Some(embedded)) => embedded.entry.map(|entry| SpecialUse { entry, embedded: Some(embedded) }),
+        (None, Some(embedded)) => embedded.entry.map(|entry| SpecialUse {
+            entry,
+            embedded: Some(embedded),
+        }),
         (None, None) => None,
     }
 }

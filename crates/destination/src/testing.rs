@@ -34,7 +34,10 @@ impl TestCa {
         let key = KeyPair::generate().expect("ca key");
         let cert = params.self_signed(&key).expect("ca cert");
         let cert = cert.der().clone();
-        TestCa { issuer: Issuer::new(params, key), cert }
+        TestCa {
+            issuer: Issuer::new(params, key),
+            cert,
+        }
     }
 
     /// A root store trusting only this CA.
@@ -46,8 +49,9 @@ impl TestCa {
 
     /// A server configuration presenting a leaf for `names` (DNS names or IP literals).
     pub fn server_config(&self, names: &[&str]) -> Arc<ServerConfig> {
-        let params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-            .expect("leaf params");
+        let params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .expect("leaf params");
         let key = KeyPair::generate().expect("leaf key");
         let leaf = params.signed_by(&key, &self.issuer).expect("leaf cert");
         let chain = vec![leaf.der().clone(), self.cert.clone()];
@@ -73,12 +77,17 @@ impl Default for TestCa {
 /// Start a TLS server on `127.0.0.1:0` that runs `handler` for each accepted connection whose
 /// handshake succeeds. Returns the bound address and the accept loop's handle (abort it, or
 /// let the runtime end it with the test).
-pub async fn serve_tls<F, Fut>(config: Arc<ServerConfig>, handler: F) -> (SocketAddr, JoinHandle<()>)
+pub async fn serve_tls<F, Fut>(
+    config: Arc<ServerConfig>,
+    handler: F,
+) -> (SocketAddr, JoinHandle<()>)
 where
     F: Fn(TlsStream<tokio::net::TcpStream>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind test server");
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind test server");
     let addr = listener.local_addr().expect("local addr");
     let acceptor = TlsAcceptor::from(config);
     let handler = Arc::new(handler);

@@ -39,7 +39,9 @@ impl Purpose {
         if ok {
             Ok(Purpose(purpose.to_owned()))
         } else {
-            Err(DestinationError::InvalidPurpose { purpose: purpose.to_owned() })
+            Err(DestinationError::InvalidPurpose {
+                purpose: purpose.to_owned(),
+            })
         }
     }
 
@@ -83,16 +85,24 @@ impl Destination {
     /// Parse a canonical `https` URL for `purpose`.
     pub fn parse(url: &str, purpose: Purpose) -> Result<Self, DestinationError> {
         if url.len() > MAX_URL_LEN {
-            return Err(DestinationError::NonCanonical { reason: "url longer than 2048 bytes" });
+            return Err(DestinationError::NonCanonical {
+                reason: "url longer than 2048 bytes",
+            });
         }
         let Some((scheme, rest)) = url.split_once("://") else {
-            return Err(DestinationError::NotHttps { scheme: String::new() });
+            return Err(DestinationError::NotHttps {
+                scheme: String::new(),
+            });
         };
         if scheme != "https" {
             if scheme.eq_ignore_ascii_case("https") {
-                return Err(DestinationError::NonCanonical { reason: "scheme must be lowercase" });
+                return Err(DestinationError::NonCanonical {
+                    reason: "scheme must be lowercase",
+                });
             }
-            return Err(DestinationError::NotHttps { scheme: scheme.to_owned() });
+            return Err(DestinationError::NotHttps {
+                scheme: scheme.to_owned(),
+            });
         }
         let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         let (authority, tail) = rest.split_at(authority_end);
@@ -101,7 +111,13 @@ impl Destination {
         }
         let (host, port) = parse_authority(authority)?;
         let path_and_query = parse_path_and_query(tail)?;
-        Ok(Destination { host, port, path_and_query, purpose, redirect_hops: 0 })
+        Ok(Destination {
+            host,
+            port,
+            path_and_query,
+            purpose,
+            redirect_hops: 0,
+        })
     }
 
     /// Resolve a redirect `Location` against this destination into a brand-new destination,
@@ -109,7 +125,10 @@ impl Destination {
     pub(crate) fn redirect(&self, location: &str) -> Result<Self, DestinationError> {
         let mut next = if location.starts_with('/') && !location.starts_with("//") {
             let path_and_query = parse_path_and_query(location)?;
-            Destination { path_and_query, ..self.clone() }
+            Destination {
+                path_and_query,
+                ..self.clone()
+            }
         } else {
             Destination::parse(location, self.purpose.clone())?
         };
@@ -166,13 +185,15 @@ impl fmt::Display for Destination {
 fn parse_authority(authority: &str) -> Result<(Host, u16), DestinationError> {
     let (host_part, port_part) = if let Some(inner) = authority.strip_prefix('[') {
         let Some(end) = inner.find(']') else {
-            return Err(DestinationError::InvalidHost { reason: "unterminated IPv6 literal" });
+            return Err(DestinationError::InvalidHost {
+                reason: "unterminated IPv6 literal",
+            });
         };
         let literal = &inner[..end];
         let after = &inner[end + 1..];
-        let ip: Ipv6Addr = literal
-            .parse()
-            .map_err(|_| DestinationError::InvalidHost { reason: "invalid IPv6 literal" })?;
+        let ip: Ipv6Addr = literal.parse().map_err(|_| DestinationError::InvalidHost {
+            reason: "invalid IPv6 literal",
+        })?;
         if ip.to_string() != literal {
             return Err(DestinationError::NonCanonical {
                 reason: "IPv6 literal not in RFC 5952 form",
@@ -201,47 +222,68 @@ fn parse_authority(authority: &str) -> Result<(Host, u16), DestinationError> {
 
 fn parse_port(p: &str) -> Result<u16, DestinationError> {
     if p.is_empty() {
-        return Err(DestinationError::NonCanonical { reason: "empty port" });
+        return Err(DestinationError::NonCanonical {
+            reason: "empty port",
+        });
     }
     if !p.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(DestinationError::InvalidHost { reason: "port is not a number" });
+        return Err(DestinationError::InvalidHost {
+            reason: "port is not a number",
+        });
     }
     if p.starts_with('0') {
-        return Err(DestinationError::NonCanonical { reason: "port has leading zeros" });
+        return Err(DestinationError::NonCanonical {
+            reason: "port has leading zeros",
+        });
     }
-    let port: u16 =
-        p.parse().map_err(|_| DestinationError::InvalidHost { reason: "port out of range" })?;
+    let port: u16 = p.parse().map_err(|_| DestinationError::InvalidHost {
+        reason: "port out of range",
+    })?;
     if port == DEFAULT_HTTPS_PORT {
-        return Err(DestinationError::NonCanonical { reason: "default port 443 spelled out" });
+        return Err(DestinationError::NonCanonical {
+            reason: "default port 443 spelled out",
+        });
     }
     Ok(port)
 }
 
 fn parse_host(host: &str) -> Result<Host, DestinationError> {
     if host.is_empty() {
-        return Err(DestinationError::InvalidHost { reason: "empty host" });
+        return Err(DestinationError::InvalidHost {
+            reason: "empty host",
+        });
     }
     if host.contains('%') {
-        return Err(DestinationError::NonCanonical { reason: "percent-encoded host" });
+        return Err(DestinationError::NonCanonical {
+            reason: "percent-encoded host",
+        });
     }
     if host.ends_with('.') {
-        return Err(DestinationError::NonCanonical { reason: "trailing dot in host" });
+        return Err(DestinationError::NonCanonical {
+            reason: "trailing dot in host",
+        });
     }
     if host.bytes().any(|b| b.is_ascii_uppercase()) {
-        return Err(DestinationError::NonCanonical { reason: "uppercase host" });
+        return Err(DestinationError::NonCanonical {
+            reason: "uppercase host",
+        });
     }
     if !host.is_ascii() {
         return Err(DestinationError::NonCanonical {
             reason: "non-ASCII host (use the A-label form)",
         });
     }
-    if !host.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    if !host
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
     {
-        return Err(DestinationError::InvalidHost { reason: "character outside [a-z0-9.-]" });
+        return Err(DestinationError::InvalidHost {
+            reason: "character outside [a-z0-9.-]",
+        });
     }
     let last = host.rsplit('.').next().unwrap_or(host);
-    let numeric_last = !last.is_empty()
-        && (last.bytes().all(|b| b.is_ascii_digit()) || last.starts_with("0x"));
+    let numeric_last =
+        !last.is_empty() && (last.bytes().all(|b| b.is_ascii_digit()) || last.starts_with("0x"));
     if numeric_last {
         // A numeric final label is an IPv4 literal (WHATWG would read `0x7f.1` or `2130706433`
         // as 127.0.0.1); only the dotted-quad form without leading zeros is canonical.
@@ -253,17 +295,25 @@ fn parse_host(host: &str) -> Result<Host, DestinationError> {
         };
     }
     if host.len() > MAX_NAME_LEN {
-        return Err(DestinationError::InvalidHost { reason: "name longer than 253 bytes" });
+        return Err(DestinationError::InvalidHost {
+            reason: "name longer than 253 bytes",
+        });
     }
     for label in host.split('.') {
         if label.is_empty() {
-            return Err(DestinationError::InvalidHost { reason: "empty label" });
+            return Err(DestinationError::InvalidHost {
+                reason: "empty label",
+            });
         }
         if label.len() > MAX_LABEL_LEN {
-            return Err(DestinationError::InvalidHost { reason: "label longer than 63 bytes" });
+            return Err(DestinationError::InvalidHost {
+                reason: "label longer than 63 bytes",
+            });
         }
         if label.starts_with('-') || label.ends_with('-') {
-            return Err(DestinationError::InvalidHost { reason: "label starts or ends with '-'" });
+            return Err(DestinationError::InvalidHost {
+                reason: "label starts or ends with '-'",
+            });
         }
     }
     Ok(Host::Name(host.to_owned()))
@@ -274,15 +324,22 @@ fn parse_path_and_query(tail: &str) -> Result<String, DestinationError> {
         return Err(DestinationError::Fragment);
     }
     if !tail.starts_with('/') {
-        return Err(DestinationError::NonCanonical { reason: "path must start with '/'" });
+        return Err(DestinationError::NonCanonical {
+            reason: "path must start with '/'",
+        });
     }
     let (path, query) = match tail.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (tail, None),
     };
     check_component(path, true)?;
-    if path.split('/').any(|segment| segment == "." || segment == "..") {
-        return Err(DestinationError::NonCanonical { reason: "dot segment in path" });
+    if path
+        .split('/')
+        .any(|segment| segment == "." || segment == "..")
+    {
+        return Err(DestinationError::NonCanonical {
+            reason: "dot segment in path",
+        });
     }
     if let Some(query) = query {
         check_component(query, false)?;
@@ -298,16 +355,21 @@ fn check_component(s: &str, is_path: bool) -> Result<(), DestinationError> {
     while i < bytes.len() {
         let b = bytes[i];
         if b == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or(DestinationError::NonCanonical {
-                reason: "truncated percent-escape",
-            })?;
-            if !hex.iter().all(|h| h.is_ascii_digit() || (b'A'..=b'F').contains(h)) {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .ok_or(DestinationError::NonCanonical {
+                    reason: "truncated percent-escape",
+                })?;
+            if !hex
+                .iter()
+                .all(|h| h.is_ascii_digit() || (b'A'..=b'F').contains(h))
+            {
                 return Err(DestinationError::NonCanonical {
                     reason: "percent-escape not in upper-case hex",
                 });
             }
-            let value = u8::from_str_radix(std::str::from_utf8(hex).unwrap_or("00"), 16)
-                .unwrap_or(0);
+            let value =
+                u8::from_str_radix(std::str::from_utf8(hex).unwrap_or("00"), 16).unwrap_or(0);
             if is_unreserved(value) {
                 return Err(DestinationError::NonCanonical {
                     reason: "percent-escaped unreserved character",
@@ -316,9 +378,7 @@ fn check_component(s: &str, is_path: bool) -> Result<(), DestinationError> {
             i += 3;
             continue;
         }
-        let allowed = is_unreserved(b)
-            || b"!$&'()*+,;=:@/".contains(&b)
-            || (!is_path && b == b'?');
+        let allowed = is_unreserved(b) || b"!$&'()*+,;=:@/".contains(&b) || (!is_path && b == b'?');
         if !allowed {
             return Err(DestinationError::NonCanonical {
                 reason: "character must be percent-escaped",

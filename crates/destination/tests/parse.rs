@@ -95,7 +95,10 @@ fn parse_table() {
 fn purposes() {
     assert!(Purpose::new("model-portal").is_ok());
     for bad in ["", "Model", "a b", "x".repeat(65).as_str()] {
-        assert_eq!(Purpose::new(bad).unwrap_err().code(), "destination/invalid-purpose");
+        assert_eq!(
+            Purpose::new(bad).unwrap_err().code(),
+            "destination/invalid-purpose"
+        );
     }
 }
 
@@ -113,7 +116,13 @@ fn no_ambient_environment() {
         include_str!("../src/error.rs"),
     ];
     for source in sources {
-        for banned in ["env::var", "env::vars", "HTTPS_PROXY", "HTTP_PROXY", "var_os"] {
+        for banned in [
+            "env::var",
+            "env::vars",
+            "HTTPS_PROXY",
+            "HTTP_PROXY",
+            "var_os",
+        ] {
             assert!(!source.contains(banned), "source mentions {banned}");
         }
     }

@@ -155,18 +155,33 @@ async fn every_entry_refused_by_admission() {
         for ip in [entry.prefix.first(), entry.prefix.last()] {
             let resolver = StaticResolver::new().with("svc.example.com", [ip]);
             let admission = Admission::new(AdmissionPolicy::default(), resolver);
-            let dest = Destination::parse("https://svc.example.com/v1", Purpose::new("test").unwrap())
-                .unwrap();
-            let err = admission.admit(dest).await.expect_err("special address admitted");
-            assert_eq!(err.code(), "destination/special-purpose-address", "{ip}: {err}");
+            let dest =
+                Destination::parse("https://svc.example.com/v1", Purpose::new("test").unwrap())
+                    .unwrap();
+            let err = admission
+                .admit(dest)
+                .await
+                .expect_err("special address admitted");
+            assert_eq!(
+                err.code(),
+                "destination/special-purpose-address",
+                "{ip}: {err}"
+            );
 
             let literal = match ip {
                 IpAddr::V4(v4) => format!("https://{v4}/"),
                 IpAddr::V6(v6) => format!("https://[{v6}]/"),
             };
             let dest = Destination::parse(&literal, Purpose::new("test").unwrap()).unwrap();
-            let err = admission.admit(dest).await.expect_err("special literal admitted");
-            assert_eq!(err.code(), "destination/special-purpose-address", "{literal}: {err}");
+            let err = admission
+                .admit(dest)
+                .await
+                .expect_err("special literal admitted");
+            assert_eq!(
+                err.code(),
+                "destination/special-purpose-address",
+                "{literal}: {err}"
+            );
         }
     }
     assert_eq!(dialer.dials(), Vec::<SocketAddr>::new());
