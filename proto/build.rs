@@ -11,6 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={}", f.display());
     }
     let fds = protox::compile(&files, [&root])?;
+    write_method_table(&fds)?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
@@ -27,5 +28,24 @@ fn collect(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> std::io::Result<()>
             out.push(path);
         }
     }
+    Ok(())
+}
+
+/// Writes `methods.rs`: every (service, method) pair, so the manifest can refuse a port-table
+/// entry naming a method that does not exist.
+fn write_method_table(fds: &prost_types::FileDescriptorSet) -> Result<(), Box<dyn std::error::Error>> {
+    let mut out = String::from("/// Every gRPC service with its methods.\npub const SERVICES: &[(&str, &[&str])] = &[\n");
+    for file in &fds.file {
+        let package = file.package();
+        for service in &file.service {
+            out.push_str(&format!("    (\"{package}.{}\", &[", service.name()));
+            for m in &service.method {
+                out.push_str(&format!("\"{}\", ", m.name()));
+            }
+            out.push_str("]),\n");
+        }
+    }
+    out.push_str("];\n");
+    std::fs::write(PathBuf::from(std::env::var("OUT_DIR")?).join("methods.rs"), out)?;
     Ok(())
 }

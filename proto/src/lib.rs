@@ -33,3 +33,10 @@ pub mod corpus {
         tonic::include_proto!("reach.corpus.v1");
     }
 }
+
+include!(concat!(env!("OUT_DIR"), "/methods.rs"));
+
+/// The methods of `service` (full name, e.g. `reach.core.v1.Admission`), if it exists.
+pub fn methods_of(service: &str) -> Option<&'static [&'static str]> {
+    SERVICES.iter().find(|(s, _)| *s == service).map(|(_, m)| *m)
+}
