@@ -490,6 +490,28 @@ impl CorpusStore {
         })
     }
 
+    /// Acquire a release archive from `bytes` and build it; a failure at either step is
+    /// recorded and keeps the previous snapshot active.
+    pub fn refresh_archive(
+        &self,
+        spec: &SourceSpec,
+        bytes: &[u8],
+        policy: &Policy,
+        progress: &mut dyn Progress,
+    ) -> Result<BuildSummary, BuildError> {
+        progress.start(Stage::Fetch, Some(bytes.len() as u64));
+        let tree = match crate::acquire_release_archive(spec, bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                self.record_failure(&spec.name, &e)?;
+                return Err(e);
+            }
+        };
+        progress.advance(Stage::Fetch, bytes.len() as u64);
+        progress.finish(Stage::Fetch);
+        self.build(spec, &tree, policy, progress)
+    }
+
     /// Record a failed build (or acquisition) so status shows degraded freshness.
     pub fn record_failure(&self, source: &str, e: &BuildError) -> std::io::Result<()> {
         let at = self.clock.now();
