@@ -35,12 +35,10 @@ pub trait Dialer: Send + Sync {
 pub struct TcpDialer;
 
 impl Dialer for TcpDialer {
-    fn dial(&self, addr: SocketAddr) -> impl Future<Output = io::Result<TcpStream>> + Send {
-        async move {
-            let stream = TcpStream::connect(addr).await?;
-            stream.set_nodelay(true)?;
-            Ok(stream)
-        }
+    async fn dial(&self, addr: SocketAddr) -> io::Result<TcpStream> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
     }
 }
 
