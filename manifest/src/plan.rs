@@ -118,14 +118,11 @@ pub struct CredentialFile {
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
     pub level: String,
-    /// OTLP/gRPC collector endpoint for traces, if any.
-    #[serde(default)]
-    pub otlp_endpoint: Option<String>,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
-        Self { level: "info".to_owned(), otlp_endpoint: None }
+        Self { level: "info".to_owned() }
     }
 }
 

@@ -1,1 +1,5 @@
-fn main() {}
+//! reach-vm-broker: serves its health port; its work arrives with later issues (see ARCHITECTURE.md).
+
+fn main() -> std::process::ExitCode {
+    reach_runtime::run("vm-broker", |_role| async { Ok(()) })
+}
