@@ -44,7 +44,9 @@ pub fn pack_release_archive(dir: &Path, out: &Path) -> io::Result<Sha256Digest> 
 }
 
 /// Pack `(path, bytes)` entries, in the given order, into deterministic `.tar.gz` bytes.
-pub fn pack_entries<'a>(entries: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> io::Result<Vec<u8>> {
+pub fn pack_entries<'a>(
+    entries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> io::Result<Vec<u8>> {
     let gz = flate2::GzBuilder::new()
         .mtime(0)
         .write(Vec::new(), flate2::Compression::default());
@@ -140,14 +142,21 @@ pub fn unpack_release_archive(
 ) -> Result<Unpacked, BuildError> {
     let actual = Sha256Digest::of(bytes);
     if actual != *digest {
-        return Err(BuildError::DigestMismatch { expected: *digest, actual });
+        return Err(BuildError::DigestMismatch {
+            expected: *digest,
+            actual,
+        });
     }
     match bytes {
         [0x1f, 0x8b, ..] => {}
         [b'P', b'K', 3, 4, ..] | [b'P', b'K', 5, 6, ..] => {
             return Err(BuildError::UnsupportedArchive("zip".into()));
         }
-        _ => return Err(BuildError::UnsupportedArchive("not a gzip-compressed tar".into())),
+        _ => {
+            return Err(BuildError::UnsupportedArchive(
+                "not a gzip-compressed tar".into(),
+            ));
+        }
     }
     let compressed = bytes.len() as u64;
     let tripped = Rc::new(Cell::new(Tripped::None));
@@ -164,7 +173,10 @@ pub fn unpack_release_archive(
         Tripped::Ratio => BuildError::refused(
             Rule::ExpansionRatio,
             "<archive>",
-            format!("expands past {}x its {compressed} compressed bytes", ceilings.max_expansion_ratio),
+            format!(
+                "expands past {}x its {compressed} compressed bytes",
+                ceilings.max_expansion_ratio
+            ),
         ),
         Tripped::Bytes => BuildError::refused(
             Rule::TooManyBytes,
@@ -186,8 +198,13 @@ pub fn unpack_release_archive(
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let executable = header.mode().map(|m| m & 0o111 != 0).unwrap_or(false);
                 let mut data = Vec::new();
-                entry.read_to_end(&mut data).map_err(|e| map_err(e, &tripped))?;
-                EntryKind::File { bytes: data, executable }
+                entry
+                    .read_to_end(&mut data)
+                    .map_err(|e| map_err(e, &tripped))?;
+                EntryKind::File {
+                    bytes: data,
+                    executable,
+                }
             }
             tar::EntryType::Symlink => {
                 let target = entry
@@ -205,7 +222,11 @@ pub fn unpack_release_archive(
     // Drain the tail so the ratio also covers trailing garbage after the end-of-archive block.
     let mut rest = archive.into_inner();
     io::copy(&mut rest, &mut io::sink()).map_err(|e| map_err(e, &tripped))?;
-    Ok(Unpacked { entries, compressed_bytes: compressed, expanded_bytes: rest.read })
+    Ok(Unpacked {
+        entries,
+        compressed_bytes: compressed,
+        expanded_bytes: rest.read,
+    })
 }
 
 #[cfg(test)]

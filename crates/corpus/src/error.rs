@@ -14,10 +14,17 @@ pub enum BuildError {
     Source(#[from] SourceRefusal),
     /// a path violated a rule whose policy action is refuse
     #[error("{rule} at `{path}`: {detail}")]
-    Refused { rule: Rule, path: String, detail: String },
+    Refused {
+        rule: Rule,
+        path: String,
+        detail: String,
+    },
     /// the release archive does not match its published digest
     #[error("archive digest {actual} does not match the published {expected}")]
-    DigestMismatch { expected: Sha256Digest, actual: Sha256Digest },
+    DigestMismatch {
+        expected: Sha256Digest,
+        actual: Sha256Digest,
+    },
     /// the archive format is not supported
     #[error("unsupported archive: {0}")]
     UnsupportedArchive(String),
@@ -49,7 +56,11 @@ pub enum BuildError {
 
 impl BuildError {
     pub fn refused(rule: Rule, path: impl Into<String>, detail: impl Into<String>) -> Self {
-        BuildError::Refused { rule, path: path.into(), detail: detail.into() }
+        BuildError::Refused {
+            rule,
+            path: path.into(),
+            detail: detail.into(),
+        }
     }
 
     /// The stable code, e.g. `corpus/symlink-escape` or `corpus/digest-mismatch`.

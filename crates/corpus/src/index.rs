@@ -58,7 +58,10 @@ pub fn write_index(
         docstore_compression: tantivy::store::Compressor::Lz4,
         ..IndexSettings::default()
     };
-    let index = Index::builder().schema(schema).settings(settings).create_in_dir(dir)?;
+    let index = Index::builder()
+        .schema(schema)
+        .settings(settings)
+        .create_in_dir(dir)?;
     let mut writer: tantivy::IndexWriter =
         index.writer_with_num_threads(WRITER_THREADS, WRITER_MEMORY_BYTES)?;
     for p in passages {
@@ -127,7 +130,10 @@ pub fn validate_index(dir: &Path, expected: &[Passage]) -> Result<u64, BuildErro
             let doc = doc.map_err(|e| BuildError::Validation(e.to_string()))?;
             let p = passage_of(&doc, &f).map_err(BuildError::Validation)?;
             if Sha256Digest::of(p.text.as_bytes()) != p.digest {
-                return Err(BuildError::Validation(format!("passage {} text does not match its digest", p.id)));
+                return Err(BuildError::Validation(format!(
+                    "passage {} text does not match its digest",
+                    p.id
+                )));
             }
             seen.push((p.id, p.digest));
         }
@@ -141,7 +147,9 @@ pub fn validate_index(dir: &Path, expected: &[Passage]) -> Result<u64, BuildErro
         return Err(BuildError::Validation("duplicate passage ids".into()));
     }
     if seen != want {
-        return Err(BuildError::Validation("stored passages differ from the built passages".into()));
+        return Err(BuildError::Validation(
+            "stored passages differ from the built passages".into(),
+        ));
     }
     Ok(count)
 }
@@ -152,7 +160,11 @@ pub fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
     for e in std::fs::read_dir(dir)? {
         let e = e?;
         let md = e.metadata()?;
-        n += if md.is_dir() { dir_bytes(&e.path())? } else { md.len() };
+        n += if md.is_dir() {
+            dir_bytes(&e.path())?
+        } else {
+            md.len()
+        };
     }
     Ok(n)
 }

@@ -37,7 +37,9 @@ pub use retrieve::{
     RetrievalRefusal, Snapshot, extractive_answer, render_fenced, validate,
 };
 pub use rules::{Action, Policy, Rejection, Rule};
-pub use source::{AdmittedUrl, Ceilings, Origin, SourceRefusal, SourceSpec, admit_redirect, admit_url};
+pub use source::{
+    AdmittedUrl, Ceilings, Origin, SourceRefusal, SourceSpec, admit_redirect, admit_url,
+};
 pub use store::{
     BuildSummary, Clock, CorpusStatus, CorpusStore, Freshness, ManualClock, NoProgress, Progress,
     PublicCorpusSnapshot, Stage, SystemClock,
@@ -46,9 +48,14 @@ pub use tree::{AcquiredTree, EntryKind, Revision, TreeEntry};
 
 /// Acquire a release-archive source from its bytes (already fetched, or a local cached copy of
 /// the default corpus): verify the published digest, then unpack within the source's ceilings.
-pub fn acquire_release_archive(spec: &SourceSpec, bytes: &[u8]) -> Result<AcquiredTree, BuildError> {
+pub fn acquire_release_archive(
+    spec: &SourceSpec,
+    bytes: &[u8],
+) -> Result<AcquiredTree, BuildError> {
     let Origin::ReleaseArchive { digest, .. } = &spec.origin else {
-        return Err(BuildError::UnsupportedArchive("source is not a release archive".into()));
+        return Err(BuildError::UnsupportedArchive(
+            "source is not a release archive".into(),
+        ));
     };
     let un = unpack_release_archive(bytes, digest, &spec.ceilings)?;
     Ok(AcquiredTree {

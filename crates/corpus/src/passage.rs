@@ -55,7 +55,10 @@ impl Passage {
 
     /// `{base}/blob/{rev}/{path}#L{start}-L{end}` — the citation URL.
     pub fn line_url(&self, base: &str, rev: &str) -> String {
-        format!("{base}/blob/{rev}/{}#L{}-L{}", self.path, self.line_start, self.line_end)
+        format!(
+            "{base}/blob/{rev}/{}#L{}-L{}",
+            self.path, self.line_start, self.line_end
+        )
     }
 
     /// `{base}/blob/{rev}/{path}#{anchor}` — the section URL.
@@ -93,10 +96,18 @@ struct Section {
 /// Split one accepted file into passages.
 pub fn split(file: &AcceptedFile) -> Vec<Passage> {
     let lines: Vec<&str> = file.text.split('\n').collect();
-    let default_title = file.path.rsplit('/').next().unwrap_or(&file.path).to_string();
+    let default_title = file
+        .path
+        .rsplit('/')
+        .next()
+        .unwrap_or(&file.path)
+        .to_string();
     let mut anchors = std::collections::HashMap::<String, u32>::new();
     let mut out = Vec::new();
-    let mut section = Section { title: default_title, anchor: String::new() };
+    let mut section = Section {
+        title: default_title,
+        anchor: String::new(),
+    };
     let mut start: usize = 0; // index into lines of the current passage's first line
     let mut bytes = 0usize;
     let mut fence: Option<&str> = None;
@@ -160,7 +171,9 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
         }
         bytes += line.len() + 1;
         let blank = line.trim().is_empty();
-        if fence.is_none() && ((bytes >= PASSAGE_SOFT_BYTES && blank) || bytes >= PASSAGE_HARD_BYTES) {
+        if fence.is_none()
+            && ((bytes >= PASSAGE_SOFT_BYTES && blank) || bytes >= PASSAGE_HARD_BYTES)
+        {
             flush(&mut out, &section, start, i + 1);
             start = i + 1;
             bytes = 0;
@@ -171,7 +184,11 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
 }
 
 fn markdown_heading(line: &str) -> Option<String> {
-    let t = line.strip_prefix("   ").or(line.strip_prefix("  ")).or(line.strip_prefix(' ')).unwrap_or(line);
+    let t = line
+        .strip_prefix("   ")
+        .or(line.strip_prefix("  "))
+        .or(line.strip_prefix(' '))
+        .unwrap_or(line);
     let hashes = t.bytes().take_while(|b| *b == b'#').count();
     if !(1..=6).contains(&hashes) {
         return None;
@@ -231,7 +248,12 @@ mod tests {
 
     fn show(ps: &[Passage]) -> String {
         ps.iter()
-            .map(|p| format!("{}-{} [{}] #{} {:?}\n", p.line_start, p.line_end, p.section, p.anchor, p.text))
+            .map(|p| {
+                format!(
+                    "{}-{} [{}] #{} {:?}\n",
+                    p.line_start, p.line_end, p.section, p.anchor, p.text
+                )
+            })
             .collect()
     }
 
@@ -248,7 +270,8 @@ mod tests {
 
     #[test]
     fn html_strips_tags() {
-        let html = "<html><body>\n<h1>Title &amp; more</h1>\n<p>Hello <b>world</b></p>\n</body></html>";
+        let html =
+            "<html><body>\n<h1>Title &amp; more</h1>\n<p>Hello <b>world</b></p>\n</body></html>";
         expect_test::expect![[r#"
             2-4 [Title & more] #title--more "Title & more\nHello world\n"
         "#]]

@@ -36,7 +36,9 @@ impl Media {
             Some("md" | "markdown" | "mdown" | "mkd") => Some(Media::Markdown),
             Some("txt" | "text" | "rst" | "adoc") => Some(Media::Text),
             Some("html" | "htm") => Some(Media::Html),
-            None if matches!(name, "README" | "LICENSE" | "NOTICE" | "CHANGELOG") => Some(Media::Text),
+            None if matches!(name, "README" | "LICENSE" | "NOTICE" | "CHANGELOG") => {
+                Some(Media::Text)
+            }
             _ => None,
         }
     }
@@ -77,18 +79,25 @@ pub fn process_tree(
     let globs = build_globs(include)?;
     let mut out = Processed::default();
     let mut files_pinned: u64 = 0;
-    let reject = |out: &mut Processed, path: &str, rule: Rule, detail: String| {
-        match policy.action(rule) {
+    let reject =
+        |out: &mut Processed, path: &str, rule: Rule, detail: String| match policy.action(rule) {
             Action::Refuse => Err(BuildError::refused(rule, path, detail)),
             Action::Skip => {
-                out.skipped.push(Rejection { path: path.to_string(), rule, detail });
+                out.skipped.push(Rejection {
+                    path: path.to_string(),
+                    rule,
+                    detail,
+                });
                 Ok(())
             }
-        }
-    };
+        };
     for (i, entry) in tree.entries.iter().enumerate() {
         if i % DEADLINE_CHECK_EVERY == 0 && Instant::now() >= deadline {
-            return Err(BuildError::refused(Rule::WorkTime, "<build>", "work-time ceiling reached"));
+            return Err(BuildError::refused(
+                Rule::WorkTime,
+                "<build>",
+                "work-time ceiling reached",
+            ));
         }
         on_entry(1);
         let raw = entry.path.as_str();
@@ -104,11 +113,21 @@ pub fn process_tree(
         // 2. Repository internals and control files, judged wherever they are in the tree
         //    because they would change how other paths are materialised.
         if path.split('/').any(|c| c == ".git") {
-            reject(&mut out, &path, Rule::Hook, "repository internals (hooks) are never read".into())?;
+            reject(
+                &mut out,
+                &path,
+                Rule::Hook,
+                "repository internals (hooks) are never read".into(),
+            )?;
             continue;
         }
         if name == ".gitmodules" || matches!(entry.kind, EntryKind::Submodule { .. }) {
-            reject(&mut out, &path, Rule::Submodule, "submodules are never fetched".into())?;
+            reject(
+                &mut out,
+                &path,
+                Rule::Submodule,
+                "submodules are never fetched".into(),
+            )?;
             continue;
         }
         if name == ".gitattributes" {
@@ -165,27 +184,52 @@ pub fn process_tree(
                         "link target leaves the pinned paths".into(),
                     )?;
                 } else {
-                    reject(&mut out, &path, Rule::Symlink, "links are never followed".into())?;
+                    reject(
+                        &mut out,
+                        &path,
+                        Rule::Symlink,
+                        "links are never followed".into(),
+                    )?;
                 }
                 continue;
             }
             EntryKind::Submodule { .. } => {
                 // Already judged in step 2; kept so the match stays exhaustive.
-                reject(&mut out, &path, Rule::Submodule, "submodules are never fetched".into())?;
+                reject(
+                    &mut out,
+                    &path,
+                    Rule::Submodule,
+                    "submodules are never fetched".into(),
+                )?;
                 continue;
             }
             EntryKind::Other(kind) => {
-                reject(&mut out, &path, Rule::UnsupportedEntry, format!("{kind} entry"))?;
+                reject(
+                    &mut out,
+                    &path,
+                    Rule::UnsupportedEntry,
+                    format!("{kind} entry"),
+                )?;
                 continue;
             }
         };
         // 5. Content.
         if bytes.starts_with(LFS_POINTER_PREFIX) {
-            reject(&mut out, &path, Rule::LfsPointer, "Git LFS pointer; LFS is never fetched".into())?;
+            reject(
+                &mut out,
+                &path,
+                Rule::LfsPointer,
+                "Git LFS pointer; LFS is never fetched".into(),
+            )?;
             continue;
         }
         let Some(media) = Media::of_path(&path) else {
-            reject(&mut out, &path, Rule::UnsupportedMedia, "not Markdown, text or HTML".into())?;
+            reject(
+                &mut out,
+                &path,
+                Rule::UnsupportedMedia,
+                "not Markdown, text or HTML".into(),
+            )?;
             continue;
         };
         if executable {
@@ -213,7 +257,8 @@ pub fn process_tree(
         }
     }
     out.accepted.sort_by(|a, b| a.path.cmp(&b.path));
-    out.skipped.sort_by(|a, b| a.path.cmp(&b.path).then(a.rule.cmp(&b.rule)));
+    out.skipped
+        .sort_by(|a, b| a.path.cmp(&b.path).then(a.rule.cmp(&b.rule)));
     Ok(out)
 }
 
@@ -221,11 +266,14 @@ fn build_globs(include: &[String]) -> Result<GlobSet, BuildError> {
     let mut b = GlobSetBuilder::new();
     for g in include {
         let glob = Glob::new(g).map_err(|e| {
-            BuildError::Source(crate::source::SourceRefusal::Malformed(format!("include `{g}`: {e}")))
+            BuildError::Source(crate::source::SourceRefusal::Malformed(format!(
+                "include `{g}`: {e}"
+            )))
         })?;
         b.add(glob);
     }
-    b.build().map_err(|e| BuildError::Source(crate::source::SourceRefusal::Malformed(e.to_string())))
+    b.build()
+        .map_err(|e| BuildError::Source(crate::source::SourceRefusal::Malformed(e.to_string())))
 }
 
 /// Normalise a raw entry path: strip `./` and empty components; refuse absolute paths and any
@@ -269,11 +317,17 @@ fn resolve_link(link_path: &str, target: &str) -> Option<String> {
 
 /// The 1-based line of a `.gitattributes` `filter=` declaration, if any.
 fn gitattributes_filter_line(bytes: &[u8]) -> Option<usize> {
-    String::from_utf8_lossy(bytes).lines().enumerate().find_map(|(i, l)| {
-        let l = l.trim();
-        (!l.starts_with('#') && l.split_whitespace().skip(1).any(|a| a.starts_with("filter=")))
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| {
+            let l = l.trim();
+            (!l.starts_with('#')
+                && l.split_whitespace()
+                    .skip(1)
+                    .any(|a| a.starts_with("filter=")))
             .then_some(i + 1)
-    })
+        })
 }
 
 /// Content rules, in order: NUL, UTF-8, line length, nesting, size.
@@ -281,15 +335,24 @@ fn judge_content(bytes: &[u8], media: Media, c: &Ceilings) -> Result<String, (Ru
     if let Some(at) = bytes.iter().position(|b| *b == 0) {
         return Err((Rule::NulByte, format!("NUL byte at offset {at}")));
     }
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| (Rule::MalformedUtf8, format!("invalid UTF-8 at offset {}", e.valid_up_to())))?;
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        (
+            Rule::MalformedUtf8,
+            format!("invalid UTF-8 at offset {}", e.valid_up_to()),
+        )
+    })?;
     let mut fence: Option<&str> = None;
     let mut html_depth: i64 = 0;
     for (i, line) in text.split('\n').enumerate() {
         if line.len() as u64 > c.max_line_bytes {
             return Err((
                 Rule::LineTooLong,
-                format!("line {} has {} bytes, ceiling {}", i + 1, line.len(), c.max_line_bytes),
+                format!(
+                    "line {} has {} bytes, ceiling {}",
+                    i + 1,
+                    line.len(),
+                    c.max_line_bytes
+                ),
             ));
         }
         let depth = match media {
@@ -316,7 +379,11 @@ fn judge_content(bytes: &[u8], media: Media, c: &Ceilings) -> Result<String, (Ru
         if depth > u64::from(c.max_nesting) {
             return Err((
                 Rule::NestingTooDeep,
-                format!("nesting {depth} on line {}, ceiling {}", i + 1, c.max_nesting),
+                format!(
+                    "nesting {depth} on line {}, ceiling {}",
+                    i + 1,
+                    c.max_nesting
+                ),
             ));
         }
     }
@@ -360,11 +427,14 @@ fn ordered_marker(s: &str) -> Option<&str> {
     if digits == 0 || digits > 9 {
         return None;
     }
-    s[digits..].strip_prefix(". ").or_else(|| s[digits..].strip_prefix(") "))
+    s[digits..]
+        .strip_prefix(". ")
+        .or_else(|| s[digits..].strip_prefix(") "))
 }
 
 const HTML_VOID: &[&str] = &[
-    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr",
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+    "wbr",
 ];
 
 fn html_depth_delta(line: &str) -> i64 {
@@ -398,8 +468,20 @@ mod tests {
 
     #[test]
     fn normalize_table() {
-        let cases = ["a/b.md", "./a//b.md", "../x.md", "a/../../x.md", "/etc/passwd", "C:/x", ".", "a/./b"];
-        let out: String = cases.iter().map(|c| format!("{c:<14} {:?}\n", normalize(c))).collect();
+        let cases = [
+            "a/b.md",
+            "./a//b.md",
+            "../x.md",
+            "a/../../x.md",
+            "/etc/passwd",
+            "C:/x",
+            ".",
+            "a/./b",
+        ];
+        let out: String = cases
+            .iter()
+            .map(|c| format!("{c:<14} {:?}\n", normalize(c)))
+            .collect();
         expect_test::expect![[r#"
             a/b.md         Ok("a/b.md")
             ./a//b.md      Ok("a/b.md")

@@ -27,10 +27,11 @@ const CANDIDATES: usize = 32;
 
 /// Words that carry no retrieval signal; a question made only of them is "not in the docs".
 const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "do", "does", "for", "from",
-    "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "please", "should",
-    "so", "that", "the", "their", "then", "there", "these", "this", "to", "was", "we", "what", "when",
-    "where", "which", "who", "why", "will", "with", "would", "you", "your",
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "do", "does", "for",
+    "from", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or",
+    "please", "should", "so", "that", "the", "their", "then", "there", "these", "this", "to",
+    "was", "we", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you",
+    "your",
 ];
 
 /// Why retrieval refused.
@@ -68,7 +69,12 @@ pub struct RetrievalLimits {
 
 impl Default for RetrievalLimits {
     fn default() -> Self {
-        RetrievalLimits { max_passages: 5, max_tokens: 1500, max_bytes: 6000, min_score: 1.5 }
+        RetrievalLimits {
+            max_passages: 5,
+            max_tokens: 1500,
+            max_bytes: 6000,
+            min_score: 1.5,
+        }
     }
 }
 
@@ -177,18 +183,25 @@ pub struct Snapshot {
 
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Snapshot").field("dir", &self.dir).field("id", &self.record.snapshot_id).finish()
+        f.debug_struct("Snapshot")
+            .field("dir", &self.dir)
+            .field("id", &self.record.snapshot_id)
+            .finish()
     }
 }
 
 impl Snapshot {
     /// Open the snapshot `CURRENT` names under the corpus `root`.
     pub fn open_active(root: &Path) -> Result<Snapshot, RetrievalRefusal> {
-        let id = active_id(root)
-            .ok_or_else(|| RetrievalRefusal::DependencyUnavailable("no active corpus snapshot".into()))?;
+        let id = active_id(root).ok_or_else(|| {
+            RetrievalRefusal::DependencyUnavailable("no active corpus snapshot".into())
+        })?;
         let s = Snapshot::open_dir(&root.join("snapshots").join(&id))?;
         if s.record.snapshot_id != id {
-            return Err(RetrievalRefusal::Invalid(format!("CURRENT names {id}, record is {}", s.record.snapshot_id)));
+            return Err(RetrievalRefusal::Invalid(format!(
+                "CURRENT names {id}, record is {}",
+                s.record.snapshot_id
+            )));
         }
         Ok(s)
     }
@@ -200,16 +213,25 @@ impl Snapshot {
         let record: PublicCorpusSnapshot =
             serde_json::from_slice(&bytes).map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
         if !record.digest_holds() {
-            return Err(RetrievalRefusal::Invalid("snapshot record digest does not hold".into()));
+            return Err(RetrievalRefusal::Invalid(
+                "snapshot record digest does not hold".into(),
+            ));
         }
-        let index = Index::open_in_dir(dir.join("index")).map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
+        let index = Index::open_in_dir(dir.join("index"))
+            .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(|e: tantivy::TantivyError| RetrievalRefusal::Invalid(e.to_string()))?;
         let (_, fields) = schema();
-        Ok(Snapshot { dir: dir.to_path_buf(), record, reader, index, fields })
+        Ok(Snapshot {
+            dir: dir.to_path_buf(),
+            record,
+            reader,
+            index,
+            fields,
+        })
     }
 
     pub fn record(&self) -> &PublicCorpusSnapshot {
@@ -221,14 +243,22 @@ impl Snapshot {
     }
 
     fn base_and_rev(&self) -> (&str, &str) {
-        (&self.record.source.citation_base, &self.record.revision.citation_rev)
+        (
+            &self.record.source.citation_base,
+            &self.record.revision.citation_rev,
+        )
     }
 
     /// The passage with `id`, read from the index.
     pub fn passage(&self, id: &str) -> Option<Passage> {
         let searcher = self.reader.searcher();
-        let q = TermQuery::new(Term::from_field_text(self.fields.id, id), IndexRecordOption::Basic);
-        let hits = searcher.search(&q, &TopDocs::with_limit(2).order_by_score()).ok()?;
+        let q = TermQuery::new(
+            Term::from_field_text(self.fields.id, id),
+            IndexRecordOption::Basic,
+        );
+        let hits = searcher
+            .search(&q, &TopDocs::with_limit(2).order_by_score())
+            .ok()?;
         let (_, addr) = hits.first()?;
         let doc: TantivyDocument = searcher.doc(*addr).ok()?;
         passage_of(&doc, &self.fields).ok()
@@ -256,8 +286,14 @@ impl Snapshot {
             let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
             for t in &terms {
                 for (field, boost) in [(self.fields.body, 1.0f32), (self.fields.section, 1.5)] {
-                    let q = TermQuery::new(Term::from_field_text(field, t), IndexRecordOption::WithFreqs);
-                    clauses.push((Occur::Should, Box::new(tantivy::query::BoostQuery::new(Box::new(q), boost))));
+                    let q = TermQuery::new(
+                        Term::from_field_text(field, t),
+                        IndexRecordOption::WithFreqs,
+                    );
+                    clauses.push((
+                        Occur::Should,
+                        Box::new(tantivy::query::BoostQuery::new(Box::new(q), boost)),
+                    ));
                 }
             }
             let query = BooleanQuery::new(clauses);
@@ -269,12 +305,15 @@ impl Snapshot {
                 if score < limits.min_score || passages.len() as u32 >= limits.max_passages {
                     break;
                 }
-                let doc: TantivyDocument =
-                    searcher.doc(addr).map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
+                let doc: TantivyDocument = searcher
+                    .doc(addr)
+                    .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
                 let p = passage_of(&doc, &self.fields).map_err(RetrievalRefusal::Invalid)?;
                 let bytes = p.text.len() as u32;
                 let tokens = estimate_tokens(&p.text);
-                if total_bytes + bytes > limits.max_bytes || total_tokens + tokens > limits.max_tokens {
+                if total_bytes + bytes > limits.max_bytes
+                    || total_tokens + tokens > limits.max_tokens
+                {
                     continue;
                 }
                 total_bytes += bytes;
@@ -302,7 +341,11 @@ impl Snapshot {
             question_digest: Sha256Digest::of(question.as_bytes()),
             retrieval: RETRIEVAL_METHOD.into(),
             limits: *limits,
-            outcome: if passages.is_empty() { BundleOutcome::NotInDocs } else { BundleOutcome::Evidence },
+            outcome: if passages.is_empty() {
+                BundleOutcome::NotInDocs
+            } else {
+                BundleOutcome::Evidence
+            },
             passages,
             total_bytes,
             total_tokens,
@@ -346,15 +389,23 @@ pub fn validate(bundle: &CorpusEvidenceBundle, snapshot: &Snapshot) -> Result<()
     }
     let rec = snapshot.record();
     if bundle.snapshot_id != rec.snapshot_id || bundle.snapshot_digest != rec.snapshot_digest {
-        return Err(BundleRefusal::Unbound { bundle: bundle.snapshot_id.clone(), snapshot: rec.snapshot_id.clone() });
+        return Err(BundleRefusal::Unbound {
+            bundle: bundle.snapshot_id.clone(),
+            snapshot: rec.snapshot_id.clone(),
+        });
     }
     if bundle.compute_digest() != bundle.bundle_digest {
         return Err(BundleRefusal::DigestMismatch);
     }
     let l = &bundle.limits;
     let bytes: u32 = bundle.passages.iter().map(|p| p.text.len() as u32).sum();
-    let tokens: u32 = bundle.passages.iter().map(|p| estimate_tokens(&p.text)).sum();
-    if bundle.passages.len() as u32 > l.max_passages || bytes > l.max_bytes || tokens > l.max_tokens {
+    let tokens: u32 = bundle
+        .passages
+        .iter()
+        .map(|p| estimate_tokens(&p.text))
+        .sum();
+    if bundle.passages.len() as u32 > l.max_passages || bytes > l.max_bytes || tokens > l.max_tokens
+    {
         return Err(BundleRefusal::OverLimits(format!(
             "{} passages, {bytes} bytes, {tokens} tokens",
             bundle.passages.len()
@@ -362,7 +413,9 @@ pub fn validate(bundle: &CorpusEvidenceBundle, snapshot: &Snapshot) -> Result<()
     }
     let (base, rev) = snapshot.base_and_rev();
     for e in &bundle.passages {
-        let p = snapshot.passage(&e.passage_id).ok_or_else(|| BundleRefusal::Missing(e.passage_id.clone()))?;
+        let p = snapshot
+            .passage(&e.passage_id)
+            .ok_or_else(|| BundleRefusal::Missing(e.passage_id.clone()))?;
         let same = p.digest == e.digest
             && Sha256Digest::of(e.text.as_bytes()) == e.digest
             && p.text == e.text
@@ -425,9 +478,15 @@ const ANSWER_SENTENCE_BYTES: usize = 400;
 /// their passages as `[1]`, `[2]`, ….
 pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answer {
     if bundle.passages.is_empty() {
-        return Answer { text: NOT_IN_DOCS.into(), citations: vec![], not_in_docs: true };
+        return Answer {
+            text: NOT_IN_DOCS.into(),
+            citations: vec![],
+            not_in_docs: true,
+        };
     }
-    let q: HashSet<String> = words(question).filter(|w| !STOPWORDS.contains(&w.as_str())).collect();
+    let q: HashSet<String> = words(question)
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .collect();
     // (score, passage index, sentence order, sentence)
     let mut cands: Vec<(usize, usize, usize, String)> = Vec::new();
     for (pi, p) in bundle.passages.iter().enumerate() {
@@ -462,11 +521,17 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         };
         parts.push(format!("{} [{n}]", s.trim()));
     }
-    Answer { text: parts.join(" "), citations, not_in_docs: false }
+    Answer {
+        text: parts.join(" "),
+        citations,
+        not_in_docs: false,
+    }
 }
 
 fn words(s: &str) -> impl Iterator<Item = String> + '_ {
-    s.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 1).map(str::to_lowercase)
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() > 1)
+        .map(str::to_lowercase)
 }
 
 /// Sentences of a passage, with Markdown heading markers, list bullets and code fences removed.
@@ -520,6 +585,7 @@ fn sentences(text: &str) -> Vec<String> {
 
 fn find_sentence_end(s: &str) -> Option<usize> {
     let b = s.as_bytes();
-    (0..b.len()).find(|&i| matches!(b[i], b'.' | b'!' | b'?') && (i + 1 == b.len() || b[i + 1] == b' '))
+    (0..b.len())
+        .find(|&i| matches!(b[i], b'.' | b'!' | b'?') && (i + 1 == b.len() || b[i + 1] == b' '))
         .filter(|&i| i + 1 < b.len())
 }

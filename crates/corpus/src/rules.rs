@@ -107,7 +107,10 @@ impl Rule {
 
     /// Whether a violation of this rule can only ever refuse the build (no single path to skip).
     pub const fn is_build_wide(self) -> bool {
-        matches!(self, Rule::TooManyBytes | Rule::ExpansionRatio | Rule::WorkTime)
+        matches!(
+            self,
+            Rule::TooManyBytes | Rule::ExpansionRatio | Rule::WorkTime
+        )
     }
 }
 
@@ -148,7 +151,9 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { overrides: Vec::new() }
+        Self {
+            overrides: Vec::new(),
+        }
     }
 }
 

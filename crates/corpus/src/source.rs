@@ -168,7 +168,11 @@ pub fn admit_redirect(
         Err(_) => location.to_string(),
     };
     // A scheme-relative or absolute location keeps its own scheme; re-run full admission on it.
-    let target = admit_url(if location.contains("://") { location } else { &resolved })?;
+    let target = admit_url(if location.contains("://") {
+        location
+    } else {
+        &resolved
+    })?;
     let origin = target.origin();
     if origin == from.origin() || admitted_origins.iter().any(|o| *o == origin) {
         Ok(target)
@@ -233,7 +237,10 @@ pub enum Origin {
         admitted_commit: Option<String>,
     },
     /// An immutable release archive (`.tar.gz`) with its published digest.
-    ReleaseArchive { url: AdmittedUrl, digest: Sha256Digest },
+    ReleaseArchive {
+        url: AdmittedUrl,
+        digest: Sha256Digest,
+    },
 }
 
 /// An operator-admitted corpus source.
@@ -270,7 +277,13 @@ const CREDENTIAL_KEYS: &[&str] = &[
     "netrc",
     "askpass",
 ];
-const PROXY_KEYS: &[&str] = &["proxy", "http_proxy", "https_proxy", "all_proxy", "no_proxy"];
+const PROXY_KEYS: &[&str] = &[
+    "proxy",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+];
 
 impl SourceSpec {
     /// Parse an operator source config (JSON), refusing credential and proxy settings by name
@@ -358,7 +371,10 @@ mod tests {
             "https://example.org/repo.git?access_token=x",
             "ftp://example.org/x.tar.gz",
         ];
-        let out: String = cases.iter().map(|c| format!("{c:<45} {}\n", verdict(c))).collect();
+        let out: String = cases
+            .iter()
+            .map(|c| format!("{c:<45} {}\n", verdict(c)))
+            .collect();
         expect_test::expect![[r#"
             https://example.org/owner/repo.git            ok https://example.org/owner/repo.git
             HTTPS://Example.org:8443/a                    ok https://example.org:8443/a
@@ -425,7 +441,8 @@ mod tests {
     fn config_refuses_credentials_and_proxies() {
         let base = r#"{"name":"d","origin":{"kind":"git","url":"https://h.example/r.git","branch":"main","admitted_commit":null},"include":["**/*.md"]"#;
         assert!(SourceSpec::from_json(&format!("{base}}}")).is_ok());
-        let e = SourceSpec::from_json(&format!(r#"{base},"credential_helper":"store"}}"#)).unwrap_err();
+        let e =
+            SourceSpec::from_json(&format!(r#"{base},"credential_helper":"store"}}"#)).unwrap_err();
         assert_eq!(e.code(), "corpus/credential-helper");
         let e = SourceSpec::from_json(&format!(r#"{base},"proxy":"http://p:3128"}}"#)).unwrap_err();
         assert_eq!(e.code(), "corpus/ambient-proxy");

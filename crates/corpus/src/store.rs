@@ -259,7 +259,9 @@ pub enum Freshness {
     None,
     Fresh,
     /// Still within `fresh_until`, but the latest refresh failed; the older snapshot serves.
-    Degraded { reason: String },
+    Degraded {
+        reason: String,
+    },
     /// Past `fresh_until`: retrieval answers `DependencyUnavailable`.
     Expired,
 }
@@ -298,7 +300,9 @@ impl BuildSummary {
             self.passages,
             self.index_bytes,
             self.work_millis,
-            self.fresh_until.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+            self.fresh_until
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default(),
         );
         for (rule, n) in &self.skipped_per_rule {
             s.push_str(&format!("skipped    {n:>6}  {rule}\n"));
@@ -396,19 +400,31 @@ impl CorpusStore {
         }
         progress.finish(Stage::Parse);
         if passages.is_empty() {
-            return Err(BuildError::Empty { skipped: processed.skipped.len() });
+            return Err(BuildError::Empty {
+                skipped: processed.skipped.len(),
+            });
         }
         if Instant::now() >= deadline {
-            return Err(BuildError::refused(Rule::WorkTime, "<build>", "work-time ceiling reached"));
+            return Err(BuildError::refused(
+                Rule::WorkTime,
+                "<build>",
+                "work-time ceiling reached",
+            ));
         }
 
         progress.start(Stage::Index, Some(passages.len() as u64));
         let index_dir = staging.join("index");
         std::fs::create_dir_all(&index_dir)?;
-        write_index(&index_dir, &passages, &mut |n| progress.advance(Stage::Index, n))?;
+        write_index(&index_dir, &passages, &mut |n| {
+            progress.advance(Stage::Index, n)
+        })?;
         progress.finish(Stage::Index);
         if Instant::now() >= deadline {
-            return Err(BuildError::refused(Rule::WorkTime, "<build>", "work-time ceiling reached"));
+            return Err(BuildError::refused(
+                Rule::WorkTime,
+                "<build>",
+                "work-time ceiling reached",
+            ));
         }
 
         progress.start(Stage::Validate, Some(passages.len() as u64));
@@ -419,10 +435,14 @@ impl CorpusStore {
             passages.iter().map(|p| (p.id.as_str(), p.digest)).collect();
         pairs.sort();
         let passages_digest = Sha256Digest::of_parts(
-            pairs.iter().flat_map(|(id, d)| [id.as_bytes(), d.as_bytes().as_slice()]),
+            pairs
+                .iter()
+                .flat_map(|(id, d)| [id.as_bytes(), d.as_bytes().as_slice()]),
         );
         let content_digest = Sha256Digest::of_parts(
-            accepted.iter().flat_map(|a| [a.path.as_bytes(), a.digest.as_bytes().as_slice()]),
+            accepted
+                .iter()
+                .flat_map(|a| [a.path.as_bytes(), a.digest.as_bytes().as_slice()]),
         );
         let mut per_rule = std::collections::BTreeMap::<Rule, u64>::new();
         for s in &processed.skipped {
@@ -466,7 +486,10 @@ impl CorpusStore {
         };
         record.snapshot_digest = record.compute_digest();
         record.snapshot_id = id_of(&record.snapshot_digest);
-        write_atomic(&staging.join("snapshot.json"), &serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?)?;
+        write_atomic(
+            &staging.join("snapshot.json"),
+            &serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?,
+        )?;
 
         // Re-open the staged snapshot exactly as retrieval will before making it visible.
         crate::retrieve::Snapshot::open_dir(staging)
@@ -475,7 +498,10 @@ impl CorpusStore {
         let final_dir = self.root.join("snapshots").join(&record.snapshot_id);
         std::fs::rename(staging, &final_dir)?;
         sync_dir(&self.root.join("snapshots"));
-        write_atomic(&self.root.join("CURRENT"), format!("{}\n", record.snapshot_id).as_bytes())?;
+        write_atomic(
+            &self.root.join("CURRENT"),
+            format!("{}\n", record.snapshot_id).as_bytes(),
+        )?;
         progress.finish(Stage::Activate);
 
         Ok(BuildSummary {
@@ -526,7 +552,12 @@ impl CorpusStore {
     }
 
     /// Record a candidate commit revealed by a moving branch. Never activates anything.
-    pub fn record_candidate(&self, source: &str, branch: &str, commit: &str) -> std::io::Result<()> {
+    pub fn record_candidate(
+        &self,
+        source: &str,
+        branch: &str,
+        commit: &str,
+    ) -> std::io::Result<()> {
         let seen_at = self.clock.now();
         self.update_state(|st| {
             st.candidate = Some(Candidate {
@@ -548,7 +579,10 @@ impl CorpusStore {
     fn update_state(&self, f: impl FnOnce(&mut State)) -> std::io::Result<()> {
         let mut st = self.read_state();
         f(&mut st);
-        write_atomic(&self.root.join("state.json"), &serde_json::to_vec_pretty(&st).map_err(std::io::Error::other)?)
+        write_atomic(
+            &self.root.join("state.json"),
+            &serde_json::to_vec_pretty(&st).map_err(std::io::Error::other)?,
+        )
     }
 
     /// The id in `CURRENT`, if any.
@@ -558,24 +592,34 @@ impl CorpusStore {
 
     pub fn status(&self) -> CorpusStatus {
         let st = self.read_state();
-        let active = crate::retrieve::Snapshot::open_active(&self.root).ok().map(|s| s.record().clone());
+        let active = crate::retrieve::Snapshot::open_active(&self.root)
+            .ok()
+            .map(|s| s.record().clone());
         let now = self.clock.now();
         let freshness = match &active {
             None => Freshness::None,
             Some(s) if !s.is_fresh(now) => Freshness::Expired,
             Some(s) => match &st.last_failure {
-                Some(f) if f.at >= s.activated_at => Freshness::Degraded { reason: format!("{}: {}", f.code, f.reason) },
+                Some(f) if f.at >= s.activated_at => Freshness::Degraded {
+                    reason: format!("{}: {}", f.code, f.reason),
+                },
                 _ => Freshness::Fresh,
             },
         };
-        CorpusStatus { active, freshness, last_failure: st.last_failure, candidate: st.candidate }
+        CorpusStatus {
+            active,
+            freshness,
+            last_failure: st.last_failure,
+            candidate: st.candidate,
+        }
     }
 }
 
 pub(crate) fn active_id(root: &Path) -> Option<String> {
     let s = std::fs::read_to_string(root.join("CURRENT")).ok()?;
     let id = s.trim();
-    let ok = id.starts_with("snap-") && id.len() == 29 && id[5..].bytes().all(|b| b.is_ascii_hexdigit());
+    let ok =
+        id.starts_with("snap-") && id.len() == 29 && id[5..].bytes().all(|b| b.is_ascii_hexdigit());
     ok.then(|| id.to_string())
 }
 

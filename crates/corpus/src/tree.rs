@@ -12,10 +12,17 @@ pub struct TreeEntry {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryKind {
-    File { bytes: Vec<u8>, executable: bool },
-    Symlink { target: String },
+    File {
+        bytes: Vec<u8>,
+        executable: bool,
+    },
+    Symlink {
+        target: String,
+    },
     /// A git submodule (gitlink) pointing at a commit in another repository.
-    Submodule { commit: String },
+    Submodule {
+        commit: String,
+    },
     /// Anything else (hard link, device, fifo), named for the record.
     Other(String),
 }

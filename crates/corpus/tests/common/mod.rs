@@ -42,7 +42,8 @@ pub fn raw_tgz(entries: &[Raw]) -> Vec<u8> {
     let mut b = tar::Builder::new(gz);
     for e in entries {
         let mut h = tar::Header::new_gnu();
-        let (name, data, ty, mode, link): (&str, &[u8], tar::EntryType, u32, Option<&str>) = match e {
+        let (name, data, ty, mode, link): (&str, &[u8], tar::EntryType, u32, Option<&str>) = match e
+        {
             Raw::File(n, d) => (n, d, tar::EntryType::Regular, 0o644, None),
             Raw::Exec(n, d) => (n, d, tar::EntryType::Regular, 0o755, None),
             Raw::Symlink(n, t) => (n, &[], tar::EntryType::Symlink, 0o777, Some(t)),
@@ -66,7 +67,9 @@ pub fn raw_tgz(entries: &[Raw]) -> Vec<u8> {
 }
 
 pub fn files(docs: &[(String, Vec<u8>)]) -> Vec<Raw> {
-    docs.iter().map(|(p, d)| Raw::File(p.clone(), d.clone())).collect()
+    docs.iter()
+        .map(|(p, d)| Raw::File(p.clone(), d.clone()))
+        .collect()
 }
 
 pub fn archive_spec(bytes: &[u8], ceilings: Ceilings) -> SourceSpec {
