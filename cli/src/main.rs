@@ -1,1 +1,182 @@
-fn main() {}
+//! `reach`: the operator CLI.
+
+mod body;
+mod demo;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use reach_manifest::Manifest;
+use reach_manifest::plan::StateLayout;
+
+#[derive(Parser, Debug)]
+#[command(name = "reach", version, about = "Operate a Reach body")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct Target {
+    /// The ApplicationDeploymentManifest@1 file; the embedded reach.vps.public@1 if omitted.
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// The body's state directory (identities, sockets, configs, data, logs).
+    #[arg(long, default_value = "reach-state")]
+    state: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the demo on embedded defaults.
+    Demo,
+    /// Start every role as its own process, in manifest order; stop them on Ctrl-C.
+    Up {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, default_value = "info")]
+        log_level: String,
+    },
+    /// Show every role's health.
+    Status {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Stop a body started by `reach up`.
+    Down {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Scribe: materialize the manifest.
+    Scribe {
+        #[command(subcommand)]
+        command: ScribeCommand,
+    },
+    /// Manage the external credential files the manifest names.
+    Secret {
+        #[command(subcommand)]
+        command: SecretCommand,
+    },
+    /// Validate a manifest and print its port table.
+    Manifest {
+        /// The manifest file; the embedded reach.vps.public@1 if omitted.
+        path: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ScribeCommand {
+    /// Mint or rotate the trust root and every principal's leaf.
+    Identities {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, value_enum, default_value = "if-needed")]
+        rotate: RotateArg,
+    },
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum RotateArg {
+    IfNeeded,
+    Leaves,
+    Root,
+    RetirePreviousRoot,
+}
+
+#[derive(Subcommand, Debug)]
+enum SecretCommand {
+    /// Read a credential from standard input into ROLE's secret directory (mode 0600).
+    Set {
+        role: String,
+        file: String,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+pub(crate) fn load_manifest(path: Option<&std::path::Path>) -> anyhow::Result<Manifest> {
+    Ok(match path {
+        Some(p) => reach_manifest::load_file(p)?,
+        None => reach_manifest::load(reach_manifest::VPS_PUBLIC)?,
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    match rt.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("reach: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Demo => demo::run().await,
+        Command::Up { target, log_level } => {
+            let m = load_manifest(target.manifest.as_deref())?;
+            body::up(&m, &StateLayout::new(&target.state), &log_level).await
+        }
+        Command::Status { target } => {
+            let m = load_manifest(target.manifest.as_deref())?;
+            body::print_status(&m, &StateLayout::new(&target.state)).await
+        }
+        Command::Down { target } => body::down(&StateLayout::new(&target.state)).await,
+        Command::Scribe { command: ScribeCommand::Identities { target, rotate } } => {
+            let m = load_manifest(target.manifest.as_deref())?;
+            let rotation = match rotate {
+                RotateArg::IfNeeded => reach_scribe::Rotation::IfNeeded,
+                RotateArg::Leaves => reach_scribe::Rotation::Leaves,
+                RotateArg::Root => reach_scribe::Rotation::Root,
+                RotateArg::RetirePreviousRoot => reach_scribe::Rotation::RetirePreviousRoot,
+            };
+            let report = reach_scribe::materialize_identities(
+                &m,
+                &StateLayout::new(&target.state),
+                rotation,
+                std::time::SystemTime::now(),
+            )?;
+            println!(
+                "root {}; {} leaves issued ({}); trust bundle holds {} root(s)",
+                if report.root_created { "created" } else { "kept" },
+                report.leaves_issued.len(),
+                report.leaves_issued.join(", "),
+                report.bundle_roots
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Secret { command: SecretCommand::Set { role, file, target } } => {
+            let m = load_manifest(target.manifest.as_deref())?;
+            let owns = m.role(&role).is_some_and(|r| r.credentials.iter().any(|c| c.file == file));
+            anyhow::ensure!(owns, "the manifest gives role `{role}` no credential file `{file}`");
+            let mut bytes = Vec::new();
+            std::io::stdin().read_to_end(&mut bytes)?;
+            let trimmed = bytes.trim_ascii_end();
+            anyhow::ensure!(!trimmed.is_empty(), "no credential on standard input");
+            let layout = StateLayout::new(&target.state);
+            let dir = layout.secret_dir(&role);
+            reach_identity::files::ensure_secret_dir(&dir)?;
+            reach_identity::files::write_secret(&dir.join(&file), trimmed)?;
+            println!("wrote {} (mode 0600)", dir.join(&file).display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Manifest { path } => {
+            let m = load_manifest(path.as_deref())?;
+            println!("{} ({}): {} roles, {} ports — valid", m.profile, m.trust_domain, m.roles.len(), m.ports.len());
+            for p in &m.ports {
+                let grants: Vec<String> = p.grants.iter().map(|g| format!("{}→{}", g.caller, g.method)).collect();
+                println!("  {:<24} server {:<16} {}", p.name, p.server.as_str(), grants.join(", "));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Minting and rotating identities.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use reach_identity::files::{self, LEAF_CERT, LEAF_KEY, SecretFileError, TRUST_BUNDLE};
+use reach_identity::{MintError, Principal, TrustRoot, inspect_leaf};
+use reach_manifest::plan::StateLayout;
+use reach_manifest::{CredentialKind, Manifest};
+
+const ROOT_CERT: &str = "root.crt";
+const ROOT_KEY: &str = "root.key";
+const PREVIOUS_ROOT_CERT: &str = "root.previous.crt";
+/// A leaf with less than this left is renewed on `reach up`, so a role never starts with a
+/// leaf that expires while it runs a short session.
+pub const RENEW_BEFORE: Duration = Duration::from_secs(6 * 3600);
+/// Length of generated role keys (ward's signing and pseudonym key).
+const ROLE_KEY_BYTES: usize = 32;
+
+/// What a rotation changes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rotation {
+    /// Create what is missing; renew leaves close to expiry.
+    #[default]
+    IfNeeded,
+    /// Issue new leaves for every principal under the current root.
+    Leaves,
+    /// Mint a new root; the bundle trusts both until [`Rotation::RetirePreviousRoot`].
+    Root,
+    /// Drop the previous root from every bundle: old-chain peers are refused from then on.
+    RetirePreviousRoot,
+}
+
+/// Why Scribe could not materialize identities.
+#[derive(Debug, thiserror::Error)]
+pub enum ScribeError {
+    #[error(transparent)]
+    Mint(#[from] MintError),
+    #[error(transparent)]
+    Secret(#[from] SecretFileError),
+    /// a secret directory could not be prepared
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    /// there is no previous root to retire
+    #[error("there is no previous root to retire")]
+    NoPreviousRoot,
+    /// random bytes were unavailable
+    #[error("random source failed: {0}")]
+    Random(String),
+}
+
+/// What was written.
+#[derive(Debug, Default)]
+pub struct IdentityReport {
+    pub root_created: bool,
+    pub leaves_issued: Vec<String>,
+    pub keys_generated: Vec<PathBuf>,
+    pub bundle_roots: usize,
+}
+
+fn load_root(dir: &Path) -> Result<Option<TrustRoot>, ScribeError> {
+    let cert = dir.join(ROOT_CERT);
+    if !cert.exists() {
+        return Ok(None);
+    }
+    let cert_pem = String::from_utf8_lossy(&files::read_secret(&cert)?).into_owned();
+    let key_pem = String::from_utf8_lossy(&files::read_secret(&dir.join(ROOT_KEY))?).into_owned();
+    Ok(Some(TrustRoot::from_pem(cert_pem, key_pem)?))
+}
+
+fn save_root(dir: &Path, root: &TrustRoot) -> Result<(), ScribeError> {
+    files::write_secret(&dir.join(ROOT_CERT), root.cert_pem.as_bytes())?;
+    files::write_secret(&dir.join(ROOT_KEY), root.key_pem().as_bytes())?;
+    Ok(())
+}
+
+fn leaf_needs_renewal(dir: &Path, manifest: &Manifest, principal: &Principal, now: SystemTime) -> bool {
+    let Ok(pem) = files::read_secret(&dir.join(LEAF_CERT)) else { return true };
+    let Some(Ok(der)) = rustls_pemfile::certs(&mut &pem[..]).next() else { return true };
+    match inspect_leaf(&der, &manifest.trust_domain, now + RENEW_BEFORE) {
+        Ok(info) => info.principal != *principal,
+        Err(_) => true,
+    }
+}
+
+/// Mints or rotates the identities of every principal in `manifest` under `layout`.
+///
+/// Bundles are written before leaves, so every role trusts a new root before any peer
+/// presents a leaf chained to it; callers that rotate a live body wait one reload interval
+/// between the two ([`write_bundles`] and [`issue_leaves`] are public for that).
+pub fn materialize_identities(
+    manifest: &Manifest,
+    layout: &StateLayout,
+    rotation: Rotation,
+    now: SystemTime,
+) -> Result<IdentityReport, ScribeError> {
+    let mut report = write_bundles(manifest, layout, rotation, now)?;
+    let issued = issue_leaves(manifest, layout, rotation, now)?;
+    report.leaves_issued = issued;
+    report.keys_generated = generate_role_keys(manifest, layout)?;
+    Ok(report)
+}
+
+/// Creates or rotates the root and writes every principal's trust bundle.
+pub fn write_bundles(
+    manifest: &Manifest,
+    layout: &StateLayout,
+    rotation: Rotation,
+    now: SystemTime,
+) -> Result<IdentityReport, ScribeError> {
+    let dir = layout.scribe_dir();
+    files::ensure_secret_dir(&dir)?;
+    let mut report = IdentityReport::default();
+    let current = load_root(&dir)?;
+    let previous_path = dir.join(PREVIOUS_ROOT_CERT);
+    let root = match (current, rotation) {
+        (None, _) => {
+            report.root_created = true;
+            let r = TrustRoot::generate(&manifest.trust_domain, now)?;
+            save_root(&dir, &r)?;
+            let _ = std::fs::remove_file(&previous_path);
+            r
+        }
+        (Some(old), Rotation::Root) => {
+            report.root_created = true;
+            files::write_secret(&previous_path, old.cert_pem.as_bytes())?;
+            let r = TrustRoot::generate(&manifest.trust_domain, now)?;
+            save_root(&dir, &r)?;
+            r
+        }
+        (Some(r), Rotation::RetirePreviousRoot) => {
+            if !previous_path.exists() {
+                return Err(ScribeError::NoPreviousRoot);
+            }
+            std::fs::remove_file(&previous_path).map_err(|source| ScribeError::Io { path: previous_path.clone(), source })?;
+            r
+        }
+        (Some(r), _) => r,
+    };
+    let mut bundle = root.cert_pem.clone();
+    report.bundle_roots = 1;
+    if previous_path.exists() {
+        bundle.push_str(&String::from_utf8_lossy(&files::read_secret(&previous_path)?));
+        report.bundle_roots = 2;
+    }
+    for p in manifest.principals() {
+        let sd = layout.secret_dir(p.name());
+        files::ensure_secret_dir(&sd)?;
+        let path = sd.join(TRUST_BUNDLE);
+        let same = files::read_secret(&path).map(|b| b == bundle.as_bytes()).unwrap_or(false);
+        if !same {
+            files::write_secret(&path, bundle.as_bytes())?;
+        }
+    }
+    Ok(report)
+}
+
+/// Issues leaves under the current root: all of them for a rotation, else only those missing
+/// or close to expiry. Returns the principals that got a new leaf.
+pub fn issue_leaves(
+    manifest: &Manifest,
+    layout: &StateLayout,
+    rotation: Rotation,
+    now: SystemTime,
+) -> Result<Vec<String>, ScribeError> {
+    let root = load_root(&layout.scribe_dir())?.ok_or(ScribeError::NoPreviousRoot)?;
+    let mut issued = Vec::new();
+    for p in manifest.principals() {
+        let sd = layout.secret_dir(p.name());
+        let renew = match rotation {
+            Rotation::Leaves | Rotation::Root => true,
+            Rotation::IfNeeded | Rotation::RetirePreviousRoot => leaf_needs_renewal(&sd, manifest, &p, now),
+        };
+        if !renew {
+            continue;
+        }
+        let leaf = root.issue_leaf(&p, now, reach_identity::mint::DEFAULT_LEAF_LIFETIME)?;
+        // Key first, then certificate: a reader that sees the new certificate also sees its key.
+        files::write_secret(&sd.join(LEAF_KEY), leaf.key_pem.as_bytes())?;
+        files::write_secret(&sd.join(LEAF_CERT), leaf.cert_pem.as_bytes())?;
+        issued.push(p.name().to_owned());
+    }
+    Ok(issued)
+}
+
+/// Generates role keys the body owns itself (ward's key). External credentials — the Discord
+/// token, provider keys — are never generated: the operator provides them.
+fn generate_role_keys(manifest: &Manifest, layout: &StateLayout) -> Result<Vec<PathBuf>, ScribeError> {
+    let mut written = Vec::new();
+    for role in &manifest.roles {
+        for c in role.credentials.iter().filter(|c| c.kind == CredentialKind::WardKey) {
+            let path = layout.secret_dir(role.name.as_str()).join(&c.file);
+            if path.exists() {
+                continue;
+            }
+            let mut key = [0u8; ROLE_KEY_BYTES];
+            getrandom::fill(&mut key).map_err(|e| ScribeError::Random(e.to_string()))?;
+            files::write_secret(&path, &key)?;
+            written.push(path);
+        }
+    }
+    Ok(written)
+}
+
+/// External credentials the manifest names that are not on disk yet (optional ones excluded).
+pub fn missing_credentials(manifest: &Manifest, layout: &StateLayout) -> Vec<(String, String)> {
+    let mut missing = Vec::new();
+    for role in &manifest.roles {
+        for c in role.credentials.iter().filter(|c| !c.optional) {
+            if !layout.secret_dir(role.name.as_str()).join(&c.file).exists() {
+                missing.push((role.name.as_str().to_owned(), c.file.clone()));
+            }
+        }
+    }
+    missing
+}
+
