@@ -193,3 +193,8 @@ impl Manifest {
             .collect()
     }
 }
+
+/// The TOML text of a role configuration, as the launcher and Scribe write it.
+pub fn to_toml(config: &RoleConfig) -> String {
+    toml::to_string(config).expect("role configs always serialize")
+}
