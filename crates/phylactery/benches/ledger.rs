@@ -1,1 +1,120 @@
-fn main() {}
+//! Ledger throughput: the full chain (admission + turn + intent commit + claim + submitting +
+//! settle) against a bare single-row insert loop on the same database in the same run.
+//!
+//! A plain bench binary (`harness = false`) because the figures of interest are rates and their
+//! ratio, not criterion's per-iteration statistics.
+//!
+//! Targets (issue 4): chain rate >= 25% of the bare insert rate, and >= 500 chains/s on SQLite.
+//! `REACH_BENCH_EVENTS` sets N (default 2000). PostgreSQL runs when `REACH_TEST_DATABASE_URL`
+//! is set.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reach_digest::Sha256Digest;
+use reach_phylactery::*;
+
+async fn open(cfg: VaultConfig) -> Phylactery {
+    let p = Phylactery::open(cfg, Arc::new(SystemClock)).await.expect("open vault");
+    p.record_operator_reconciliation(&OperatorReconciliation {
+        kind: ReconciliationKind::Genesis,
+        operator: "bench".into(),
+        note: "benchmark vault".into(),
+    })
+    .await
+    .expect("genesis");
+    p
+}
+
+async fn chain(p: &Phylactery, n: u64) {
+    let req = AdmissionRequest {
+        key: EventKey {
+            platform: "discord".into(),
+            adapter_revision: "gw-v10/1".into(),
+            application_id: "app-1".into(),
+            event_kind: "MESSAGE_CREATE".into(),
+            external_event_id: format!("bench-{n}"),
+        },
+        payload_digest: Sha256Digest::of(n.to_be_bytes()),
+        habitat: "habitat-docs".into(),
+    };
+    let a = p.admit(&req).await.expect("admit");
+    let c = p
+        .commit_turn(
+            &a.status().turn_id,
+            &TurnCommit {
+                outcome: TurnState::Succeeded,
+                reason: None,
+                answer_digest: Some(Sha256Digest::of(b"answer")),
+                intent: Some(DeliveryIntentSpec {
+                    effect: format!("create_message channel=c reply_to=bench-{n}"),
+                    payload_digest: Sha256Digest::of(b"body"),
+                }),
+            },
+        )
+        .await
+        .expect("commit turn");
+    let intent = c.intent.expect("intent").0;
+    let claimed = p.claim(&intent, "bench-edge", Duration::from_secs(30)).await.expect("claim");
+    p.mark_submitting(&claimed.lease).await.expect("submitting");
+    p.settle(
+        &claimed.lease,
+        &DeliveryReport::Sent {
+            message_id: format!("m-{n}"),
+            platform_status: 200,
+        },
+    )
+    .await
+    .expect("settle");
+}
+
+async fn measure(label: &str, p: &Phylactery, n: u64) {
+    // Warm both paths (statement caches, pool connections) outside the timed loops.
+    for i in 0..20 {
+        p.bench_baseline_insert(-(i as i64) - 1).await.expect("baseline warm-up");
+        chain(p, u64::MAX - i).await;
+    }
+    let t = Instant::now();
+    for i in 0..n {
+        p.bench_baseline_insert(i as i64).await.expect("baseline insert");
+    }
+    let bare = n as f64 / t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for i in 0..n {
+        chain(p, i).await;
+    }
+    let full = n as f64 / t.elapsed().as_secs_f64();
+    println!(
+        "{label:<10} N={n:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%   (chain = 5 durable commits)",
+        100.0 * full / bare
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` runs it with a tiny N as a smoke test.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let n: u64 = std::env::var("REACH_BENCH_EVENTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if smoke { 20 } else { 2000 });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = open(VaultConfig::sqlite(dir.path().join("bench.db"))).await;
+        measure("sqlite", &p, n).await;
+        p.close().await;
+        match std::env::var("REACH_TEST_DATABASE_URL") {
+            Ok(url) => {
+                let schema = format!("bench_{}", std::process::id());
+                let p = open(VaultConfig::postgres(url, Some(schema))).await;
+                measure("postgres", &p, n).await;
+                p.close().await;
+            }
+            Err(_) => println!("postgres   skipped: REACH_TEST_DATABASE_URL is not set"),
+        }
+    });
+}
