@@ -498,3 +498,18 @@ async fn sse_hostile_streams() {
         .unwrap();
     assert_eq!(bound_of(stream.next_event().await), Bound::SseLineBytes);
 }
+
+#[tokio::test]
+async fn silent_server_hits_head_time() {
+    let h = Harness::start(|mut tls| async move {
+        if read_head(&mut tls).await {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }
+    })
+    .await;
+    let bounds = Bounds {
+        max_head_time: Duration::from_millis(200),
+        ..Bounds::default()
+    };
+    assert_eq!(bound_of(h.fetch(&bounds).await), Bound::HeadTime);
+}

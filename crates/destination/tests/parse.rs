@@ -127,3 +127,9 @@ fn no_ambient_environment() {
         }
     }
 }
+
+/// Production trust is a parameter; the shipped default is the webpki-roots bundle.
+#[test]
+fn webpki_roots_are_available() {
+    assert!(reach_destination::webpki_root_store().len() > 50);
+}
