@@ -15,7 +15,9 @@ use reach_digest::Sha256Digest;
 use reach_phylactery::*;
 
 async fn open(cfg: VaultConfig) -> Phylactery {
-    let p = Phylactery::open(cfg, Arc::new(SystemClock)).await.expect("open vault");
+    let p = Phylactery::open(cfg, Arc::new(SystemClock))
+        .await
+        .expect("open vault");
     p.record_operator_reconciliation(&OperatorReconciliation {
         kind: ReconciliationKind::Genesis,
         operator: "bench".into(),
@@ -55,7 +57,10 @@ async fn chain(p: &Phylactery, n: u64) {
         .await
         .expect("commit turn");
     let intent = c.intent.expect("intent").0;
-    let claimed = p.claim(&intent, "bench-edge", Duration::from_secs(30)).await.expect("claim");
+    let claimed = p
+        .claim(&intent, "bench-edge", Duration::from_secs(30))
+        .await
+        .expect("claim");
     p.mark_submitting(&claimed.lease).await.expect("submitting");
     p.settle(
         &claimed.lease,
@@ -71,12 +76,16 @@ async fn chain(p: &Phylactery, n: u64) {
 async fn measure(label: &str, p: &Phylactery, n: u64) {
     // Warm both paths (statement caches, pool connections) outside the timed loops.
     for i in 0..20 {
-        p.bench_baseline_insert(-(i as i64) - 1).await.expect("baseline warm-up");
+        p.bench_baseline_insert(-(i as i64) - 1)
+            .await
+            .expect("baseline warm-up");
         chain(p, u64::MAX - i).await;
     }
     let t = Instant::now();
     for i in 0..n {
-        p.bench_baseline_insert(i as i64).await.expect("baseline insert");
+        p.bench_baseline_insert(i as i64)
+            .await
+            .expect("baseline insert");
     }
     let bare = n as f64 / t.elapsed().as_secs_f64();
     let t = Instant::now();

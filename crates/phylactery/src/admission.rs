@@ -7,13 +7,13 @@
 
 use reach_digest::Sha256Digest;
 
+use crate::Phylactery;
 use crate::backend::args;
 use crate::clock::UnixMillis;
 use crate::error::{LedgerError, Result, SecurityFaultKind};
 use crate::fault::FaultPoint;
 use crate::ids::{self, AdmissionId, IntentId, TurnId};
 use crate::state::{DeliveryOutcome, IntentState, TurnState};
-use crate::Phylactery;
 
 /// The admission key of one platform event.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -89,7 +89,9 @@ impl Phylactery {
     pub async fn admit(&self, req: &AdmissionRequest) -> Result<Admission> {
         self.require_serving().await?;
         if req.habitat.is_empty() || req.key.external_event_id.is_empty() {
-            return Err(LedgerError::InvalidInput("habitat and external event id are required"));
+            return Err(LedgerError::InvalidInput(
+                "habitat and external event id are required",
+            ));
         }
         let now = self.now();
         let admission_id = req.key.admission_id();

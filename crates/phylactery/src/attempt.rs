@@ -9,12 +9,12 @@
 
 use reach_digest::Sha256Digest;
 
+use crate::Phylactery;
 use crate::backend::{Row, args};
 use crate::clock::UnixMillis;
 use crate::error::{LedgerError, Result};
 use crate::ids::{self, AttemptId, DecisionId, RunId, TurnId};
 use crate::state::{AttemptState, TurnState};
-use crate::Phylactery;
 
 /// The exact Pattern (workflow) revision a Run executes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,8 +103,13 @@ pub enum AttemptSettlement {
 /// Independent evidence settling an INDETERMINATE attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AttemptEvidence {
-    Completed { response_digest: Sha256Digest, evidence: String },
-    Failed { evidence: String },
+    Completed {
+        response_digest: Sha256Digest,
+        evidence: String,
+    },
+    Failed {
+        evidence: String,
+    },
 }
 
 /// One attempt row.
@@ -145,7 +150,13 @@ impl Phylactery {
             .execute(
                 "INSERT INTO run (run_id, turn_id, pattern_id, pattern_revision, started_at)
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                &args![&run.0, &turn.0, &pattern.pattern_id, &pattern.revision, self.now().0],
+                &args![
+                    &run.0,
+                    &turn.0,
+                    &pattern.pattern_id,
+                    &pattern.revision,
+                    self.now().0
+                ],
             )
             .await?;
         // A different pattern revision for the same turn hits the UNIQUE(turn_id) and inserts
@@ -153,7 +164,9 @@ impl Phylactery {
         self.pool()
             .fetch_optional("SELECT run_id FROM run WHERE run_id = $1", &args![&run.0])
             .await?
-            .ok_or(LedgerError::InvalidInput("the turn already runs another pattern revision"))?;
+            .ok_or(LedgerError::InvalidInput(
+                "the turn already runs another pattern revision",
+            ))?;
         Ok(run)
     }
 
@@ -278,7 +291,9 @@ impl Phylactery {
             .await?
             .is_some()
         {
-            return Err(LedgerError::UnsettledAttempt { run_id: run.0.clone() });
+            return Err(LedgerError::UnsettledAttempt {
+                run_id: run.0.clone(),
+            });
         }
         let no = tx
             .fetch_optional(
@@ -333,21 +348,30 @@ impl Phylactery {
     pub async fn settle_attempt(&self, id: &AttemptId, s: &AttemptSettlement) -> Result<()> {
         let now = self.now();
         let (from, to, response, detail) = match s {
-            AttemptSettlement::AbandonedBeforeSubmit { detail } => {
-                (AttemptState::Persisted, AttemptState::AbandonedBeforeSubmit, None, detail.clone())
-            }
+            AttemptSettlement::AbandonedBeforeSubmit { detail } => (
+                AttemptState::Persisted,
+                AttemptState::AbandonedBeforeSubmit,
+                None,
+                detail.clone(),
+            ),
             AttemptSettlement::Completed { response_digest } => (
                 AttemptState::Submitting,
                 AttemptState::Completed,
                 Some(response_digest.to_string()),
                 String::new(),
             ),
-            AttemptSettlement::Failed { detail } => {
-                (AttemptState::Submitting, AttemptState::Failed, None, detail.clone())
-            }
-            AttemptSettlement::Indeterminate { detail } => {
-                (AttemptState::Submitting, AttemptState::Indeterminate, None, detail.clone())
-            }
+            AttemptSettlement::Failed { detail } => (
+                AttemptState::Submitting,
+                AttemptState::Failed,
+                None,
+                detail.clone(),
+            ),
+            AttemptSettlement::Indeterminate { detail } => (
+                AttemptState::Submitting,
+                AttemptState::Indeterminate,
+                None,
+                detail.clone(),
+            ),
         };
         debug_assert!(from.can_become(to));
         self.attempt_transition(
@@ -362,12 +386,22 @@ impl Phylactery {
     }
 
     /// Settles an INDETERMINATE attempt from independent evidence.
-    pub async fn reconcile_attempt(&self, id: &AttemptId, e: &AttemptEvidence, recorded_by: &str) -> Result<()> {
+    pub async fn reconcile_attempt(
+        &self,
+        id: &AttemptId,
+        e: &AttemptEvidence,
+        recorded_by: &str,
+    ) -> Result<()> {
         let now = self.now();
         let (to, response, text) = match e {
-            AttemptEvidence::Completed { response_digest, evidence } => {
-                (AttemptState::Completed, Some(response_digest.to_string()), evidence.clone())
-            }
+            AttemptEvidence::Completed {
+                response_digest,
+                evidence,
+            } => (
+                AttemptState::Completed,
+                Some(response_digest.to_string()),
+                evidence.clone(),
+            ),
             AttemptEvidence::Failed { evidence } => (AttemptState::Failed, None, evidence.clone()),
         };
         let mut tx = self.pool().begin().await?;
@@ -380,7 +414,9 @@ impl Phylactery {
             .await?;
         if changed != 1 {
             drop(tx);
-            return Err(self.attempt_wrong_state(id, AttemptState::Indeterminate).await);
+            return Err(self
+                .attempt_wrong_state(id, AttemptState::Indeterminate)
+                .await);
         }
         tx.execute(
             "INSERT INTO attempt_reconciliation (attempt_id, outcome, evidence, recorded_by, recorded_at)

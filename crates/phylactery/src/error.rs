@@ -29,7 +29,10 @@ pub enum LedgerError {
     },
     /// another claimer holds a live lease on the intent
     #[error("intent {intent_id} is leased until {until}")]
-    LeaseHeld { intent_id: String, until: UnixMillis },
+    LeaseHeld {
+        intent_id: String,
+        until: UnixMillis,
+    },
     /// the intent reached SUBMITTING or later and is never handed out for sending again
     #[error("intent {intent_id} is {state} and can never be claimed again")]
     NotClaimable { intent_id: String, state: String },
@@ -54,7 +57,9 @@ pub enum LedgerError {
     #[error("{record} {id} not found")]
     NotFound { record: &'static str, id: String },
     /// the vault is new or lost while the idempotency horizon may still hold effects
-    #[error("vault awaits operator reconciliation (created {created_at}, horizon ends {horizon_ends})")]
+    #[error(
+        "vault awaits operator reconciliation (created {created_at}, horizon ends {horizon_ends})"
+    )]
     VaultUnreconciled {
         created_at: UnixMillis,
         horizon_ends: UnixMillis,

@@ -86,7 +86,11 @@ pub(crate) fn intent_id(turn: &TurnId, seq: i64) -> IntentId {
 /// The deterministic Discord nonce of an intent: derived from the intent identity and its
 /// effect, so a re-run of the same intent always presents the same nonce to the platform.
 pub(crate) fn nonce(intent: &IntentId, effect: &str) -> String {
-    let d = Sha256Digest::of_parts([b"reach-nonce/1".as_slice(), intent.0.as_bytes(), effect.as_bytes()]);
+    let d = Sha256Digest::of_parts([
+        b"reach-nonce/1".as_slice(),
+        intent.0.as_bytes(),
+        effect.as_bytes(),
+    ]);
     let n = format!("r{}", short(d));
     debug_assert!(n.len() <= MAX_NONCE_LEN);
     n

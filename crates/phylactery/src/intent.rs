@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use reach_digest::Sha256Digest;
 
+use crate::Phylactery;
 use crate::backend::{Row, args};
 use crate::clock::UnixMillis;
 use crate::error::{LedgerError, Result};
 use crate::fault::FaultPoint;
 use crate::ids::{self, IntentId, TurnId};
 use crate::state::IntentState;
-use crate::Phylactery;
 
 /// How many times `claim_next` retries when another claimer wins the race for a candidate.
 const CLAIM_NEXT_RACE_RETRIES: usize = 8;
@@ -46,9 +46,15 @@ pub struct ClaimedIntent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeliveryReport {
     /// The platform created the message.
-    Sent { message_id: String, platform_status: i64 },
+    Sent {
+        message_id: String,
+        platform_status: i64,
+    },
     /// The platform refused the request; no message exists.
-    Rejected { platform_status: i64, detail: String },
+    Rejected {
+        platform_status: i64,
+        detail: String,
+    },
     /// The outcome was lost (timeout, reset); bytes may have left.
     Unknown { detail: String },
 }
@@ -57,7 +63,10 @@ pub enum DeliveryReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeliveryEvidence {
     /// The message exists on the platform (found by nonce/content in channel history).
-    MessageFound { message_id: String, evidence: String },
+    MessageFound {
+        message_id: String,
+        evidence: String,
+    },
     /// The platform provably holds no such message; a successor intent may send it.
     ProvedAbsent { evidence: String },
 }
@@ -140,7 +149,12 @@ impl Phylactery {
 
     /// Claims one intent for `lease_for`. PENDING, or CLAIMED with an expired lease, is granted
     /// with generation + 1; anything at or after SUBMITTING is refused forever.
-    pub async fn claim(&self, id: &IntentId, owner: &str, lease_for: Duration) -> Result<ClaimedIntent> {
+    pub async fn claim(
+        &self,
+        id: &IntentId,
+        owner: &str,
+        lease_for: Duration,
+    ) -> Result<ClaimedIntent> {
         self.require_serving().await?;
         let now = self.now();
         let expires = now.plus(lease_for);
@@ -194,7 +208,11 @@ impl Phylactery {
     }
 
     /// Claims the oldest claimable intent, if any.
-    pub async fn claim_next(&self, owner: &str, lease_for: Duration) -> Result<Option<ClaimedIntent>> {
+    pub async fn claim_next(
+        &self,
+        owner: &str,
+        lease_for: Duration,
+    ) -> Result<Option<ClaimedIntent>> {
         self.require_serving().await?;
         for _ in 0..CLAIM_NEXT_RACE_RETRIES {
             let now = self.now();
@@ -210,9 +228,16 @@ impl Phylactery {
             else {
                 return Ok(None);
             };
-            match self.claim(&IntentId(row.text("intent_id")?), owner, lease_for).await {
+            match self
+                .claim(&IntentId(row.text("intent_id")?), owner, lease_for)
+                .await
+            {
                 Ok(c) => return Ok(Some(c)),
-                Err(LedgerError::LeaseHeld { .. } | LedgerError::NotClaimable { .. } | LedgerError::WrongState { .. }) => continue,
+                Err(
+                    LedgerError::LeaseHeld { .. }
+                    | LedgerError::NotClaimable { .. }
+                    | LedgerError::WrongState { .. },
+                ) => continue,
                 Err(e) => return Err(e),
             }
         }
@@ -248,17 +273,31 @@ impl Phylactery {
             DeliveryReport::Sent {
                 message_id,
                 platform_status,
-            } => (IntentState::KnownSent, Some(*platform_status), Some(message_id.clone()), None),
+            } => (
+                IntentState::KnownSent,
+                Some(*platform_status),
+                Some(message_id.clone()),
+                None,
+            ),
             DeliveryReport::Rejected {
                 platform_status,
                 detail,
-            } => (IntentState::KnownRejected, Some(*platform_status), None, Some(detail.clone())),
-            DeliveryReport::Unknown { detail } => (IntentState::Unknown, None, None, Some(detail.clone())),
+            } => (
+                IntentState::KnownRejected,
+                Some(*platform_status),
+                None,
+                Some(detail.clone()),
+            ),
+            DeliveryReport::Unknown { detail } => {
+                (IntentState::Unknown, None, None, Some(detail.clone()))
+            }
         };
         if let DeliveryReport::Sent { message_id, .. } = report
             && message_id.is_empty()
         {
-            return Err(LedgerError::InvalidInput("a sent delivery names its message id"));
+            return Err(LedgerError::InvalidInput(
+                "a sent delivery names its message id",
+            ));
         }
         let mut tx = self.pool().begin().await?;
         let changed = tx
@@ -270,9 +309,20 @@ impl Phylactery {
             .await?;
         if changed != 1 {
             drop(tx);
-            return Err(self.fence_refusal(lease, IntentState::Submitting, now).await);
+            return Err(self
+                .fence_refusal(lease, IntentState::Submitting, now)
+                .await);
         }
-        insert_delivery(&mut tx, &lease.intent_id, state, status, message_id, detail, now).await?;
+        insert_delivery(
+            &mut tx,
+            &lease.intent_id,
+            state,
+            status,
+            message_id,
+            detail,
+            now,
+        )
+        .await?;
         self.fault(FaultPoint::SettleBeforeCommit);
         tx.commit().await?;
         self.fault(FaultPoint::SettleCommitted);
@@ -289,15 +339,26 @@ impl Phylactery {
     ) -> Result<Option<IntentId>> {
         let now = self.now();
         let (state, kind, message_id, text) = match evidence {
-            DeliveryEvidence::MessageFound { message_id, evidence } => {
-                (IntentState::KnownSent, "MESSAGE_FOUND", Some(message_id.clone()), evidence.clone())
-            }
-            DeliveryEvidence::ProvedAbsent { evidence } => {
-                (IntentState::KnownRejected, "PROVED_ABSENT", None, evidence.clone())
-            }
+            DeliveryEvidence::MessageFound {
+                message_id,
+                evidence,
+            } => (
+                IntentState::KnownSent,
+                "MESSAGE_FOUND",
+                Some(message_id.clone()),
+                evidence.clone(),
+            ),
+            DeliveryEvidence::ProvedAbsent { evidence } => (
+                IntentState::KnownRejected,
+                "PROVED_ABSENT",
+                None,
+                evidence.clone(),
+            ),
         };
         if text.is_empty() || recorded_by.is_empty() {
-            return Err(LedgerError::InvalidInput("evidence and its recorder are required"));
+            return Err(LedgerError::InvalidInput(
+                "evidence and its recorder are required",
+            ));
         }
         let mut tx = self.pool().begin().await?;
         let changed = tx
@@ -357,7 +418,12 @@ impl Phylactery {
     }
 
     /// Explains why a fenced write matched no row, in the order that matters to the caller.
-    async fn fence_refusal(&self, lease: &Lease, expected: IntentState, now: UnixMillis) -> LedgerError {
+    async fn fence_refusal(
+        &self,
+        lease: &Lease,
+        expected: IntentState,
+        now: UnixMillis,
+    ) -> LedgerError {
         let rec = match self.intent(&lease.intent_id).await {
             Ok(r) => r,
             Err(e) => return e,

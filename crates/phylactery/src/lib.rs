@@ -45,8 +45,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 pub use admission::{Admission, AdmissionRequest, AdmissionStatus, EventKey};
 pub use attempt::{
-    AttemptChannel, AttemptEvidence, AttemptRecord, AttemptSettlement, AttemptSpec,
-    ContextLineage, CorpusSnapshotRef, EgressDecisionRef, EvidenceBundleRef, PatternRevision,
+    AttemptChannel, AttemptEvidence, AttemptRecord, AttemptSettlement, AttemptSpec, ContextLineage,
+    CorpusSnapshotRef, EgressDecisionRef, EvidenceBundleRef, PatternRevision,
 };
 pub use backend::BackendKind;
 pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
@@ -161,7 +161,10 @@ impl Phylactery {
             StoreLocation::Postgres { url, schema } => {
                 let mut opts: PgConnectOptions = url.parse()?;
                 if let Some(schema) = schema {
-                    if !schema.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                    if !schema
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                    {
                         return Err(LedgerError::InvalidInput(
                             "schema name must be ASCII alphanumeric or '_'",
                         ));
@@ -172,7 +175,9 @@ impl Phylactery {
                         .connect_with(opts.clone())
                         .await?;
                     let ddl = format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"");
-                    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl)).execute(&boot).await?;
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl))
+                        .execute(&boot)
+                        .await?;
                     boot.close().await;
                     opts = opts.options([("search_path", schema.as_str())]);
                 }

@@ -12,12 +12,12 @@
 //! **Architecture Invariant:** `recover` is called by core at start, before it serves, and core
 //! is the only owner of service job attempts; it must not be called while attempts run.
 
+use crate::Phylactery;
 use crate::backend::args;
 use crate::error::Result;
 use crate::ids::{AttemptId, IntentId, TurnId};
 use crate::intent::insert_delivery;
 use crate::state::IntentState;
-use crate::Phylactery;
 
 /// What recovery found and changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -113,7 +113,10 @@ impl Phylactery {
         }
         for r in self
             .pool()
-            .fetch_all("SELECT turn_id FROM reach_turn WHERE state = 'OPEN' ORDER BY turn_id", &[])
+            .fetch_all(
+                "SELECT turn_id FROM reach_turn WHERE state = 'OPEN' ORDER BY turn_id",
+                &[],
+            )
             .await?
         {
             report.open_turns.push(TurnId(r.text("turn_id")?));

@@ -168,7 +168,10 @@ mod tests {
     fn terminal_turns_never_move() {
         for &from in TurnState::ALL {
             for &to in TurnState::ALL {
-                assert_eq!(from.can_become(to), from == TurnState::Open && to != TurnState::Open);
+                assert_eq!(
+                    from.can_become(to),
+                    from == TurnState::Open && to != TurnState::Open
+                );
             }
         }
     }

@@ -3,10 +3,10 @@
 //! Every field printed is secret-free by construction: the ledger stores digests, ids, states
 //! and reason codes, never payloads or credentials.
 
+use crate::Phylactery;
 use crate::backend::{Row, args};
 use crate::error::Result;
 use crate::ids::{AdmissionId, TurnId};
-use crate::Phylactery;
 
 /// What to look the chain up by.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +38,11 @@ impl std::fmt::Display for TrailEntry {
     }
 }
 
-fn fields(r: &Row, text: &[&'static str], ints: &[&'static str]) -> Result<Vec<(&'static str, String)>> {
+fn fields(
+    r: &Row,
+    text: &[&'static str],
+    ints: &[&'static str],
+) -> Result<Vec<(&'static str, String)>> {
     let mut out = Vec::new();
     for &c in text {
         if let Some(v) = r.opt_text(c)? {
@@ -96,7 +100,10 @@ impl Phylactery {
     async fn trail_of_admission(&self, a: &str, out: &mut Vec<TrailEntry>) -> Result<()> {
         let p = self.pool();
         let Some(r) = p
-            .fetch_optional("SELECT * FROM discord_event_admission WHERE admission_id = $1", &args![a])
+            .fetch_optional(
+                "SELECT * FROM discord_event_admission WHERE admission_id = $1",
+                &args![a],
+            )
             .await?
         else {
             return Ok(());
@@ -106,30 +113,51 @@ impl Phylactery {
             id: a.to_owned(),
             fields: fields(
                 &r,
-                &["platform", "adapter_revision", "application_id", "event_kind", "external_event_id", "payload_digest", "habitat"],
+                &[
+                    "platform",
+                    "adapter_revision",
+                    "application_id",
+                    "event_kind",
+                    "external_event_id",
+                    "payload_digest",
+                    "habitat",
+                ],
                 &[],
             )?,
             committed_at: r.int("admitted_at")?,
         });
         for r in p
-            .fetch_all("SELECT * FROM admission_security_fault WHERE admission_id = $1 ORDER BY fault_id", &args![a])
+            .fetch_all(
+                "SELECT * FROM admission_security_fault WHERE admission_id = $1 ORDER BY fault_id",
+                &args![a],
+            )
             .await?
         {
             out.push(TrailEntry {
                 record: "AdmissionSecurityFault",
                 id: r.int("fault_id")?.to_string(),
-                fields: fields(&r, &["kind", "presented_payload_digest", "presented_habitat"], &[])?,
+                fields: fields(
+                    &r,
+                    &["kind", "presented_payload_digest", "presented_habitat"],
+                    &[],
+                )?,
                 committed_at: r.int("recorded_at")?,
             });
         }
         let Some(turn) = p
-            .fetch_optional("SELECT * FROM reach_turn WHERE admission_id = $1", &args![a])
+            .fetch_optional(
+                "SELECT * FROM reach_turn WHERE admission_id = $1",
+                &args![a],
+            )
             .await?
         else {
             return Ok(());
         };
         let turn_id = turn.text("turn_id")?;
-        if let Some(r) = p.fetch_optional("SELECT * FROM run WHERE turn_id = $1", &args![&turn_id]).await? {
+        if let Some(r) = p
+            .fetch_optional("SELECT * FROM run WHERE turn_id = $1", &args![&turn_id])
+            .await?
+        {
             let run_id = r.text("run_id")?;
             out.push(TrailEntry {
                 record: "Run",
@@ -158,7 +186,13 @@ impl Phylactery {
                     committed_at: r.int("recorded_at")?,
                 });
             }
-            if let Some(r) = p.fetch_optional("SELECT * FROM context_lineage WHERE run_id = $1", &args![&run_id]).await? {
+            if let Some(r) = p
+                .fetch_optional(
+                    "SELECT * FROM context_lineage WHERE run_id = $1",
+                    &args![&run_id],
+                )
+                .await?
+            {
                 out.push(TrailEntry {
                     record: "ContextLineage+CutReceipt",
                     id: r.text("lineage_digest")?,
@@ -220,7 +254,10 @@ impl Phylactery {
             committed_at: latest(&turn, &["opened_at", "terminal_at"])?,
         });
         for r in p
-            .fetch_all("SELECT * FROM discord_delivery_intent WHERE turn_id = $1 ORDER BY seq", &args![&turn_id])
+            .fetch_all(
+                "SELECT * FROM discord_delivery_intent WHERE turn_id = $1 ORDER BY seq",
+                &args![&turn_id],
+            )
             .await?
         {
             let intent_id = r.text("intent_id")?;
@@ -229,31 +266,58 @@ impl Phylactery {
                 id: intent_id.clone(),
                 fields: fields(
                     &r,
-                    &["state", "effect", "payload_digest", "nonce", "supersedes", "lease_owner"],
+                    &[
+                        "state",
+                        "effect",
+                        "payload_digest",
+                        "nonce",
+                        "supersedes",
+                        "lease_owner",
+                    ],
                     &["seq", "generation", "lease_expires_at", "submitting_at"],
                 )?,
                 committed_at: latest(&r, &["created_at", "submitting_at", "settled_at"])?,
             });
-            if let Some(d) = p.fetch_optional("SELECT * FROM reach_delivery WHERE intent_id = $1", &args![&intent_id]).await? {
+            if let Some(d) = p
+                .fetch_optional(
+                    "SELECT * FROM reach_delivery WHERE intent_id = $1",
+                    &args![&intent_id],
+                )
+                .await?
+            {
                 out.push(TrailEntry {
                     record: "ReachDelivery@1",
                     id: intent_id.clone(),
                     fields: fields(
                         &d,
-                        &["outcome", "effect", "payload_digest", "nonce", "message_id", "detail"],
+                        &[
+                            "outcome",
+                            "effect",
+                            "payload_digest",
+                            "nonce",
+                            "message_id",
+                            "detail",
+                        ],
                         &["claim_generation", "platform_status"],
                     )?,
                     committed_at: latest(&d, &["settled_at", "reconciled_at"])?,
                 });
             }
             if let Some(c) = p
-                .fetch_optional("SELECT * FROM delivery_reconciliation WHERE intent_id = $1", &args![&intent_id])
+                .fetch_optional(
+                    "SELECT * FROM delivery_reconciliation WHERE intent_id = $1",
+                    &args![&intent_id],
+                )
                 .await?
             {
                 out.push(TrailEntry {
                     record: "DeliveryReconciliation",
                     id: intent_id.clone(),
-                    fields: fields(&c, &["evidence_kind", "message_id", "evidence", "recorded_by"], &[])?,
+                    fields: fields(
+                        &c,
+                        &["evidence_kind", "message_id", "evidence", "recorded_by"],
+                        &[],
+                    )?,
                     committed_at: c.int("recorded_at")?,
                 });
             }

@@ -6,12 +6,12 @@
 
 use reach_digest::Sha256Digest;
 
+use crate::Phylactery;
 use crate::backend::args;
 use crate::error::{LedgerError, Result};
 use crate::fault::FaultPoint;
 use crate::ids::{self, IntentId, TurnId};
 use crate::state::TurnState;
-use crate::Phylactery;
 
 /// What a `DiscordDeliveryIntent@1` will do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,10 +46,16 @@ pub struct CommittedTurn {
 
 impl Phylactery {
     /// Terminates the turn and commits its delivery intent in one transaction.
-    pub async fn commit_turn(&self, turn_id: &TurnId, commit: &TurnCommit) -> Result<CommittedTurn> {
+    pub async fn commit_turn(
+        &self,
+        turn_id: &TurnId,
+        commit: &TurnCommit,
+    ) -> Result<CommittedTurn> {
         self.require_serving().await?;
         if !TurnState::Open.can_become(commit.outcome) {
-            return Err(LedgerError::InvalidInput("a turn terminates with a terminal outcome"));
+            return Err(LedgerError::InvalidInput(
+                "a turn terminates with a terminal outcome",
+            ));
         }
         let now = self.now();
         let mut tx = self.pool().begin().await?;
@@ -68,7 +74,10 @@ impl Phylactery {
             .await?;
         if changed != 1 {
             let row = tx
-                .fetch_optional("SELECT state FROM reach_turn WHERE turn_id = $1", &args![&turn_id.0])
+                .fetch_optional(
+                    "SELECT state FROM reach_turn WHERE turn_id = $1",
+                    &args![&turn_id.0],
+                )
                 .await?;
             return Err(match row {
                 Some(r) => LedgerError::TurnAlreadyTerminal {
@@ -117,7 +126,10 @@ impl Phylactery {
     pub async fn turn_state(&self, turn_id: &TurnId) -> Result<TurnState> {
         let row = self
             .pool()
-            .fetch_optional("SELECT state FROM reach_turn WHERE turn_id = $1", &args![&turn_id.0])
+            .fetch_optional(
+                "SELECT state FROM reach_turn WHERE turn_id = $1",
+                &args![&turn_id.0],
+            )
             .await?
             .ok_or_else(|| LedgerError::NotFound {
                 record: "ReachTurn@1",

@@ -149,8 +149,13 @@ impl Phylactery {
             .fetch_optional("SELECT epoch FROM vault_marker WHERE singleton = 1", &[])
             .await?
             .ok_or_else(|| LedgerError::Corrupt("vault marker missing".into()))?;
-        self.mark_serving(row.int("epoch")?, rec.kind.as_str(), &rec.operator, &rec.note)
-            .await?;
+        self.mark_serving(
+            row.int("epoch")?,
+            rec.kind.as_str(),
+            &rec.operator,
+            &rec.note,
+        )
+        .await?;
         self.vault_status().await
     }
 

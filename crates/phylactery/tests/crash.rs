@@ -41,7 +41,11 @@ fn child_config(db: &str) -> VaultConfig {
 }
 
 fn append_send(path: &Path, nonce: &str, effect: &str) {
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
     writeln!(f, "{nonce} {effect}").unwrap();
     f.sync_all().unwrap();
 }
@@ -50,12 +54,22 @@ async fn child_main() {
     let db = env("REACH_CRASH_DB");
     let sends = PathBuf::from(env("REACH_CRASH_SENDS"));
     let now: i64 = env("REACH_CRASH_NOW").parse().unwrap();
-    let crash_at = std::env::var("REACH_CRASH_AT").ok().and_then(|s| FaultPoint::from_name(&s));
-    let nth: u32 = std::env::var("REACH_CRASH_NTH").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let crash_at = std::env::var("REACH_CRASH_AT")
+        .ok()
+        .and_then(|s| FaultPoint::from_name(&s));
+    let nth: u32 = std::env::var("REACH_CRASH_NTH")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
 
     let clock = ManualClock::new(UnixMillis(now));
-    let p = Phylactery::open(child_config(&db), Arc::new(clock.clone())).await.unwrap();
-    if matches!(p.vault_status().await.unwrap(), VaultStatus::AwaitingReconciliation { .. }) {
+    let p = Phylactery::open(child_config(&db), Arc::new(clock.clone()))
+        .await
+        .unwrap();
+    if matches!(
+        p.vault_status().await.unwrap(),
+        VaultStatus::AwaitingReconciliation { .. }
+    ) {
         genesis(&p).await;
     }
     if let Some(point) = crash_at {
@@ -70,26 +84,44 @@ async fn child_main() {
     p.recover().await.unwrap();
     let history = std::fs::read_to_string(&sends).unwrap_or_default();
     for intent in p.unknown_intents().await.unwrap() {
-        let evidence = if history.lines().any(|l| l.split(' ').next() == Some(intent.nonce.as_str())) {
-            DeliveryEvidence::MessageFound { message_id: format!("msg-{}", intent.nonce), evidence: "nonce in channel history".into() }
+        let evidence = if history
+            .lines()
+            .any(|l| l.split(' ').next() == Some(intent.nonce.as_str()))
+        {
+            DeliveryEvidence::MessageFound {
+                message_id: format!("msg-{}", intent.nonce),
+                evidence: "nonce in channel history".into(),
+            }
         } else {
-            DeliveryEvidence::ProvedAbsent { evidence: "nonce absent from channel history".into() }
+            DeliveryEvidence::ProvedAbsent {
+                evidence: "nonce absent from channel history".into(),
+            }
         };
-        p.reconcile_delivery(&intent.intent_id, &evidence, "crash-harness").await.unwrap();
+        p.reconcile_delivery(&intent.intent_id, &evidence, "crash-harness")
+            .await
+            .unwrap();
     }
     for n in 0..EVENTS {
         let a = p.admit(&request(n)).await.unwrap();
         if a.status().turn_state == TurnState::Open {
-            p.commit_turn(&a.status().turn_id, &success(n)).await.unwrap();
+            p.commit_turn(&a.status().turn_id, &success(n))
+                .await
+                .unwrap();
         }
     }
     let owner = format!("child-{}", std::process::id());
     while let Some(c) = p.claim_next(&owner, LEASE).await.unwrap() {
         p.mark_submitting(&c.lease).await.unwrap();
         append_send(&sends, &c.nonce, &c.effect);
-        p.settle(&c.lease, &DeliveryReport::Sent { message_id: format!("msg-{}", c.nonce), platform_status: 200 })
-            .await
-            .unwrap();
+        p.settle(
+            &c.lease,
+            &DeliveryReport::Sent {
+                message_id: format!("msg-{}", c.nonce),
+                platform_status: 200,
+            },
+        )
+        .await
+        .unwrap();
     }
     p.close().await;
 }
@@ -102,7 +134,12 @@ async fn crash_child() {
     }
 }
 
-fn run_child(db: &str, sends: &Path, run: i64, crash: Option<(FaultPoint, u32)>) -> std::process::ExitStatus {
+fn run_child(
+    db: &str,
+    sends: &Path,
+    run: i64,
+    crash: Option<(FaultPoint, u32)>,
+) -> std::process::ExitStatus {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, "1")
@@ -111,7 +148,8 @@ fn run_child(db: &str, sends: &Path, run: i64, crash: Option<(FaultPoint, u32)>)
         .env("REACH_CRASH_NOW", (T0.0 + run * HOUR_MS).to_string())
         .stdout(std::process::Stdio::null());
     if let Some((point, nth)) = crash {
-        cmd.env("REACH_CRASH_AT", point.name()).env("REACH_CRASH_NTH", nth.to_string());
+        cmd.env("REACH_CRASH_AT", point.name())
+            .env("REACH_CRASH_NTH", nth.to_string());
     }
     cmd.status().unwrap()
 }
@@ -129,7 +167,11 @@ async fn crash_at_every_commit_point(db: Db) {
             };
             let crashed = run_child(&target, &sends, 0, Some((point, nth)));
             runs += 1;
-            assert_eq!(crashed.signal(), Some(9), "{point:?}#{nth} did not crash: {crashed:?}");
+            assert_eq!(
+                crashed.signal(),
+                Some(9),
+                "{point:?}#{nth} did not crash: {crashed:?}"
+            );
             for run in 1..=2 {
                 let s = run_child(&target, &sends, run, None);
                 runs += 1;
@@ -143,20 +185,35 @@ async fn crash_at_every_commit_point(db: Db) {
                 let effect = line.split_once(' ').unwrap().1.to_owned();
                 *per_event.entry(effect).or_default() += 1;
             }
-            assert_eq!(per_event.len() as u64, EVENTS, "{point:?}#{nth}: {per_event:?}");
-            assert!(per_event.values().all(|&c| c == 1), "{point:?}#{nth}: {per_event:?}");
+            assert_eq!(
+                per_event.len() as u64,
+                EVENTS,
+                "{point:?}#{nth}: {per_event:?}"
+            );
+            assert!(
+                per_event.values().all(|&c| c == 1),
+                "{point:?}#{nth}: {per_event:?}"
+            );
 
             // No lost turn, and replays answer with the committed status.
             let clock = ManualClock::new(UnixMillis(T0.0 + 10 * HOUR_MS));
-            let p = Phylactery::open(child_config(&target), Arc::new(clock)).await.unwrap();
+            let p = Phylactery::open(child_config(&target), Arc::new(clock))
+                .await
+                .unwrap();
             for n in 0..EVENTS {
                 let a = p.admit(&request(n)).await.unwrap();
-                let Admission::Replayed(s) = a else { panic!("{point:?}#{nth}: event {n} not committed") };
+                let Admission::Replayed(s) = a else {
+                    panic!("{point:?}#{nth}: event {n} not committed")
+                };
                 assert_eq!(s.turn_state, TurnState::Succeeded, "{point:?}#{nth}");
                 assert_eq!(s.delivery, DeliveryOutcome::KnownSent, "{point:?}#{nth}");
             }
             let r = p.recover().await.unwrap();
-            assert!(r.open_turns.is_empty() && r.awaiting_evidence.is_empty() && r.claimable_intents.is_empty());
+            assert!(
+                r.open_turns.is_empty()
+                    && r.awaiting_evidence.is_empty()
+                    && r.claimable_intents.is_empty()
+            );
             p.close().await;
         }
     }

@@ -14,7 +14,9 @@ async fn exact_replay_returns_committed_status(db: Db) {
     let first = p.admit(&request(1)).await.unwrap();
     assert!(matches!(first, Admission::Admitted(_)));
     let again = p.admit(&request(1)).await.unwrap();
-    let Admission::Replayed(s) = &again else { panic!("expected replay, got {again:?}") };
+    let Admission::Replayed(s) = &again else {
+        panic!("expected replay, got {again:?}")
+    };
     assert_eq!(s.turn_state, TurnState::Open);
     assert_eq!(s.admission_id, first.status().admission_id);
 
@@ -24,11 +26,16 @@ async fn exact_replay_returns_committed_status(db: Db) {
     p.mark_submitting(&claimed.lease).await.unwrap();
     p.settle(
         &claimed.lease,
-        &DeliveryReport::Sent { message_id: "m-1".into(), platform_status: 200 },
+        &DeliveryReport::Sent {
+            message_id: "m-1".into(),
+            platform_status: 200,
+        },
     )
     .await
     .unwrap();
-    let Admission::Replayed(s) = p.admit(&request(1)).await.unwrap() else { panic!() };
+    let Admission::Replayed(s) = p.admit(&request(1)).await.unwrap() else {
+        panic!()
+    };
     assert_eq!(s.turn_state, TurnState::Succeeded);
     assert_eq!(s.intent, Some((intent, IntentState::KnownSent)));
     assert_eq!(s.delivery, DeliveryOutcome::KnownSent);
@@ -41,11 +48,16 @@ async fn changed_payload_is_a_security_fault(db: Db) {
     changed.payload_digest = Sha256Digest::of("tampered");
     let err = p.admit(&changed).await.unwrap_err();
     assert_eq!(err.code(), "admission/payload-digest-mismatch");
-    let faults = p.security_faults(&first.status().admission_id).await.unwrap();
+    let faults = p
+        .security_faults(&first.status().admission_id)
+        .await
+        .unwrap();
     assert_eq!(faults.len(), 1);
     assert_eq!(faults[0].1, "PAYLOAD_DIGEST_MISMATCH");
     // Nothing else changed: the committed admission still answers with its own digest.
-    let Admission::Replayed(s) = p.admit(&request(1)).await.unwrap() else { panic!() };
+    let Admission::Replayed(s) = p.admit(&request(1)).await.unwrap() else {
+        panic!()
+    };
     assert_eq!(s.payload_digest, request(1).payload_digest);
     assert_eq!(s.turn_state, TurnState::Open);
 }
@@ -57,7 +69,13 @@ async fn other_partition_is_a_security_fault(db: Db) {
     other.habitat = "habitat-other".into();
     let err = p.admit(&other).await.unwrap_err();
     assert_eq!(err.code(), "admission/partition-mismatch");
-    assert_eq!(p.security_faults(&first.status().admission_id).await.unwrap().len(), 1);
+    assert_eq!(
+        p.security_faults(&first.status().admission_id)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     // A different event id in the other partition is its own admission: partitions isolate.
     let mut fresh = request(2);
     fresh.habitat = "habitat-other".into();
@@ -67,7 +85,10 @@ async fn other_partition_is_a_security_fault(db: Db) {
     // Key components all matter: another application id is another admission.
     let mut app2 = request(1);
     app2.key.application_id = "app-2".into();
-    assert!(matches!(p.admit(&app2).await.unwrap(), Admission::Admitted(_)));
+    assert!(matches!(
+        p.admit(&app2).await.unwrap(),
+        Admission::Admitted(_)
+    ));
 }
 
 async fn turn_terminates_exactly_once(db: Db) {
@@ -84,7 +105,15 @@ async fn turn_terminates_exactly_once(db: Db) {
         assert_eq!(err.code(), "turn/already-terminal");
     }
     let err = p
-        .commit_turn(&turn, &TurnCommit { outcome: TurnState::Open, reason: None, answer_digest: None, intent: None })
+        .commit_turn(
+            &turn,
+            &TurnCommit {
+                outcome: TurnState::Open,
+                reason: None,
+                answer_digest: None,
+                intent: None,
+            },
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), "ledger/invalid-input");
@@ -107,11 +136,18 @@ async fn turn_terminates_exactly_once(db: Db) {
         let a = p.admit(&request(10 + n as u64)).await.unwrap();
         p.commit_turn(
             &a.status().turn_id,
-            &TurnCommit { outcome, reason: Some("test/reason".into()), answer_digest: None, intent: None },
+            &TurnCommit {
+                outcome,
+                reason: Some("test/reason".into()),
+                answer_digest: None,
+                intent: None,
+            },
         )
         .await
         .unwrap();
-        let Admission::Replayed(s) = p.admit(&request(10 + n as u64)).await.unwrap() else { panic!() };
+        let Admission::Replayed(s) = p.admit(&request(10 + n as u64)).await.unwrap() else {
+            panic!()
+        };
         assert_eq!(s.turn_state, outcome);
         assert_eq!(s.delivery, DeliveryOutcome::NotAttempted);
     }
@@ -126,7 +162,13 @@ async fn nonce_is_deterministic(db: Db) {
     let n1 = p1.intent(&i1).await.unwrap().nonce;
     assert_eq!(n1, p2.intent(&i2).await.unwrap().nonce);
     assert!(n1.len() <= MAX_NONCE_LEN);
-    assert_ne!(n1, p1.intent(&admitted_intent(&p1, 8).await).await.unwrap().nonce);
+    assert_ne!(
+        n1,
+        p1.intent(&admitted_intent(&p1, 8).await)
+            .await
+            .unwrap()
+            .nonce
+    );
 }
 
 async fn concurrent_claimers_one_generation_each(db: Db) {
@@ -154,22 +196,38 @@ async fn concurrent_claimers_one_generation_each(db: Db) {
         assert_eq!(winner.lease.generation, 1);
         // The winner stalls past its lease; the other takes generation 2.
         clock.advance(LEASE + Duration::from_secs(1));
-        let other = if winner.lease.owner == "edge-a" { "edge-b" } else { "edge-a" };
+        let other = if winner.lease.owner == "edge-a" {
+            "edge-b"
+        } else {
+            "edge-a"
+        };
         let second = p.claim(&intent, other, LEASE).await.unwrap();
         assert_eq!(second.lease.generation, 2);
         let err = p.mark_submitting(&winner.lease).await.unwrap_err();
         assert_eq!(err.code(), "ledger/stale-generation");
         let err = p
-            .settle(&winner.lease, &DeliveryReport::Sent { message_id: "x".into(), platform_status: 200 })
+            .settle(
+                &winner.lease,
+                &DeliveryReport::Sent {
+                    message_id: "x".into(),
+                    platform_status: 200,
+                },
+            )
             .await
             .unwrap_err();
         assert_eq!(err.code(), "ledger/stale-generation");
         p.mark_submitting(&second.lease).await.unwrap();
         let err = p.claim(&intent, "edge-c", LEASE).await.unwrap_err();
         assert_eq!(err.code(), "ledger/not-claimable");
-        p.settle(&second.lease, &DeliveryReport::Sent { message_id: format!("m-{round}"), platform_status: 200 })
-            .await
-            .unwrap();
+        p.settle(
+            &second.lease,
+            &DeliveryReport::Sent {
+                message_id: format!("m-{round}"),
+                platform_status: 200,
+            },
+        )
+        .await
+        .unwrap();
         let rec = p.intent(&intent).await.unwrap();
         assert_eq!((rec.state, rec.generation), (IntentState::KnownSent, 2));
     }
@@ -177,6 +235,7 @@ async fn concurrent_claimers_one_generation_each(db: Db) {
 
 /// Which durable step the owner stalls after.
 #[derive(Debug, Clone, Copy)]
+#[allow(clippy::enum_variant_names)]
 enum Stall {
     AfterAdmission,
     AfterTurnCommit,
@@ -187,7 +246,13 @@ enum Stall {
 
 /// The owner stalls past its lease at each durable step while a second worker takes over.
 async fn timeout_at_every_commit_point(db: Db) {
-    let stalls = [Stall::AfterAdmission, Stall::AfterTurnCommit, Stall::AfterClaim, Stall::AfterSubmitting, Stall::AfterSend];
+    let stalls = [
+        Stall::AfterAdmission,
+        Stall::AfterTurnCommit,
+        Stall::AfterClaim,
+        Stall::AfterSubmitting,
+        Stall::AfterSend,
+    ];
     let (p, clock, _g) = open(db, "timeout").await;
     for (n, stall) in stalls.into_iter().enumerate() {
         let n = n as u64 + 100;
@@ -197,7 +262,9 @@ async fn timeout_at_every_commit_point(db: Db) {
         if let Stall::AfterAdmission = stall {
             clock.advance(LEASE * 2);
             // The taker sees the committed OPEN turn on redelivery and finishes it.
-            let Admission::Replayed(s) = p.admit(&request(n)).await.unwrap() else { panic!() };
+            let Admission::Replayed(s) = p.admit(&request(n)).await.unwrap() else {
+                panic!()
+            };
             assert_eq!(s.turn_state, TurnState::Open);
             p.commit_turn(&turn, &success(n)).await.unwrap();
             // The stalled owner's late turn commit is refused.
@@ -212,22 +279,48 @@ async fn timeout_at_every_commit_point(db: Db) {
             let c = p.claim(&intent, "taker", LEASE).await.unwrap();
             p.mark_submitting(&c.lease).await.unwrap();
             sends += 1;
-            p.settle(&c.lease, &DeliveryReport::Sent { message_id: format!("m-{n}"), platform_status: 200 }).await.unwrap();
-            assert_eq!(p.claim(&intent, "owner", LEASE).await.unwrap_err().code(), "ledger/not-claimable");
+            p.settle(
+                &c.lease,
+                &DeliveryReport::Sent {
+                    message_id: format!("m-{n}"),
+                    platform_status: 200,
+                },
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                p.claim(&intent, "owner", LEASE).await.unwrap_err().code(),
+                "ledger/not-claimable"
+            );
         } else {
             let owner = p.claim(&intent, "owner", LEASE).await.unwrap();
             if let Stall::AfterClaim = stall {
                 clock.advance(LEASE + Duration::from_millis(1));
                 let taker = p.claim(&intent, "taker", LEASE).await.unwrap();
                 assert_eq!(taker.lease.generation, owner.lease.generation + 1);
-                assert_eq!(p.mark_submitting(&owner.lease).await.unwrap_err().code(), "ledger/stale-generation");
+                assert_eq!(
+                    p.mark_submitting(&owner.lease).await.unwrap_err().code(),
+                    "ledger/stale-generation"
+                );
                 p.mark_submitting(&taker.lease).await.unwrap();
                 sends += 1;
-                p.settle(&taker.lease, &DeliveryReport::Sent { message_id: format!("m-{n}"), platform_status: 200 })
-                    .await
-                    .unwrap();
-                let late = DeliveryReport::Rejected { platform_status: 400, detail: "late".into() };
-                assert_eq!(p.settle(&owner.lease, &late).await.unwrap_err().code(), "ledger/stale-generation");
+                p.settle(
+                    &taker.lease,
+                    &DeliveryReport::Sent {
+                        message_id: format!("m-{n}"),
+                        platform_status: 200,
+                    },
+                )
+                .await
+                .unwrap();
+                let late = DeliveryReport::Rejected {
+                    platform_status: 400,
+                    detail: "late".into(),
+                };
+                assert_eq!(
+                    p.settle(&owner.lease, &late).await.unwrap_err().code(),
+                    "ledger/stale-generation"
+                );
             } else {
                 p.mark_submitting(&owner.lease).await.unwrap();
                 if let Stall::AfterSend = stall {
@@ -235,19 +328,31 @@ async fn timeout_at_every_commit_point(db: Db) {
                 }
                 clock.advance(LEASE + Duration::from_millis(1));
                 // SUBMITTING is never handed out again, however long the owner stalls.
-                assert_eq!(p.claim(&intent, "taker", LEASE).await.unwrap_err().code(), "ledger/not-claimable");
+                assert_eq!(
+                    p.claim(&intent, "taker", LEASE).await.unwrap_err().code(),
+                    "ledger/not-claimable"
+                );
                 assert_eq!(p.claim_next("taker", LEASE).await.unwrap(), None);
                 let r = p.recover().await.unwrap();
                 assert_eq!(r.marked_unknown, vec![intent.clone()]);
-                let late = DeliveryReport::Sent { message_id: format!("m-{n}"), platform_status: 200 };
-                assert_eq!(p.settle(&owner.lease, &late).await.unwrap_err().code(), "ledger/wrong-state");
+                let late = DeliveryReport::Sent {
+                    message_id: format!("m-{n}"),
+                    platform_status: 200,
+                };
+                assert_eq!(
+                    p.settle(&owner.lease, &late).await.unwrap_err().code(),
+                    "ledger/wrong-state"
+                );
                 // Independent evidence settles it: found if the owner did send, else absent and a
                 // successor intent carries the one send.
                 if sends == 1 {
                     let next = p
                         .reconcile_delivery(
                             &intent,
-                            &DeliveryEvidence::MessageFound { message_id: format!("m-{n}"), evidence: "history".into() },
+                            &DeliveryEvidence::MessageFound {
+                                message_id: format!("m-{n}"),
+                                evidence: "history".into(),
+                            },
                             "reconciler",
                         )
                         .await
@@ -255,21 +360,35 @@ async fn timeout_at_every_commit_point(db: Db) {
                     assert_eq!(next, None);
                 } else {
                     let next = p
-                        .reconcile_delivery(&intent, &DeliveryEvidence::ProvedAbsent { evidence: "history".into() }, "reconciler")
+                        .reconcile_delivery(
+                            &intent,
+                            &DeliveryEvidence::ProvedAbsent {
+                                evidence: "history".into(),
+                            },
+                            "reconciler",
+                        )
                         .await
                         .unwrap()
                         .unwrap();
                     let c = p.claim(&next, "taker", LEASE).await.unwrap();
                     p.mark_submitting(&c.lease).await.unwrap();
                     sends += 1;
-                    p.settle(&c.lease, &DeliveryReport::Sent { message_id: format!("m-{n}"), platform_status: 200 })
-                        .await
-                        .unwrap();
+                    p.settle(
+                        &c.lease,
+                        &DeliveryReport::Sent {
+                            message_id: format!("m-{n}"),
+                            platform_status: 200,
+                        },
+                    )
+                    .await
+                    .unwrap();
                 }
             }
         }
         assert_eq!(sends, 1, "{stall:?}");
-        let Admission::Replayed(s) = p.admit(&request(n)).await.unwrap() else { panic!() };
+        let Admission::Replayed(s) = p.admit(&request(n)).await.unwrap() else {
+            panic!()
+        };
         assert_eq!(s.delivery, DeliveryOutcome::KnownSent, "{stall:?}");
     }
 }
@@ -279,7 +398,10 @@ async fn lease_must_be_live_to_submit(db: Db) {
     let intent = admitted_intent(&p, 1).await;
     let c = p.claim(&intent, "edge", LEASE).await.unwrap();
     clock.advance(LEASE);
-    assert_eq!(p.mark_submitting(&c.lease).await.unwrap_err().code(), "ledger/lease-expired");
+    assert_eq!(
+        p.mark_submitting(&c.lease).await.unwrap_err().code(),
+        "ledger/lease-expired"
+    );
     let again = p.claim_next("edge", LEASE).await.unwrap().unwrap();
     assert_eq!(again.lease.generation, 2);
     p.mark_submitting(&again.lease).await.unwrap();
@@ -289,14 +411,30 @@ async fn fresh_vault_refuses_until_reconciled(db: Db) {
     let (mut cfg, _g) = config(db, "vault_loss");
     cfg.idempotency_horizon = Duration::from_secs(3600);
     let clock = ManualClock::new(T0);
-    let p = Phylactery::open(cfg.clone(), Arc::new(clock.clone())).await.unwrap();
-    assert!(matches!(p.vault_status().await.unwrap(), VaultStatus::AwaitingReconciliation { .. }));
-    assert_eq!(p.admit(&request(1)).await.unwrap_err().code(), "vault/unreconciled");
+    let p = Phylactery::open(cfg.clone(), Arc::new(clock.clone()))
+        .await
+        .unwrap();
+    assert!(matches!(
+        p.vault_status().await.unwrap(),
+        VaultStatus::AwaitingReconciliation { .. }
+    ));
+    assert_eq!(
+        p.admit(&request(1)).await.unwrap_err().code(),
+        "vault/unreconciled"
+    );
     // Reopening does not make it serve.
     p.close().await;
-    let p = Phylactery::open(cfg.clone(), Arc::new(clock.clone())).await.unwrap();
-    assert_eq!(p.admit(&request(1)).await.unwrap_err().code(), "vault/unreconciled");
-    assert_eq!(p.claim_next("edge", LEASE).await.unwrap_err().code(), "vault/unreconciled");
+    let p = Phylactery::open(cfg.clone(), Arc::new(clock.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        p.admit(&request(1)).await.unwrap_err().code(),
+        "vault/unreconciled"
+    );
+    assert_eq!(
+        p.claim_next("edge", LEASE).await.unwrap_err().code(),
+        "vault/unreconciled"
+    );
     let s = p
         .record_operator_reconciliation(&OperatorReconciliation {
             kind: ReconciliationKind::EffectsReconciled,
@@ -311,9 +449,14 @@ async fn fresh_vault_refuses_until_reconciled(db: Db) {
     // A second fresh vault serves by itself only once the horizon has passed since creation.
     let (mut cfg2, _g2) = config(db, "vault_horizon");
     cfg2.idempotency_horizon = Duration::from_secs(3600);
-    let p2 = Phylactery::open(cfg2, Arc::new(clock.clone())).await.unwrap();
+    let p2 = Phylactery::open(cfg2, Arc::new(clock.clone()))
+        .await
+        .unwrap();
     clock.advance(Duration::from_secs(3599));
-    assert_eq!(p2.admit(&request(1)).await.unwrap_err().code(), "vault/unreconciled");
+    assert_eq!(
+        p2.admit(&request(1)).await.unwrap_err().code(),
+        "vault/unreconciled"
+    );
     clock.advance(Duration::from_secs(1));
     p2.admit(&request(1)).await.unwrap();
 }
@@ -323,7 +466,13 @@ async fn attempts_follow_what_records_prove(db: Db) {
     let a = p.admit(&request(1)).await.unwrap();
     let turn = a.status().turn_id.clone();
     let run = p
-        .begin_run(&turn, &PatternRevision { pattern_id: "public-answer".into(), revision: "r1".into() })
+        .begin_run(
+            &turn,
+            &PatternRevision {
+                pattern_id: "public-answer".into(),
+                revision: "r1".into(),
+            },
+        )
         .await
         .unwrap();
     let snapshot = CorpusSnapshotRef {
@@ -331,9 +480,16 @@ async fn attempts_follow_what_records_prove(db: Db) {
         corpus_id: "reach-docs".into(),
         source_revision: "abc123".into(),
     };
-    p.record_grounding(&run, &snapshot, &EvidenceBundleRef { bundle_digest: Sha256Digest::of("bundle"), passage_count: 3 })
-        .await
-        .unwrap();
+    p.record_grounding(
+        &run,
+        &snapshot,
+        &EvidenceBundleRef {
+            bundle_digest: Sha256Digest::of("bundle"),
+            passage_count: 3,
+        },
+    )
+    .await
+    .unwrap();
     p.record_context(
         &run,
         &ContextLineage {
@@ -359,22 +515,37 @@ async fn attempts_follow_what_records_prove(db: Db) {
         protocol_id: "req-1".into(),
     };
     p.record_egress_decision(&run, &decision(1)).await.unwrap();
-    let a1 = p.persist_attempt(&run, &DecisionId("dec-1".into()), &spec).await.unwrap();
+    let a1 = p
+        .persist_attempt(&run, &DecisionId("dec-1".into()), &spec)
+        .await
+        .unwrap();
     // No second attempt while the first is unsettled, and a decision is used once.
     p.record_egress_decision(&run, &decision(2)).await.unwrap();
     assert_eq!(
-        p.persist_attempt(&run, &DecisionId("dec-2".into()), &spec).await.unwrap_err().code(),
+        p.persist_attempt(&run, &DecisionId("dec-2".into()), &spec)
+            .await
+            .unwrap_err()
+            .code(),
         "attempt/unsettled-predecessor"
     );
     // Crash before SUBMITTING: recovery proves pre-submit; a new attempt needs a new decision.
     let r = p.recover().await.unwrap();
     assert_eq!(r.abandoned_attempts, vec![a1.attempt_id.clone()]);
-    assert_eq!(p.attempt(&a1.attempt_id).await.unwrap().state, AttemptState::AbandonedBeforeSubmit);
     assert_eq!(
-        p.persist_attempt(&run, &DecisionId("dec-1".into()), &spec).await.unwrap_err().code(),
+        p.attempt(&a1.attempt_id).await.unwrap().state,
+        AttemptState::AbandonedBeforeSubmit
+    );
+    assert_eq!(
+        p.persist_attempt(&run, &DecisionId("dec-1".into()), &spec)
+            .await
+            .unwrap_err()
+            .code(),
         "attempt/decision-reused"
     );
-    let a2 = p.persist_attempt(&run, &DecisionId("dec-2".into()), &spec).await.unwrap();
+    let a2 = p
+        .persist_attempt(&run, &DecisionId("dec-2".into()), &spec)
+        .await
+        .unwrap();
     assert_eq!(a2.attempt_no, 2);
     p.mark_attempt_submitting(&a2.attempt_id).await.unwrap();
     // Crash after SUBMITTING: INDETERMINATE, no new attempt until reconciled.
@@ -382,16 +553,25 @@ async fn attempts_follow_what_records_prove(db: Db) {
     assert_eq!(r.indeterminate_attempts, vec![a2.attempt_id.clone()]);
     p.record_egress_decision(&run, &decision(3)).await.unwrap();
     assert_eq!(
-        p.persist_attempt(&run, &DecisionId("dec-3".into()), &spec).await.unwrap_err().code(),
+        p.persist_attempt(&run, &DecisionId("dec-3".into()), &spec)
+            .await
+            .unwrap_err()
+            .code(),
         "attempt/unsettled-predecessor"
     );
     assert_eq!(
-        p.mark_attempt_submitting(&a2.attempt_id).await.unwrap_err().code(),
+        p.mark_attempt_submitting(&a2.attempt_id)
+            .await
+            .unwrap_err()
+            .code(),
         "ledger/wrong-state"
     );
     p.reconcile_attempt(
         &a2.attempt_id,
-        &AttemptEvidence::Completed { response_digest: Sha256Digest::of("resp"), evidence: "provider log".into() },
+        &AttemptEvidence::Completed {
+            response_digest: Sha256Digest::of("resp"),
+            evidence: "provider log".into(),
+        },
         "ops",
     )
     .await
@@ -401,9 +581,20 @@ async fn attempts_follow_what_records_prove(db: Db) {
     let c = p.claim_next("edge", LEASE).await.unwrap().unwrap();
     p.mark_submitting(&c.lease).await.unwrap();
     clock.advance(Duration::from_secs(1));
-    p.settle(&c.lease, &DeliveryReport::Sent { message_id: "m-1".into(), platform_status: 200 }).await.unwrap();
+    p.settle(
+        &c.lease,
+        &DeliveryReport::Sent {
+            message_id: "m-1".into(),
+            platform_status: 200,
+        },
+    )
+    .await
+    .unwrap();
 
-    let trail = p.trail(&TrailKey::ExternalEventId("evt-1".into())).await.unwrap();
+    let trail = p
+        .trail(&TrailKey::ExternalEventId("evt-1".into()))
+        .await
+        .unwrap();
     let names: Vec<&str> = trail.iter().map(|e| e.record).collect();
     assert_eq!(
         names,
@@ -424,11 +615,27 @@ async fn attempts_follow_what_records_prove(db: Db) {
         ]
     );
     let delivery = trail.last().unwrap().to_string();
-    assert!(delivery.contains("outcome=KNOWN_SENT") && delivery.contains("message_id=m-1"), "{delivery}");
+    assert!(
+        delivery.contains("outcome=KNOWN_SENT") && delivery.contains("message_id=m-1"),
+        "{delivery}"
+    );
     assert!(delivery.contains("claim_generation=1"), "{delivery}");
-    assert_eq!(p.trail(&TrailKey::TurnId(turn.clone())).await.unwrap(), trail);
-    assert_eq!(p.trail(&TrailKey::AdmissionId(a.status().admission_id.clone())).await.unwrap(), trail);
-    assert!(p.trail(&TrailKey::ExternalEventId("nope".into())).await.unwrap().is_empty());
+    assert_eq!(
+        p.trail(&TrailKey::TurnId(turn.clone())).await.unwrap(),
+        trail
+    );
+    assert_eq!(
+        p.trail(&TrailKey::AdmissionId(a.status().admission_id.clone()))
+            .await
+            .unwrap(),
+        trail
+    );
+    assert!(
+        p.trail(&TrailKey::ExternalEventId("nope".into()))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn database_refuses_forbidden_transitions(db: Db) {
@@ -439,19 +646,46 @@ async fn database_refuses_forbidden_transitions(db: Db) {
     let intent = admitted_intent(&p, 1).await;
     let c = p.claim(&intent, "edge", LEASE).await.unwrap();
     p.mark_submitting(&c.lease).await.unwrap();
-    p.settle(&c.lease, &DeliveryReport::Rejected { platform_status: 403, detail: "missing access".into() })
-        .await
-        .unwrap();
+    p.settle(
+        &c.lease,
+        &DeliveryReport::Rejected {
+            platform_status: 403,
+            detail: "missing access".into(),
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(
-        p.settle(&c.lease, &DeliveryReport::Sent { message_id: "m".into(), platform_status: 200 }).await.unwrap_err().code(),
+        p.settle(
+            &c.lease,
+            &DeliveryReport::Sent {
+                message_id: "m".into(),
+                platform_status: 200
+            }
+        )
+        .await
+        .unwrap_err()
+        .code(),
         "ledger/wrong-state"
     );
     clock.advance(LEASE * 10);
     let r = p.recover().await.unwrap();
     assert!(r.marked_unknown.is_empty());
-    assert_eq!(p.intent(&intent).await.unwrap().state, IntentState::KnownRejected);
     assert_eq!(
-        p.reconcile_delivery(&intent, &DeliveryEvidence::ProvedAbsent { evidence: "x".into() }, "ops").await.unwrap_err().code(),
+        p.intent(&intent).await.unwrap().state,
+        IntentState::KnownRejected
+    );
+    assert_eq!(
+        p.reconcile_delivery(
+            &intent,
+            &DeliveryEvidence::ProvedAbsent {
+                evidence: "x".into()
+            },
+            "ops"
+        )
+        .await
+        .unwrap_err()
+        .code(),
         "ledger/wrong-state"
     );
 }

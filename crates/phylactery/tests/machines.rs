@@ -80,7 +80,12 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-async fn run_case(p: &Phylactery, clock: &ManualClock, n: u64, ops: Vec<Op>) -> Result<(), TestCaseError> {
+async fn run_case(
+    p: &Phylactery,
+    clock: &ManualClock,
+    n: u64,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
     let turn = p.admit(&request(n)).await.unwrap().status().turn_id.clone();
     p.commit_turn(&turn, &success(n)).await.unwrap();
     let mut leases: HashMap<usize, Lease> = HashMap::new();
@@ -89,7 +94,14 @@ async fn run_case(p: &Phylactery, clock: &ManualClock, n: u64, ops: Vec<Op>) -> 
     let mut settled: HashMap<IntentId, IntentState> = HashMap::new();
     let mut last_gen: HashMap<IntentId, i64> = HashMap::new();
     for op in ops {
-        let current = p.intents_of_turn(&turn).await.unwrap().last().unwrap().intent_id.clone();
+        let current = p
+            .intents_of_turn(&turn)
+            .await
+            .unwrap()
+            .last()
+            .unwrap()
+            .intent_id
+            .clone();
         match op {
             Op::Claim(w) => {
                 if let Ok(c) = p.claim(&current, &format!("w{w}"), LEASE).await {
@@ -97,18 +109,26 @@ async fn run_case(p: &Phylactery, clock: &ManualClock, n: u64, ops: Vec<Op>) -> 
                 }
             }
             Op::Submit(w) => {
-                if let Some(l) = leases.get(&w) {
-                    if p.mark_submitting(l).await.is_ok() {
-                        *sends.entry(l.intent_id.clone()).or_default() += 1;
-                    }
+                if let Some(l) = leases.get(&w)
+                    && p.mark_submitting(l).await.is_ok()
+                {
+                    *sends.entry(l.intent_id.clone()).or_default() += 1;
                 }
             }
             Op::SettleSent(w) | Op::SettleRejected(w) | Op::SettleUnknown(w) => {
                 if let Some(l) = leases.get(&w) {
                     let report = match op {
-                        Op::SettleSent(_) => DeliveryReport::Sent { message_id: "m".into(), platform_status: 200 },
-                        Op::SettleRejected(_) => DeliveryReport::Rejected { platform_status: 400, detail: "bad".into() },
-                        _ => DeliveryReport::Unknown { detail: "timeout".into() },
+                        Op::SettleSent(_) => DeliveryReport::Sent {
+                            message_id: "m".into(),
+                            platform_status: 200,
+                        },
+                        Op::SettleRejected(_) => DeliveryReport::Rejected {
+                            platform_status: 400,
+                            detail: "bad".into(),
+                        },
+                        _ => DeliveryReport::Unknown {
+                            detail: "timeout".into(),
+                        },
                     };
                     let _ = p.settle(l, &report).await;
                 }
@@ -119,16 +139,34 @@ async fn run_case(p: &Phylactery, clock: &ManualClock, n: u64, ops: Vec<Op>) -> 
             }
             Op::ReconcileFound => {
                 let _ = p
-                    .reconcile_delivery(&current, &DeliveryEvidence::MessageFound { message_id: "m".into(), evidence: "seen".into() }, "t")
+                    .reconcile_delivery(
+                        &current,
+                        &DeliveryEvidence::MessageFound {
+                            message_id: "m".into(),
+                            evidence: "seen".into(),
+                        },
+                        "t",
+                    )
                     .await;
             }
             Op::ReconcileAbsent => {
-                let _ = p.reconcile_delivery(&current, &DeliveryEvidence::ProvedAbsent { evidence: "absent".into() }, "t").await;
+                let _ = p
+                    .reconcile_delivery(
+                        &current,
+                        &DeliveryEvidence::ProvedAbsent {
+                            evidence: "absent".into(),
+                        },
+                        "t",
+                    )
+                    .await;
             }
             Op::RecommitTurn => {
                 let mut c = success(n);
                 c.outcome = TurnState::Failed;
-                prop_assert_eq!(p.commit_turn(&turn, &c).await.unwrap_err().code(), "turn/already-terminal");
+                prop_assert_eq!(
+                    p.commit_turn(&turn, &c).await.unwrap_err().code(),
+                    "turn/already-terminal"
+                );
             }
         }
         prop_assert_eq!(p.turn_state(&turn).await.unwrap(), TurnState::Succeeded);
@@ -144,7 +182,10 @@ async fn run_case(p: &Phylactery, clock: &ManualClock, n: u64, ops: Vec<Op>) -> 
             let g = last_gen.entry(i.intent_id.clone()).or_insert(0);
             prop_assert!(i.generation >= *g, "generation went back");
             *g = i.generation;
-            if matches!(i.state, IntentState::Submitting | IntentState::Unknown | IntentState::KnownSent) {
+            if matches!(
+                i.state,
+                IntentState::Submitting | IntentState::Unknown | IntentState::KnownSent
+            ) {
                 possibly_sent += 1;
             }
         }
@@ -153,19 +194,30 @@ async fn run_case(p: &Phylactery, clock: &ManualClock, n: u64, ops: Vec<Op>) -> 
         prop_assert!(possibly_sent <= 1, "{intents:?}");
     }
     for (id, count) in sends {
-        prop_assert!(count <= 1, "intent {id} was handed out for sending {count} times");
+        prop_assert!(
+            count <= 1,
+            "intent {id} was handed out for sending {count} times"
+        );
     }
     Ok(())
 }
 
 fn random_operation_sequences(db: Db) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let (p, clock, _g) = rt.block_on(open(db, "machines"));
     let cases = match db {
         Db::Sqlite => 96,
         Db::Postgres => 64,
     };
-    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
     let n = AtomicU64::new(1_000);
     runner
         .run(&proptest::collection::vec(op(), 1..40), |ops| {

@@ -68,9 +68,9 @@ impl From<Option<&str>> for Value {
     }
 }
 
-/// Builds a `Vec<Value>` from heterogeneous arguments.
+/// Builds a `[Value; N]` from heterogeneous arguments.
 macro_rules! args {
-    ($($v:expr),* $(,)?) => { vec![$($crate::backend::Value::from($v)),*] };
+    ($($v:expr),* $(,)?) => { [$($crate::backend::Value::from($v)),*] };
 }
 pub(crate) use args;
 
@@ -229,7 +229,11 @@ impl Tx {
         })
     }
 
-    pub(crate) async fn fetch_all(&mut self, sql: &'static str, args: &[Value]) -> Result<Vec<Row>> {
+    pub(crate) async fn fetch_all(
+        &mut self,
+        sql: &'static str,
+        args: &[Value],
+    ) -> Result<Vec<Row>> {
         Ok(match self {
             Tx::Sqlite(t) => bind_all!(sqlx::query(sql), args)
                 .fetch_all(&mut **t)

@@ -52,9 +52,15 @@ pub fn config(db: Db, name: &str) -> (VaultConfig, Guard) {
     match db {
         Db::Sqlite => {
             let dir = tempfile::tempdir().unwrap();
-            (VaultConfig::sqlite(dir.path().join("vault.db")), Guard(Some(dir)))
+            (
+                VaultConfig::sqlite(dir.path().join("vault.db")),
+                Guard(Some(dir)),
+            )
         }
-        Db::Postgres => (VaultConfig::postgres(pg_url(), Some(unique_schema(name))), Guard(None)),
+        Db::Postgres => (
+            VaultConfig::postgres(pg_url(), Some(unique_schema(name))),
+            Guard(None),
+        ),
     }
 }
 
@@ -62,7 +68,9 @@ pub fn config(db: Db, name: &str) -> (VaultConfig, Guard) {
 pub async fn open(db: Db, name: &str) -> (Phylactery, ManualClock, Guard) {
     let (cfg, guard) = config(db, name);
     let clock = ManualClock::new(T0);
-    let p = Phylactery::open(cfg, Arc::new(clock.clone())).await.unwrap();
+    let p = Phylactery::open(cfg, Arc::new(clock.clone()))
+        .await
+        .unwrap();
     genesis(&p).await;
     (p, clock, guard)
 }
@@ -110,7 +118,10 @@ pub fn success(n: u64) -> TurnCommit {
 /// Admits event `n` and commits a successful turn; returns the intent id.
 pub async fn admitted_intent(p: &Phylactery, n: u64) -> IntentId {
     let a = p.admit(&request(n)).await.unwrap();
-    let c = p.commit_turn(&a.status().turn_id, &success(n)).await.unwrap();
+    let c = p
+        .commit_turn(&a.status().turn_id, &success(n))
+        .await
+        .unwrap();
     c.intent.unwrap().0
 }
 
