@@ -1,1 +1,157 @@
-//! stub
+//! Builders for cross-service tests.
+//!
+//! [`TestBody`] starts the real role binaries of a manifest as separate processes on a
+//! temporary state directory, exactly as `reach up` does. [`call`] invokes any method of any
+//! port by path with an empty message, so tables of (caller, port, method) can be driven
+//! without per-service client code. [`raw_channel`] presents arbitrary certificates, for the
+//! handshake refusals.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use reach_launcher::{Body, LaunchOptions};
+use reach_manifest::Manifest;
+use reach_manifest::plan::StateLayout;
+use reach_port::{PortAddress, PortMaterial};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+/// A running body on a temporary state directory. Dropping it kills any role still running.
+#[derive(Debug)]
+pub struct TestBody {
+    pub manifest: Manifest,
+    pub layout: StateLayout,
+    pub body: Option<Body>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestBody {
+    /// Starts the checked-in reach.vps.public@1 manifest with placeholder external credentials.
+    pub async fn start() -> Self {
+        let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
+        // Short path: Unix socket paths are limited to 108 bytes.
+        let dir = tempfile::Builder::new().prefix("rt").tempdir_in("/tmp").expect("tempdir");
+        let layout = StateLayout::new(dir.path());
+        write_placeholder_credentials(&manifest, &layout);
+        let body = Body::up(&manifest, &layout, LaunchOptions { log_level: "warn".into(), ..LaunchOptions::default() })
+            .await
+            .expect("body comes up");
+        Self { manifest, layout, body: Some(body), _dir: dir }
+    }
+
+    /// The TLS material of `principal` (a role or `operator`), reloading as Scribe rotates.
+    pub fn material(&self, principal: &str) -> Arc<PortMaterial> {
+        PortMaterial::load(&self.layout.secret_dir(principal), self.manifest.trust_domain.clone()).expect("material")
+    }
+
+    pub fn socket(&self, port: &str) -> PortAddress {
+        PortAddress::Unix(self.layout.socket_path(port))
+    }
+
+    pub async fn stop(mut self) -> reach_launcher::StopReport {
+        self.body.take().expect("running").stop().await
+    }
+}
+
+/// Writes a placeholder for every non-optional external credential, as an operator would with
+/// `reach secret set`. The roles under test never send them anywhere.
+pub fn write_placeholder_credentials(manifest: &Manifest, layout: &StateLayout) {
+    for (role, file) in reach_scribe::identities::missing_credentials(manifest, layout) {
+        let dir = layout.secret_dir(&role);
+        reach_identity::files::ensure_secret_dir(&dir).unwrap();
+        let path = dir.join(file);
+        if !path.exists() {
+            reach_identity::files::write_secret(&path, b"placeholder-credential").unwrap();
+        }
+    }
+}
+
+/// Calls `path` (`/pkg.Service/Method`) with an empty message; returns the status code.
+pub async fn call(channel: tonic::transport::Channel, path: &str) -> tonic::Code {
+    call_with(channel, path, &[]).await
+}
+
+/// Like [`call`], with extra request metadata.
+pub async fn call_with(channel: tonic::transport::Channel, path: &str, metadata: &[(&'static str, &str)]) -> tonic::Code {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    if let Err(e) = grpc.ready().await {
+        return tonic::Status::from_error(e.into()).code();
+    }
+    let mut req = tonic::Request::new(());
+    for (k, v) in metadata {
+        req.metadata_mut().insert(*k, v.parse().unwrap());
+    }
+    let codec = tonic_prost::ProstCodec::<(), ()>::default();
+    let path = http::uri::PathAndQuery::try_from(path).expect("method path");
+    match grpc.unary(req, path, codec).await {
+        Ok(_) => tonic::Code::Ok,
+        Err(s) => s.code(),
+    }
+}
+
+/// A channel presenting `leaf` (PEM cert and key; `None` for no client certificate) and
+/// accepting any server: it exists to test the server's refusals, never to trust a server.
+pub async fn raw_channel(socket: &Path, leaf: Option<(&str, &str)>) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyServer(provider)));
+    let mut config = match leaf {
+        Some((cert, key)) => {
+            let certs: Vec<_> = rustls_pemfile::certs(&mut cert.as_bytes()).collect::<Result<_, _>>().unwrap();
+            let key = rustls_pemfile::private_key(&mut key.as_bytes()).unwrap().expect("a private key");
+            builder.with_client_auth_cert(certs, key).unwrap()
+        }
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let socket = socket.to_owned();
+    let dial = tower::service_fn(move |_: http::Uri| {
+        let (connector, socket) = (connector.clone(), socket.clone());
+        async move {
+            let io = tokio::net::UnixStream::connect(socket).await?;
+            let tls = connector.connect(ServerName::try_from("reach.port.invalid").unwrap(), io).await?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
+        }
+    });
+    tonic::transport::Endpoint::from_static("http://reach.port").connect_with_connector(dial).await
+}
+
+#[derive(Debug)]
+struct AnyServer(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AnyServer {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
