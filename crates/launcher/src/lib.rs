@@ -9,7 +9,7 @@
 mod process;
 mod status;
 
-pub use process::{Body, LaunchError, LaunchOptions, StopReport};
+pub use process::{Body, LaunchError, LaunchOptions, StopReport, prepare};
 pub use status::{RoleHealth, operator_channel, operator_material, status};
 
 use std::path::PathBuf;

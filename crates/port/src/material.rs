@@ -30,6 +30,9 @@ pub enum MaterialError {
     /// the role's own leaf breaks the SPIFFE rules
     #[error("own leaf {path}: {source}")]
     OwnLeaf { path: PathBuf, source: LeafError },
+    /// the role's own leaf does not chain to its trust bundle
+    #[error("own leaf {path} does not chain to the trust bundle: {reason}")]
+    OwnChain { path: PathBuf, reason: String },
     /// rustls refused the material
     #[error("TLS material refused: {0}")]
     Tls(String),
@@ -118,6 +121,16 @@ impl PortMaterial {
         for c in bundle {
             roots.add(c).map_err(|e| MaterialError::Tls(e.to_string()))?;
         }
+        let parsed = rustls::server::ParsedCertificate::try_from(&key.cert[0])
+            .map_err(|e| MaterialError::Tls(e.to_string()))?;
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &parsed,
+            &roots,
+            &key.cert[1..],
+            rustls_pki_types::UnixTime::now(),
+            provider.signature_verification_algorithms.all,
+        )
+        .map_err(|e| MaterialError::OwnChain { path: cert_path.clone(), reason: e.to_string() })?;
         let roots = Arc::new(roots);
         let client_verifier =
             WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())

@@ -1,0 +1,142 @@
+//! `reach up` starts all eight roles as separate processes from a fresh state directory,
+//! `reach status` reports them healthy, and a stop leaves no process behind. A role given bad
+//! input refuses to start with a typed error naming what and where.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use reach_manifest::plan::StateLayout;
+
+fn bin(name: &str) -> PathBuf {
+    reach_launcher::default_bin_dir().join(name)
+}
+
+fn alive(pid: i32) -> bool {
+    // A reaped child is gone; an unreaped zombie would still answer, so also check /proc state.
+    kill(Pid::from_raw(pid), None).is_ok()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.contains(") Z ")).unwrap_or(false)
+}
+
+fn status(state: &Path) -> std::process::Output {
+    Command::new(bin("reach")).args(["status", "--state"]).arg(state).output().unwrap()
+}
+
+#[test]
+fn reach_up_status_and_stop_leave_nothing_behind() {
+    let dir = tempfile::Builder::new().prefix("ru").tempdir_in("/tmp").unwrap();
+    let state = dir.path();
+    let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
+    reach_tests::write_placeholder_credentials(&manifest, &StateLayout::new(state));
+
+    let mut up = Command::new(bin("reach"))
+        .args(["up", "--log-level", "warn", "--state"])
+        .arg(state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+
+    // Wait until status reports every role healthy.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let out = loop {
+        let out = status(state);
+        if out.status.success() {
+            break out;
+        }
+        assert!(up.try_wait().unwrap().is_none(), "reach up exited early");
+        assert!(Instant::now() < deadline, "body never became healthy:\n{}", String::from_utf8_lossy(&out.stdout));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("8/8 roles healthy"), "{text}");
+
+    // Eight distinct role processes, none of them the launcher.
+    let roles = std::fs::read_to_string(state.join("run/roles")).unwrap();
+    let pids: Vec<i32> = roles.lines().map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
+    assert_eq!(pids.len(), 8, "{roles}");
+    let mut distinct = pids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 8);
+    assert!(!pids.contains(&(up.id() as i32)));
+    assert!(pids.iter().all(|&p| alive(p)));
+
+    // SIGTERM the launcher: it stops the roles in reverse order and exits.
+    kill(Pid::from_raw(up.id() as i32), Signal::SIGTERM).unwrap();
+    let exit = up.wait().unwrap();
+    assert!(exit.success(), "reach up exit {exit:?}");
+    for p in pids {
+        assert!(!alive(p), "role pid {p} outlived the stop");
+    }
+    assert!(!status(state).status.success(), "status must report the body down");
+}
+
+fn role_output(state: &Path, role: &str) -> std::process::Output {
+    let binary = format!("reach-{role}");
+    Command::new(bin(&binary))
+        .arg("--config")
+        .arg(StateLayout::new(state).config_path(role))
+        .env_clear()
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn bad_input_stops_a_role_from_starting() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new().prefix("rb").tempdir_in("/tmp").unwrap();
+    let layout = StateLayout::new(dir.path());
+    let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
+    reach_tests::write_placeholder_credentials(&manifest, &layout);
+    reach_launcher::prepare(&manifest, &layout).unwrap();
+
+    // A leaf key readable by others.
+    let key = layout.secret_dir("workbench").join("tls.key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = role_output(dir.path(), "workbench");
+    assert_eq!(out.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("has mode 644") && err.contains("tls.key"), "{err}");
+
+    // A missing credential file the manifest names.
+    std::fs::remove_file(layout.secret_dir("egress-discord").join("discord-bot-token")).unwrap();
+    let out = role_output(dir.path(), "egress-discord");
+    assert_eq!(out.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("credential discord-bot") && err.contains("is missing"), "{err}");
+
+    // An unknown key in the role's config.
+    let cfg = layout.config_path("vm-broker");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("surprise = true\n{text}")).unwrap();
+    let out = role_output(dir.path(), "vm-broker");
+    assert_eq!(out.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown field") && err.contains("surprise"), "{err}");
+
+    // The role's own leaf from another trust root, then an expired one: refused before serving.
+    let now = std::time::SystemTime::now();
+    let p = manifest.principal("ward");
+    let sd = layout.secret_dir("ward");
+    let install = |leaf: &reach_identity::IssuedLeaf| {
+        reach_identity::files::write_secret(&sd.join("tls.key"), leaf.key_pem.as_bytes()).unwrap();
+        reach_identity::files::write_secret(&sd.join("tls.crt"), leaf.cert_pem.as_bytes()).unwrap();
+    };
+    let other = reach_identity::TrustRoot::generate(&manifest.trust_domain, now).unwrap();
+    install(&other.issue_leaf(&p, now, Duration::from_secs(3600)).unwrap());
+    let out = role_output(dir.path(), "ward");
+    assert_eq!(out.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not chain to the trust bundle"), "{err}");
+
+    let read = |n: &str| String::from_utf8(std::fs::read(layout.scribe_dir().join(n)).unwrap()).unwrap();
+    let root = reach_identity::TrustRoot::from_pem(read("root.crt"), read("root.key")).unwrap();
+    install(&root.issue_leaf(&p, now - Duration::from_secs(3 * 86400), Duration::from_secs(86400)).unwrap());
+    let out = role_output(dir.path(), "ward");
+    assert_eq!(out.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("leaf has expired"), "{err}");
+}
