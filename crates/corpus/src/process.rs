@@ -131,15 +131,15 @@ pub fn process_tree(
             continue;
         }
         if name == ".gitattributes" {
-            if let EntryKind::File { bytes, .. } = &entry.kind {
-                if let Some(line) = gitattributes_filter_line(bytes) {
-                    reject(
-                        &mut out,
-                        &path,
-                        Rule::GitattributesFilter,
-                        format!("declares a filter on line {line}; filters are never run"),
-                    )?;
-                }
+            if let EntryKind::File { bytes, .. } = &entry.kind
+                && let Some(line) = gitattributes_filter_line(bytes)
+            {
+                reject(
+                    &mut out,
+                    &path,
+                    Rule::GitattributesFilter,
+                    format!("declares a filter on line {line}; filters are never run"),
+                )?;
             }
             continue;
         }

@@ -144,17 +144,9 @@ pub enum Action {
 }
 
 /// The builder's policy: one [`Action`] per [`Rule`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
     overrides: Vec<(Rule, Action)>,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Self {
-            overrides: Vec::new(),
-        }
-    }
 }
 
 impl Policy {

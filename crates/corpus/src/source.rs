@@ -174,7 +174,7 @@ pub fn admit_redirect(
         &resolved
     })?;
     let origin = target.origin();
-    if origin == from.origin() || admitted_origins.iter().any(|o| *o == origin) {
+    if origin == from.origin() || admitted_origins.contains(&origin) {
         Ok(target)
     } else {
         Err(SourceRefusal::RedirectOrigin(origin))
