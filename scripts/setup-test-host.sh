@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs and starts what the test suite needs on a fresh Debian 12 machine (as root):
+# PostgreSQL (the Phylactery's scale path), nftables/iproute2 (firewall tests in network
+# namespaces), and the Quadlet generator. Idempotent; prints the database URL to use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v pg_ctlcluster >/dev/null 2>&1 || need+=(postgresql)
+command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: need root to install: ${need[*]}" >&2
+    exit 1
+  fi
+  echo "setup: installing ${need[*]}" >&2
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# PostgreSQL: start the cluster (no systemd here) and make a trust-auth database for root.
+ver=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n1)
+if [ -z "$ver" ]; then
+  echo "setup: no PostgreSQL cluster found" >&2
+  exit 1
+fi
+pg_ctlcluster "$ver" main status >/dev/null 2>&1 || pg_ctlcluster "$ver" main start
+for _ in $(seq 1 50); do
+  su postgres -c "psql -Atqc 'select 1'" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+su postgres -c "psql -Atqc \"select 1 from pg_roles where rolname='root'\"" | grep -q 1 \
+  || su postgres -c "psql -qc 'CREATE ROLE root SUPERUSER LOGIN'"
+su postgres -c "psql -Atqc \"select 1 from pg_database where datname='reach_test'\"" | grep -q 1 \
+  || createdb reach_test
+
+if [ -x scripts/quadlet-setup.sh ]; then
+  scripts/quadlet-setup.sh >&2
+fi
+
+echo "postgres://root@%2Fvar%2Frun%2Fpostgresql/reach_test"

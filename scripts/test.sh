@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The test command (README): prepares a fresh machine, then builds and runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/reach-target}"
+export CARGO_TERM_COLOR=never
+
+REACH_TEST_DATABASE_URL=$(scripts/setup-test-host.sh)
+export REACH_TEST_DATABASE_URL
+
+# Role binaries first: the cross-service tests start them as separate processes.
+cargo build --workspace --bins
+cargo test --workspace --no-fail-fast "$@"
