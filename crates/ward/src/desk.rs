@@ -1,0 +1,557 @@
+//! The desk: admission of guest scopes, Sigils, and the issue/redeem/revoke life of
+//! EgressDecisions, on ward's own store.
+//!
+//! Every operation that reads and then writes runs in one `BEGIN IMMEDIATE` transaction, so
+//! budget and rate-limit checks cannot interleave. Redemption is a single conditional `UPDATE`
+//! (`... WHERE state = 'issued' AND expires_at > now`): of two concurrent redeems of one
+//! decision, exactly one changes the row.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reach_digest::Sha256Digest;
+use ring::rand::SystemRandom;
+use sqlx::Row;
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+
+use crate::clock::{Clock, UnixMillis};
+use crate::ids::{DecisionId, SigilId};
+use crate::policy::{TaskBudgets, WardPolicy, WindowKind};
+use crate::refusal::{Budget, DeskError, Dimension, Refusal, Result};
+use crate::scope::{GuestEvent, GuestScope, ScopeId, WardKey};
+
+/// How long an EgressDecision lives. It is issued immediately before bytes leave, so it only
+/// needs to outlast one dial and handshake; anything slower asks for a new decision.
+pub const DECISION_TTL: Duration = Duration::from_secs(30);
+
+/// How long expired Sigils and decisions are kept as secret-free correlation (ids, digests,
+/// states) before [`Desk::purge`] deletes them. Matches the manifest's idempotency horizon.
+pub const RECORD_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// Longest accepted run, attempt or policy revision id, in bytes.
+pub const MAX_ID_BYTES: usize = 128;
+/// Longest accepted destination (a canonical HTTPS URL), in bytes.
+pub const MAX_DESTINATION_BYTES: usize = 2048;
+/// Most labels on one decision, and the longest label.
+pub const MAX_LABELS: usize = 32;
+pub const MAX_LABEL_BYTES: usize = 64;
+
+/// A secret-free task badge: it names the run, scope, expiry and budgets, and proves nothing by
+/// itself. Only its holder (core) can use it, and only to ask for decisions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sigil {
+    pub id: SigilId,
+    pub run_id: String,
+    pub scope_id: ScopeId,
+    pub expires_at: UnixMillis,
+    pub budgets: TaskBudgets,
+}
+
+/// The answer to a successful admission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    pub scope: GuestScope,
+    pub sigil: Sigil,
+    /// True when the run already held this Sigil (a replayed admission); no counter moved.
+    pub replayed: bool,
+}
+
+/// The run a Sigil is minted for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRef {
+    pub run_id: String,
+    /// The run's own deadline; `None` takes the task time budget.
+    pub deadline: Option<UnixMillis>,
+}
+
+/// Everything a decision binds, as core asks for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionRequest {
+    pub sigil_id: String,
+    pub run_id: String,
+    pub attempt_id: String,
+    pub destination: String,
+    pub purpose: String,
+    pub payload_digest: Sha256Digest,
+    pub labels: Vec<String>,
+    pub policy_revision: String,
+    pub cut_receipt_digest: Option<Sha256Digest>,
+    pub max_tokens: u64,
+    pub max_spend_micros: u64,
+}
+
+/// A decision ward has issued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedDecision {
+    pub id: DecisionId,
+    pub expires_at: UnixMillis,
+    /// The one principal that may redeem it.
+    pub redeemer: String,
+}
+
+/// A decision redeemed for exactly one physical attempt. Only [`Desk::redeem`] builds one, so
+/// a sender that takes a `RedeemedDecision` cannot be reached with an unchecked decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedeemedDecision {
+    id: DecisionId,
+    run_id: String,
+    attempt_id: String,
+    purpose: String,
+    destination: String,
+    payload_digest: Sha256Digest,
+    max_tokens: u64,
+    max_spend_micros: u64,
+}
+
+impl RedeemedDecision {
+    pub fn id(&self) -> &DecisionId {
+        &self.id
+    }
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+    pub fn attempt_id(&self) -> &str {
+        &self.attempt_id
+    }
+    pub fn purpose(&self) -> &str {
+        &self.purpose
+    }
+    pub fn destination(&self) -> &str {
+        &self.destination
+    }
+    pub fn payload_digest(&self) -> &Sha256Digest {
+        &self.payload_digest
+    }
+    pub fn max_tokens(&self) -> u64 {
+        self.max_tokens
+    }
+    pub fn max_spend_micros(&self) -> u64 {
+        self.max_spend_micros
+    }
+}
+
+/// The result of a revocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revocation {
+    /// Unredeemed decisions revoked with the Sigil by this call.
+    pub decisions_revoked: u32,
+    /// True when the Sigil was already revoked before this call.
+    pub already_revoked: bool,
+}
+
+/// What [`Desk::purge`] deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Purged {
+    pub counters: u64,
+    pub sigils: u64,
+}
+
+/// Ward's authority over scopes, Sigils and decisions.
+pub struct Desk {
+    pool: SqlitePool,
+    key: WardKey,
+    policy: WardPolicy,
+    clock: Arc<dyn Clock>,
+    rng: SystemRandom,
+}
+
+impl std::fmt::Debug for Desk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Desk").field("policy", &self.policy).field("clock", &self.clock).finish_non_exhaustive()
+    }
+}
+
+fn check_id(value: &str, max: usize, field: &'static str) -> Result<()> {
+    if value.is_empty() || value.len() > max || value.bytes().any(|b| !b.is_ascii_graphic()) {
+        return Err(DeskError::Malformed(field));
+    }
+    Ok(())
+}
+
+fn to_i64(v: u64, field: &'static str) -> Result<i64> {
+    i64::try_from(v).map_err(|_| DeskError::Malformed(field))
+}
+
+fn col_u64(row: &SqliteRow, col: &str) -> Result<u64> {
+    u64::try_from(row.try_get::<i64, _>(col)?).map_err(|_| DeskError::Corrupt("negative counter"))
+}
+
+fn window_start(now: UnixMillis, window_ms: i64) -> i64 {
+    now.0 - now.0.rem_euclid(window_ms)
+}
+
+impl Desk {
+    /// Opens ward's store at `path` (creating it) under `key` and `policy`.
+    pub async fn open(path: &Path, key: WardKey, policy: WardPolicy, clock: Arc<dyn Clock>) -> Result<Self> {
+        for d in Dimension::ALL {
+            let w = policy.rate_limits.window(d);
+            if w.window_ms == 0 || i64::try_from(w.window_ms).is_err() {
+                return Err(DeskError::Malformed("rate limit windows must be between 1 ms and i64::MAX ms"));
+            }
+        }
+        let pool = crate::store::open(path).await?;
+        Ok(Self { pool, key, policy, clock, rng: SystemRandom::new() })
+    }
+
+    pub fn policy(&self) -> &WardPolicy {
+        &self.policy
+    }
+
+    /// Maps `event` to its guest scope, applies the rate limits and mints the run's Sigil.
+    ///
+    /// Replaying the admission of a run that already holds a live Sigil for the same scope
+    /// returns that Sigil and moves no counter.
+    pub async fn admit(&self, holder: &str, event: GuestEvent, run: RunRef) -> Result<Admission> {
+        let scope = event.into_scope(&self.key)?;
+        check_id(&run.run_id, MAX_ID_BYTES, "run_id")?;
+        let now = self.clock.now();
+        let budgets = self.policy.budgets;
+        let cap = now.plus(Duration::from_millis(budgets.time_ms));
+        let expires_at = run.deadline.map_or(cap, |d| d.min(cap));
+
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let existing = sqlx::query("SELECT id, scope_id, holder, state, expires_at FROM sigil WHERE run_id = ?1")
+            .bind(&run.run_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(row) = existing {
+            let same = row.try_get::<String, _>("scope_id")? == scope.id.as_str()
+                && row.try_get::<String, _>("holder")? == holder;
+            if !same {
+                return Err(Refusal::RunMismatch.into());
+            }
+            if row.try_get::<String, _>("state")? == "revoked" {
+                return Err(Refusal::SigilRevoked.into());
+            }
+            let expires_at = UnixMillis(row.try_get("expires_at")?);
+            if now >= expires_at {
+                return Err(Refusal::SigilExpired.into());
+            }
+            let id = SigilId::parse(&row.try_get::<String, _>("id")?).ok_or(DeskError::Corrupt("sigil id"))?;
+            let sigil = Sigil { id, run_id: run.run_id, scope_id: scope.id.clone(), expires_at, budgets };
+            return Ok(Admission { scope, sigil, replayed: true });
+        }
+        if now >= expires_at {
+            return Err(Refusal::SigilExpired.into());
+        }
+
+        // Narrowest dimension first, so a refusal names the most specific limit reached.
+        for dimension in [Dimension::Subject, Dimension::Channel, Dimension::Guild, Dimension::Application] {
+            let w = self.policy.rate_limits.window(dimension);
+            let window_ms = i64::try_from(w.window_ms).unwrap_or(i64::MAX);
+            let key = scope.counter_key(dimension);
+            let start = window_start(now, window_ms);
+            let current: i64 = sqlx::query_scalar(
+                "INSERT INTO rate_window (dimension, counter_key, window_start, count) VALUES (?1, ?2, ?3, 1)
+                 ON CONFLICT (dimension, counter_key, window_start) DO UPDATE SET count = count + 1
+                 RETURNING count",
+            )
+            .bind(dimension.as_str())
+            .bind(&key)
+            .bind(start)
+            .fetch_one(&mut *tx)
+            .await?;
+            let estimate = match w.kind {
+                WindowKind::Fixed => current as f64,
+                WindowKind::Sliding => {
+                    let previous: i64 = sqlx::query_scalar(
+                        "SELECT count FROM rate_window WHERE dimension = ?1 AND counter_key = ?2 AND window_start = ?3",
+                    )
+                    .bind(dimension.as_str())
+                    .bind(&key)
+                    .bind(start - window_ms)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .unwrap_or(0);
+                    let overlap = 1.0 - (now.0 - start) as f64 / window_ms as f64;
+                    previous as f64 * overlap + current as f64
+                }
+            };
+            if estimate > f64::from(w.limit) {
+                // Dropping the transaction rolls back: a refused event consumes no quota.
+                return Err(Refusal::RateLimited(dimension).into());
+            }
+        }
+
+        let id = SigilId::mint(&self.rng);
+        sqlx::query(
+            "INSERT INTO sigil (id, run_id, scope_id, holder, issued_at, expires_at, state,
+                budget_concurrency, budget_tokens, budget_retries, budget_spend_micros)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'active', ?7, ?8, ?9, ?10)",
+        )
+        .bind(id.as_str())
+        .bind(&run.run_id)
+        .bind(scope.id.as_str())
+        .bind(holder)
+        .bind(now.0)
+        .bind(expires_at.0)
+        .bind(i64::from(budgets.concurrency))
+        .bind(to_i64(budgets.tokens, "budgets.tokens")?)
+        .bind(i64::from(budgets.retries))
+        .bind(to_i64(budgets.spend_micros, "budgets.spend_micros")?)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let sigil = Sigil { id, run_id: run.run_id, scope_id: scope.id.clone(), expires_at, budgets };
+        Ok(Admission { scope, sigil, replayed: false })
+    }
+
+    /// Issues a fresh decision for one physical attempt, reserving its budgets on the task.
+    pub async fn issue(&self, issuer: &str, req: DecisionRequest) -> Result<IssuedDecision> {
+        check_id(&req.run_id, MAX_ID_BYTES, "run_id")?;
+        check_id(&req.attempt_id, MAX_ID_BYTES, "attempt_id")?;
+        check_id(&req.policy_revision, MAX_ID_BYTES, "policy_revision")?;
+        check_id(&req.purpose, MAX_LABEL_BYTES, "purpose")?;
+        if !req.destination.starts_with("https://") {
+            return Err(DeskError::Malformed("destination"));
+        }
+        check_id(&req.destination, MAX_DESTINATION_BYTES, "destination")?;
+        if req.labels.len() > MAX_LABELS {
+            return Err(DeskError::Malformed("labels"));
+        }
+        for l in &req.labels {
+            check_id(l, MAX_LABEL_BYTES, "labels")?;
+        }
+        let max_tokens = to_i64(req.max_tokens, "max_tokens")?;
+        let max_spend = to_i64(req.max_spend_micros, "max_spend_micros")?;
+        let Some(sigil_id) = SigilId::parse(&req.sigil_id) else {
+            return Err(Refusal::UnknownSigil.into());
+        };
+        let now = self.clock.now();
+
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let Some(sigil) = sqlx::query("SELECT * FROM sigil WHERE id = ?1 AND holder = ?2")
+            .bind(sigil_id.as_str())
+            .bind(issuer)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Err(Refusal::UnknownSigil.into());
+        };
+        if sigil.try_get::<String, _>("run_id")? != req.run_id {
+            return Err(Refusal::RunMismatch.into());
+        }
+        if sigil.try_get::<String, _>("state")? == "revoked" {
+            return Err(Refusal::SigilRevoked.into());
+        }
+        let sigil_expires = UnixMillis(sigil.try_get("expires_at")?);
+        if now >= sigil_expires {
+            return Err(Refusal::SigilExpired.into());
+        }
+        let Some(rule) = self.policy.purposes.get(&req.purpose) else {
+            return Err(Refusal::PurposeNotAdmitted.into());
+        };
+        if rule.requires_cut_receipt && req.cut_receipt_digest.is_none() {
+            return Err(Refusal::CutReceiptMissing.into());
+        }
+        if req.labels.iter().any(|l| self.policy.refused_labels.contains(l)) {
+            return Err(Refusal::LabelRefused.into());
+        }
+
+        let over = |used: u64, add: u64, budget: u64| used.saturating_add(add) > budget;
+        if over(col_u64(&sigil, "used_retries")?, 1, col_u64(&sigil, "budget_retries")?) {
+            return Err(Refusal::OverBudget(Budget::Retries).into());
+        }
+        if over(col_u64(&sigil, "used_tokens")?, req.max_tokens, col_u64(&sigil, "budget_tokens")?) {
+            return Err(Refusal::OverBudget(Budget::Tokens).into());
+        }
+        if over(col_u64(&sigil, "used_spend_micros")?, req.max_spend_micros, col_u64(&sigil, "budget_spend_micros")?) {
+            return Err(Refusal::OverBudget(Budget::Spend).into());
+        }
+        let live: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM decision WHERE sigil_id = ?1 AND state != 'revoked' AND expires_at > ?2",
+        )
+        .bind(sigil_id.as_str())
+        .bind(now.0)
+        .fetch_one(&mut *tx)
+        .await?;
+        if over(u64::try_from(live).unwrap_or(0), 1, col_u64(&sigil, "budget_concurrency")?) {
+            return Err(Refusal::OverBudget(Budget::Concurrency).into());
+        }
+
+        let id = DecisionId::mint(&self.rng);
+        let expires_at = now.plus(DECISION_TTL).min(sigil_expires);
+        let labels = serde_json::to_string(&req.labels).map_err(|_| DeskError::Malformed("labels"))?;
+        sqlx::query(
+            "UPDATE sigil SET used_retries = used_retries + 1, used_tokens = used_tokens + ?2,
+                used_spend_micros = used_spend_micros + ?3 WHERE id = ?1",
+        )
+        .bind(sigil_id.as_str())
+        .bind(max_tokens)
+        .bind(max_spend)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO decision (id, sigil_id, run_id, attempt_id, destination, purpose, redeemer,
+                payload_digest, labels, policy_revision, cut_receipt_digest, issuer, issued_at, expires_at,
+                max_tokens, max_spend_micros, state)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, 'issued')",
+        )
+        .bind(id.as_str())
+        .bind(sigil_id.as_str())
+        .bind(&req.run_id)
+        .bind(&req.attempt_id)
+        .bind(&req.destination)
+        .bind(&req.purpose)
+        .bind(&rule.redeemer)
+        .bind(req.payload_digest.to_string())
+        .bind(labels)
+        .bind(&req.policy_revision)
+        .bind(req.cut_receipt_digest.map(|d| d.to_string()))
+        .bind(issuer)
+        .bind(now.0)
+        .bind(expires_at.0)
+        .bind(max_tokens)
+        .bind(max_spend)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(IssuedDecision { id, expires_at, redeemer: rule.redeemer.clone() })
+    }
+
+    /// Redeems decision `decision_id` for one physical attempt by `redeemer`, which must present
+    /// the destination and payload digest the decision binds.
+    pub async fn redeem(
+        &self,
+        redeemer: &str,
+        decision_id: &str,
+        destination: &str,
+        payload_digest: &Sha256Digest,
+    ) -> Result<RedeemedDecision> {
+        // A Sigil id, or anything else that is not a decision id, is unknown here by type.
+        let Some(id) = DecisionId::parse(decision_id) else {
+            return Err(Refusal::UnknownDecision.into());
+        };
+        let now = self.clock.now();
+        let Some(row) = sqlx::query(
+            "SELECT run_id, attempt_id, purpose, destination, redeemer, payload_digest, expires_at,
+                max_tokens, max_spend_micros, state FROM decision WHERE id = ?1",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?
+        else {
+            return Err(Refusal::UnknownDecision.into());
+        };
+        if row.try_get::<String, _>("redeemer")? != redeemer {
+            return Err(Refusal::WrongRedeemer.into());
+        }
+        classify_state(&row, now)?;
+        let bound_destination: String = row.try_get("destination")?;
+        if bound_destination != destination {
+            return Err(Refusal::DestinationMismatch.into());
+        }
+        let bound_payload: Sha256Digest = row
+            .try_get::<String, _>("payload_digest")?
+            .parse()
+            .map_err(|_| DeskError::Corrupt("payload digest"))?;
+        if bound_payload != *payload_digest {
+            return Err(Refusal::PayloadMismatch.into());
+        }
+
+        let changed = sqlx::query(
+            "UPDATE decision SET state = 'redeemed', redeemed_at = ?2, redeemed_by = ?3
+             WHERE id = ?1 AND state = 'issued' AND expires_at > ?2",
+        )
+        .bind(id.as_str())
+        .bind(now.0)
+        .bind(redeemer)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if changed != 1 {
+            // Someone else redeemed it, or it was revoked or expired, since the read above.
+            let row = sqlx::query("SELECT state, expires_at FROM decision WHERE id = ?1")
+                .bind(id.as_str())
+                .fetch_one(&self.pool)
+                .await?;
+            classify_state(&row, now)?;
+            return Err(DeskError::Corrupt("decision neither redeemable nor refused"));
+        }
+        Ok(RedeemedDecision {
+            id,
+            run_id: row.try_get("run_id")?,
+            attempt_id: row.try_get("attempt_id")?,
+            purpose: row.try_get("purpose")?,
+            destination: bound_destination,
+            payload_digest: bound_payload,
+            max_tokens: col_u64(&row, "max_tokens")?,
+            max_spend_micros: col_u64(&row, "max_spend_micros")?,
+        })
+    }
+
+    /// Revokes Sigil `sigil_id` and every unredeemed decision bound to it. Decisions already
+    /// redeemed stay redeemed: their attempt may have left, and revocation cannot recall it.
+    pub async fn revoke(&self, by: &str, sigil_id: &str) -> Result<Revocation> {
+        let Some(id) = SigilId::parse(sigil_id) else {
+            return Err(Refusal::UnknownSigil.into());
+        };
+        let now = self.clock.now();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let Some(state) = sqlx::query_scalar::<_, String>("SELECT state FROM sigil WHERE id = ?1")
+            .bind(id.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Err(Refusal::UnknownSigil.into());
+        };
+        let already_revoked = state == "revoked";
+        if !already_revoked {
+            sqlx::query("UPDATE sigil SET state = 'revoked', revoked_at = ?2, revoked_by = ?3 WHERE id = ?1")
+                .bind(id.as_str())
+                .bind(now.0)
+                .bind(by)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let revoked = sqlx::query("UPDATE decision SET state = 'revoked' WHERE sigil_id = ?1 AND state = 'issued'")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(Revocation { decisions_revoked: u32::try_from(revoked).unwrap_or(u32::MAX), already_revoked })
+    }
+
+    /// Deletes rate-limit counters no window can still read, and Sigils (with their decisions)
+    /// expired longer than [`RECORD_RETENTION`] ago.
+    pub async fn purge(&self) -> Result<Purged> {
+        let now = self.clock.now();
+        let longest = Dimension::ALL
+            .iter()
+            .map(|d| self.policy.rate_limits.window(*d).window_ms)
+            .max()
+            .unwrap_or(0);
+        // A sliding window reads the previous window too; anything older is dead.
+        let horizon = now.0.saturating_sub(i64::try_from(longest.saturating_mul(2)).unwrap_or(i64::MAX));
+        let counters = sqlx::query("DELETE FROM rate_window WHERE window_start < ?1")
+            .bind(horizon)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let cutoff = now.0.saturating_sub(RECORD_RETENTION.as_millis() as i64);
+        let sigils = sqlx::query("DELETE FROM sigil WHERE expires_at < ?1")
+            .bind(cutoff)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(Purged { counters, sigils })
+    }
+
+    /// Closes the store, checkpointing the WAL.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Refuses a decision row that is revoked, redeemed or expired; `Ok` when still redeemable.
+fn classify_state(row: &SqliteRow, now: UnixMillis) -> Result<()> {
+    match row.try_get::<String, _>("state")?.as_str() {
+        "revoked" => Err(Refusal::DecisionRevoked.into()),
+        "redeemed" => Err(Refusal::AlreadyRedeemed.into()),
+        "issued" if now.0 >= row.try_get::<i64, _>("expires_at")? => Err(Refusal::DecisionExpired.into()),
+        "issued" => Ok(()),
+        _ => Err(DeskError::Corrupt("decision state")),
+    }
+}

@@ -1,0 +1,199 @@
+//! **API Boundary:** the Ward gRPC adapter. Protobuf types stop here; the desk sees plain Rust.
+//!
+//! Domain refusals travel in the response's `refusal_code` (and `refusal_detail`) with status
+//! OK; only malformed input is `INVALID_ARGUMENT`, and only store failures are `INTERNAL`. The
+//! caller is the [`VerifiedPeer`] the port's handshake established, never anything in the
+//! request. Logs carry codes, ids and principals only, never payloads, labels, reasons or
+//! subject ids.
+
+use std::sync::Arc;
+
+use reach_digest::Sha256Digest;
+use reach_port::VerifiedPeer;
+use reach_proto::ward::v1::ward_server::{Ward, WardServer};
+use reach_proto::ward::v1::{
+    AdmitScopeRequest, AdmitScopeResponse, IssueDecisionRequest, IssueDecisionResponse, RedeemDecisionRequest,
+    RedeemDecisionResponse, RevokeRequest, RevokeResponse,
+};
+use tonic::{Request, Response, Status};
+
+use crate::clock::UnixMillis;
+use crate::desk::{DecisionRequest, Desk, RunRef};
+use crate::refusal::{DeskError, Refusal};
+use crate::scope::GuestEvent;
+
+/// The Ward service over one [`Desk`].
+#[derive(Debug, Clone)]
+pub struct WardService {
+    desk: Arc<Desk>,
+}
+
+impl WardService {
+    pub fn new(desk: Arc<Desk>) -> Self {
+        Self { desk }
+    }
+
+    /// The tonic server to hand to a port.
+    pub fn into_server(self) -> WardServer<Self> {
+        WardServer::new(self)
+    }
+}
+
+/// The calling role's name, from the verified handshake.
+fn caller<T>(req: &Request<T>) -> Result<String, Status> {
+    req.extensions()
+        .get::<VerifiedPeer>()
+        .map(|p| p.principal().name().to_owned())
+        .ok_or_else(|| Status::unauthenticated("no verified peer on this connection"))
+}
+
+/// Splits a desk result into an answer or a refusal; anything else becomes a gRPC error.
+fn settle<T>(r: Result<T, DeskError>, method: &'static str, who: &str) -> Result<Result<T, Refusal>, Status> {
+    match r {
+        Ok(v) => Ok(Ok(v)),
+        Err(DeskError::Refused(refusal)) => {
+            tracing::info!(method, caller = who, code = refusal.code(), detail = refusal.detail(), "refused");
+            Ok(Err(refusal))
+        }
+        Err(DeskError::Malformed(field)) => {
+            tracing::info!(method, caller = who, field, "malformed request");
+            Err(Status::invalid_argument(format!("malformed field `{field}`")))
+        }
+        Err(e @ (DeskError::Store(_) | DeskError::Corrupt(_))) => {
+            tracing::error!(method, caller = who, error = %e, "ward store failed");
+            Err(Status::internal("ward store failed"))
+        }
+    }
+}
+
+fn digest(text: &str, field: &'static str) -> Result<Sha256Digest, Status> {
+    text.parse().map_err(|_| Status::invalid_argument(format!("malformed field `{field}`")))
+}
+
+fn millis(at: UnixMillis) -> u64 {
+    u64::try_from(at.0).unwrap_or(0)
+}
+
+#[tonic::async_trait]
+impl Ward for WardService {
+    async fn admit_scope(&self, req: Request<AdmitScopeRequest>) -> Result<Response<AdmitScopeResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.into_inner();
+        let deadline = match r.expires_at_ms {
+            0 => None,
+            ms => Some(UnixMillis(i64::try_from(ms).map_err(|_| Status::invalid_argument("malformed field `expires_at_ms`"))?)),
+        };
+        let event = GuestEvent {
+            platform: r.platform,
+            application: r.application_id,
+            guild: r.guild_id,
+            channel: r.channel_id,
+            subject: r.subject_id,
+        };
+        let run = RunRef { run_id: r.run_id, deadline };
+        let answer = match settle(self.desk.admit(&who, event, run).await, "AdmitScope", &who)? {
+            Ok(a) => {
+                tracing::info!(
+                    caller = %who, scope = %a.scope.id, sigil = %a.sigil.id, run = %a.sigil.run_id,
+                    replayed = a.replayed, "scope admitted"
+                );
+                AdmitScopeResponse {
+                    scope_id: a.scope.id.as_str().to_owned(),
+                    sigil_id: a.sigil.id.as_str().to_owned(),
+                    expires_at_ms: millis(a.sigil.expires_at),
+                    ..Default::default()
+                }
+            }
+            Err(refusal) => AdmitScopeResponse {
+                refusal_code: refusal.code().to_owned(),
+                refusal_detail: refusal.detail().to_owned(),
+                ..Default::default()
+            },
+        };
+        Ok(Response::new(answer))
+    }
+
+    async fn issue_decision(&self, req: Request<IssueDecisionRequest>) -> Result<Response<IssueDecisionResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.into_inner();
+        let cut_receipt_digest = match r.cut_receipt_digest.as_str() {
+            "" => None,
+            text => Some(digest(text, "cut_receipt_digest")?),
+        };
+        let request = DecisionRequest {
+            sigil_id: r.sigil_id,
+            run_id: r.run_id,
+            attempt_id: r.attempt_id,
+            destination: r.destination,
+            purpose: r.purpose,
+            payload_digest: digest(&r.payload_digest, "payload_digest")?,
+            labels: r.labels,
+            policy_revision: r.policy_revision,
+            cut_receipt_digest,
+            max_tokens: r.max_tokens,
+            max_spend_micros: r.max_spend_micros,
+        };
+        let (run, attempt) = (request.run_id.clone(), request.attempt_id.clone());
+        let answer = match settle(self.desk.issue(&who, request).await, "IssueDecision", &who)? {
+            Ok(d) => {
+                tracing::info!(caller = %who, decision = %d.id, run, attempt, redeemer = d.redeemer, "decision issued");
+                IssueDecisionResponse {
+                    decision_id: d.id.as_str().to_owned(),
+                    expires_at_ms: millis(d.expires_at),
+                    ..Default::default()
+                }
+            }
+            Err(refusal) => IssueDecisionResponse {
+                refusal_code: refusal.code().to_owned(),
+                refusal_detail: refusal.detail().to_owned(),
+                ..Default::default()
+            },
+        };
+        Ok(Response::new(answer))
+    }
+
+    async fn redeem_decision(
+        &self,
+        req: Request<RedeemDecisionRequest>,
+    ) -> Result<Response<RedeemDecisionResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.into_inner();
+        let payload = digest(&r.payload_digest, "payload_digest")?;
+        let result = self.desk.redeem(&who, &r.decision_id, &r.destination, &payload).await;
+        let answer = match settle(result, "RedeemDecision", &who)? {
+            Ok(d) => {
+                tracing::info!(caller = %who, decision = %d.id(), run = d.run_id(), attempt = d.attempt_id(), "decision redeemed");
+                RedeemDecisionResponse {
+                    admitted: true,
+                    run_id: d.run_id().to_owned(),
+                    attempt_id: d.attempt_id().to_owned(),
+                    max_tokens: d.max_tokens(),
+                    max_spend_micros: d.max_spend_micros(),
+                    ..Default::default()
+                }
+            }
+            Err(refusal) => RedeemDecisionResponse { refusal_code: refusal.code().to_owned(), ..Default::default() },
+        };
+        Ok(Response::new(answer))
+    }
+
+    async fn revoke(&self, req: Request<RevokeRequest>) -> Result<Response<RevokeResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.into_inner();
+        // The reason is operator text: bounded, and never logged.
+        if r.reason.len() > crate::desk::MAX_ID_BYTES * 4 {
+            return Err(Status::invalid_argument("malformed field `reason`"));
+        }
+        let answer = match settle(self.desk.revoke(&who, &r.sigil_id).await, "Revoke", &who)? {
+            Ok(v) => {
+                tracing::info!(
+                    caller = %who, sigil = r.sigil_id, decisions_revoked = v.decisions_revoked,
+                    already_revoked = v.already_revoked, "sigil revoked"
+                );
+                RevokeResponse { decisions_revoked: v.decisions_revoked, ..Default::default() }
+            }
+            Err(refusal) => RevokeResponse { refusal_code: refusal.code().to_owned(), ..Default::default() },
+        };
+        Ok(Response::new(answer))
+    }
+}

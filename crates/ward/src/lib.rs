@@ -1,0 +1,40 @@
+//! Ward (the Security Desk): the authority every egress passes through.
+//!
+//! - [`scope`]: a public event becomes a guest scope keyed by (platform, application, guild,
+//!   channel-or-thread, subject pseudonym); the raw subject id stops at the door.
+//! - [`desk`]: rate limits per application, guild, channel and subject; a secret-free task
+//!   [`Sigil`](desk::Sigil) per run with its budgets (concurrency, tokens, time, retries,
+//!   spend); single-use EgressDecisions issued immediately before bytes and redeemed exactly once
+//!   by the one principal their purpose names; revocation.
+//! - [`refusal`]: every refusal as one enum with the seed's stable codes.
+//! - [`grpc`]: the Ward port adapter (the only place protobuf types appear).
+//!
+//! **Architecture Invariant:** ward has no network and no HTTP client. It never sees a payload,
+//! only its digest, and never stores a raw subject id or a personal history.
+//!
+//! **Architecture Invariant:** a Sigil id is never a decision id. The two are different types
+//! with different prefixes, so a Sigil shown to an egress role redeems nothing.
+//!
+//! **Architecture Invariant:** the desk never reads the wall clock; a [`clock::Clock`] is
+//! injected, so tests expire things without sleeping.
+#![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod desk;
+pub mod grpc;
+pub mod ids;
+pub mod policy;
+pub mod refusal;
+pub mod scope;
+mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
+pub use desk::{
+    Admission, DECISION_TTL, DecisionRequest, Desk, IssuedDecision, RedeemedDecision, Revocation, RunRef, Sigil,
+};
+pub use grpc::WardService;
+pub use ids::{DecisionId, SigilId};
+pub use policy::{PurposeRule, RateLimits, TaskBudgets, WardPolicy, Window, WindowKind};
+pub use refusal::{Budget, DeskError, Dimension, Refusal};
+pub use scope::{GuestEvent, GuestScope, Pseudonym, ScopeId, WardKey};
+pub use store::{BUSY_TIMEOUT, MAX_CONNECTIONS};
