@@ -136,16 +136,16 @@ fn project_docs(root: &Path) -> Vec<TreeEntry> {
             }
             if p.is_dir() {
                 walk(root, &p, out);
-            } else if name.ends_with(".md") {
-                if let (Ok(bytes), Ok(rel)) = (std::fs::read(&p), p.strip_prefix(root)) {
-                    out.push(TreeEntry {
-                        path: rel.to_string_lossy().replace('\\', "/"),
-                        kind: EntryKind::File {
-                            bytes,
-                            executable: false,
-                        },
-                    });
-                }
+            } else if name.ends_with(".md")
+                && let (Ok(bytes), Ok(rel)) = (std::fs::read(&p), p.strip_prefix(root))
+            {
+                out.push(TreeEntry {
+                    path: rel.to_string_lossy().replace('\\', "/"),
+                    kind: EntryKind::File {
+                        bytes,
+                        executable: false,
+                    },
+                });
             }
         }
     }
