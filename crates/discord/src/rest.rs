@@ -1,0 +1,485 @@
+//! The REST v10 Create Message adapter of egress-discord (seed 001, steps 9 and 10), and the
+//! channel read used to reconcile an UNKNOWN delivery.
+//!
+//! Every request opens a fresh connection to a destination admitted by `reach-destination`
+//! (the pinned address, SNI and Host bound to the admitted name, the root store a parameter)
+//! and reads the return with `reach_bounded::fetch`, so nothing unbounded reaches a parser.
+//!
+//! **Architecture Invariant:** this module never retries. Each call is one physical attempt;
+//! its [`CreateOutcome`] says what the caller may conclude. Only [`CreateOutcome::NotSent`] and
+//! [`CreateOutcome::RateLimited`] prove that Discord did not accept the attempt; everything
+//! after a request byte may have been written is [`CreateOutcome::Unknown`] unless Discord
+//! answered.
+//!
+//! **Architecture Invariant:** the body is fixed by [`CreateMessage::body`]: `allowed_mentions`
+//! is always `{"parse": []}` (the bot can never ping anyone), the `SUPPRESS_EMBEDS` flag is
+//! always set and no `embeds` field exists, and `enforce_nonce` is always true.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, USER_AGENT};
+use http::{Method, Request};
+use reach_bounded::{Bounds, ReturnError, fetch};
+use reach_destination::{
+    Admission, AdmittedDestination, Destination, DestinationError, Dialer, PinnedConnector,
+    Purpose, Resolver, TcpDialer,
+};
+use reach_digest::Sha256Digest;
+use serde_json::{Value, json};
+
+use crate::model::{BotToken, MessageCreate, Snowflake};
+
+/// The production base URL.
+pub const DISCORD_API_BASE: &str = "https://discord.com/api/v10";
+/// Discord's message flag SUPPRESS_EMBEDS (1 << 2).
+pub const FLAG_SUPPRESS_EMBEDS: u64 = 1 << 2;
+/// Longest nonce Discord accepts (25 characters).
+pub const MAX_NONCE_LEN: usize = 25;
+/// Longest message content Discord accepts from a bot, in characters.
+pub const MAX_CONTENT_CHARS: usize = 2_000;
+/// Messages per channel-read page (Discord's maximum).
+pub const RECONCILE_PAGE: u8 = 100;
+/// Pages a reconciliation reads before it gives up as inconclusive (2,000 messages after the
+/// question: far more than an admitted channel sees in the minutes a delivery takes).
+pub const MAX_RECONCILE_PAGES: usize = 20;
+/// How long after an attempt ended a channel read should wait before it may prove absence: a
+/// request written to a connection that then dropped may still be processed by Discord. The
+/// adapter does not sleep; the caller (egress-discord) schedules the read.
+pub const RECONCILE_SETTLE: Duration = Duration::from_secs(60);
+/// `User-Agent` Discord requires from bots (`DiscordBot ($url, $version)`).
+const USER_AGENT_VALUE: &str = "DiscordBot (https://reach.invalid, 1)";
+
+/// A deterministic Create Message nonce: 1 to 25 characters of `[A-Za-z0-9_-]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Nonce(String);
+
+/// The nonce text is not acceptable.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("nonce must be 1 to 25 characters of [A-Za-z0-9_-]")]
+pub struct InvalidNonce;
+
+impl Nonce {
+    /// Validate a nonce.
+    pub fn new(text: &str) -> Result<Self, InvalidNonce> {
+        let ok = !text.is_empty()
+            && text.len() <= MAX_NONCE_LEN
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if ok {
+            Ok(Nonce(text.to_owned()))
+        } else {
+            Err(InvalidNonce)
+        }
+    }
+
+    /// Derive the nonce of a delivery intent from its digest: the first 25 hex digits (100
+    /// bits), so the same intent always sends the same nonce.
+    pub fn derive(intent_digest: &Sha256Digest) -> Self {
+        let hex = intent_digest.hex();
+        Nonce(hex[..MAX_NONCE_LEN].to_owned())
+    }
+
+    /// The nonce text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Nonce {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One Create Message request, as the delivery intent fixes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateMessage {
+    /// The channel or thread to post in.
+    pub channel_id: Snowflake,
+    /// The rendered text (at most [`MAX_CONTENT_CHARS`]).
+    pub content: String,
+    /// The intent's deterministic nonce.
+    pub nonce: Nonce,
+    /// The question message to reply to.
+    pub reply_to: Option<Snowflake>,
+}
+
+impl CreateMessage {
+    /// The exact JSON body sent.
+    pub fn body(&self) -> Value {
+        let mut body = json!({
+            "content": self.content,
+            "nonce": self.nonce.as_str(),
+            "enforce_nonce": true,
+            "allowed_mentions": {"parse": []},
+            "flags": FLAG_SUPPRESS_EMBEDS,
+        });
+        if let Some(reply) = self.reply_to {
+            body["message_reference"] = json!({
+                "message_id": reply.to_string(),
+                "fail_if_not_exists": false,
+            });
+        }
+        body
+    }
+
+    /// The body bytes (what an EgressDecision's payload digest covers).
+    pub fn body_bytes(&self) -> Vec<u8> {
+        self.body().to_string().into_bytes()
+    }
+
+    /// The digest of [`CreateMessage::body_bytes`].
+    pub fn payload_digest(&self) -> Sha256Digest {
+        Sha256Digest::of(self.body_bytes())
+    }
+}
+
+/// What one Create Message attempt established.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CreateOutcome {
+    /// Discord created the message (or, for a nonce it already saw, returned the original).
+    KnownSent {
+        /// The message id.
+        message_id: Snowflake,
+    },
+    /// Discord refused the request (4xx other than 429): nothing was created.
+    KnownRejected {
+        /// HTTP status.
+        status: u16,
+        /// Discord's JSON error code, when it sent one.
+        code: Option<u64>,
+    },
+    /// 429: Discord did not accept the request. The caller decides whether to wait
+    /// `retry_after` and send again under the same intent; that is allowed only when no
+    /// earlier attempt of that intent may have been accepted (every earlier attempt ended in
+    /// `NotSent` or `RateLimited`), because Discord's nonce deduplication has no stated
+    /// window that could make a resend safe.
+    RateLimited {
+        /// How long Discord asked us to wait.
+        retry_after: Duration,
+        /// Whether the limit is global.
+        global: bool,
+    },
+    /// No byte of the request left the body (admission, connect or TLS failed, or the request
+    /// did not match its admitted destination). The intent may be sent again under a fresh
+    /// egress decision.
+    NotSent {
+        /// A secret-free reason code.
+        reason: String,
+    },
+    /// The request may have been accepted: timeout, connection drop after the request was
+    /// written, 5xx, or an unreadable return. Settle UNKNOWN; never resend; reconcile.
+    Unknown {
+        /// A secret-free reason code.
+        reason: String,
+    },
+}
+
+/// What a channel read established about our nonce.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reconciliation {
+    /// The bot's message carrying our nonce (or, when Discord omits nonces from reads, our
+    /// exact content replying to our question) exists.
+    Found {
+        /// The message id.
+        message_id: Snowflake,
+    },
+    /// The whole channel after the question was read and no message of ours is there.
+    /// Meaningful only after [`RECONCILE_SETTLE`] has passed since the attempt ended.
+    ProvedAbsent,
+    /// The read failed or could not cover the window: keep UNKNOWN.
+    Inconclusive {
+        /// A secret-free reason code.
+        reason: String,
+    },
+}
+
+/// The adapter's fixed parts.
+#[derive(Debug)]
+pub struct RestConfig<R, D = TcpDialer> {
+    /// The API base, `https://discord.com/api/v10` in production.
+    pub base_url: String,
+    /// The bot token.
+    pub token: BotToken,
+    /// The bot's user id (reconciliation looks only at our own messages).
+    pub bot_user_id: Snowflake,
+    /// Destination admission (policy and controlled resolver).
+    pub admission: Arc<Admission<R>>,
+    /// The pinned TLS connector (its root store is the parameter).
+    pub connector: PinnedConnector<D>,
+}
+
+/// A REST adapter bound to one admitted API base.
+#[derive(Debug)]
+pub struct RestClient<R, D = TcpDialer> {
+    config: RestConfig<R, D>,
+    base: Destination,
+    base_path: String,
+}
+
+/// The adapter could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum RestError {
+    /// The base URL is not a canonical HTTPS destination.
+    #[error("discord base url refused: {0}")]
+    Base(#[from] DestinationError),
+}
+
+impl<R: Resolver, D: Dialer> RestClient<R, D> {
+    /// Build the adapter; the base URL must parse as a canonical HTTPS destination.
+    pub fn new(config: RestConfig<R, D>) -> Result<Self, RestError> {
+        let purpose = Purpose::new("discord-rest")?;
+        let base = Destination::parse(&config.base_url, purpose)?;
+        let base_path = base.path_and_query().trim_end_matches('/').to_owned();
+        Ok(RestClient {
+            config,
+            base,
+            base_path,
+        })
+    }
+
+    /// The connector (tests read its dialer's record).
+    pub fn connector(&self) -> &PinnedConnector<D> {
+        &self.config.connector
+    }
+
+    async fn open(
+        &self,
+    ) -> Result<(AdmittedDestination, reach_destination::PinnedStream), DestinationError> {
+        let admitted = self.config.admission.admit(self.base.clone()).await?;
+        let stream = self.config.connector.connect(&admitted).await?;
+        Ok((admitted, stream))
+    }
+
+    fn request(
+        &self,
+        admitted: &AdmittedDestination,
+        method: Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<Request<Bytes>, http::Error> {
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base_path))
+            .header(HOST, admitted.host_header())
+            .header(USER_AGENT, USER_AGENT_VALUE)
+            .header(
+                AUTHORIZATION,
+                format!("Bot {}", self.config.token.expose()),
+            );
+        if !body.is_empty() {
+            builder = builder.header(CONTENT_TYPE, "application/json");
+        }
+        builder.body(body)
+    }
+
+    /// One Create Message attempt: `POST /channels/{id}/messages`.
+    pub async fn create_message(&self, message: &CreateMessage) -> CreateOutcome {
+        let (admitted, stream) = match self.open().await {
+            Ok(open) => open,
+            Err(e) => {
+                return CreateOutcome::NotSent {
+                    reason: e.code().to_owned(),
+                };
+            }
+        };
+        let path = format!("/channels/{}/messages", message.channel_id);
+        let request = match self.request(
+            &admitted,
+            Method::POST,
+            &path,
+            Bytes::from(message.body_bytes()),
+        ) {
+            Ok(r) => r,
+            Err(_) => {
+                return CreateOutcome::NotSent {
+                    reason: "discord/request-build".into(),
+                };
+            }
+        };
+        match fetch(stream, request, &create_bounds()).await {
+            Ok(response) => classify(response.status.as_u16(), &response.headers, &response.body),
+            Err(ReturnError::Request(e)) => CreateOutcome::NotSent {
+                reason: e.code().to_owned(),
+            },
+            Err(e) => CreateOutcome::Unknown { reason: e.code() },
+        }
+    }
+
+    /// Look for the message of `message` (by nonce) in its channel after `after` (the question
+    /// message, or any message older than the first attempt).
+    pub async fn reconcile(&self, message: &CreateMessage, after: Snowflake) -> Reconciliation {
+        let mut cursor = after;
+        for _ in 0..MAX_RECONCILE_PAGES {
+            let page = match self.read_page(message.channel_id, cursor).await {
+                Ok(page) => page,
+                Err(reason) => return Reconciliation::Inconclusive { reason },
+            };
+            let full = page.len() >= usize::from(RECONCILE_PAGE);
+            for m in &page {
+                if m.message.author.id != self.config.bot_user_id {
+                    continue;
+                }
+                match m.message.nonce.as_deref() {
+                    Some(n) if n == message.nonce.as_str() => {
+                        return Reconciliation::Found {
+                            message_id: m.message.id,
+                        };
+                    }
+                    Some(_) => {}
+                    None => {
+                        if m.message.content == message.content && m.reply_to == message.reply_to
+                        {
+                            return Reconciliation::Found {
+                                message_id: m.message.id,
+                            };
+                        }
+                    }
+                }
+            }
+            if !full {
+                return Reconciliation::ProvedAbsent;
+            }
+            match page.iter().map(|m| m.message.id).max() {
+                Some(max) if max > cursor => cursor = max,
+                _ => {
+                    return Reconciliation::Inconclusive {
+                        reason: "discord/read-no-progress".into(),
+                    };
+                }
+            }
+        }
+        Reconciliation::Inconclusive {
+            reason: "discord/read-window-exceeded".into(),
+        }
+    }
+
+    async fn read_page(
+        &self,
+        channel: Snowflake,
+        after: Snowflake,
+    ) -> Result<Vec<ReadMessage>, String> {
+        let (admitted, stream) = self.open().await.map_err(|e| e.code().to_owned())?;
+        let path = format!("/channels/{channel}/messages?after={after}&limit={RECONCILE_PAGE}");
+        let request = self
+            .request(&admitted, Method::GET, &path, Bytes::new())
+            .map_err(|_| "discord/request-build".to_owned())?;
+        let response = fetch(stream, request, &read_bounds())
+            .await
+            .map_err(|e| e.code())?;
+        if response.status.as_u16() != 200 {
+            return Err(format!("discord/read-status-{}", response.status.as_u16()));
+        }
+        let values: Vec<Value> =
+            serde_json::from_slice(&response.body).map_err(|_| "discord/read-json".to_owned())?;
+        values
+            .into_iter()
+            .map(|v| {
+                let reply_to = v
+                    .get("message_reference")
+                    .and_then(|r| r.get("message_id"))
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.parse().ok());
+                MessageCreate::from_json(v)
+                    .map(|message| ReadMessage { message, reply_to })
+                    .map_err(|_| "discord/read-json".to_owned())
+            })
+            .collect()
+    }
+}
+
+struct ReadMessage {
+    message: MessageCreate,
+    reply_to: Option<Snowflake>,
+}
+
+/// Bounds of a Create Message return: every status is read (the classification needs 4xx
+/// and 429 bodies); a message object is a few kilobytes.
+fn create_bounds() -> Bounds {
+    Bounds {
+        allowed_statuses: (200..600).collect(),
+        allowed_content_types: vec!["application/json".into()],
+        max_wire_bytes: 256 * 1024,
+        max_expanded_bytes: 256 * 1024,
+        max_head_time: Duration::from_secs(20),
+        max_stream_time: Duration::from_secs(30),
+        max_idle_time: Duration::from_secs(10),
+        max_json_depth: 16,
+        max_json_items: 10_000,
+        ..Bounds::default()
+    }
+}
+
+/// Bounds of a channel read: 100 messages of at most a few kilobytes each.
+fn read_bounds() -> Bounds {
+    Bounds {
+        allowed_statuses: (200..600).collect(),
+        allowed_content_types: vec!["application/json".into()],
+        max_wire_bytes: 4 * 1024 * 1024,
+        max_expanded_bytes: 4 * 1024 * 1024,
+        max_head_time: Duration::from_secs(20),
+        max_stream_time: Duration::from_secs(30),
+        max_idle_time: Duration::from_secs(10),
+        max_json_depth: 16,
+        max_json_items: 100_000,
+        ..Bounds::default()
+    }
+}
+
+/// Classify a complete Create Message return. Pure, so the table is tested without a server.
+pub fn classify(status: u16, headers: &http::HeaderMap, body: &[u8]) -> CreateOutcome {
+    let json: Option<Value> = serde_json::from_slice(body).ok();
+    match status {
+        200..=299 => match json
+            .as_ref()
+            .and_then(|v| v.get("id"))
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+        {
+            Some(id) => CreateOutcome::KnownSent { message_id: id },
+            None => CreateOutcome::Unknown {
+                reason: "discord/2xx-without-id".into(),
+            },
+        },
+        429 => {
+            let body_secs = json
+                .as_ref()
+                .and_then(|v| v.get("retry_after"))
+                .and_then(Value::as_f64);
+            let header_secs = headers
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|s| s.trim().parse::<f64>().ok());
+            let secs = body_secs.or(header_secs).unwrap_or(1.0);
+            // A hostile or broken value cannot make the caller wait forever or panic.
+            let secs = if secs.is_finite() {
+                secs.clamp(0.0, 3600.0)
+            } else {
+                1.0
+            };
+            let global = json
+                .as_ref()
+                .and_then(|v| v.get("global"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            CreateOutcome::RateLimited {
+                retry_after: Duration::from_secs_f64(secs),
+                global,
+            }
+        }
+        400..=499 => CreateOutcome::KnownRejected {
+            status,
+            code: json
+                .as_ref()
+                .and_then(|v| v.get("code"))
+                .and_then(Value::as_u64),
+        },
+        _ => CreateOutcome::Unknown {
+            reason: format!("discord/status-{status}"),
+        },
+    }
+}
