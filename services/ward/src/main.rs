@@ -1,37 +1,58 @@
-//! reach-ward: the Security Desk. Its own store, its own keys, no network.
+//! reach-ward: the Security Desk. Its own store, its own key, no network.
+//!
+//! Wiring only: read the key and the policy, open the desk in ward's private data directory,
+//! serve the `ward.authority` port, and purge expired counters and records in the background.
 
-use reach_proto::ward::v1::ward_server::{Ward, WardServer};
-use reach_proto::ward::v1::*;
-use tonic::{Request, Response, Status};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use reach_manifest::CredentialKind;
+use reach_ward_desk::{Desk, SystemClock, WardKey, WardPolicy, WardService};
+
+/// How often expired rate-limit counters and records past retention are deleted.
+const PURGE_INTERVAL: Duration = Duration::from_secs(60);
+/// Ward's store, inside its private data directory.
+const STORE_FILE: &str = "ward.sqlite3";
 
 fn main() -> std::process::ExitCode {
     reach_runtime::run("ward", |role| {
-        let result = role.serve("ward.authority", WardServer::new(Desk)).map_err(Into::into);
+        // The runtime's wiring hook is synchronous; opening the store is not. Ward runs on the
+        // runtime's multi-thread scheduler, where blocking this one step is allowed.
+        let result = tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(open(role)))
+            .and_then(|desk| {
+                role.serve("ward.authority", WardService::new(desk.clone()).into_server())?;
+                tokio::spawn(purge_loop(desk, role.shutdown_signal()));
+                Ok(())
+            });
         async move { result }
     })
 }
 
-/// Scopes, Sigils and EgressDecisions land with issue #6; until then every method answers
-/// UNIMPLEMENTED after authorization.
-#[derive(Debug)]
-struct Desk;
-
-fn pending() -> Status {
-    Status::unimplemented("scopes, Sigils and EgressDecisions land with issue #6")
+async fn open(role: &reach_runtime::Role) -> anyhow::Result<Arc<Desk>> {
+    let key = role.credential(CredentialKind::WardKey).context("ward-key credential is absent")?;
+    let key = WardKey::from_bytes(key).context("ward-key")?;
+    let policy: WardPolicy = toml::Value::Table(role.config.settings.clone())
+        .try_into()
+        .context("ward settings do not match the ward policy schema")?;
+    let dir = &role.config.data_dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("data dir {}", dir.display()))?;
+    let desk = Desk::open(&dir.join(STORE_FILE), key, policy, Arc::new(SystemClock)).await.context("ward store")?;
+    Ok(Arc::new(desk))
 }
 
-#[tonic::async_trait]
-impl Ward for Desk {
-    async fn admit_scope(&self, _r: Request<AdmitScopeRequest>) -> Result<Response<AdmitScopeResponse>, Status> {
-        Err(pending())
+async fn purge_loop(desk: Arc<Desk>, stop: impl std::future::Future<Output = ()>) {
+    let mut tick = tokio::time::interval(PURGE_INTERVAL);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = tick.tick() => match desk.purge().await {
+                Ok(p) => tracing::debug!(counters = p.counters, sigils = p.sigils, "purged"),
+                Err(e) => tracing::warn!(error = %e, "purge failed"),
+            },
+        }
     }
-    async fn issue_decision(&self, _r: Request<IssueDecisionRequest>) -> Result<Response<IssueDecisionResponse>, Status> {
-        Err(pending())
-    }
-    async fn redeem_decision(&self, _r: Request<RedeemDecisionRequest>) -> Result<Response<RedeemDecisionResponse>, Status> {
-        Err(pending())
-    }
-    async fn revoke(&self, _r: Request<RevokeRequest>) -> Result<Response<RevokeResponse>, Status> {
-        Err(pending())
-    }
+    // The store is not closed here: in-flight calls may still be draining. Every commit is
+    // already durable (synchronous = FULL), so exiting without a checkpoint loses nothing.
 }
