@@ -13,7 +13,7 @@ use std::sync::Arc;
 use common::*;
 use reach_corpus::git::GitTls;
 use reach_corpus::{
-    Ceilings, Clock, NoProgress, Origin, Policy, RetrievalLimits, Snapshot, SourceSpec, admit_url,
+    Ceilings, NoProgress, Origin, Policy, RetrievalLimits, Snapshot, SourceSpec, admit_url,
 };
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
