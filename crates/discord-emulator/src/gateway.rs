@@ -1,0 +1,195 @@
+//! The Gateway v10 side: HELLO, IDENTIFY (token checked), READY with the resume URL,
+//! HEARTBEAT/ACK, RESUME with replay, INVALID_SESSION, RECONNECT, and dispatches.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use crate::{Ctl, Inner, SessionState};
+
+static CONN_IDS: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) async fn serve(listener: TcpListener, inner: Arc<Inner>, resume_listener: bool) {
+    while let Ok((tcp, _)) = listener.accept().await {
+        let inner = Arc::clone(&inner);
+        tokio::spawn(async move {
+            let _ = tcp.set_nodelay(true);
+            {
+                let mut state = inner.lock();
+                if resume_listener {
+                    state.counts.resume_connections += 1;
+                } else {
+                    state.counts.connections += 1;
+                }
+            }
+            connection(tcp, inner).await;
+        });
+    }
+}
+
+fn close(code: u16, reason: &str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code: CloseCode::from(code),
+        reason: reason.to_owned().into(),
+    }))
+}
+
+async fn connection(tcp: TcpStream, inner: Arc<Inner>) {
+    let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
+        return;
+    };
+    let conn_id = CONN_IDS.fetch_add(1, Ordering::Relaxed);
+    let hello = json!({"op": 10, "d": {"heartbeat_interval": inner.config.heartbeat_interval.as_millis() as u64}});
+    if ws.send(Message::text(hello.to_string())).await.is_err() {
+        return;
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel::<Ctl>();
+    let mut session_id: Option<String> = None;
+    loop {
+        tokio::select! {
+            ctl = rx.recv() => {
+                let Some(ctl) = ctl else { break };
+                match ctl {
+                    Ctl::Send(text) => {
+                        if ws.send(Message::text(text)).await.is_err() { break; }
+                    }
+                    Ctl::Reconnect => {
+                        let _ = ws.send(Message::text(json!({"op": 7, "d": null}).to_string())).await;
+                    }
+                    Ctl::Drop => break,
+                    Ctl::Invalidate => {
+                        if let Some(id) = session_id.take() {
+                            let mut state = inner.lock();
+                            state.sessions.remove(&id);
+                            if state.current_session.as_ref() == Some(&id) {
+                                state.current_session = None;
+                            }
+                        }
+                        let _ = ws.send(Message::text(json!({"op": 9, "d": false}).to_string())).await;
+                    }
+                }
+            }
+            msg = ws.next() => {
+                let text = match msg {
+                    Some(Ok(Message::Text(t))) => t,
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
+                    _ => break,
+                };
+                let Ok(payload) = serde_json::from_str::<Value>(text.as_str()) else {
+                    let _ = ws.send(close(4002, "decode error")).await;
+                    break;
+                };
+                let op = payload.get("op").and_then(Value::as_u64).unwrap_or(u64::MAX);
+                let d = payload.get("d").cloned().unwrap_or(Value::Null);
+                match op {
+                    1 => {
+                        let ack = {
+                            let mut state = inner.lock();
+                            state.counts.heartbeats += 1;
+                            !state.stop_acking
+                        };
+                        if ack && ws.send(Message::text(json!({"op": 11}).to_string())).await.is_err() {
+                            break;
+                        }
+                    }
+                    2 => {
+                        if !token_ok(&inner, &d) {
+                            inner.lock().counts.bad_tokens += 1;
+                            let _ = ws.send(close(4004, "Authentication failed.")).await;
+                            break;
+                        }
+                        let id = identify(&inner, &d, conn_id, &tx);
+                        session_id = Some(id);
+                    }
+                    6 => {
+                        if !token_ok(&inner, &d) {
+                            inner.lock().counts.bad_tokens += 1;
+                            let _ = ws.send(close(4004, "Authentication failed.")).await;
+                            break;
+                        }
+                        match resume(&inner, &d, conn_id, &tx) {
+                            Some(id) => session_id = Some(id),
+                            None => {
+                                let _ = ws.send(Message::text(json!({"op": 9, "d": false}).to_string())).await;
+                            }
+                        }
+                    }
+                    _ => {
+                        let _ = ws.send(close(4001, "Unknown opcode.")).await;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    // Detach this connection from its session (if it is still the attached one).
+    if let Some(id) = session_id {
+        let mut state = inner.lock();
+        if let Some(s) = state.sessions.get_mut(&id)
+            && s.conn.as_ref().map(|(c, _)| *c) == Some(conn_id)
+        {
+            s.conn = None;
+        }
+    }
+}
+
+fn token_ok(inner: &Inner, d: &Value) -> bool {
+    d.get("token").and_then(Value::as_str) == Some(inner.config.token.as_str())
+}
+
+fn identify(inner: &Inner, d: &Value, conn_id: u64, tx: &mpsc::UnboundedSender<Ctl>) -> String {
+    let id = format!("session-{:016x}", inner.snowflake());
+    let mut state = inner.lock();
+    state.counts.identifies += 1;
+    state.counts.last_intents = d.get("intents").and_then(Value::as_u64).unwrap_or(0);
+    state.sessions.insert(
+        id.clone(),
+        SessionState {
+            seq: 0,
+            log: Default::default(),
+            conn: Some((conn_id, tx.clone())),
+        },
+    );
+    state.current_session = Some(id.clone());
+    let ready = json!({
+        "v": 10,
+        "user": {"id": inner.config.bot_user_id.to_string(), "username": "reach", "bot": true},
+        "guilds": [],
+        "session_id": id,
+        "resume_gateway_url": inner.resume_url,
+        "application": {"id": inner.config.application_id.to_string(), "flags": 0},
+    });
+    inner.dispatch(&mut state, "READY", ready);
+    id
+}
+
+fn resume(
+    inner: &Inner,
+    d: &Value,
+    conn_id: u64,
+    tx: &mpsc::UnboundedSender<Ctl>,
+) -> Option<String> {
+    let id = d.get("session_id").and_then(Value::as_str)?.to_owned();
+    let seq = d.get("seq").and_then(Value::as_u64).unwrap_or(0);
+    let mut state = inner.lock();
+    let redeliver = std::mem::take(&mut state.redeliver_on_resume);
+    let session = state.sessions.get_mut(&id)?;
+    let from = seq.saturating_sub(redeliver);
+    for (s, text) in &session.log {
+        if *s > from {
+            let _ = tx.send(Ctl::Send(text.clone()));
+        }
+    }
+    session.conn = Some((conn_id, tx.clone()));
+    state.counts.resumes += 1;
+    state.current_session = Some(id.clone());
+    inner.dispatch(&mut state, "RESUMED", json!({}));
+    Some(id)
+}

@@ -1,0 +1,525 @@
+//! A loopback-only Discord emulator speaking the real wire protocols: Gateway v10 over
+//! WebSocket (plain `ws://127.0.0.1`) and REST v10 Create Message / channel read over HTTPS
+//! with a CA minted for the run. Tests and `reach demo` start it in-process with
+//! [`Emulator::start`] and drive it through the control API; it records every message it
+//! created, so a test asserts what a Discord user would see.
+//!
+//! **Architecture Invariant:** the emulator binds `127.0.0.1:0` only and never dials anything.
+//!
+//! **Architecture Invariant:** the emulator shares no code with `reach-discord`: it parses and
+//! writes the wire JSON itself, so the adapters are tested against an independent reading of
+//! the protocol, not against their own types.
+
+#![forbid(unsafe_code)]
+
+mod gateway;
+mod rest;
+mod tls;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rustls::RootCertStore;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// The name the REST server's certificate is issued for; admit it as a local road to
+/// [`Emulator::rest_addr`].
+pub const REST_HOST: &str = "discord.emulator.test";
+/// Dispatches kept per session for RESUME replay.
+const MAX_REPLAY_LOG: usize = 4096;
+/// First snowflake handed out (a realistic 2024-era id, so ids sort like Discord's).
+const FIRST_SNOWFLAKE: u64 = 1_250_000_000_000_000_000;
+
+/// How the emulator is set up.
+#[derive(Clone, Debug)]
+pub struct EmulatorConfig {
+    /// The bot token IDENTIFY, RESUME and REST must present.
+    pub token: String,
+    /// The application id.
+    pub application_id: u64,
+    /// The bot user's id.
+    pub bot_user_id: u64,
+    /// The guild channels belong to unless [`Emulator::add_channel`] says otherwise.
+    pub default_guild_id: u64,
+    /// HELLO's heartbeat interval.
+    pub heartbeat_interval: Duration,
+    /// How long a nonce sent with `enforce_nonce` deduplicates.
+    pub nonce_window: Duration,
+    /// Whether channel reads include each message's nonce.
+    pub nonce_in_reads: bool,
+}
+
+impl Default for EmulatorConfig {
+    fn default() -> Self {
+        EmulatorConfig {
+            token: "emulator-bot-token".into(),
+            application_id: 1_100_000_000_000_000_001,
+            bot_user_id: 1_100_000_000_000_000_002,
+            default_guild_id: 1_100_000_000_000_000_100,
+            heartbeat_interval: Duration::from_millis(200),
+            nonce_window: Duration::from_secs(300),
+            nonce_in_reads: true,
+        }
+    }
+}
+
+/// A Discord user as the emulator posts for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    /// User id.
+    pub id: u64,
+    /// Display name.
+    pub name: String,
+    /// Whether the user is a bot.
+    pub bot: bool,
+}
+
+impl User {
+    /// A human user.
+    pub fn human(id: u64, name: &str) -> Self {
+        User {
+            id,
+            name: name.into(),
+            bot: false,
+        }
+    }
+}
+
+/// A message as the emulator stored it (what a Discord user would see).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmulatedMessage {
+    /// Message id.
+    pub id: u64,
+    /// Channel id.
+    pub channel_id: u64,
+    /// Guild id (`None` in a DM).
+    pub guild_id: Option<u64>,
+    /// Author id.
+    pub author_id: u64,
+    /// Whether the author is a bot.
+    pub author_bot: bool,
+    /// Text.
+    pub content: String,
+    /// Mentioned user ids.
+    pub mentions: Vec<u64>,
+    /// Nonce, if the sender gave one.
+    pub nonce: Option<String>,
+    /// The message replied to.
+    pub reply_to: Option<u64>,
+    /// Message flags.
+    pub flags: u64,
+}
+
+/// One Create Message request as received, before any fault or deduplication.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateRequest {
+    /// The channel in the path.
+    pub channel_id: u64,
+    /// The JSON body.
+    pub body: Value,
+}
+
+/// A scripted behaviour for the next Create Message request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    /// Answer 429 with `retry_after` seconds; nothing is created.
+    RateLimit {
+        /// Seconds.
+        retry_after: f64,
+    },
+    /// Answer this 5xx status; nothing is created.
+    ServerError {
+        /// Status code.
+        status: u16,
+    },
+    /// Create the message, then drop the connection without answering.
+    CommitThenDrop,
+    /// Drop the connection without creating anything.
+    DropBeforeCommit,
+    /// Answer this 4xx with a Discord error code; nothing is created.
+    Reject {
+        /// Status code.
+        status: u16,
+        /// Discord error code.
+        code: u64,
+    },
+}
+
+/// Counters of the gateway side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GatewayCounts {
+    /// WebSocket connections accepted on the main URL.
+    pub connections: u64,
+    /// WebSocket connections accepted on the resume URL.
+    pub resume_connections: u64,
+    /// IDENTIFY payloads with a valid token.
+    pub identifies: u64,
+    /// IDENTIFY or RESUME payloads with a wrong token.
+    pub bad_tokens: u64,
+    /// RESUME payloads accepted.
+    pub resumes: u64,
+    /// HEARTBEAT payloads received.
+    pub heartbeats: u64,
+    /// Intents of the last IDENTIFY.
+    pub last_intents: u64,
+}
+
+/// Control messages to a live gateway connection.
+#[derive(Debug)]
+pub(crate) enum Ctl {
+    Send(String),
+    Reconnect,
+    Drop,
+    Invalidate,
+}
+
+#[derive(Debug)]
+pub(crate) struct SessionState {
+    pub(crate) seq: u64,
+    pub(crate) log: VecDeque<(u64, String)>,
+    pub(crate) conn: Option<(u64, mpsc::UnboundedSender<Ctl>)>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub(crate) messages: BTreeMap<u64, EmulatedMessage>,
+    pub(crate) channel_guilds: HashMap<u64, Option<u64>>,
+    pub(crate) creates: Vec<CreateRequest>,
+    pub(crate) faults: VecDeque<Fault>,
+    pub(crate) nonces: HashMap<String, (u64, Instant)>,
+    pub(crate) sessions: HashMap<String, SessionState>,
+    pub(crate) current_session: Option<String>,
+    pub(crate) counts: GatewayCounts,
+    pub(crate) stop_acking: bool,
+    pub(crate) redeliver_on_resume: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) config: EmulatorConfig,
+    pub(crate) state: Mutex<State>,
+    pub(crate) next_id: AtomicU64,
+    pub(crate) resume_url: String,
+}
+
+impl Inner {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn snowflake(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Send a dispatch to the current session: number it, log it for replay, and deliver it
+    /// if a connection is attached. With no session (bot offline) it is lost, as on Discord.
+    pub(crate) fn dispatch(&self, state: &mut State, t: &str, d: Value) {
+        let Some(id) = state.current_session.clone() else {
+            return;
+        };
+        let Some(session) = state.sessions.get_mut(&id) else {
+            return;
+        };
+        session.seq += 1;
+        let text = json!({"op": 0, "s": session.seq, "t": t, "d": d}).to_string();
+        session.log.push_back((session.seq, text.clone()));
+        if session.log.len() > MAX_REPLAY_LOG {
+            session.log.pop_front();
+        }
+        if let Some((_, tx)) = &session.conn {
+            let _ = tx.send(Ctl::Send(text));
+        }
+    }
+
+    fn current_conn(&self, state: &State) -> Option<mpsc::UnboundedSender<Ctl>> {
+        let id = state.current_session.as_ref()?;
+        state.sessions.get(id)?.conn.as_ref().map(|(_, tx)| tx.clone())
+    }
+}
+
+pub(crate) fn message_json(m: &EmulatedMessage, author_name: &str, with_nonce: bool) -> Value {
+    let mut v = json!({
+        "id": m.id.to_string(),
+        "type": if m.reply_to.is_some() { 19 } else { 0 },
+        "channel_id": m.channel_id.to_string(),
+        "author": {"id": m.author_id.to_string(), "username": author_name, "bot": m.author_bot},
+        "content": m.content,
+        "mentions": m.mentions.iter().map(|id| json!({"id": id.to_string(), "username": "user"})).collect::<Vec<_>>(),
+        "embeds": [],
+        "flags": m.flags,
+        "timestamp": "2025-01-01T00:00:00.000000+00:00",
+        "tts": false,
+        "pinned": false,
+    });
+    if let Some(g) = m.guild_id {
+        v["guild_id"] = json!(g.to_string());
+    }
+    if with_nonce && let Some(n) = &m.nonce {
+        v["nonce"] = json!(n);
+    }
+    if let Some(r) = m.reply_to {
+        v["message_reference"] = json!({"message_id": r.to_string(), "channel_id": m.channel_id.to_string()});
+    }
+    v
+}
+
+/// Parse `<@id>` and `<@!id>` mentions out of content, as Discord does.
+pub(crate) fn parse_mentions(content: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut rest = content;
+    while let Some(i) = rest.find("<@") {
+        rest = &rest[i + 2..];
+        let body = rest.strip_prefix('!').unwrap_or(rest);
+        if let Some(end) = body.find('>')
+            && let Ok(id) = body[..end].parse::<u64>()
+            && !out.contains(&id)
+        {
+            out.push(id);
+        }
+    }
+    out
+}
+
+/// A running emulator. Dropping it stops its servers.
+#[derive(Debug)]
+pub struct Emulator {
+    inner: Arc<Inner>,
+    gateway_addr: SocketAddr,
+    resume_addr: SocketAddr,
+    rest_addr: SocketAddr,
+    ca_pem: String,
+    roots: RootCertStore,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Emulator {
+    /// Start the gateway (two listeners: the IDENTIFY URL and READY's `resume_gateway_url`)
+    /// and the REST server, all on `127.0.0.1:0`.
+    pub async fn start(config: EmulatorConfig) -> io::Result<Emulator> {
+        let gateway = TcpListener::bind("127.0.0.1:0").await?;
+        let resume = TcpListener::bind("127.0.0.1:0").await?;
+        let rest = TcpListener::bind("127.0.0.1:0").await?;
+        let gateway_addr = gateway.local_addr()?;
+        let resume_addr = resume.local_addr()?;
+        let rest_addr = rest.local_addr()?;
+        let ca = tls::mint(&[REST_HOST, "127.0.0.1"]).map_err(io::Error::other)?;
+        let inner = Arc::new(Inner {
+            config,
+            state: Mutex::new(State::default()),
+            next_id: AtomicU64::new(FIRST_SNOWFLAKE),
+            resume_url: format!("ws://{resume_addr}"),
+        });
+        let tasks = vec![
+            tokio::spawn(gateway::serve(gateway, Arc::clone(&inner), false)),
+            tokio::spawn(gateway::serve(resume, Arc::clone(&inner), true)),
+            tokio::spawn(rest::serve(rest, Arc::clone(&ca.server), Arc::clone(&inner))),
+        ];
+        Ok(Emulator {
+            inner,
+            gateway_addr,
+            resume_addr,
+            rest_addr,
+            ca_pem: ca.cert_pem.clone(),
+            roots: ca.root_store(),
+            tasks,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EmulatorConfig {
+        &self.inner.config
+    }
+
+    /// The URL to IDENTIFY at (`ws://127.0.0.1:port`).
+    pub fn gateway_url(&self) -> String {
+        format!("ws://{}", self.gateway_addr)
+    }
+
+    /// The `resume_gateway_url` READY announces.
+    pub fn resume_gateway_url(&self) -> String {
+        format!("ws://{}", self.resume_addr)
+    }
+
+    /// The REST base URL (`https://discord.emulator.test:port/api/v10`); admit
+    /// [`REST_HOST`] as a local road to [`Emulator::rest_addr`].
+    pub fn rest_base_url(&self) -> String {
+        format!("https://{REST_HOST}:{}/api/v10", self.rest_addr.port())
+    }
+
+    /// The REST server's socket address.
+    pub fn rest_addr(&self) -> SocketAddr {
+        self.rest_addr
+    }
+
+    /// The run's CA certificate, PEM.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// A root store trusting only the run's CA.
+    pub fn root_store(&self) -> RootCertStore {
+        self.roots.clone()
+    }
+
+    /// Put a channel in a guild (`Some`) or make it a DM channel (`None`).
+    pub fn add_channel(&self, channel_id: u64, guild_id: Option<u64>) {
+        self.inner
+            .lock()
+            .channel_guilds
+            .insert(channel_id, guild_id);
+    }
+
+    fn guild_of(&self, state: &State, channel: u64) -> Option<u64> {
+        state
+            .channel_guilds
+            .get(&channel)
+            .copied()
+            .unwrap_or(Some(self.inner.config.default_guild_id))
+    }
+
+    /// A user posts a message; MESSAGE_CREATE is dispatched. Returns the message id.
+    pub fn post_user_message(&self, channel_id: u64, author: &User, content: &str) -> u64 {
+        let id = self.inner.snowflake();
+        let mut state = self.inner.lock();
+        let message = EmulatedMessage {
+            id,
+            channel_id,
+            guild_id: self.guild_of(&state, channel_id),
+            author_id: author.id,
+            author_bot: author.bot,
+            content: content.to_owned(),
+            mentions: parse_mentions(content),
+            nonce: None,
+            reply_to: None,
+            flags: 0,
+        };
+        let mut d = message_json(&message, &author.name, true);
+        if let Some(g) = message.guild_id {
+            d["member"] = json!({"roles": []});
+            d["guild_id"] = json!(g.to_string());
+        }
+        state.messages.insert(id, message);
+        self.inner.dispatch(&mut state, "MESSAGE_CREATE", d);
+        id
+    }
+
+    /// A user runs a slash command with one string option; INTERACTION_CREATE is
+    /// dispatched. Returns the interaction id.
+    pub fn post_interaction(&self, channel_id: u64, user: &User, command: &str, text: &str) -> u64 {
+        let id = self.inner.snowflake();
+        let mut state = self.inner.lock();
+        let guild = self.guild_of(&state, channel_id);
+        let user_json = json!({"id": user.id.to_string(), "username": user.name, "bot": user.bot});
+        let mut d = json!({
+            "id": id.to_string(),
+            "application_id": self.inner.config.application_id.to_string(),
+            "type": 2,
+            "token": format!("interaction-token-{id}"),
+            "version": 1,
+            "channel_id": channel_id.to_string(),
+            "data": {
+                "id": "1", "name": command, "type": 1,
+                "options": [{"name": "question", "type": 3, "value": text}],
+            },
+        });
+        match guild {
+            Some(g) => {
+                d["guild_id"] = json!(g.to_string());
+                d["member"] = json!({"user": user_json, "roles": []});
+            }
+            None => d["user"] = user_json,
+        }
+        self.inner.dispatch(&mut state, "INTERACTION_CREATE", d);
+        id
+    }
+
+    /// Every message in a channel, oldest first (users' and the bot's).
+    pub fn messages(&self, channel_id: u64) -> Vec<EmulatedMessage> {
+        self.inner
+            .lock()
+            .messages
+            .values()
+            .filter(|m| m.channel_id == channel_id)
+            .cloned()
+            .collect()
+    }
+
+    /// The bot's messages in a channel, oldest first.
+    pub fn bot_messages(&self, channel_id: u64) -> Vec<EmulatedMessage> {
+        let bot = self.inner.config.bot_user_id;
+        self.messages(channel_id)
+            .into_iter()
+            .filter(|m| m.author_id == bot)
+            .collect()
+    }
+
+    /// Every Create Message request received, in order.
+    pub fn create_requests(&self) -> Vec<CreateRequest> {
+        self.inner.lock().creates.clone()
+    }
+
+    /// Script the behaviour of the next Create Message request (queued in order).
+    pub fn script_next_create(&self, fault: Fault) {
+        self.inner.lock().faults.push_back(fault);
+    }
+
+    /// On the next RESUME, replay the last `n` dispatches the client already saw, as
+    /// Discord may after a resume.
+    pub fn script_redelivery_on_resume(&self, n: u64) {
+        self.inner.lock().redeliver_on_resume = n;
+    }
+
+    /// Stop (or resume) acknowledging heartbeats, to make the connection a zombie.
+    pub fn stop_acking(&self, stop: bool) {
+        self.inner.lock().stop_acking = stop;
+    }
+
+    /// Send RECONNECT (op 7) on the live connection.
+    pub fn force_reconnect(&self) -> bool {
+        self.control(Ctl::Reconnect)
+    }
+
+    /// Drop the live connection without a close frame (the session stays resumable).
+    pub fn drop_connection(&self) -> bool {
+        self.control(Ctl::Drop)
+    }
+
+    /// Send INVALID_SESSION (op 9, not resumable) and forget the session.
+    pub fn invalidate_session(&self) -> bool {
+        self.control(Ctl::Invalidate)
+    }
+
+    fn control(&self, ctl: Ctl) -> bool {
+        let state = self.inner.lock();
+        match self.inner.current_conn(&state) {
+            Some(tx) => tx.send(ctl).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Gateway counters.
+    pub fn gateway_counts(&self) -> GatewayCounts {
+        self.inner.lock().counts
+    }
+
+    /// Whether a gateway connection is attached to the current session.
+    pub fn connected(&self) -> bool {
+        let state = self.inner.lock();
+        self.inner.current_conn(&state).is_some()
+    }
+}

@@ -1,0 +1,221 @@
+//! The REST v10 side over HTTPS: Create Message with `nonce`/`enforce_nonce` deduplication
+//! and scripted faults, and the channel message listing.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use rustls::ServerConfig;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::{CreateRequest, EmulatedMessage, Fault, Inner, message_json, parse_mentions};
+
+/// Largest request body accepted (a message is at most a few KiB).
+const MAX_BODY: usize = 64 * 1024;
+/// Discord's content limit in characters.
+const MAX_CONTENT_CHARS: usize = 2_000;
+/// Discord's nonce limit.
+const MAX_NONCE: usize = 25;
+
+pub(crate) async fn serve(listener: TcpListener, tls: Arc<ServerConfig>, inner: Arc<Inner>) {
+    let acceptor = TlsAcceptor::from(tls);
+    while let Ok((tcp, _)) = listener.accept().await {
+        let acceptor = acceptor.clone();
+        let inner = Arc::clone(&inner);
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = service_fn(move |req| handle(Arc::clone(&inner), req));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Dropping the connection: returning an error makes hyper close it without a response.
+#[derive(Debug)]
+struct DropConnection;
+
+impl std::fmt::Display for DropConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("scripted connection drop")
+    }
+}
+
+impl std::error::Error for DropConnection {}
+
+type Reply = Result<Response<Full<Bytes>>, DropConnection>;
+
+fn respond(status: u16, body: Value) -> Reply {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    Ok(r)
+}
+
+fn error(status: u16, code: u64, message: &str) -> Reply {
+    respond(status, json!({"message": message, "code": code}))
+}
+
+async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
+    let auth = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if auth.as_deref() != Some(format!("Bot {}", inner.config.token).as_str()) {
+        return error(401, 0, "401: Unauthorized");
+    }
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let query = req.uri().query().unwrap_or("").to_owned();
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let channel = match segments.as_slice() {
+        ["api", "v10", "channels", id, "messages"] => id.parse::<u64>().ok(),
+        _ => None,
+    };
+    let Some(channel) = channel else {
+        return error(404, 0, "404: Not Found");
+    };
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return error(413, 40005, "Request entity too large"),
+    };
+    match method {
+        Method::POST => create(&inner, channel, &body),
+        Method::GET => list(&inner, channel, &query),
+        _ => error(405, 0, "405: Method Not Allowed"),
+    }
+}
+
+fn create(inner: &Inner, channel: u64, body: &[u8]) -> Reply {
+    let Ok(body) = serde_json::from_slice::<Value>(body) else {
+        return error(400, 50109, "The request body contains invalid JSON.");
+    };
+    let mut state = inner.lock();
+    state.creates.push(CreateRequest {
+        channel_id: channel,
+        body: body.clone(),
+    });
+    let fault = state.faults.pop_front();
+    match &fault {
+        Some(Fault::RateLimit { retry_after }) => {
+            let mut r = respond(
+                429,
+                json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false}),
+            )?;
+            if let Ok(v) = http::HeaderValue::from_str(&format!("{}", retry_after.ceil() as u64)) {
+                r.headers_mut().insert("retry-after", v);
+            }
+            return Ok(r);
+        }
+        Some(Fault::ServerError { status }) => {
+            return error(*status, 0, "500: Internal Server Error");
+        }
+        Some(Fault::Reject { status, code }) => return error(*status, *code, "Rejected"),
+        Some(Fault::DropBeforeCommit) => return Err(DropConnection),
+        Some(Fault::CommitThenDrop) | None => {}
+    }
+    let content = body.get("content").and_then(Value::as_str).unwrap_or("");
+    if content.is_empty() {
+        return error(400, 50006, "Cannot send an empty message");
+    }
+    if content.chars().count() > MAX_CONTENT_CHARS {
+        return error(400, 50035, "Invalid Form Body");
+    }
+    let nonce = match body.get("nonce") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.chars().count() <= MAX_NONCE => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(_) => return error(400, 50035, "Invalid Form Body"),
+    };
+    let enforce = body.get("enforce_nonce").and_then(Value::as_bool) == Some(true);
+    let now = Instant::now();
+    if enforce
+        && let Some(n) = &nonce
+        && let Some((id, at)) = state.nonces.get(n)
+        && now.duration_since(*at) <= inner.config.nonce_window
+        && let Some(original) = state.messages.get(id)
+    {
+        // Same nonce inside the window: the original message, nothing new.
+        let json = message_json(original, "reach", true);
+        drop(state);
+        return match fault {
+            Some(Fault::CommitThenDrop) => Err(DropConnection),
+            _ => respond(200, json),
+        };
+    }
+    let reply_to = body
+        .get("message_reference")
+        .and_then(|r| r.get("message_id"))
+        .and_then(|v| v.as_str().map(str::to_owned).or_else(|| v.as_u64().map(|n| n.to_string())))
+        .and_then(|s| s.parse::<u64>().ok());
+    // Discord pings nobody when allowed_mentions parses nothing; mentions are still listed.
+    let id = inner.snowflake();
+    let guild_id = state
+        .channel_guilds
+        .get(&channel)
+        .copied()
+        .unwrap_or(Some(inner.config.default_guild_id));
+    let message = EmulatedMessage {
+        id,
+        channel_id: channel,
+        guild_id,
+        author_id: inner.config.bot_user_id,
+        author_bot: true,
+        content: content.to_owned(),
+        mentions: parse_mentions(content),
+        nonce: nonce.clone(),
+        reply_to,
+        flags: body.get("flags").and_then(Value::as_u64).unwrap_or(0),
+    };
+    let json = message_json(&message, "reach", true);
+    state.messages.insert(id, message);
+    if enforce && let Some(n) = nonce {
+        state.nonces.insert(n, (id, now));
+    }
+    inner.dispatch(&mut state, "MESSAGE_CREATE", json.clone());
+    drop(state);
+    match fault {
+        Some(Fault::CommitThenDrop) => Err(DropConnection),
+        _ => respond(200, json),
+    }
+}
+
+fn list(inner: &Inner, channel: u64, query: &str) -> Reply {
+    let mut after = 0u64;
+    let mut limit = 50usize;
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("after", v)) => after = v.parse().unwrap_or(0),
+            Some(("limit", v)) => limit = v.parse::<usize>().unwrap_or(50).clamp(1, 100),
+            _ => {}
+        }
+    }
+    let state = inner.lock();
+    // The oldest `limit` messages after `after`, returned newest first, as Discord does.
+    let mut page: Vec<Value> = state
+        .messages
+        .range(after.saturating_add(1)..)
+        .filter(|(_, m)| m.channel_id == channel)
+        .take(limit)
+        .map(|(_, m)| {
+            let name = if m.author_bot { "reach" } else { "user" };
+            message_json(m, name, inner.config.nonce_in_reads)
+        })
+        .collect();
+    page.reverse();
+    respond(200, Value::Array(page))
+}
