@@ -82,6 +82,14 @@ pub struct RawRole {
     /// Role-specific non-secret settings, passed through to the role's config.
     #[serde(default)]
     pub settings: toml::Table,
+    /// Extra `podman run` arguments. Scribe refuses every flag that weakens the container
+    /// (privileges, capabilities, host namespaces, volumes or secrets outside the manifest).
+    #[serde(default)]
+    pub podman_args: Vec<String>,
+    /// Non-secret environment variables. Scribe refuses anything that looks like a credential:
+    /// credentials are files, never environment.
+    #[serde(default)]
+    pub environment: std::collections::BTreeMap<String, String>,
 }
 
 fn default_user_ns() -> String {

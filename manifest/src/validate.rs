@@ -28,6 +28,8 @@ pub struct Manifest {
 /// A validated role.
 #[derive(Clone, Debug)]
 pub struct Role {
+    /// The role's index in the manifest file (`roles[index]`), for paths in refusals.
+    pub index: usize,
     pub name: RoleName,
     pub kind: RoleKind,
     pub principal: Principal,
@@ -41,6 +43,10 @@ pub struct Role {
     pub user_ns: String,
     pub mounts: Vec<Mount>,
     pub settings: toml::Table,
+    /// Extra `podman run` arguments, vetted by Scribe.
+    pub podman_args: Vec<String>,
+    /// Non-secret environment, vetted by Scribe.
+    pub environment: std::collections::BTreeMap<String, String>,
 }
 
 /// A validated port and its exact grants.
@@ -166,9 +172,10 @@ pub(crate) fn validate(raw: RawManifest) -> Result<Manifest, E> {
             let (i, name) = stuck.unwrap_or_default();
             return Err(E::new(format!("roles[{i}].after"), K::OrderingCycle(name)));
         };
-        let (_, r, kind, principal, network) = &roles[pos];
+        let (index, r, kind, principal, network) = &roles[pos];
         placed.insert(r.name.clone());
         ordered.push(Role {
+            index: *index,
             name: RoleName(r.name.clone()),
             kind: *kind,
             principal: principal.clone(),
@@ -182,6 +189,8 @@ pub(crate) fn validate(raw: RawManifest) -> Result<Manifest, E> {
             user_ns: r.user_ns.clone(),
             mounts: r.mounts.clone(),
             settings: r.settings.clone(),
+            podman_args: r.podman_args.clone(),
+            environment: r.environment.clone(),
         });
     }
 

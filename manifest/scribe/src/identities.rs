@@ -40,7 +40,10 @@ pub enum ScribeError {
     Secret(#[from] SecretFileError),
     /// a secret directory could not be prepared
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// there is no previous root to retire
     #[error("there is no previous root to retire")]
     NoPreviousRoot,
@@ -74,9 +77,18 @@ fn save_root(dir: &Path, root: &TrustRoot) -> Result<(), ScribeError> {
     Ok(())
 }
 
-fn leaf_needs_renewal(dir: &Path, manifest: &Manifest, principal: &Principal, now: SystemTime) -> bool {
-    let Ok(pem) = files::read_secret(&dir.join(LEAF_CERT)) else { return true };
-    let Some(Ok(der)) = rustls_pemfile::certs(&mut &pem[..]).next() else { return true };
+fn leaf_needs_renewal(
+    dir: &Path,
+    manifest: &Manifest,
+    principal: &Principal,
+    now: SystemTime,
+) -> bool {
+    let Ok(pem) = files::read_secret(&dir.join(LEAF_CERT)) else {
+        return true;
+    };
+    let Some(Ok(der)) = rustls_pemfile::certs(&mut &pem[..]).next() else {
+        return true;
+    };
     match inspect_leaf(&der, &manifest.trust_domain, now + RENEW_BEFORE) {
         Ok(info) => info.principal != *principal,
         Err(_) => true,
@@ -132,7 +144,10 @@ pub fn write_bundles(
             if !previous_path.exists() {
                 return Err(ScribeError::NoPreviousRoot);
             }
-            std::fs::remove_file(&previous_path).map_err(|source| ScribeError::Io { path: previous_path.clone(), source })?;
+            std::fs::remove_file(&previous_path).map_err(|source| ScribeError::Io {
+                path: previous_path.clone(),
+                source,
+            })?;
             r
         }
         (Some(r), _) => r,
@@ -140,14 +155,18 @@ pub fn write_bundles(
     let mut bundle = root.cert_pem.clone();
     report.bundle_roots = 1;
     if previous_path.exists() {
-        bundle.push_str(&String::from_utf8_lossy(&files::read_secret(&previous_path)?));
+        bundle.push_str(&String::from_utf8_lossy(&files::read_secret(
+            &previous_path,
+        )?));
         report.bundle_roots = 2;
     }
     for p in manifest.principals() {
         let sd = layout.secret_dir(p.name());
         files::ensure_secret_dir(&sd)?;
         let path = sd.join(TRUST_BUNDLE);
-        let same = files::read_secret(&path).map(|b| b == bundle.as_bytes()).unwrap_or(false);
+        let same = files::read_secret(&path)
+            .map(|b| b == bundle.as_bytes())
+            .unwrap_or(false);
         if !same {
             files::write_secret(&path, bundle.as_bytes())?;
         }
@@ -169,7 +188,9 @@ pub fn issue_leaves(
         let sd = layout.secret_dir(p.name());
         let renew = match rotation {
             Rotation::Leaves | Rotation::Root => true,
-            Rotation::IfNeeded | Rotation::RetirePreviousRoot => leaf_needs_renewal(&sd, manifest, &p, now),
+            Rotation::IfNeeded | Rotation::RetirePreviousRoot => {
+                leaf_needs_renewal(&sd, manifest, &p, now)
+            }
         };
         if !renew {
             continue;
@@ -185,10 +206,17 @@ pub fn issue_leaves(
 
 /// Generates role keys the body owns itself (ward's key). External credentials — the Discord
 /// token, provider keys — are never generated: the operator provides them.
-fn generate_role_keys(manifest: &Manifest, layout: &StateLayout) -> Result<Vec<PathBuf>, ScribeError> {
+fn generate_role_keys(
+    manifest: &Manifest,
+    layout: &StateLayout,
+) -> Result<Vec<PathBuf>, ScribeError> {
     let mut written = Vec::new();
     for role in &manifest.roles {
-        for c in role.credentials.iter().filter(|c| c.kind == CredentialKind::WardKey) {
+        for c in role
+            .credentials
+            .iter()
+            .filter(|c| c.kind == CredentialKind::WardKey)
+        {
             let path = layout.secret_dir(role.name.as_str()).join(&c.file);
             if path.exists() {
                 continue;
@@ -214,4 +242,3 @@ pub fn missing_credentials(manifest: &Manifest, layout: &StateLayout) -> Vec<(St
     }
     missing
 }
-

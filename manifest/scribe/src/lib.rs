@@ -1,12 +1,27 @@
 //! Scribe: the only component that materializes an ApplicationDeploymentManifest@1.
 //!
-//! This module mints the deployment's identities: one trust root (kept in Scribe's own
-//! directory) and one short-lived SPIFFE leaf per role and for the operator, each written 0600
-//! into that principal's secret directory, plus the generated (non-external) role keys.
+//! * [`identities`] mints the deployment's identities: one trust root (kept in Scribe's own
+//!   directory) and one short-lived SPIFFE leaf per role and for the operator, each written
+//!   0600 into that principal's secret directory, plus the generated (non-external) role keys.
+//! * [`images`] pins every role's image by digest; [`quadlet`] derives the rootless Quadlet
+//!   units, volumes, networks, container-side configs and the Podman secrets script.
+//! * [`refusal`] holds the rules every unit must pass (no privileges, no host namespaces, no
+//!   volume or secret outside the manifest, no credential in the environment), with stable codes.
+//! * [`nftables`] renders the body's egress ruleset; [`check`] re-derives everything and
+//!   reports drift from what is on disk.
 //!
-//! **Architecture Invariant:** the trust root key is read and written only here. Roles hold
-//! their own leaf and the trust bundle; nobody else's.
+//! **Architecture Invariant:** the trust root key is read and written only in [`identities`].
+//! Roles hold their own leaf and the trust bundle; nobody else's.
+//!
+//! **Architecture Invariant:** Scribe never invents a digest, an address or a credential. What
+//! it cannot pin from the manifest or the host it refuses, naming the manifest path.
 
+pub mod check;
 pub mod identities;
+pub mod images;
+pub mod nftables;
+pub mod quadlet;
+pub mod refusal;
 
 pub use identities::{IdentityReport, Rotation, ScribeError, materialize_identities};
+pub use refusal::{Refusal, RefusalKind};

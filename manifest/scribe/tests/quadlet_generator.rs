@@ -1,0 +1,247 @@
+//! The generated units through the real Quadlet generator (`quadlet -dryrun`, from Debian's
+//! podman 5 package; install it with scripts/quadlet-setup.sh), asserting the `podman run`
+//! line of every role.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use reach_manifest::VPS_PUBLIC;
+use reach_scribe::quadlet::{service_name, write_out};
+
+/// The generator: `REACH_QUADLET`, else where scripts/quadlet-setup.sh installs it.
+fn quadlet_binary() -> PathBuf {
+    let path = std::env::var_os("REACH_QUADLET")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/local/libexec/reach/quadlet"));
+    assert!(
+        path.is_file(),
+        "the Quadlet generator is not at {} — run scripts/quadlet-setup.sh (as root) or set REACH_QUADLET",
+        path.display()
+    );
+    path
+}
+
+/// Runs `quadlet -dryrun` on `dir`; returns each generated service's text by name.
+fn dryrun(dir: &Path) -> BTreeMap<String, String> {
+    let out = Command::new(quadlet_binary())
+        .arg("-dryrun")
+        .env("QUADLET_UNIT_DIRS", dir)
+        .output()
+        .expect("quadlet runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "quadlet failed: {stderr}");
+    assert!(
+        !stderr.contains("converting"),
+        "quadlet refused a unit: {stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut services = BTreeMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in stdout.lines() {
+        if let Some(name) = line.strip_prefix("---").and_then(|l| l.strip_suffix("---")) {
+            if let Some((n, t)) = current.take() {
+                services.insert(n, t);
+            }
+            current = Some((name.to_owned(), String::new()));
+        } else if let Some((_, t)) = current.as_mut() {
+            t.push_str(line);
+            t.push('\n');
+        }
+    }
+    if let Some((n, t)) = current {
+        services.insert(n, t);
+    }
+    services
+}
+
+/// The words of the `ExecStart=` line of a service.
+fn exec_start(service: &str) -> Vec<String> {
+    let line = service
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("ExecStart");
+    line.split_whitespace().map(str::to_owned).collect()
+}
+
+/// Values of every occurrence of `flag` (`--flag value` form, as Quadlet writes them).
+fn values(words: &[String], flag: &str) -> Vec<String> {
+    words
+        .windows(2)
+        .filter(|w| w[0] == flag)
+        .map(|w| w[1].clone())
+        .collect()
+}
+
+#[test]
+fn real_quadlet_generates_hardened_podman_run_lines() {
+    let out = derive_text(VPS_PUBLIC, Path::new(REFERENCE_STATE)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_out(&out, dir.path()).unwrap();
+    let services = dryrun(dir.path());
+    let m = load(VPS_PUBLIC);
+    assert_eq!(out.containers.len(), 8);
+    for c in &out.containers {
+        let svc = services
+            .get(&service_name(&c.role))
+            .unwrap_or_else(|| panic!("no service for {}", c.role));
+        let words = exec_start(svc);
+        let role = m.role(&c.role).unwrap();
+        let has = |w: &str| words.iter().any(|x| x == w);
+        assert_eq!(&words[..2], ["/usr/bin/podman", "run"], "{}", c.role);
+        assert!(has("--read-only"), "{}: {words:?}", c.role);
+        assert_eq!(values(&words, "--cap-drop"), ["all"], "{}", c.role);
+        assert!(
+            has("--security-opt=no-new-privileges"),
+            "{}: {words:?}",
+            c.role
+        );
+        assert!(
+            !words
+                .iter()
+                .any(|w| w.starts_with("--privileged") || w.starts_with("--cap-add")),
+            "{}",
+            c.role
+        );
+        assert!(has("--sdnotify=container"), "{}", c.role);
+        assert_eq!(values(&words, "--userns"), ["auto"], "{}", c.role);
+        assert_eq!(
+            values(&words, "--pids-limit"),
+            [role.limits.pids.to_string()],
+            "{}",
+            c.role
+        );
+        assert!(
+            has(&format!("--memory={}m", role.limits.memory_mib)),
+            "{}",
+            c.role
+        );
+        let network = values(&words, "--network");
+        match &role.network {
+            reach_manifest::NetworkClass::None => assert_eq!(network, ["none"], "{}", c.role),
+            reach_manifest::NetworkClass::Egress(_) => {
+                assert_eq!(network, [format!("reach-egress-{}", c.role)], "{}", c.role)
+            }
+        }
+        // Image pinned by digest, then exactly `--config <path>`.
+        let image_at = words
+            .iter()
+            .position(|w| w.contains("@sha256:"))
+            .expect("image by digest");
+        assert_eq!(
+            words[image_at],
+            format!("localhost/reach/{}@{}", c.role, pinned(&m)[&c.role].digest)
+        );
+        assert_eq!(
+            &words[image_at + 1..],
+            ["--config", &format!("/reach/config/{}.toml", c.role)]
+        );
+
+        // Only own secrets: exactly the role's files, nobody else's.
+        let secrets: BTreeSet<String> = values(&words, "--secret")
+            .iter()
+            .map(|s| s.split(',').next().unwrap().to_owned())
+            .collect();
+        let mut expected: BTreeSet<String> = ["config", "tls.crt", "tls.key", "bundle.pem"]
+            .iter()
+            .map(|f| format!("reach.{}.{f}", c.role))
+            .collect();
+        for cred in role.credentials.iter().filter(|c| !c.optional) {
+            expected.insert(format!("reach.{}.{}", c.role, cred.file));
+        }
+        assert_eq!(secrets, expected, "{}", c.role);
+        for s in values(&words, "--secret") {
+            assert!(s.ends_with(",mode=0400"), "{s}");
+        }
+
+        // Only permitted sockets: served ports writable, called ports read-only, nothing else.
+        let mut expected_sockets = BTreeSet::new();
+        for p in &m.ports {
+            if p.server == role.name {
+                expected_sockets.insert(format!("reach-port-{0}:/reach/sockets/{0}", p.name));
+            } else if p.grants.iter().any(|g| g.caller == c.role) {
+                expected_sockets.insert(format!("reach-port-{0}:/reach/sockets/{0}:ro", p.name));
+            }
+        }
+        let volumes: Vec<String> = values(&words, "-v");
+        let sockets: BTreeSet<String> = volumes
+            .iter()
+            .filter(|v| v.starts_with("reach-port-"))
+            .cloned()
+            .collect();
+        assert_eq!(sockets, expected_sockets, "{}", c.role);
+        let others: Vec<&String> = volumes
+            .iter()
+            .filter(|v| !v.starts_with("reach-port-"))
+            .collect();
+        assert_eq!(
+            others,
+            [&format!("reach-data-{0}:/reach/data/{0}", c.role)],
+            "{}",
+            c.role
+        );
+
+        // Ordering from the manifest.
+        for a in &role.after {
+            assert!(
+                svc.contains(&format!("\nRequires={}\n", service_name(a.as_str()))),
+                "{}",
+                c.role
+            );
+            assert!(
+                svc.contains(&format!("\nAfter={}\n", service_name(a.as_str()))),
+                "{}",
+                c.role
+            );
+        }
+    }
+    // The volumes and networks are units of their own.
+    for p in &m.ports {
+        let svc = &services[&format!("reach-port-{}-volume.service", p.name)];
+        assert!(
+            svc.contains(&format!(
+                "podman volume create --ignore reach-port-{}",
+                p.name
+            )),
+            "{svc}"
+        );
+    }
+    let networks: Vec<&String> = services
+        .keys()
+        .filter(|k| k.ends_with("-network.service"))
+        .collect();
+    assert_eq!(
+        networks,
+        [
+            "reach-egress-corpus-builder-network.service",
+            "reach-egress-egress-discord-network.service",
+            "reach-egress-egress-provider-network.service",
+            "reach-egress-ingress-edge-network.service"
+        ]
+    );
+}
+
+#[test]
+fn core_calls_ward_but_never_mounts_discord_sockets() {
+    // A spot check in words a reviewer can read: the roles that hold the bot credential and
+    // the vault never share a writable mount, and core has no network.
+    let out = derive_text(VPS_PUBLIC, Path::new(REFERENCE_STATE)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_out(&out, dir.path()).unwrap();
+    let services = dryrun(dir.path());
+    let core = exec_start(&services["reach-core.service"]);
+    assert!(
+        core.contains(&"reach-port-ward.authority:/reach/sockets/ward.authority:ro".to_owned())
+    );
+    assert!(core.contains(&"reach-port-core.admission:/reach/sockets/core.admission".to_owned()));
+    assert!(!core.iter().any(|w| w.contains("discord-bot-token")));
+    assert_eq!(values(&core, "--network"), ["none"]);
+    let edge = exec_start(&services["reach-ingress-edge.service"]);
+    assert!(
+        edge.contains(&"reach-port-core.admission:/reach/sockets/core.admission:ro".to_owned())
+    );
+    assert!(!edge.iter().any(|w| w.contains("reach-data-core")));
+}
