@@ -19,18 +19,19 @@ use crate::refusal::{DeskError, Dimension};
 /// the slack covers other platforms without letting a caller store arbitrary text.
 pub const MAX_SCOPE_FIELD_BYTES: usize = 128;
 
-/// Bytes of key material ward requires (Scribe writes 32 random bytes).
-pub const WARD_KEY_BYTES: usize = 32;
+/// Fewest bytes of key material ward accepts: 128 bits, the security floor of HMAC-SHA256
+/// pseudonyms. Scribe writes 32 random bytes.
+pub const MIN_WARD_KEY_BYTES: usize = 16;
 
 /// Ward's keyed-hash key. Never printed, never logged, never leaves ward.
 #[derive(Clone)]
 pub struct WardKey(hmac::Key);
 
 impl WardKey {
-    /// Uses `bytes` (at least [`WARD_KEY_BYTES`]) as the HMAC-SHA256 key.
+    /// Uses `bytes` (at least [`MIN_WARD_KEY_BYTES`]) as the HMAC-SHA256 key.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, DeskError> {
-        if bytes.len() < WARD_KEY_BYTES {
-            return Err(DeskError::Malformed("ward key must hold at least 32 bytes"));
+        if bytes.len() < MIN_WARD_KEY_BYTES {
+            return Err(DeskError::Malformed("ward key must hold at least 16 bytes"));
         }
         Ok(Self(hmac::Key::new(hmac::HMAC_SHA256, bytes)))
     }
@@ -219,7 +220,7 @@ mod tests {
 
     #[test]
     fn refuses_short_keys_and_bad_fields() {
-        assert!(WardKey::from_bytes(&[0; 31]).is_err());
+        assert!(WardKey::from_bytes(&[0; MIN_WARD_KEY_BYTES - 1]).is_err());
         let k = WardKey::from_bytes(&[1; 32]).unwrap();
         assert!(matches!(event("", "c").into_scope(&k), Err(DeskError::Malformed("subject_id"))));
         assert!(matches!(event("a b", "c").into_scope(&k), Err(DeskError::Malformed("subject_id"))));

@@ -16,16 +16,11 @@ const PURGE_INTERVAL: Duration = Duration::from_secs(60);
 const STORE_FILE: &str = "ward.sqlite3";
 
 fn main() -> std::process::ExitCode {
-    reach_runtime::run("ward", |role| {
-        // The runtime's wiring hook is synchronous; opening the store is not. Ward runs on the
-        // runtime's multi-thread scheduler, where blocking this one step is allowed.
-        let result = tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(open(role)))
-            .and_then(|desk| {
-                role.serve("ward.authority", WardService::new(desk.clone()).into_server())?;
-                tokio::spawn(purge_loop(desk, role.shutdown_signal()));
-                Ok(())
-            });
-        async move { result }
+    reach_runtime::run("ward", async |role| {
+        let desk = open(role).await?;
+        role.serve("ward.authority", WardService::new(desk.clone()).into_server())?;
+        tokio::spawn(purge_loop(desk, role.shutdown_signal()));
+        Ok(())
     })
 }
 
