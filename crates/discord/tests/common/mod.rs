@@ -1,0 +1,89 @@
+//! Builders shared by the emulator tests: a started emulator, a gateway client pointed at it,
+//! and a REST adapter admitted to it as an exact local road.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reach_destination::{
+    Admission, AdmissionPolicy, Host, PinnedConnector, RecordingDialer, StaticResolver,
+};
+use reach_discord::gateway::{self, GatewayConfig, GatewayEvent, GatewayHandle, GatewayUrl};
+use reach_discord::rest::{RestClient, RestConfig};
+use reach_discord::{BotToken, Snowflake};
+use reach_discord_emulator::{Emulator, EmulatorConfig, REST_HOST};
+use tokio::sync::mpsc;
+
+/// Generous bound on waiting for an event: a failure shows up as a clear message, never as a
+/// hung test. Not a timing assertion.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub const CHANNEL: u64 = 1_100_000_000_000_000_200;
+
+pub async fn emulator() -> Emulator {
+    Emulator::start(EmulatorConfig::default())
+        .await
+        .expect("start emulator")
+}
+
+pub fn token(em: &Emulator) -> BotToken {
+    BotToken::from_bytes(em.config().token.as_bytes()).expect("token")
+}
+
+pub fn gateway(em: &Emulator) -> (GatewayHandle, mpsc::Receiver<GatewayEvent>) {
+    let url = GatewayUrl::parse(&em.gateway_url()).expect("gateway url");
+    gateway::spawn(GatewayConfig::loopback(url, token(em), gateway::intents(false)))
+}
+
+/// The next event matching `pred`, skipping others.
+pub async fn next_matching(
+    rx: &mut mpsc::Receiver<GatewayEvent>,
+    what: &str,
+    pred: impl Fn(&GatewayEvent) -> bool,
+) -> GatewayEvent {
+    let work = async {
+        loop {
+            match rx.recv().await {
+                Some(e) if pred(&e) => return e,
+                Some(_) => continue,
+                None => panic!("gateway channel closed while waiting for {what}"),
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, work)
+        .await
+        .unwrap_or_else(|_| panic!("no {what} within {WAIT:?}"))
+}
+
+pub async fn ready(rx: &mut mpsc::Receiver<GatewayEvent>) -> GatewayEvent {
+    next_matching(rx, "READY", |e| matches!(e, GatewayEvent::Ready { .. })).await
+}
+
+/// Poll `cond` until it holds (bounded by [`WAIT`]).
+pub async fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let work = async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, work)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen within {WAIT:?}"));
+}
+
+pub fn rest(em: &Emulator) -> RestClient<StaticResolver, RecordingDialer> {
+    let host = Host::Name(REST_HOST.to_owned());
+    let policy = AdmissionPolicy::default().with_local_road(host, em.rest_addr());
+    let resolver = StaticResolver::new().with(REST_HOST, [em.rest_addr().ip()]);
+    let admission = Arc::new(Admission::new(policy, resolver));
+    let connector = PinnedConnector::new(em.root_store(), RecordingDialer::new()).expect("connector");
+    RestClient::new(RestConfig {
+        base_url: em.rest_base_url(),
+        token: token(em),
+        bot_user_id: Snowflake(em.config().bot_user_id),
+        admission,
+        connector,
+    })
+    .expect("rest client")
+}

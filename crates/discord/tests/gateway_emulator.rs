@@ -1,0 +1,153 @@
+//! The Gateway v10 client against the emulator: identify, heartbeat, resume with redelivery,
+//! INVALID_SESSION, RECONNECT, zombie detection, a refused token.
+
+mod common;
+
+use common::*;
+use reach_discord::Snowflake;
+use reach_discord::gateway::{self, GatewayConfig, GatewayEvent, GatewayUrl};
+use reach_discord_emulator::User;
+
+fn message_id(e: &GatewayEvent) -> Option<Snowflake> {
+    match e {
+        GatewayEvent::MessageCreate { message, .. } => Some(message.id),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn identify_ready_and_heartbeat() {
+    let em = emulator().await;
+    let (handle, mut rx) = gateway(&em);
+    let ready = ready(&mut rx).await;
+    let GatewayEvent::Ready { user_id, application_id, .. } = ready else { unreachable!() };
+    assert_eq!(user_id, Snowflake(em.config().bot_user_id));
+    assert_eq!(application_id, Some(Snowflake(em.config().application_id)));
+    // Minimal intents: GUILDS | GUILD_MESSAGES, no MESSAGE_CONTENT.
+    assert_eq!(em.gateway_counts().last_intents, (1 << 0) | (1 << 9));
+    eventually("three acknowledged heartbeats", || handle.stats().acks >= 3).await;
+    assert!(em.gateway_counts().heartbeats >= 3);
+    let stats = handle.stats();
+    assert_eq!((stats.identifies, stats.resumes, stats.zombies), (1, 0, 0));
+
+    // A user's mention arrives as a typed MESSAGE_CREATE.
+    let bot = em.config().bot_user_id;
+    let id = em.post_user_message(CHANNEL, &User::human(42, "ada"), &format!("<@{bot}> what is reach?"));
+    let e = next_matching(&mut rx, "MESSAGE_CREATE", |e| message_id(e).is_some()).await;
+    let GatewayEvent::MessageCreate { message, .. } = e else { unreachable!() };
+    assert_eq!(message.id, Snowflake(id));
+    assert_eq!(message.mentions, vec![Snowflake(bot)]);
+    assert_eq!(message.guild_id, Some(Snowflake(em.config().default_guild_id)));
+    assert!(!message.author.bot);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn resume_after_drop_replays_missed_and_redelivers_with_the_same_id() {
+    let em = emulator().await;
+    let (handle, mut rx) = gateway(&em);
+    ready(&mut rx).await;
+    let user = User::human(42, "ada");
+    let first = em.post_user_message(CHANNEL, &user, "first");
+    let e = next_matching(&mut rx, "first", |e| message_id(e).is_some()).await;
+    assert_eq!(message_id(&e), Some(Snowflake(first)));
+
+    // Discord redelivers the last dispatch after the resume, and one arrives while we are away.
+    em.script_redelivery_on_resume(1);
+    assert!(em.drop_connection());
+    eventually("the emulator sees the drop", || !em.connected()).await;
+    let missed = em.post_user_message(CHANNEL, &user, "while away");
+
+    let reconnecting = next_matching(&mut rx, "Reconnecting", |e| matches!(e, GatewayEvent::Reconnecting { .. })).await;
+    assert_eq!(reconnecting, GatewayEvent::Reconnecting { reason: "closed", resume: true });
+    let mut seen = Vec::new();
+    loop {
+        let e = next_matching(&mut rx, "replay", |e| message_id(e).is_some() || *e == GatewayEvent::Resumed).await;
+        match e {
+            GatewayEvent::Resumed => break,
+            other => seen.push(message_id(&other).expect("message")),
+        }
+    }
+    // The redelivered event carries the same id as its first delivery; the missed one comes
+    // once. The client does not deduplicate: that is the ledger's job.
+    assert_eq!(seen, vec![Snowflake(first), Snowflake(missed)]);
+    let counts = em.gateway_counts();
+    assert_eq!((counts.identifies, counts.resumes), (1, 1));
+    // The resume went to READY's resume_gateway_url, not the identify URL.
+    assert_eq!(counts.resume_connections, 1);
+    assert_eq!(handle.stats().resumes, 1);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn invalid_session_makes_the_client_identify_again() {
+    let em = emulator().await;
+    let (handle, mut rx) = gateway(&em);
+    let GatewayEvent::Ready { session_id: first, .. } = ready(&mut rx).await else { unreachable!() };
+    assert!(em.invalidate_session());
+    let e = next_matching(&mut rx, "Reconnecting", |e| matches!(e, GatewayEvent::Reconnecting { .. })).await;
+    assert_eq!(e, GatewayEvent::Reconnecting { reason: "invalid-session", resume: false });
+    let GatewayEvent::Ready { session_id: second, .. } = ready(&mut rx).await else { unreachable!() };
+    assert_ne!(first, second);
+    let counts = em.gateway_counts();
+    assert_eq!((counts.identifies, counts.resumes), (2, 0));
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn reconnect_opcode_resumes_the_session() {
+    let em = emulator().await;
+    let (handle, mut rx) = gateway(&em);
+    ready(&mut rx).await;
+    assert!(em.force_reconnect());
+    let e = next_matching(&mut rx, "Reconnecting", |e| matches!(e, GatewayEvent::Reconnecting { .. })).await;
+    assert_eq!(e, GatewayEvent::Reconnecting { reason: "reconnect-opcode", resume: true });
+    next_matching(&mut rx, "RESUMED", |e| *e == GatewayEvent::Resumed).await;
+    // Events keep flowing on the resumed session.
+    let id = em.post_user_message(CHANNEL, &User::human(42, "ada"), "after");
+    let e = next_matching(&mut rx, "MESSAGE_CREATE", |e| message_id(e).is_some()).await;
+    assert_eq!(message_id(&e), Some(Snowflake(id)));
+    assert_eq!(em.gateway_counts().resumes, 1);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn unacknowledged_heartbeat_is_a_zombie_and_the_client_resumes() {
+    let em = emulator().await;
+    let (handle, mut rx) = gateway(&em);
+    ready(&mut rx).await;
+    em.stop_acking(true);
+    let e = next_matching(&mut rx, "Reconnecting", |e| matches!(e, GatewayEvent::Reconnecting { .. })).await;
+    assert_eq!(e, GatewayEvent::Reconnecting { reason: "zombie", resume: true });
+    em.stop_acking(false);
+    next_matching(&mut rx, "RESUMED", |e| *e == GatewayEvent::Resumed).await;
+    assert_eq!(handle.stats().zombies, 1);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn wrong_token_is_fatal() {
+    let em = emulator().await;
+    let url = GatewayUrl::parse(&em.gateway_url()).expect("url");
+    let token = reach_discord::BotToken::from_bytes(b"not-the-token").expect("token");
+    let (handle, mut rx) = gateway::spawn(GatewayConfig::loopback(url, token, gateway::intents(false)));
+    let e = next_matching(&mut rx, "Fatal", |e| matches!(e, GatewayEvent::Fatal { .. })).await;
+    assert_eq!(e, GatewayEvent::Fatal { code: 4004 });
+    assert_eq!(em.gateway_counts().bad_tokens, 1);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn ask_interaction_arrives_typed() {
+    let em = emulator().await;
+    let (handle, mut rx) = gateway(&em);
+    ready(&mut rx).await;
+    let id = em.post_interaction(CHANNEL, &User::human(42, "ada"), "ask", "how do I deploy?");
+    let e = next_matching(&mut rx, "INTERACTION_CREATE", |e| matches!(e, GatewayEvent::InteractionCreate { .. })).await;
+    let GatewayEvent::InteractionCreate { interaction, .. } = e else { unreachable!() };
+    assert_eq!(interaction.id, Snowflake(id));
+    assert_eq!(interaction.command_name.as_deref(), Some("ask"));
+    assert_eq!(interaction.option_text.as_deref(), Some("how do I deploy?"));
+    assert_eq!(interaction.user.map(|u| u.id), Some(Snowflake(42)));
+    handle.shutdown().await;
+}

@@ -1,0 +1,176 @@
+//! The REST v10 Create Message adapter against the emulator: exactly-once with nonce,
+//! deduplication, 429, 5xx, commit-then-drop and reconciliation, and what Discord received.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use reach_discord::Snowflake;
+use reach_discord::rest::{CreateMessage, CreateOutcome, Nonce, Reconciliation};
+use reach_discord_emulator::{EmulatorConfig, Emulator, Fault, User};
+use serde_json::json;
+
+fn reply(question: u64, nonce: &str, content: &str) -> CreateMessage {
+    CreateMessage {
+        channel_id: Snowflake(CHANNEL),
+        content: content.to_owned(),
+        nonce: Nonce::new(nonce).expect("nonce"),
+        reply_to: Some(Snowflake(question)),
+    }
+}
+
+fn question(em: &Emulator) -> u64 {
+    let bot = em.config().bot_user_id;
+    em.post_user_message(CHANNEL, &User::human(42, "ada"), &format!("<@{bot}> question"))
+}
+
+#[tokio::test]
+async fn nonce_sends_once_and_a_second_send_returns_the_original() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let q = question(&em);
+    let msg = reply(q, "n000000000000000000000001", "an answer <@42> @everyone");
+    let first = rest.create_message(&msg).await;
+    let CreateOutcome::KnownSent { message_id } = first else { panic!("{first:?}") };
+    let second = rest.create_message(&msg).await;
+    assert_eq!(second, CreateOutcome::KnownSent { message_id });
+    let bot = em.bot_messages(CHANNEL);
+    assert_eq!(bot.len(), 1, "one message although two requests");
+    assert_eq!(bot[0].id, message_id.0);
+    assert_eq!(bot[0].reply_to, Some(q));
+    assert_eq!(em.create_requests().len(), 2);
+
+    // What Discord received: no pings possible, no embeds, nonce enforced, a reply reference.
+    let body = &em.create_requests()[0].body;
+    assert_eq!(body["allowed_mentions"], json!({"parse": []}));
+    assert!(body.get("embeds").is_none());
+    assert_eq!(body["flags"], json!(4));
+    assert_eq!(body["enforce_nonce"], json!(true));
+    assert_eq!(body["nonce"], json!("n000000000000000000000001"));
+    assert_eq!(body["message_reference"], json!({"message_id": q.to_string(), "fail_if_not_exists": false}));
+    // Only loopback was ever dialed.
+    assert!(rest.connector().dialer().dials().iter().all(|a| a.ip().is_loopback()));
+}
+
+#[tokio::test]
+async fn rate_limit_is_classified_and_nothing_is_created() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let q = question(&em);
+    em.script_next_create(Fault::RateLimit { retry_after: 1.5 });
+    let out = rest.create_message(&reply(q, "nonce429", "x")).await;
+    assert_eq!(out, CreateOutcome::RateLimited { retry_after: Duration::from_millis(1500), global: false });
+    assert!(em.bot_messages(CHANNEL).is_empty());
+}
+
+#[tokio::test]
+async fn server_error_is_unknown() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let q = question(&em);
+    em.script_next_create(Fault::ServerError { status: 502 });
+    let out = rest.create_message(&reply(q, "nonce502", "x")).await;
+    assert_eq!(out, CreateOutcome::Unknown { reason: "discord/status-502".into() });
+}
+
+#[tokio::test]
+async fn rejection_is_known_rejected_with_its_code() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let q = question(&em);
+    em.script_next_create(Fault::Reject { status: 403, code: 50013 });
+    let out = rest.create_message(&reply(q, "nonce403", "x")).await;
+    assert_eq!(out, CreateOutcome::KnownRejected { status: 403, code: Some(50013) });
+}
+
+#[tokio::test]
+async fn commit_then_drop_is_unknown_and_reconciliation_finds_our_nonce() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let q = question(&em);
+    // Someone else talks in the channel too.
+    em.post_user_message(CHANNEL, &User::human(43, "bob"), "unrelated");
+    em.script_next_create(Fault::CommitThenDrop);
+    let msg = reply(q, "nonce-commit-drop", "the answer");
+    let out = rest.create_message(&msg).await;
+    assert!(matches!(out, CreateOutcome::Unknown { .. }), "{out:?}");
+    let created = em.bot_messages(CHANNEL);
+    assert_eq!(created.len(), 1, "the emulator committed the message");
+    let found = rest.reconcile(&msg, Snowflake(q)).await;
+    assert_eq!(found, Reconciliation::Found { message_id: Snowflake(created[0].id) });
+}
+
+#[tokio::test]
+async fn drop_before_commit_is_unknown_and_reconciliation_proves_absence() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let q = question(&em);
+    // Another reply of ours (another intent) is in the window; it is not this one.
+    rest.create_message(&reply(q, "other-intent", "part one")).await;
+    em.script_next_create(Fault::DropBeforeCommit);
+    let msg = reply(q, "nonce-dropped", "part two");
+    let out = rest.create_message(&msg).await;
+    assert!(matches!(out, CreateOutcome::Unknown { .. }), "{out:?}");
+    assert_eq!(rest.reconcile(&msg, Snowflake(q)).await, Reconciliation::ProvedAbsent);
+}
+
+#[tokio::test]
+async fn reconciliation_without_nonces_in_reads_matches_content_and_reference() {
+    let em = Emulator::start(EmulatorConfig { nonce_in_reads: false, ..EmulatorConfig::default() })
+        .await
+        .expect("start");
+    let rest = rest(&em);
+    let q = question(&em);
+    em.script_next_create(Fault::CommitThenDrop);
+    let msg = reply(q, "nonce-no-read", "exact text");
+    assert!(matches!(rest.create_message(&msg).await, CreateOutcome::Unknown { .. }));
+    let id = em.bot_messages(CHANNEL)[0].id;
+    assert_eq!(rest.reconcile(&msg, Snowflake(q)).await, Reconciliation::Found { message_id: Snowflake(id) });
+    let other = reply(q, "nonce-other", "different text");
+    assert_eq!(rest.reconcile(&other, Snowflake(q)).await, Reconciliation::ProvedAbsent);
+}
+
+#[tokio::test]
+async fn reconciliation_pages_through_a_busy_channel() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let q = question(&em);
+    let msg = reply(q, "nonce-busy", "needle");
+    let CreateOutcome::KnownSent { message_id } = rest.create_message(&msg).await else { panic!() };
+    // 250 later messages push ours off the first page.
+    for i in 0..250 {
+        em.post_user_message(CHANNEL, &User::human(43, "bob"), &format!("chatter {i}"));
+    }
+    assert_eq!(rest.reconcile(&msg, Snowflake(q)).await, Reconciliation::Found { message_id });
+    let absent = reply(q, "nonce-absent", "never sent");
+    assert_eq!(rest.reconcile(&absent, Snowflake(q)).await, Reconciliation::ProvedAbsent);
+}
+
+#[tokio::test]
+async fn unreachable_api_is_not_sent() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    drop(em);
+    // The listener is gone: connecting fails before any request byte.
+    let out = rest.create_message(&reply(1, "nonce-gone", "x")).await;
+    assert!(matches!(out, CreateOutcome::NotSent { .. }), "{out:?}");
+}
+
+#[tokio::test]
+async fn the_bot_reply_is_dispatched_with_our_nonce() {
+    // Independent evidence for reconciliation: our own MESSAGE_CREATE carries the nonce.
+    let em = emulator().await;
+    let (handle, mut rx) = gateway(&em);
+    ready(&mut rx).await;
+    let rest = rest(&em);
+    let q = question(&em);
+    em.script_next_create(Fault::CommitThenDrop);
+    let msg = reply(q, "nonce-gateway", "answer");
+    assert!(matches!(rest.create_message(&msg).await, CreateOutcome::Unknown { .. }));
+    let e = next_matching(&mut rx, "our MESSAGE_CREATE", |e| matches!(e,
+        reach_discord::gateway::GatewayEvent::MessageCreate { message, .. } if message.author.bot)).await;
+    let reach_discord::gateway::GatewayEvent::MessageCreate { message, .. } = e else { unreachable!() };
+    assert_eq!(message.nonce.as_deref(), Some("nonce-gateway"));
+    handle.shutdown().await;
+}
