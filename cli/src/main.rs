@@ -2,6 +2,7 @@
 
 mod body;
 mod demo;
+mod vault;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -59,6 +60,17 @@ enum Command {
         #[command(subcommand)]
         command: SecretCommand,
     },
+    /// Print the committed chain of one question (event id, admission id or turn id).
+    Trail {
+        key: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// The Phylactery's serving state, and the operator's reconciliation of a fresh or lost vault.
+    Vault {
+        #[command(subcommand)]
+        command: VaultCommand,
+    },
     /// Validate a manifest and print its port table.
     Manifest {
         /// The manifest file; the embedded reach.vps.public@1 if omitted.
@@ -83,6 +95,26 @@ enum RotateArg {
     Leaves,
     Root,
     RetirePreviousRoot,
+}
+
+#[derive(Subcommand, Debug)]
+enum VaultCommand {
+    /// Whether core's vault serves or awaits reconciliation.
+    Status {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Record that no effect inside the idempotency horizon is unaccounted for.
+    Reconcile {
+        /// A brand-new deployment: there are no earlier effects to reconcile.
+        #[arg(long)]
+        genesis: bool,
+        /// What was checked (kept in the trail).
+        #[arg(long)]
+        note: String,
+        #[command(flatten)]
+        target: Target,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -168,6 +200,18 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             reach_identity::files::write_secret(&dir.join(&file), trimmed)?;
             println!("wrote {} (mode 0600)", dir.join(&file).display());
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Trail { key, target } => {
+            let m = load_manifest(target.manifest.as_deref())?;
+            vault::trail(&m, &StateLayout::new(&target.state), &key).await
+        }
+        Command::Vault { command: VaultCommand::Status { target } } => {
+            let m = load_manifest(target.manifest.as_deref())?;
+            vault::status(&m, &StateLayout::new(&target.state)).await
+        }
+        Command::Vault { command: VaultCommand::Reconcile { genesis, note, target } } => {
+            let m = load_manifest(target.manifest.as_deref())?;
+            vault::reconcile(&m, &StateLayout::new(&target.state), genesis, &note).await
         }
         Command::Manifest { path } => {
             let m = load_manifest(path.as_deref())?;

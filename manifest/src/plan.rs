@@ -61,6 +61,9 @@ pub struct RoleConfig {
     pub role: String,
     pub trust_domain: String,
     pub habitat: String,
+    /// How long an external effect may still be live (core's fresh-vault rule).
+    #[serde(default = "default_horizon")]
+    pub idempotency_horizon_hours: u32,
     pub secret_dir: PathBuf,
     pub data_dir: PathBuf,
     #[serde(default)]
@@ -73,6 +76,10 @@ pub struct RoleConfig {
     pub log: LogConfig,
     #[serde(default)]
     pub settings: toml::Table,
+}
+
+fn default_horizon() -> u32 {
+    24
 }
 
 /// A port this role serves, with its exact grants.
@@ -169,6 +176,7 @@ impl Manifest {
             role: name.to_owned(),
             trust_domain: self.trust_domain.to_string(),
             habitat: self.habitat.id.clone(),
+            idempotency_horizon_hours: self.recovery.idempotency_horizon_hours,
             secret_dir: layout.secret_dir(name),
             data_dir: layout.data_dir(name),
             serves,

@@ -155,3 +155,16 @@ impl ServerCertVerifier for AnyServer {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+/// Whether a call's code shows its handler ran: neither the authorization layer
+/// (PERMISSION_DENIED) nor the transport (a refused handshake) stopped it. Handlers may still
+/// refuse the empty test message on its merits (INVALID_ARGUMENT, FAILED_PRECONDITION…).
+pub fn reached_handler(code: tonic::Code) -> bool {
+    use tonic::Code::*;
+    !matches!(code, PermissionDenied | Unavailable | Unknown | Cancelled | Unauthenticated | DeadlineExceeded)
+}
+
+/// Whether a call's code shows the handshake refused the peer.
+pub fn refused_at_handshake(code: tonic::Code) -> bool {
+    matches!(code, tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled)
+}

@@ -178,10 +178,9 @@ impl Role {
 }
 
 /// Runs a role binary: `wire` serves the role's own ports on the started [`Role`].
-pub fn run<W, F>(role_kind: &'static str, wire: W) -> ExitCode
+pub fn run<W>(role_kind: &'static str, wire: W) -> ExitCode
 where
-    W: FnOnce(&mut Role) -> F,
-    F: Future<Output = anyhow::Result<()>>,
+    W: AsyncFnOnce(&mut Role) -> anyhow::Result<()>,
 {
     let config = match config::from_args(std::env::args_os()) {
         Ok(c) => c,
@@ -208,10 +207,9 @@ where
     }
 }
 
-async fn run_role<W, F>(config: RoleConfig, wire: W) -> Result<(), StartError>
+async fn run_role<W>(config: RoleConfig, wire: W) -> Result<(), StartError>
 where
-    W: FnOnce(&mut Role) -> F,
-    F: Future<Output = anyhow::Result<()>>,
+    W: AsyncFnOnce(&mut Role) -> anyhow::Result<()>,
 {
     let mut role = Role::new(config)?;
     let _reloader = role.material.spawn_reloader();

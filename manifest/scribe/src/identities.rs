@@ -230,11 +230,12 @@ fn generate_role_keys(
     Ok(written)
 }
 
-/// External credentials the manifest names that are not on disk yet (optional ones excluded).
+/// External credentials the manifest names that are not on disk yet (optional ones, and the
+/// keys Scribe generates itself, excluded).
 pub fn missing_credentials(manifest: &Manifest, layout: &StateLayout) -> Vec<(String, String)> {
     let mut missing = Vec::new();
     for role in &manifest.roles {
-        for c in role.credentials.iter().filter(|c| !c.optional) {
+        for c in role.credentials.iter().filter(|c| !c.optional && c.kind != CredentialKind::WardKey) {
             if !layout.secret_dir(role.name.as_str()).join(&c.file).exists() {
                 missing.push((role.name.as_str().to_owned(), c.file.clone()));
             }

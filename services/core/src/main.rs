@@ -1,15 +1,35 @@
-//! reach-core: the turn owner. Holds the Phylactery; no network, no credential.
+//! reach-core: the turn owner. Holds the Phylactery; no network, no credential but the vault's.
 
 mod ports;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use reach_manifest::CredentialKind;
+use reach_phylactery::{Phylactery, SystemClock, VaultConfig};
+
 fn main() -> std::process::ExitCode {
-    reach_runtime::run("core", |role| {
-        let result = (|| {
-            role.serve("core.admission", ports::admission())?;
-            role.serve("core.delivery", ports::delivery())?;
-            role.serve("core.trail", ports::trail())?;
-            Ok(())
-        })();
-        async move { result }
+    reach_runtime::run("core", async |role| {
+        let horizon = Duration::from_secs(u64::from(role.config.idempotency_horizon_hours) * 3600);
+        let mut config = match role.config.settings.get("vault").and_then(|v| v.as_str()) {
+            None | Some("sqlite") => VaultConfig::sqlite(role.config.data_dir.join("phylactery.sqlite")),
+            Some("postgres") => {
+                // The connection URL (with its password) is core's database credential file.
+                let url = role
+                    .credential(CredentialKind::Database)
+                    .ok_or_else(|| anyhow::anyhow!("vault = \"postgres\" needs a database credential file"))?;
+                VaultConfig::postgres(String::from_utf8(url.to_vec())?.trim().to_owned(), None)
+            }
+            Some(other) => anyhow::bail!("settings.vault must be \"sqlite\" or \"postgres\", not {other:?}"),
+        };
+        config.idempotency_horizon = horizon;
+        let vault = Phylactery::open(config, Arc::new(SystemClock)).await?;
+        let report = vault.recover().await?;
+        tracing::info!(?report, "recovered in-flight work from the vault");
+        let core = ports::Core::new(vault, role.config.habitat.clone());
+        role.serve("core.admission", core.admission())?;
+        role.serve("core.delivery", core.delivery())?;
+        role.serve("core.trail", core.trail())?;
+        Ok(())
     })
 }

@@ -1,59 +1,262 @@
-//! Core's port handlers. The ledger behind them lands with the Phylactery issue (#4); until
-//! then every method answers UNIMPLEMENTED after authorization, so the port table is enforced
-//! on the real wire from day one.
+//! Core's port adapters: protobuf in, Phylactery calls, protobuf out. Conversions are by hand
+//! and stay here; the ledger knows nothing of the wire.
 
+use reach_digest::Sha256Digest;
+use reach_phylactery as ledger;
+use reach_phylactery::{LedgerError, Phylactery};
+use reach_port::VerifiedPeer;
+use reach_proto::core::v1 as pb;
 use reach_proto::core::v1::admission_server::{Admission, AdmissionServer};
 use reach_proto::core::v1::delivery_server::{Delivery, DeliveryServer};
 use reach_proto::core::v1::trail_server::{Trail, TrailServer};
-use reach_proto::core::v1::*;
 use tonic::{Request, Response, Status};
 
-#[derive(Debug, Default)]
-pub struct Core;
+/// Longest lease a claimer may ask for; a crashed sender's pre-submit claim frees up after it.
+const MAX_LEASE_MS: u32 = 60_000;
+const DEFAULT_LEASE_MS: u32 = 15_000;
 
-fn pending() -> Status {
-    Status::unimplemented("the ledger behind this port lands with issue #4")
+/// The effect a Discord delivery intent carries: what will be posted, where.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct DiscordEffect {
+    pub channel_id: String,
+    pub reply_to_message_id: String,
+    pub parts: Vec<String>,
 }
 
-pub fn admission() -> AdmissionServer<Core> {
-    AdmissionServer::new(Core)
+#[derive(Debug, Clone)]
+pub struct Core {
+    vault: Phylactery,
+    habitat: String,
 }
-pub fn delivery() -> DeliveryServer<Core> {
-    DeliveryServer::new(Core)
+
+impl Core {
+    pub fn new(vault: Phylactery, habitat: String) -> Self {
+        Self { vault, habitat }
+    }
+    pub fn admission(&self) -> AdmissionServer<Self> {
+        AdmissionServer::new(self.clone())
+    }
+    pub fn delivery(&self) -> DeliveryServer<Self> {
+        DeliveryServer::new(self.clone())
+    }
+    pub fn trail(&self) -> TrailServer<Self> {
+        TrailServer::new(self.clone())
+    }
 }
-pub fn trail() -> TrailServer<Core> {
-    TrailServer::new(Core)
+
+/// The one mapping from ledger refusals to gRPC status; the stable code leads the message.
+fn status(e: LedgerError) -> Status {
+    let msg = format!("{}: {e}", e.code());
+    match e.code() {
+        "ledger/not-found" => Status::not_found(msg),
+        "ledger/invalid-input" => Status::invalid_argument(msg),
+        "ledger/database" => Status::unavailable(msg),
+        "ledger/corrupt-row" | "vault/migration-mismatch" => Status::internal(msg),
+        _ => Status::failed_precondition(msg),
+    }
+}
+
+fn peer<T>(req: &Request<T>) -> Result<String, Status> {
+    req.extensions()
+        .get::<VerifiedPeer>()
+        .map(|p| p.principal().to_string())
+        .ok_or_else(|| Status::unauthenticated("no verified peer"))
+}
+
+fn digest(s: &str) -> Result<Sha256Digest, Status> {
+    s.parse().map_err(|e| Status::invalid_argument(format!("payload_digest: {e}")))
 }
 
 #[tonic::async_trait]
 impl Admission for Core {
-    async fn admit(&self, _r: Request<AdmitRequest>) -> Result<Response<AdmitResponse>, Status> {
-        Err(pending())
+    async fn admit(&self, req: Request<pb::AdmitRequest>) -> Result<Response<pb::AdmitResponse>, Status> {
+        let r = req.into_inner();
+        let request = ledger::AdmissionRequest {
+            key: ledger::EventKey {
+                platform: r.platform,
+                adapter_revision: r.adapter_revision,
+                application_id: r.application_id,
+                event_kind: r.event_kind,
+                external_event_id: r.external_event_id,
+            },
+            payload_digest: digest(&r.payload_digest)?,
+            habitat: self.habitat.clone(),
+        };
+        let (outcome, s) = match self.vault.admit(&request).await {
+            Ok(ledger::Admission::Admitted(s)) => (pb::AdmissionOutcome::Admitted, s),
+            Ok(ledger::Admission::Replayed(s)) => (pb::AdmissionOutcome::Replayed, s),
+            Err(e @ LedgerError::SecurityFault { .. }) => {
+                tracing::warn!(code = e.code(), "admission security fault recorded");
+                return Ok(Response::new(pb::AdmitResponse {
+                    outcome: pb::AdmissionOutcome::SecurityFault as i32,
+                    refusal_code: e.code().to_owned(),
+                    ..Default::default()
+                }));
+            }
+            Err(e) => return Err(status(e)),
+        };
+        let terminal = s.turn_state.is_terminal();
+        Ok(Response::new(pb::AdmitResponse {
+            outcome: outcome as i32,
+            admission_id: s.admission_id.0,
+            turn_status: if terminal { s.turn_state.as_str().to_owned() } else { String::new() },
+            refusal_code: String::new(),
+        }))
+    }
+}
+
+fn lease(intent_id: String, generation: u64, owner: String) -> ledger::Lease {
+    ledger::Lease {
+        intent_id: ledger::IntentId(intent_id),
+        generation: generation as i64,
+        owner,
+        // The ledger fences on its own stored expiry; this copy is informational.
+        expires_at: ledger::UnixMillis(0),
     }
 }
 
 #[tonic::async_trait]
 impl Delivery for Core {
-    async fn claim(&self, _r: Request<ClaimRequest>) -> Result<Response<ClaimResponse>, Status> {
-        Err(pending())
+    async fn claim(&self, req: Request<pb::ClaimRequest>) -> Result<Response<pb::ClaimResponse>, Status> {
+        let owner = peer(&req)?;
+        let ms = match req.get_ref().lease_ms {
+            0 => DEFAULT_LEASE_MS,
+            n => n.min(MAX_LEASE_MS),
+        };
+        let claimed = self
+            .vault
+            .claim_next(&owner, std::time::Duration::from_millis(u64::from(ms)))
+            .await
+            .map_err(status)?;
+        let intent = match claimed {
+            None => None,
+            Some(c) => {
+                let effect: DiscordEffect = serde_json::from_str(&c.effect)
+                    .map_err(|e| Status::internal(format!("intent effect is not a Discord effect: {e}")))?;
+                Some(pb::DeliveryIntent {
+                    intent_id: c.lease.intent_id.0,
+                    generation: c.lease.generation as u64,
+                    channel_id: effect.channel_id,
+                    reply_to_message_id: effect.reply_to_message_id,
+                    nonce: c.nonce,
+                    payload_digest: c.payload_digest.to_string(),
+                    parts: effect.parts,
+                    lease_expires_at_ms: c.lease.expires_at.0 as u64,
+                })
+            }
+        };
+        Ok(Response::new(pb::ClaimResponse { intent }))
     }
+
     async fn mark_submitting(
         &self,
-        _r: Request<MarkSubmittingRequest>,
-    ) -> Result<Response<MarkSubmittingResponse>, Status> {
-        Err(pending())
+        req: Request<pb::MarkSubmittingRequest>,
+    ) -> Result<Response<pb::MarkSubmittingResponse>, Status> {
+        let owner = peer(&req)?;
+        let r = req.into_inner();
+        self.vault.mark_submitting(&lease(r.intent_id, r.generation, owner)).await.map_err(status)?;
+        Ok(Response::new(pb::MarkSubmittingResponse {}))
     }
-    async fn settle(&self, _r: Request<SettleRequest>) -> Result<Response<SettleResponse>, Status> {
-        Err(pending())
+
+    async fn settle(&self, req: Request<pb::SettleRequest>) -> Result<Response<pb::SettleResponse>, Status> {
+        let owner = peer(&req)?;
+        let r = req.into_inner();
+        let report = match pb::DeliveryOutcome::try_from(r.outcome) {
+            Ok(pb::DeliveryOutcome::KnownSent) => ledger::DeliveryReport::Sent {
+                message_id: r.message_id,
+                platform_status: i64::from(r.platform_status),
+            },
+            Ok(pb::DeliveryOutcome::KnownRejected) => ledger::DeliveryReport::Rejected {
+                platform_status: i64::from(r.platform_status),
+                detail: r.platform_code,
+            },
+            Ok(pb::DeliveryOutcome::Unknown) => ledger::DeliveryReport::Unknown { detail: r.platform_code },
+            _ => return Err(Status::invalid_argument("outcome must be KNOWN_SENT, KNOWN_REJECTED or UNKNOWN")),
+        };
+        self.vault.settle(&lease(r.intent_id, r.generation, owner), &report).await.map_err(status)?;
+        Ok(Response::new(pb::SettleResponse {}))
     }
-    async fn reconcile(&self, _r: Request<ReconcileRequest>) -> Result<Response<ReconcileResponse>, Status> {
-        Err(pending())
+
+    async fn reconcile(&self, req: Request<pb::ReconcileRequest>) -> Result<Response<pb::ReconcileResponse>, Status> {
+        let owner = peer(&req)?;
+        let r = req.into_inner();
+        let evidence = match (r.message_id.is_empty(), r.proved_absent) {
+            (false, false) => ledger::DeliveryEvidence::MessageFound { message_id: r.message_id, evidence: r.evidence_kind },
+            (true, true) => ledger::DeliveryEvidence::ProvedAbsent { evidence: r.evidence_kind },
+            _ => return Err(Status::invalid_argument("evidence names a message id or proves absence, not both")),
+        };
+        let found = matches!(evidence, ledger::DeliveryEvidence::MessageFound { .. });
+        self.vault
+            .reconcile_delivery(&ledger::IntentId(r.intent_id), &evidence, &owner)
+            .await
+            .map_err(status)?;
+        let outcome = if found { pb::DeliveryOutcome::KnownSent } else { pb::DeliveryOutcome::KnownRejected };
+        Ok(Response::new(pb::ReconcileResponse { outcome: outcome as i32 }))
     }
 }
 
 #[tonic::async_trait]
 impl Trail for Core {
-    async fn get_trail(&self, _r: Request<GetTrailRequest>) -> Result<Response<GetTrailResponse>, Status> {
-        Err(pending())
+    async fn get_trail(&self, req: Request<pb::GetTrailRequest>) -> Result<Response<pb::GetTrailResponse>, Status> {
+        let key = req.into_inner().key;
+        let key = if key.starts_with("adm_") {
+            ledger::TrailKey::AdmissionId(ledger::AdmissionId(key))
+        } else if key.starts_with("turn_") {
+            ledger::TrailKey::TurnId(ledger::TurnId(key))
+        } else {
+            ledger::TrailKey::ExternalEventId(key)
+        };
+        let entries = self.vault.trail(&key).await.map_err(status)?;
+        let edges = entries
+            .into_iter()
+            .map(|e| pb::TrailEdge {
+                record: e.record.to_owned(),
+                id: e.id,
+                fields: e.fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+                committed_at_ms: e.committed_at.max(0) as u64,
+            })
+            .collect();
+        Ok(Response::new(pb::GetTrailResponse { edges }))
     }
+
+    async fn vault_status(
+        &self,
+        _req: Request<pb::VaultStatusRequest>,
+    ) -> Result<Response<pb::VaultStatusResponse>, Status> {
+        let s = self.vault.vault_status().await.map_err(status)?;
+        let text = match s {
+            ledger::VaultStatus::Serving { .. } => "SERVING",
+            ledger::VaultStatus::AwaitingReconciliation { .. } => "AWAITING_RECONCILIATION",
+        };
+        Ok(Response::new(pb::VaultStatusResponse {
+            status: text.to_owned(),
+            backend: format!("{:?}", self.vault.backend()),
+        }))
+    }
+
+    async fn reconcile_vault(
+        &self,
+        req: Request<pb::ReconcileVaultRequest>,
+    ) -> Result<Response<pb::ReconcileVaultResponse>, Status> {
+        let operator = peer(&req)?;
+        let r = req.into_inner();
+        let kind = match r.kind.as_str() {
+            "GENESIS" => ledger::ReconciliationKind::Genesis,
+            "EFFECTS_RECONCILED" => ledger::ReconciliationKind::EffectsReconciled,
+            _ => return Err(Status::invalid_argument("kind must be GENESIS or EFFECTS_RECONCILED")),
+        };
+        require_note(&r.note)?;
+        self.vault
+            .record_operator_reconciliation(&ledger::OperatorReconciliation { kind, operator, note: r.note })
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::ReconcileVaultResponse { status: "SERVING".into() }))
+    }
+}
+
+fn require_note(note: &str) -> Result<(), Status> {
+    if note.trim().is_empty() {
+        return Err(Status::invalid_argument("a reconciliation states what was checked (note)"));
+    }
+    Ok(())
 }

@@ -5,9 +5,9 @@ use reach_proto::corpus::v1::*;
 use tonic::{Request, Response, Status};
 
 fn main() -> std::process::ExitCode {
-    reach_runtime::run("corpus-builder", |role| {
-        let result = role.serve("corpus-builder.admin", CorpusAdminServer::new(Builder)).map_err(Into::into);
-        async move { result }
+    reach_runtime::run("corpus-builder", async |role| {
+        role.serve("corpus-builder.admin", CorpusAdminServer::new(Builder))?;
+        Ok(())
     })
 }
 

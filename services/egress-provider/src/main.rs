@@ -5,9 +5,9 @@ use reach_proto::egress::v1::*;
 use tonic::{Request, Response, Status};
 
 fn main() -> std::process::ExitCode {
-    reach_runtime::run("egress-provider", |role| {
-        let result = role.serve("egress-provider.call", ProviderCallServer::new(Gate)).map_err(Into::into);
-        async move { result }
+    reach_runtime::run("egress-provider", async |role| {
+        role.serve("egress-provider.call", ProviderCallServer::new(Gate))?;
+        Ok(())
     })
 }
 

@@ -1,5 +1,5 @@
 //! reach-workbench: serves its health port; its work arrives with later issues (see ARCHITECTURE.md).
 
 fn main() -> std::process::ExitCode {
-    reach_runtime::run("workbench", |_role| async { Ok(()) })
+    reach_runtime::run("workbench", async |_role| Ok(()))
 }
