@@ -240,7 +240,12 @@ impl Inner {
 
     fn current_conn(&self, state: &State) -> Option<mpsc::UnboundedSender<Ctl>> {
         let id = state.current_session.as_ref()?;
-        state.sessions.get(id)?.conn.as_ref().map(|(_, tx)| tx.clone())
+        state
+            .sessions
+            .get(id)?
+            .conn
+            .as_ref()
+            .map(|(_, tx)| tx.clone())
     }
 }
 
@@ -265,7 +270,8 @@ pub(crate) fn message_json(m: &EmulatedMessage, author_name: &str, with_nonce: b
         v["nonce"] = json!(n);
     }
     if let Some(r) = m.reply_to {
-        v["message_reference"] = json!({"message_id": r.to_string(), "channel_id": m.channel_id.to_string()});
+        v["message_reference"] =
+            json!({"message_id": r.to_string(), "channel_id": m.channel_id.to_string()});
     }
     v
 }
@@ -327,7 +333,11 @@ impl Emulator {
         let tasks = vec![
             tokio::spawn(gateway::serve(gateway, Arc::clone(&inner), false)),
             tokio::spawn(gateway::serve(resume, Arc::clone(&inner), true)),
-            tokio::spawn(rest::serve(rest, Arc::clone(&ca.server), Arc::clone(&inner))),
+            tokio::spawn(rest::serve(
+                rest,
+                Arc::clone(&ca.server),
+                Arc::clone(&inner),
+            )),
         ];
         Ok(Emulator {
             inner,

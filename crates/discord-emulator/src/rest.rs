@@ -160,7 +160,11 @@ fn create(inner: &Inner, channel: u64, body: &[u8]) -> Reply {
     let reply_to = body
         .get("message_reference")
         .and_then(|r| r.get("message_id"))
-        .and_then(|v| v.as_str().map(str::to_owned).or_else(|| v.as_u64().map(|n| n.to_string())))
+        .and_then(|v| {
+            v.as_str()
+                .map(str::to_owned)
+                .or_else(|| v.as_u64().map(|n| n.to_string()))
+        })
         .and_then(|s| s.parse::<u64>().ok());
     // Discord pings nobody when allowed_mentions parses nothing; mentions are still listed.
     let id = inner.snowflake();

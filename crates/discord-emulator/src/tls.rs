@@ -26,8 +26,9 @@ pub(crate) fn mint(names: &[&str]) -> Result<EmulatorCa, String> {
     let cert_pem = ca_cert.pem();
     let issuer = Issuer::new(params, ca_key);
 
-    let leaf_params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-        .map_err(|e| e.to_string())?;
+    let leaf_params =
+        CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .map_err(|e| e.to_string())?;
     let leaf_key = KeyPair::generate().map_err(|e| e.to_string())?;
     let leaf = leaf_params
         .signed_by(&leaf_key, &issuer)

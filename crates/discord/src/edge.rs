@@ -196,10 +196,7 @@ fn admit_message(policy: &EdgePolicy, m: &MessageCreate) -> Result<EdgeEvent, Ed
     ))
 }
 
-fn admit_interaction(
-    policy: &EdgePolicy,
-    i: &InteractionCreate,
-) -> Result<EdgeEvent, EdgeRefusal> {
+fn admit_interaction(policy: &EdgePolicy, i: &InteractionCreate) -> Result<EdgeEvent, EdgeRefusal> {
     if i.application_id != policy.application_id {
         return Err(EdgeRefusal::ApplicationMismatch);
     }
@@ -208,8 +205,7 @@ fn admit_interaction(
     if user.bot {
         return Err(EdgeRefusal::BotAuthor);
     }
-    if i.kind != INTERACTION_APPLICATION_COMMAND || i.command_name.as_deref() != Some(ASK_COMMAND)
-    {
+    if i.kind != INTERACTION_APPLICATION_COMMAND || i.command_name.as_deref() != Some(ASK_COMMAND) {
         return Err(EdgeRefusal::NoTrigger);
     }
     let question = i.option_text.as_deref().unwrap_or("").trim().to_owned();

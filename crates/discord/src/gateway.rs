@@ -186,8 +186,16 @@ impl GatewayUrl {
     }
 
     fn base(&self) -> String {
-        let scheme = if self.secure { "wss" } else { "ws" };
-        format!("{scheme}://{}:{}{}", self.host, self.port, self.path)
+        let (scheme, default_port) = if self.secure {
+            ("wss", 443)
+        } else {
+            ("ws", 80)
+        };
+        if self.port == default_port {
+            format!("{scheme}://{}{}", self.host, self.path)
+        } else {
+            format!("{scheme}://{}:{}{}", self.host, self.port, self.path)
+        }
     }
 
     /// The URL the client connects to, with `v=10&encoding=json`.
@@ -608,11 +616,10 @@ async fn connection<R: Resolver>(
     // HELLO.
     let interval = match timeout(HELLO_TIMEOUT, next_payload(&mut stream)).await {
         Ok(Some(Ok(p))) if p.op == 10 => {
-            let ms = p
-                .d
-                .get("heartbeat_interval")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
+            let ms =
+                p.d.get("heartbeat_interval")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
             Duration::from_millis(ms)
         }
         _ => return Ended::Reconnect("no-hello"),

@@ -34,7 +34,9 @@ impl fmt::Debug for Citation {
 
 /// The URL cannot be rendered as a citation.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("citation must be an https URL of at most 512 bytes without spaces, <, > or control characters")]
+#[error(
+    "citation must be an https URL of at most 512 bytes without spaces, <, > or control characters"
+)]
 pub struct InvalidCitation;
 
 impl Citation {
@@ -170,7 +172,12 @@ fn fence_open_after(text: &str) -> Option<String> {
     for line in text.split('\n') {
         if let Some(f) = fence_line(line) {
             match &open {
-                Some(o) if f.starts_with(fence_marker(o)) && f.trim_start_matches(fence_marker(o)).trim().is_empty() => open = None,
+                Some(o)
+                    if f.starts_with(fence_marker(o))
+                        && f.trim_start_matches(fence_marker(o)).trim().is_empty() =>
+                {
+                    open = None
+                }
                 Some(_) => {}
                 None => open = Some(f),
             }

@@ -267,10 +267,7 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
             .uri(format!("{}{path}", self.base_path))
             .header(HOST, admitted.host_header())
             .header(USER_AGENT, USER_AGENT_VALUE)
-            .header(
-                AUTHORIZATION,
-                format!("Bot {}", self.config.token.expose()),
-            );
+            .header(AUTHORIZATION, format!("Bot {}", self.config.token.expose()));
         if !body.is_empty() {
             builder = builder.header(CONTENT_TYPE, "application/json");
         }
@@ -332,8 +329,7 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
                     }
                     Some(_) => {}
                     None => {
-                        if m.message.content == message.content && m.reply_to == message.reply_to
-                        {
+                        if m.message.content == message.content && m.reply_to == message.reply_to {
                             return Reconciliation::Found {
                                 message_id: m.message.id,
                             };

@@ -20,7 +20,14 @@ async fn identify_ready_and_heartbeat() {
     let em = emulator().await;
     let (handle, mut rx) = gateway(&em);
     let ready = ready(&mut rx).await;
-    let GatewayEvent::Ready { user_id, application_id, .. } = ready else { unreachable!() };
+    let GatewayEvent::Ready {
+        user_id,
+        application_id,
+        ..
+    } = ready
+    else {
+        unreachable!()
+    };
     assert_eq!(user_id, Snowflake(em.config().bot_user_id));
     assert_eq!(application_id, Some(Snowflake(em.config().application_id)));
     // Minimal intents: GUILDS | GUILD_MESSAGES, no MESSAGE_CONTENT.
@@ -32,12 +39,21 @@ async fn identify_ready_and_heartbeat() {
 
     // A user's mention arrives as a typed MESSAGE_CREATE.
     let bot = em.config().bot_user_id;
-    let id = em.post_user_message(CHANNEL, &User::human(42, "ada"), &format!("<@{bot}> what is reach?"));
+    let id = em.post_user_message(
+        CHANNEL,
+        &User::human(42, "ada"),
+        &format!("<@{bot}> what is reach?"),
+    );
     let e = next_matching(&mut rx, "MESSAGE_CREATE", |e| message_id(e).is_some()).await;
-    let GatewayEvent::MessageCreate { message, .. } = e else { unreachable!() };
+    let GatewayEvent::MessageCreate { message, .. } = e else {
+        unreachable!()
+    };
     assert_eq!(message.id, Snowflake(id));
     assert_eq!(message.mentions, vec![Snowflake(bot)]);
-    assert_eq!(message.guild_id, Some(Snowflake(em.config().default_guild_id)));
+    assert_eq!(
+        message.guild_id,
+        Some(Snowflake(em.config().default_guild_id))
+    );
     assert!(!message.author.bot);
     handle.shutdown().await;
 }
@@ -58,11 +74,23 @@ async fn resume_after_drop_replays_missed_and_redelivers_with_the_same_id() {
     eventually("the emulator sees the drop", || !em.connected()).await;
     let missed = em.post_user_message(CHANNEL, &user, "while away");
 
-    let reconnecting = next_matching(&mut rx, "Reconnecting", |e| matches!(e, GatewayEvent::Reconnecting { .. })).await;
-    assert_eq!(reconnecting, GatewayEvent::Reconnecting { reason: "closed", resume: true });
+    let reconnecting = next_matching(&mut rx, "Reconnecting", |e| {
+        matches!(e, GatewayEvent::Reconnecting { .. })
+    })
+    .await;
+    assert_eq!(
+        reconnecting,
+        GatewayEvent::Reconnecting {
+            reason: "closed",
+            resume: true
+        }
+    );
     let mut seen = Vec::new();
     loop {
-        let e = next_matching(&mut rx, "replay", |e| message_id(e).is_some() || *e == GatewayEvent::Resumed).await;
+        let e = next_matching(&mut rx, "replay", |e| {
+            message_id(e).is_some() || *e == GatewayEvent::Resumed
+        })
+        .await;
         match e {
             GatewayEvent::Resumed => break,
             other => seen.push(message_id(&other).expect("message")),
@@ -83,11 +111,30 @@ async fn resume_after_drop_replays_missed_and_redelivers_with_the_same_id() {
 async fn invalid_session_makes_the_client_identify_again() {
     let em = emulator().await;
     let (handle, mut rx) = gateway(&em);
-    let GatewayEvent::Ready { session_id: first, .. } = ready(&mut rx).await else { unreachable!() };
+    let GatewayEvent::Ready {
+        session_id: first, ..
+    } = ready(&mut rx).await
+    else {
+        unreachable!()
+    };
     assert!(em.invalidate_session());
-    let e = next_matching(&mut rx, "Reconnecting", |e| matches!(e, GatewayEvent::Reconnecting { .. })).await;
-    assert_eq!(e, GatewayEvent::Reconnecting { reason: "invalid-session", resume: false });
-    let GatewayEvent::Ready { session_id: second, .. } = ready(&mut rx).await else { unreachable!() };
+    let e = next_matching(&mut rx, "Reconnecting", |e| {
+        matches!(e, GatewayEvent::Reconnecting { .. })
+    })
+    .await;
+    assert_eq!(
+        e,
+        GatewayEvent::Reconnecting {
+            reason: "invalid-session",
+            resume: false
+        }
+    );
+    let GatewayEvent::Ready {
+        session_id: second, ..
+    } = ready(&mut rx).await
+    else {
+        unreachable!()
+    };
     assert_ne!(first, second);
     let counts = em.gateway_counts();
     assert_eq!((counts.identifies, counts.resumes), (2, 0));
@@ -100,8 +147,17 @@ async fn reconnect_opcode_resumes_the_session() {
     let (handle, mut rx) = gateway(&em);
     ready(&mut rx).await;
     assert!(em.force_reconnect());
-    let e = next_matching(&mut rx, "Reconnecting", |e| matches!(e, GatewayEvent::Reconnecting { .. })).await;
-    assert_eq!(e, GatewayEvent::Reconnecting { reason: "reconnect-opcode", resume: true });
+    let e = next_matching(&mut rx, "Reconnecting", |e| {
+        matches!(e, GatewayEvent::Reconnecting { .. })
+    })
+    .await;
+    assert_eq!(
+        e,
+        GatewayEvent::Reconnecting {
+            reason: "reconnect-opcode",
+            resume: true
+        }
+    );
     next_matching(&mut rx, "RESUMED", |e| *e == GatewayEvent::Resumed).await;
     // Events keep flowing on the resumed session.
     let id = em.post_user_message(CHANNEL, &User::human(42, "ada"), "after");
@@ -117,8 +173,17 @@ async fn unacknowledged_heartbeat_is_a_zombie_and_the_client_resumes() {
     let (handle, mut rx) = gateway(&em);
     ready(&mut rx).await;
     em.stop_acking(true);
-    let e = next_matching(&mut rx, "Reconnecting", |e| matches!(e, GatewayEvent::Reconnecting { .. })).await;
-    assert_eq!(e, GatewayEvent::Reconnecting { reason: "zombie", resume: true });
+    let e = next_matching(&mut rx, "Reconnecting", |e| {
+        matches!(e, GatewayEvent::Reconnecting { .. })
+    })
+    .await;
+    assert_eq!(
+        e,
+        GatewayEvent::Reconnecting {
+            reason: "zombie",
+            resume: true
+        }
+    );
     em.stop_acking(false);
     next_matching(&mut rx, "RESUMED", |e| *e == GatewayEvent::Resumed).await;
     assert_eq!(handle.stats().zombies, 1);
@@ -130,8 +195,12 @@ async fn wrong_token_is_fatal() {
     let em = emulator().await;
     let url = GatewayUrl::parse(&em.gateway_url()).expect("url");
     let token = reach_discord::BotToken::from_bytes(b"not-the-token").expect("token");
-    let (handle, mut rx) = gateway::spawn(GatewayConfig::loopback(url, token, gateway::intents(false)));
-    let e = next_matching(&mut rx, "Fatal", |e| matches!(e, GatewayEvent::Fatal { .. })).await;
+    let (handle, mut rx) =
+        gateway::spawn(GatewayConfig::loopback(url, token, gateway::intents(false)));
+    let e = next_matching(&mut rx, "Fatal", |e| {
+        matches!(e, GatewayEvent::Fatal { .. })
+    })
+    .await;
     assert_eq!(e, GatewayEvent::Fatal { code: 4004 });
     assert_eq!(em.gateway_counts().bad_tokens, 1);
     handle.shutdown().await;
@@ -143,8 +212,13 @@ async fn ask_interaction_arrives_typed() {
     let (handle, mut rx) = gateway(&em);
     ready(&mut rx).await;
     let id = em.post_interaction(CHANNEL, &User::human(42, "ada"), "ask", "how do I deploy?");
-    let e = next_matching(&mut rx, "INTERACTION_CREATE", |e| matches!(e, GatewayEvent::InteractionCreate { .. })).await;
-    let GatewayEvent::InteractionCreate { interaction, .. } = e else { unreachable!() };
+    let e = next_matching(&mut rx, "INTERACTION_CREATE", |e| {
+        matches!(e, GatewayEvent::InteractionCreate { .. })
+    })
+    .await;
+    let GatewayEvent::InteractionCreate { interaction, .. } = e else {
+        unreachable!()
+    };
     assert_eq!(interaction.id, Snowflake(id));
     assert_eq!(interaction.command_name.as_deref(), Some("ask"));
     assert_eq!(interaction.option_text.as_deref(), Some("how do I deploy?"));

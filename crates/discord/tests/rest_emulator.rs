@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::*;
 use reach_discord::Snowflake;
 use reach_discord::rest::{CreateMessage, CreateOutcome, Nonce, Reconciliation};
-use reach_discord_emulator::{EmulatorConfig, Emulator, Fault, User};
+use reach_discord_emulator::{Emulator, EmulatorConfig, Fault, User};
 use serde_json::json;
 
 fn reply(question: u64, nonce: &str, content: &str) -> CreateMessage {
@@ -22,7 +22,11 @@ fn reply(question: u64, nonce: &str, content: &str) -> CreateMessage {
 
 fn question(em: &Emulator) -> u64 {
     let bot = em.config().bot_user_id;
-    em.post_user_message(CHANNEL, &User::human(42, "ada"), &format!("<@{bot}> question"))
+    em.post_user_message(
+        CHANNEL,
+        &User::human(42, "ada"),
+        &format!("<@{bot}> question"),
+    )
 }
 
 #[tokio::test]
@@ -32,7 +36,9 @@ async fn nonce_sends_once_and_a_second_send_returns_the_original() {
     let q = question(&em);
     let msg = reply(q, "n000000000000000000000001", "an answer <@42> @everyone");
     let first = rest.create_message(&msg).await;
-    let CreateOutcome::KnownSent { message_id } = first else { panic!("{first:?}") };
+    let CreateOutcome::KnownSent { message_id } = first else {
+        panic!("{first:?}")
+    };
     let second = rest.create_message(&msg).await;
     assert_eq!(second, CreateOutcome::KnownSent { message_id });
     let bot = em.bot_messages(CHANNEL);
@@ -48,9 +54,18 @@ async fn nonce_sends_once_and_a_second_send_returns_the_original() {
     assert_eq!(body["flags"], json!(4));
     assert_eq!(body["enforce_nonce"], json!(true));
     assert_eq!(body["nonce"], json!("n000000000000000000000001"));
-    assert_eq!(body["message_reference"], json!({"message_id": q.to_string(), "fail_if_not_exists": false}));
+    assert_eq!(
+        body["message_reference"],
+        json!({"message_id": q.to_string(), "fail_if_not_exists": false})
+    );
     // Only loopback was ever dialed.
-    assert!(rest.connector().dialer().dials().iter().all(|a| a.ip().is_loopback()));
+    assert!(
+        rest.connector()
+            .dialer()
+            .dials()
+            .iter()
+            .all(|a| a.ip().is_loopback())
+    );
 }
 
 #[tokio::test]
@@ -60,7 +75,13 @@ async fn rate_limit_is_classified_and_nothing_is_created() {
     let q = question(&em);
     em.script_next_create(Fault::RateLimit { retry_after: 1.5 });
     let out = rest.create_message(&reply(q, "nonce429", "x")).await;
-    assert_eq!(out, CreateOutcome::RateLimited { retry_after: Duration::from_millis(1500), global: false });
+    assert_eq!(
+        out,
+        CreateOutcome::RateLimited {
+            retry_after: Duration::from_millis(1500),
+            global: false
+        }
+    );
     assert!(em.bot_messages(CHANNEL).is_empty());
 }
 
@@ -71,7 +92,12 @@ async fn server_error_is_unknown() {
     let q = question(&em);
     em.script_next_create(Fault::ServerError { status: 502 });
     let out = rest.create_message(&reply(q, "nonce502", "x")).await;
-    assert_eq!(out, CreateOutcome::Unknown { reason: "discord/status-502".into() });
+    assert_eq!(
+        out,
+        CreateOutcome::Unknown {
+            reason: "discord/status-502".into()
+        }
+    );
 }
 
 #[tokio::test]
@@ -79,9 +105,18 @@ async fn rejection_is_known_rejected_with_its_code() {
     let em = emulator().await;
     let rest = rest(&em);
     let q = question(&em);
-    em.script_next_create(Fault::Reject { status: 403, code: 50013 });
+    em.script_next_create(Fault::Reject {
+        status: 403,
+        code: 50013,
+    });
     let out = rest.create_message(&reply(q, "nonce403", "x")).await;
-    assert_eq!(out, CreateOutcome::KnownRejected { status: 403, code: Some(50013) });
+    assert_eq!(
+        out,
+        CreateOutcome::KnownRejected {
+            status: 403,
+            code: Some(50013)
+        }
+    );
 }
 
 #[tokio::test]
@@ -98,7 +133,12 @@ async fn commit_then_drop_is_unknown_and_reconciliation_finds_our_nonce() {
     let created = em.bot_messages(CHANNEL);
     assert_eq!(created.len(), 1, "the emulator committed the message");
     let found = rest.reconcile(&msg, Snowflake(q)).await;
-    assert_eq!(found, Reconciliation::Found { message_id: Snowflake(created[0].id) });
+    assert_eq!(
+        found,
+        Reconciliation::Found {
+            message_id: Snowflake(created[0].id)
+        }
+    );
 }
 
 #[tokio::test]
@@ -107,28 +147,46 @@ async fn drop_before_commit_is_unknown_and_reconciliation_proves_absence() {
     let rest = rest(&em);
     let q = question(&em);
     // Another reply of ours (another intent) is in the window; it is not this one.
-    rest.create_message(&reply(q, "other-intent", "part one")).await;
+    rest.create_message(&reply(q, "other-intent", "part one"))
+        .await;
     em.script_next_create(Fault::DropBeforeCommit);
     let msg = reply(q, "nonce-dropped", "part two");
     let out = rest.create_message(&msg).await;
     assert!(matches!(out, CreateOutcome::Unknown { .. }), "{out:?}");
-    assert_eq!(rest.reconcile(&msg, Snowflake(q)).await, Reconciliation::ProvedAbsent);
+    assert_eq!(
+        rest.reconcile(&msg, Snowflake(q)).await,
+        Reconciliation::ProvedAbsent
+    );
 }
 
 #[tokio::test]
 async fn reconciliation_without_nonces_in_reads_matches_content_and_reference() {
-    let em = Emulator::start(EmulatorConfig { nonce_in_reads: false, ..EmulatorConfig::default() })
-        .await
-        .expect("start");
+    let em = Emulator::start(EmulatorConfig {
+        nonce_in_reads: false,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("start");
     let rest = rest(&em);
     let q = question(&em);
     em.script_next_create(Fault::CommitThenDrop);
     let msg = reply(q, "nonce-no-read", "exact text");
-    assert!(matches!(rest.create_message(&msg).await, CreateOutcome::Unknown { .. }));
+    assert!(matches!(
+        rest.create_message(&msg).await,
+        CreateOutcome::Unknown { .. }
+    ));
     let id = em.bot_messages(CHANNEL)[0].id;
-    assert_eq!(rest.reconcile(&msg, Snowflake(q)).await, Reconciliation::Found { message_id: Snowflake(id) });
+    assert_eq!(
+        rest.reconcile(&msg, Snowflake(q)).await,
+        Reconciliation::Found {
+            message_id: Snowflake(id)
+        }
+    );
     let other = reply(q, "nonce-other", "different text");
-    assert_eq!(rest.reconcile(&other, Snowflake(q)).await, Reconciliation::ProvedAbsent);
+    assert_eq!(
+        rest.reconcile(&other, Snowflake(q)).await,
+        Reconciliation::ProvedAbsent
+    );
 }
 
 #[tokio::test]
@@ -137,14 +195,22 @@ async fn reconciliation_pages_through_a_busy_channel() {
     let rest = rest(&em);
     let q = question(&em);
     let msg = reply(q, "nonce-busy", "needle");
-    let CreateOutcome::KnownSent { message_id } = rest.create_message(&msg).await else { panic!() };
+    let CreateOutcome::KnownSent { message_id } = rest.create_message(&msg).await else {
+        panic!()
+    };
     // 250 later messages push ours off the first page.
     for i in 0..250 {
         em.post_user_message(CHANNEL, &User::human(43, "bob"), &format!("chatter {i}"));
     }
-    assert_eq!(rest.reconcile(&msg, Snowflake(q)).await, Reconciliation::Found { message_id });
+    assert_eq!(
+        rest.reconcile(&msg, Snowflake(q)).await,
+        Reconciliation::Found { message_id }
+    );
     let absent = reply(q, "nonce-absent", "never sent");
-    assert_eq!(rest.reconcile(&absent, Snowflake(q)).await, Reconciliation::ProvedAbsent);
+    assert_eq!(
+        rest.reconcile(&absent, Snowflake(q)).await,
+        Reconciliation::ProvedAbsent
+    );
 }
 
 #[tokio::test]
@@ -167,10 +233,18 @@ async fn the_bot_reply_is_dispatched_with_our_nonce() {
     let q = question(&em);
     em.script_next_create(Fault::CommitThenDrop);
     let msg = reply(q, "nonce-gateway", "answer");
-    assert!(matches!(rest.create_message(&msg).await, CreateOutcome::Unknown { .. }));
-    let e = next_matching(&mut rx, "our MESSAGE_CREATE", |e| matches!(e,
-        reach_discord::gateway::GatewayEvent::MessageCreate { message, .. } if message.author.bot)).await;
-    let reach_discord::gateway::GatewayEvent::MessageCreate { message, .. } = e else { unreachable!() };
+    assert!(matches!(
+        rest.create_message(&msg).await,
+        CreateOutcome::Unknown { .. }
+    ));
+    let e = next_matching(&mut rx, "our MESSAGE_CREATE", |e| {
+        matches!(e,
+        reach_discord::gateway::GatewayEvent::MessageCreate { message, .. } if message.author.bot)
+    })
+    .await;
+    let reach_discord::gateway::GatewayEvent::MessageCreate { message, .. } = e else {
+        unreachable!()
+    };
     assert_eq!(message.nonce.as_deref(), Some("nonce-gateway"));
     handle.shutdown().await;
 }

@@ -33,7 +33,11 @@ pub fn token(em: &Emulator) -> BotToken {
 
 pub fn gateway(em: &Emulator) -> (GatewayHandle, mpsc::Receiver<GatewayEvent>) {
     let url = GatewayUrl::parse(&em.gateway_url()).expect("gateway url");
-    gateway::spawn(GatewayConfig::loopback(url, token(em), gateway::intents(false)))
+    gateway::spawn(GatewayConfig::loopback(
+        url,
+        token(em),
+        gateway::intents(false),
+    ))
 }
 
 /// The next event matching `pred`, skipping others.
@@ -77,7 +81,8 @@ pub fn rest(em: &Emulator) -> RestClient<StaticResolver, RecordingDialer> {
     let policy = AdmissionPolicy::default().with_local_road(host, em.rest_addr());
     let resolver = StaticResolver::new().with(REST_HOST, [em.rest_addr().ip()]);
     let admission = Arc::new(Admission::new(policy, resolver));
-    let connector = PinnedConnector::new(em.root_store(), RecordingDialer::new()).expect("connector");
+    let connector =
+        PinnedConnector::new(em.root_store(), RecordingDialer::new()).expect("connector");
     RestClient::new(RestConfig {
         base_url: em.rest_base_url(),
         token: token(em),
