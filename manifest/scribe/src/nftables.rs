@@ -21,7 +21,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
 use reach_destination::special::{self, Prefix, SPECIAL_PURPOSE};
-use reach_destination::{Destination, Purpose};
 use reach_manifest::{Manifest, NetworkClass};
 
 /// The table Scribe owns. Loading the ruleset replaces it whole.
@@ -120,6 +119,26 @@ pub fn merged_special(v6: bool) -> Vec<Prefix> {
     kept
 }
 
+/// The TCP port of an `https://host[:port]/…` URL (443 unless spelled out). The full
+/// canonical-form rules are the destination crate's, applied by the egress roles themselves;
+/// the firewall needs only the port.
+fn https_port(url: &str) -> Option<u16> {
+    let rest = url.strip_prefix("https://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if authority.is_empty() || authority.contains('@') {
+        return None;
+    }
+    let host_end = if authority.starts_with('[') {
+        authority.find(']')? + 1
+    } else {
+        authority.find(':').unwrap_or(authority.len())
+    };
+    match &authority[host_end..] {
+        "" => Some(443),
+        p => p.strip_prefix(':')?.parse().ok().filter(|p| *p != 0),
+    }
+}
+
 fn chain_name(role: &str) -> String {
     format!("role_{}", role.replace('-', "_"))
 }
@@ -174,15 +193,10 @@ pub fn render(manifest: &Manifest, binding: &FirewallBinding) -> Result<String, 
         if !used.contains(d.name.as_str()) {
             continue;
         }
-        let purpose = Purpose::new(&d.purpose).map_err(|e| FirewallError::BadDestination {
+        let port = https_port(&d.url).ok_or_else(|| FirewallError::BadDestination {
             index,
-            why: e.to_string(),
+            why: format!("`{}` is not an https URL with a valid port", d.url),
         })?;
-        let dest =
-            Destination::parse(&d.url, purpose).map_err(|e| FirewallError::BadDestination {
-                index,
-                why: e.to_string(),
-            })?;
         let addrs = binding
             .addresses
             .get(&d.name)
@@ -201,7 +215,7 @@ pub fn render(manifest: &Manifest, binding: &FirewallBinding) -> Result<String, 
                     why: why.to_string(),
                 });
             }
-            set.insert((addr, dest.port()));
+            set.insert((addr, port));
         }
         admitted.insert(d.name.as_str(), set);
     }
