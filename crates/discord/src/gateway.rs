@@ -587,6 +587,9 @@ struct Beat {
     /// Set while the reader waits for channel capacity: ACKs cannot be read then, so a
     /// missing ACK proves nothing about the connection.
     reader_blocked: AtomicBool,
+    /// Set whenever the reader starts waiting; cleared by each beat. A reader that waited at
+    /// any time since the last beat may still be reading its backlog towards the ACK.
+    was_blocked: AtomicBool,
 }
 
 async fn connection<R: Resolver>(
@@ -708,8 +711,15 @@ async fn connection<R: Resolver>(
                 let Some(event) = dispatch(&payload, session, &url) else {
                     continue;
                 };
-                beat.reader_blocked.store(true, Ordering::Relaxed);
-                let sent = events.send(event).await;
+                let sent = match events.try_send(event) {
+                    Ok(()) => Ok(()),
+                    Err(mpsc::error::TrySendError::Closed(_)) => break Ended::Stop,
+                    Err(mpsc::error::TrySendError::Full(event)) => {
+                        beat.was_blocked.store(true, Ordering::Relaxed);
+                        beat.reader_blocked.store(true, Ordering::Relaxed);
+                        events.send(event).await.map_err(|_| ())
+                    }
+                };
                 beat.reader_blocked.store(false, Ordering::Relaxed);
                 if sent.is_err() {
                     break Ended::Stop;
@@ -862,9 +872,9 @@ async fn heartbeat(
         counters
             .max_lateness_us
             .fetch_max(lateness.as_micros() as u64, Ordering::Relaxed);
-        if !beat.acked.swap(false, Ordering::Relaxed)
-            && !beat.reader_blocked.load(Ordering::Relaxed)
-        {
+        let excused = beat.reader_blocked.load(Ordering::Relaxed)
+            | beat.was_blocked.swap(false, Ordering::Relaxed);
+        if !beat.acked.swap(false, Ordering::Relaxed) && !excused {
             let _ = zombie.send(()).await;
             return;
         }

@@ -225,3 +225,35 @@ async fn ask_interaction_arrives_typed() {
     assert_eq!(interaction.user.map(|u| u.id), Some(Snowflake(42)));
     handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_stalled_consumer_does_not_stop_the_heartbeat() {
+    let em = emulator().await;
+    let (handle, mut rx) = gateway(&em);
+    ready(&mut rx).await;
+    // Nobody reads events while 600 arrive: the event channel (256) fills and the reader waits.
+    let user = User::human(42, "ada");
+    let ids: Vec<u64> = (0..600)
+        .map(|i| em.post_user_message(CHANNEL, &user, &format!("burst {i}")))
+        .collect();
+    let before = em.gateway_counts().heartbeats;
+    // Heartbeats keep reaching Discord while the consumer is stalled, and no zombie is declared
+    // for the ACKs the blocked reader cannot read yet.
+    eventually("heartbeats while stalled", || {
+        em.gateway_counts().heartbeats >= before + 5
+    })
+    .await;
+    assert_eq!(handle.stats().zombies, 0);
+    // Then every event arrives, in order, exactly once on this connection.
+    let mut got = Vec::new();
+    while got.len() < ids.len() {
+        let e = next_matching(&mut rx, "burst", |e| message_id(e).is_some()).await;
+        got.push(message_id(&e).unwrap().0);
+    }
+    assert_eq!(got, ids);
+    let stats = handle.stats();
+    assert_eq!((stats.zombies, stats.connections), (0, 1));
+    // Lateness is recorded (its size is a benchmark's business, not a test's).
+    let _ = stats.max_heartbeat_lateness;
+    handle.shutdown().await;
+}
