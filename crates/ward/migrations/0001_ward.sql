@@ -39,7 +39,7 @@ CREATE TABLE decision (
     expires_at INTEGER NOT NULL,
     max_tokens INTEGER NOT NULL,
     max_spend_micros INTEGER NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('issued', 'redeemed', 'revoked')),
+    state TEXT NOT NULL CHECK (state IN ('issued', 'redeemed', 'revoked', 'void')),
     redeemed_at INTEGER,
     redeemed_by TEXT
 ) STRICT;

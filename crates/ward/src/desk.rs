@@ -191,6 +191,10 @@ impl Desk {
             }
         }
         let pool = crate::store::open(path).await?;
+        let voided = void_previous_decisions(&pool).await?;
+        if voided > 0 {
+            tracing::info!(voided, "unredeemed decisions of the previous ward process voided");
+        }
         Ok(Self { pool, key, policy, clock, rng: SystemRandom::new() })
     }
 
@@ -483,35 +487,20 @@ impl Desk {
 
     /// Revokes Sigil `sigil_id` and every unredeemed decision bound to it. Decisions already
     /// redeemed stay redeemed: their attempt may have left, and revocation cannot recall it.
+    ///
+    /// Unlike the other writes, a revocation commits with `synchronous = FULL`: it must survive
+    /// power loss, and syncing the WAL also makes every earlier commit durable.
     pub async fn revoke(&self, by: &str, sigil_id: &str) -> Result<Revocation> {
         let Some(id) = SigilId::parse(sigil_id) else {
             return Err(Refusal::UnknownSigil.into());
         };
         let now = self.clock.now();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let Some(state) = sqlx::query_scalar::<_, String>("SELECT state FROM sigil WHERE id = ?1")
-            .bind(id.as_str())
-            .fetch_optional(&mut *tx)
-            .await?
-        else {
-            return Err(Refusal::UnknownSigil.into());
-        };
-        let already_revoked = state == "revoked";
-        if !already_revoked {
-            sqlx::query("UPDATE sigil SET state = 'revoked', revoked_at = ?2, revoked_by = ?3 WHERE id = ?1")
-                .bind(id.as_str())
-                .bind(now.0)
-                .bind(by)
-                .execute(&mut *tx)
-                .await?;
-        }
-        let revoked = sqlx::query("UPDATE decision SET state = 'revoked' WHERE sigil_id = ?1 AND state = 'issued'")
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        tx.commit().await?;
-        Ok(Revocation { decisions_revoked: u32::try_from(revoked).unwrap_or(u32::MAX), already_revoked })
+        let mut conn = self.pool.acquire().await?;
+        sqlx::query("PRAGMA synchronous = FULL").execute(&mut *conn).await?;
+        let result = revoke_on(&mut conn, &id, by, now).await;
+        // Back to the pool's setting; if this fails the connection merely stays stricter.
+        let _ = sqlx::query("PRAGMA synchronous = NORMAL").execute(&mut *conn).await;
+        result
     }
 
     /// Deletes rate-limit counters no window can still read, and Sigils (with their decisions)
@@ -549,9 +538,46 @@ impl Desk {
 fn classify_state(row: &SqliteRow, now: UnixMillis) -> Result<()> {
     match row.try_get::<String, _>("state")?.as_str() {
         "revoked" => Err(Refusal::DecisionRevoked.into()),
+        // Issued by a previous ward process: its window ended with that process.
+        "void" => Err(Refusal::DecisionExpired.into()),
         "redeemed" => Err(Refusal::AlreadyRedeemed.into()),
         "issued" if now.0 >= row.try_get::<i64, _>("expires_at")? => Err(Refusal::DecisionExpired.into()),
         "issued" => Ok(()),
         _ => Err(DeskError::Corrupt("decision state")),
     }
+}
+
+async fn revoke_on(conn: &mut sqlx::SqliteConnection, id: &SigilId, by: &str, now: UnixMillis) -> Result<Revocation> {
+    use sqlx::Connection as _;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    let Some(state) = sqlx::query_scalar::<_, String>("SELECT state FROM sigil WHERE id = ?1")
+        .bind(id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?
+    else {
+        return Err(Refusal::UnknownSigil.into());
+    };
+    let already_revoked = state == "revoked";
+    if !already_revoked {
+        sqlx::query("UPDATE sigil SET state = 'revoked', revoked_at = ?2, revoked_by = ?3 WHERE id = ?1")
+            .bind(id.as_str())
+            .bind(now.0)
+            .bind(by)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let revoked = sqlx::query("UPDATE decision SET state = 'revoked' WHERE sigil_id = ?1 AND state = 'issued'")
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    Ok(Revocation { decisions_revoked: u32::try_from(revoked).unwrap_or(u32::MAX), already_revoked })
+}
+
+/// Voids every decision still `issued` when a ward process starts. A redemption committed just
+/// before an OS crash may be lost (`synchronous = NORMAL`); voiding makes that loss harmless, as
+/// no pre-restart decision can be redeemed again. Core asks for a new decision for a new attempt.
+async fn void_previous_decisions(pool: &SqlitePool) -> Result<u64> {
+    Ok(sqlx::query("UPDATE decision SET state = 'void' WHERE state = 'issued'").execute(pool).await?.rows_affected())
 }

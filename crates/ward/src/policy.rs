@@ -91,7 +91,7 @@ pub struct TaskBudgets {
 
 impl Default for TaskBudgets {
     fn default() -> Self {
-        Self { concurrency: 2, tokens: 16_384, time_ms: 120_000, retries: 8, spend_micros: 50_000 }
+        Self { concurrency: 4, tokens: 16_384, time_ms: 120_000, retries: 8, spend_micros: 50_000 }
     }
 }
 

@@ -26,9 +26,12 @@ pub async fn open(path: &Path) -> Result<SqlitePool> {
         .filename(path)
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
-        // FULL: a committed redemption or revocation must survive power loss. A redemption
-        // lost after a crash would let one decision authorize a second physical attempt.
-        .synchronous(SqliteSynchronous::Full)
+        // NORMAL: in WAL mode every commit survives a crash of ward itself; only an OS crash or
+        // power loss can roll back the last commits. That cannot let a decision authorize a
+        // second attempt, because a decision never outlives the ward process that issued it:
+        // `Desk::open` voids every unredeemed decision (see `desk::void_previous_decisions`).
+        // Revocations, which must never be lost, commit with FULL (`desk::Desk::revoke`).
+        .synchronous(SqliteSynchronous::Normal)
         .foreign_keys(true)
         // Deleted rows (expired counters, purged Sigils) are overwritten, not left in free pages.
         .pragma("secure_delete", "ON")

@@ -324,3 +324,27 @@ fn refusal_codes_are_stable() {
     "#]]
     .assert_eq(&table);
 }
+
+#[tokio::test]
+async fn a_decision_never_outlives_the_ward_process_that_issued_it() {
+    let f = Fixture::new().await;
+    let a = f.admit("run-1").await;
+    let unredeemed = f.issue(&a, "att-1", b"one").await.unwrap();
+    let redeemed = f.issue(&a, "att-2", b"two").await.unwrap();
+    f.desk.redeem(DISCORD, redeemed.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"two")).await.unwrap();
+    f.desk.close().await;
+
+    // A restart (after a crash that may have lost the last commits) voids what was unredeemed.
+    let key = reach_ward_desk::WardKey::from_bytes(&[7; 32]).unwrap();
+    let clock = std::sync::Arc::new(f.clock.clone());
+    let desk = reach_ward_desk::Desk::open(&f.dir.path().join("ward.sqlite3"), key, WardPolicy::default(), clock)
+        .await
+        .unwrap();
+    let r = desk.redeem(DISCORD, unredeemed.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"one")).await;
+    assert_eq!(refusal(r), Refusal::DecisionExpired);
+    let r = desk.redeem(DISCORD, redeemed.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"two")).await;
+    assert_eq!(refusal(r), Refusal::AlreadyRedeemed);
+    // The Sigil survives the restart; the next attempt gets a fresh decision.
+    let next = desk.issue(CORE, discord_request(&a, "att-3", b"one")).await.unwrap();
+    desk.redeem(DISCORD, next.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"one")).await.unwrap();
+}
