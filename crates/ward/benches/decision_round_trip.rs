@@ -17,8 +17,8 @@ use reach_port::{PortAddress, PortMaterial, PortPolicy, PortServer};
 use reach_proto::ward::v1::ward_client::WardClient;
 use reach_proto::ward::v1::{AdmitScopeRequest, IssueDecisionRequest, RedeemDecisionRequest};
 use reach_ward_desk::{
-    DecisionRequest, Desk, GuestEvent, RateLimits, RunRef, SystemClock, TaskBudgets, WardKey, WardPolicy,
-    WardService, Window,
+    DecisionRequest, Desk, GuestEvent, RateLimits, RunRef, SystemClock, TaskBudgets, WardKey,
+    WardPolicy, WardService, Window,
 };
 
 const WARMUP: usize = 200;
@@ -29,7 +29,9 @@ const DESTINATION: &str = "https://discord.com:443/api/v10/channels/333/messages
 
 fn write_identity(dir: &std::path::Path, root: &TrustRoot, p: &Principal) {
     ensure_secret_dir(dir).unwrap();
-    let leaf = root.issue_leaf(p, SystemTime::now(), Duration::from_secs(3600)).unwrap();
+    let leaf = root
+        .issue_leaf(p, SystemTime::now(), Duration::from_secs(3600))
+        .unwrap();
     write_secret(&dir.join(LEAF_CERT), leaf.cert_pem.as_bytes()).unwrap();
     write_secret(&dir.join(LEAF_KEY), leaf.key_pem.as_bytes()).unwrap();
     write_secret(&dir.join(TRUST_BUNDLE), root.cert_pem.as_bytes()).unwrap();
@@ -43,8 +45,16 @@ fn policy() -> WardPolicy {
     // Loose windows: the benchmark measures decisions, not the rate limiter refusing it.
     let w = Window::sliding(1_000_000, Duration::from_secs(60));
     WardPolicy {
-        rate_limits: RateLimits { application: w, guild: w, channel: w, subject: w },
-        budgets: TaskBudgets { concurrency: 8, ..TaskBudgets::default() },
+        rate_limits: RateLimits {
+            application: w,
+            guild: w,
+            channel: w,
+            subject: w,
+        },
+        budgets: TaskBudgets {
+            concurrency: 8,
+            ..TaskBudgets::default()
+        },
         ..WardPolicy::default()
     }
 }
@@ -78,7 +88,13 @@ async fn over_port(desk: Arc<Desk>, dir: &std::path::Path) -> Vec<Duration> {
         let material = m(who);
         let sock = sock.clone();
         let ward = p("ward");
-        async move { WardClient::new(reach_port::connect(PortAddress::Unix(sock), &material, ward).await.unwrap()) }
+        async move {
+            WardClient::new(
+                reach_port::connect(PortAddress::Unix(sock), &material, ward)
+                    .await
+                    .unwrap(),
+            )
+        }
     };
     let (mut core, mut egress) = (connect("core").await, connect("egress-discord").await);
 
@@ -133,7 +149,11 @@ async fn over_port(desk: Arc<Desk>, dir: &std::path::Path) -> Vec<Duration> {
             .unwrap()
             .into_inner();
         let elapsed = t.elapsed();
-        assert!(r.admitted, "refused: {} / {}", d.refusal_code, r.refusal_code);
+        assert!(
+            r.admitted,
+            "refused: {} / {}",
+            d.refusal_code, r.refusal_code
+        );
         if i >= WARMUP {
             samples.push(elapsed);
         }
@@ -147,7 +167,10 @@ async fn in_process(desk: &Desk) -> Vec<Duration> {
     let mut admitted = None;
     for i in 0..WARMUP + ROUND_TRIPS {
         if i % DECISIONS_PER_RUN == 0 {
-            let run = RunRef { run_id: format!("desk-run-{i}"), deadline: None };
+            let run = RunRef {
+                run_id: format!("desk-run-{i}"),
+                deadline: None,
+            };
             admitted = Some(desk.admit("core", event(i), run).await.unwrap());
         }
         let a = admitted.as_ref().unwrap();
@@ -172,7 +195,9 @@ async fn in_process(desk: &Desk) -> Vec<Duration> {
             )
             .await
             .unwrap();
-        desk.redeem("egress-discord", d.id.as_str(), DESTINATION, &payload).await.unwrap();
+        desk.redeem("egress-discord", d.id.as_str(), DESTINATION, &payload)
+            .await
+            .unwrap();
         if i >= WARMUP {
             samples.push(t.elapsed());
         }
@@ -182,7 +207,11 @@ async fn in_process(desk: &Desk) -> Vec<Duration> {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         // Under /var/tmp, not a tmpfs: the store's fsyncs are part of the figure.
         let dir = tempfile::Builder::new().prefix("wb").tempdir_in("/var/tmp").unwrap();

@@ -12,7 +12,10 @@ pub struct UnixMillis(pub i64);
 
 impl UnixMillis {
     pub fn plus(self, d: Duration) -> Self {
-        Self(self.0.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+        Self(
+            self.0
+                .saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        )
     }
 }
 
@@ -33,7 +36,9 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> UnixMillis {
-        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         UnixMillis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     }
 }

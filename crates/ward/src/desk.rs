@@ -158,7 +158,10 @@ pub struct Desk {
 
 impl std::fmt::Debug for Desk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Desk").field("policy", &self.policy).field("clock", &self.clock).finish_non_exhaustive()
+        f.debug_struct("Desk")
+            .field("policy", &self.policy)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
     }
 }
 
@@ -183,19 +186,35 @@ fn window_start(now: UnixMillis, window_ms: i64) -> i64 {
 
 impl Desk {
     /// Opens ward's store at `path` (creating it) under `key` and `policy`.
-    pub async fn open(path: &Path, key: WardKey, policy: WardPolicy, clock: Arc<dyn Clock>) -> Result<Self> {
+    pub async fn open(
+        path: &Path,
+        key: WardKey,
+        policy: WardPolicy,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
         for d in Dimension::ALL {
             let w = policy.rate_limits.window(d);
             if w.window_ms == 0 || i64::try_from(w.window_ms).is_err() {
-                return Err(DeskError::Malformed("rate limit windows must be between 1 ms and i64::MAX ms"));
+                return Err(DeskError::Malformed(
+                    "rate limit windows must be between 1 ms and i64::MAX ms",
+                ));
             }
         }
         let pool = crate::store::open(path).await?;
         let voided = void_previous_decisions(&pool).await?;
         if voided > 0 {
-            tracing::info!(voided, "unredeemed decisions of the previous ward process voided");
+            tracing::info!(
+                voided,
+                "unredeemed decisions of the previous ward process voided"
+            );
         }
-        Ok(Self { pool, key, policy, clock, rng: SystemRandom::new() })
+        Ok(Self {
+            pool,
+            key,
+            policy,
+            clock,
+            rng: SystemRandom::new(),
+        })
     }
 
     pub fn policy(&self) -> &WardPolicy {
@@ -215,10 +234,12 @@ impl Desk {
         let expires_at = run.deadline.map_or(cap, |d| d.min(cap));
 
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let existing = sqlx::query("SELECT id, scope_id, holder, state, expires_at FROM sigil WHERE run_id = ?1")
-            .bind(&run.run_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let existing = sqlx::query(
+            "SELECT id, scope_id, holder, state, expires_at FROM sigil WHERE run_id = ?1",
+        )
+        .bind(&run.run_id)
+        .fetch_optional(&mut *tx)
+        .await?;
         if let Some(row) = existing {
             let same = row.try_get::<String, _>("scope_id")? == scope.id.as_str()
                 && row.try_get::<String, _>("holder")? == holder;
@@ -232,16 +253,32 @@ impl Desk {
             if now >= expires_at {
                 return Err(Refusal::SigilExpired.into());
             }
-            let id = SigilId::parse(&row.try_get::<String, _>("id")?).ok_or(DeskError::Corrupt("sigil id"))?;
-            let sigil = Sigil { id, run_id: run.run_id, scope_id: scope.id.clone(), expires_at, budgets };
-            return Ok(Admission { scope, sigil, replayed: true });
+            let id = SigilId::parse(&row.try_get::<String, _>("id")?)
+                .ok_or(DeskError::Corrupt("sigil id"))?;
+            let sigil = Sigil {
+                id,
+                run_id: run.run_id,
+                scope_id: scope.id.clone(),
+                expires_at,
+                budgets,
+            };
+            return Ok(Admission {
+                scope,
+                sigil,
+                replayed: true,
+            });
         }
         if now >= expires_at {
             return Err(Refusal::SigilExpired.into());
         }
 
         // Narrowest dimension first, so a refusal names the most specific limit reached.
-        for dimension in [Dimension::Subject, Dimension::Channel, Dimension::Guild, Dimension::Application] {
+        for dimension in [
+            Dimension::Subject,
+            Dimension::Channel,
+            Dimension::Guild,
+            Dimension::Application,
+        ] {
             let w = self.policy.rate_limits.window(dimension);
             let window_ms = i64::try_from(w.window_ms).unwrap_or(i64::MAX);
             let key = scope.counter_key(dimension);
@@ -297,8 +334,18 @@ impl Desk {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        let sigil = Sigil { id, run_id: run.run_id, scope_id: scope.id.clone(), expires_at, budgets };
-        Ok(Admission { scope, sigil, replayed: false })
+        let sigil = Sigil {
+            id,
+            run_id: run.run_id,
+            scope_id: scope.id.clone(),
+            expires_at,
+            budgets,
+        };
+        Ok(Admission {
+            scope,
+            sigil,
+            replayed: false,
+        })
     }
 
     /// Issues a fresh decision for one physical attempt, reserving its budgets on the task.
@@ -349,18 +396,34 @@ impl Desk {
         if rule.requires_cut_receipt && req.cut_receipt_digest.is_none() {
             return Err(Refusal::CutReceiptMissing.into());
         }
-        if req.labels.iter().any(|l| self.policy.refused_labels.contains(l)) {
+        if req
+            .labels
+            .iter()
+            .any(|l| self.policy.refused_labels.contains(l))
+        {
             return Err(Refusal::LabelRefused.into());
         }
 
         let over = |used: u64, add: u64, budget: u64| used.saturating_add(add) > budget;
-        if over(col_u64(&sigil, "used_retries")?, 1, col_u64(&sigil, "budget_retries")?) {
+        if over(
+            col_u64(&sigil, "used_retries")?,
+            1,
+            col_u64(&sigil, "budget_retries")?,
+        ) {
             return Err(Refusal::OverBudget(Budget::Retries).into());
         }
-        if over(col_u64(&sigil, "used_tokens")?, req.max_tokens, col_u64(&sigil, "budget_tokens")?) {
+        if over(
+            col_u64(&sigil, "used_tokens")?,
+            req.max_tokens,
+            col_u64(&sigil, "budget_tokens")?,
+        ) {
             return Err(Refusal::OverBudget(Budget::Tokens).into());
         }
-        if over(col_u64(&sigil, "used_spend_micros")?, req.max_spend_micros, col_u64(&sigil, "budget_spend_micros")?) {
+        if over(
+            col_u64(&sigil, "used_spend_micros")?,
+            req.max_spend_micros,
+            col_u64(&sigil, "budget_spend_micros")?,
+        ) {
             return Err(Refusal::OverBudget(Budget::Spend).into());
         }
         let live: i64 = sqlx::query_scalar(
@@ -370,13 +433,18 @@ impl Desk {
         .bind(now.0)
         .fetch_one(&mut *tx)
         .await?;
-        if over(u64::try_from(live).unwrap_or(0), 1, col_u64(&sigil, "budget_concurrency")?) {
+        if over(
+            u64::try_from(live).unwrap_or(0),
+            1,
+            col_u64(&sigil, "budget_concurrency")?,
+        ) {
             return Err(Refusal::OverBudget(Budget::Concurrency).into());
         }
 
         let id = DecisionId::mint(&self.rng);
         let expires_at = now.plus(DECISION_TTL).min(sigil_expires);
-        let labels = serde_json::to_string(&req.labels).map_err(|_| DeskError::Malformed("labels"))?;
+        let labels =
+            serde_json::to_string(&req.labels).map_err(|_| DeskError::Malformed("labels"))?;
         sqlx::query(
             "UPDATE sigil SET used_retries = used_retries + 1, used_tokens = used_tokens + ?2,
                 used_spend_micros = used_spend_micros + ?3 WHERE id = ?1",
@@ -411,7 +479,11 @@ impl Desk {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(IssuedDecision { id, expires_at, redeemer: rule.redeemer.clone() })
+        Ok(IssuedDecision {
+            id,
+            expires_at,
+            redeemer: rule.redeemer.clone(),
+        })
     }
 
     /// Redeems decision `decision_id` for one physical attempt by `redeemer`, which must present
@@ -471,7 +543,9 @@ impl Desk {
                 .fetch_one(&self.pool)
                 .await?;
             classify_state(&row, now)?;
-            return Err(DeskError::Corrupt("decision neither redeemable nor refused"));
+            return Err(DeskError::Corrupt(
+                "decision neither redeemable nor refused",
+            ));
         }
         Ok(RedeemedDecision {
             id,
@@ -496,10 +570,14 @@ impl Desk {
         };
         let now = self.clock.now();
         let mut conn = self.pool.acquire().await?;
-        sqlx::query("PRAGMA synchronous = FULL").execute(&mut *conn).await?;
+        sqlx::query("PRAGMA synchronous = FULL")
+            .execute(&mut *conn)
+            .await?;
         let result = revoke_on(&mut conn, &id, by, now).await;
         // Back to the pool's setting; if this fails the connection merely stays stricter.
-        let _ = sqlx::query("PRAGMA synchronous = NORMAL").execute(&mut *conn).await;
+        let _ = sqlx::query("PRAGMA synchronous = NORMAL")
+            .execute(&mut *conn)
+            .await;
         result
     }
 
@@ -513,7 +591,9 @@ impl Desk {
             .max()
             .unwrap_or(0);
         // A sliding window reads the previous window too; anything older is dead.
-        let horizon = now.0.saturating_sub(i64::try_from(longest.saturating_mul(2)).unwrap_or(i64::MAX));
+        let horizon = now
+            .0
+            .saturating_sub(i64::try_from(longest.saturating_mul(2)).unwrap_or(i64::MAX));
         let counters = sqlx::query("DELETE FROM rate_window WHERE window_start < ?1")
             .bind(horizon)
             .execute(&self.pool)
@@ -541,13 +621,20 @@ fn classify_state(row: &SqliteRow, now: UnixMillis) -> Result<()> {
         // Issued by a previous ward process: its window ended with that process.
         "void" => Err(Refusal::DecisionExpired.into()),
         "redeemed" => Err(Refusal::AlreadyRedeemed.into()),
-        "issued" if now.0 >= row.try_get::<i64, _>("expires_at")? => Err(Refusal::DecisionExpired.into()),
+        "issued" if now.0 >= row.try_get::<i64, _>("expires_at")? => {
+            Err(Refusal::DecisionExpired.into())
+        }
         "issued" => Ok(()),
         _ => Err(DeskError::Corrupt("decision state")),
     }
 }
 
-async fn revoke_on(conn: &mut sqlx::SqliteConnection, id: &SigilId, by: &str, now: UnixMillis) -> Result<Revocation> {
+async fn revoke_on(
+    conn: &mut sqlx::SqliteConnection,
+    id: &SigilId,
+    by: &str,
+    now: UnixMillis,
+) -> Result<Revocation> {
     use sqlx::Connection as _;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     let Some(state) = sqlx::query_scalar::<_, String>("SELECT state FROM sigil WHERE id = ?1")
@@ -559,25 +646,37 @@ async fn revoke_on(conn: &mut sqlx::SqliteConnection, id: &SigilId, by: &str, no
     };
     let already_revoked = state == "revoked";
     if !already_revoked {
-        sqlx::query("UPDATE sigil SET state = 'revoked', revoked_at = ?2, revoked_by = ?3 WHERE id = ?1")
-            .bind(id.as_str())
-            .bind(now.0)
-            .bind(by)
-            .execute(&mut *tx)
-            .await?;
-    }
-    let revoked = sqlx::query("UPDATE decision SET state = 'revoked' WHERE sigil_id = ?1 AND state = 'issued'")
+        sqlx::query(
+            "UPDATE sigil SET state = 'revoked', revoked_at = ?2, revoked_by = ?3 WHERE id = ?1",
+        )
         .bind(id.as_str())
+        .bind(now.0)
+        .bind(by)
         .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        .await?;
+    }
+    let revoked = sqlx::query(
+        "UPDATE decision SET state = 'revoked' WHERE sigil_id = ?1 AND state = 'issued'",
+    )
+    .bind(id.as_str())
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
     tx.commit().await?;
-    Ok(Revocation { decisions_revoked: u32::try_from(revoked).unwrap_or(u32::MAX), already_revoked })
+    Ok(Revocation {
+        decisions_revoked: u32::try_from(revoked).unwrap_or(u32::MAX),
+        already_revoked,
+    })
 }
 
 /// Voids every decision still `issued` when a ward process starts. A redemption committed just
 /// before an OS crash may be lost (`synchronous = NORMAL`); voiding makes that loss harmless, as
 /// no pre-restart decision can be redeemed again. Core asks for a new decision for a new attempt.
 async fn void_previous_decisions(pool: &SqlitePool) -> Result<u64> {
-    Ok(sqlx::query("UPDATE decision SET state = 'void' WHERE state = 'issued'").execute(pool).await?.rows_affected())
+    Ok(
+        sqlx::query("UPDATE decision SET state = 'void' WHERE state = 'issued'")
+            .execute(pool)
+            .await?
+            .rows_affected(),
+    )
 }

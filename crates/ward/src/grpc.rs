@@ -12,8 +12,8 @@ use reach_digest::Sha256Digest;
 use reach_port::VerifiedPeer;
 use reach_proto::ward::v1::ward_server::{Ward, WardServer};
 use reach_proto::ward::v1::{
-    AdmitScopeRequest, AdmitScopeResponse, IssueDecisionRequest, IssueDecisionResponse, RedeemDecisionRequest,
-    RedeemDecisionResponse, RevokeRequest, RevokeResponse,
+    AdmitScopeRequest, AdmitScopeResponse, IssueDecisionRequest, IssueDecisionResponse,
+    RedeemDecisionRequest, RedeemDecisionResponse, RevokeRequest, RevokeResponse,
 };
 use tonic::{Request, Response, Status};
 
@@ -48,16 +48,28 @@ fn caller<T>(req: &Request<T>) -> Result<String, Status> {
 }
 
 /// Splits a desk result into an answer or a refusal; anything else becomes a gRPC error.
-fn settle<T>(r: Result<T, DeskError>, method: &'static str, who: &str) -> Result<Result<T, Refusal>, Status> {
+fn settle<T>(
+    r: Result<T, DeskError>,
+    method: &'static str,
+    who: &str,
+) -> Result<Result<T, Refusal>, Status> {
     match r {
         Ok(v) => Ok(Ok(v)),
         Err(DeskError::Refused(refusal)) => {
-            tracing::info!(method, caller = who, code = refusal.code(), detail = refusal.detail(), "refused");
+            tracing::info!(
+                method,
+                caller = who,
+                code = refusal.code(),
+                detail = refusal.detail(),
+                "refused"
+            );
             Ok(Err(refusal))
         }
         Err(DeskError::Malformed(field)) => {
             tracing::info!(method, caller = who, field, "malformed request");
-            Err(Status::invalid_argument(format!("malformed field `{field}`")))
+            Err(Status::invalid_argument(format!(
+                "malformed field `{field}`"
+            )))
         }
         Err(e @ (DeskError::Store(_) | DeskError::Corrupt(_))) => {
             tracing::error!(method, caller = who, error = %e, "ward store failed");
@@ -67,7 +79,8 @@ fn settle<T>(r: Result<T, DeskError>, method: &'static str, who: &str) -> Result
 }
 
 fn digest(text: &str, field: &'static str) -> Result<Sha256Digest, Status> {
-    text.parse().map_err(|_| Status::invalid_argument(format!("malformed field `{field}`")))
+    text.parse()
+        .map_err(|_| Status::invalid_argument(format!("malformed field `{field}`")))
 }
 
 fn millis(at: UnixMillis) -> u64 {
@@ -76,12 +89,17 @@ fn millis(at: UnixMillis) -> u64 {
 
 #[tonic::async_trait]
 impl Ward for WardService {
-    async fn admit_scope(&self, req: Request<AdmitScopeRequest>) -> Result<Response<AdmitScopeResponse>, Status> {
+    async fn admit_scope(
+        &self,
+        req: Request<AdmitScopeRequest>,
+    ) -> Result<Response<AdmitScopeResponse>, Status> {
         let who = caller(&req)?;
         let r = req.into_inner();
         let deadline = match r.expires_at_ms {
             0 => None,
-            ms => Some(UnixMillis(i64::try_from(ms).map_err(|_| Status::invalid_argument("malformed field `expires_at_ms`"))?)),
+            ms => Some(UnixMillis(i64::try_from(ms).map_err(|_| {
+                Status::invalid_argument("malformed field `expires_at_ms`")
+            })?)),
         };
         let event = GuestEvent {
             platform: r.platform,
@@ -90,7 +108,10 @@ impl Ward for WardService {
             channel: r.channel_id,
             subject: r.subject_id,
         };
-        let run = RunRef { run_id: r.run_id, deadline };
+        let run = RunRef {
+            run_id: r.run_id,
+            deadline,
+        };
         let answer = match settle(self.desk.admit(&who, event, run).await, "AdmitScope", &who)? {
             Ok(a) => {
                 tracing::info!(
@@ -113,7 +134,10 @@ impl Ward for WardService {
         Ok(Response::new(answer))
     }
 
-    async fn issue_decision(&self, req: Request<IssueDecisionRequest>) -> Result<Response<IssueDecisionResponse>, Status> {
+    async fn issue_decision(
+        &self,
+        req: Request<IssueDecisionRequest>,
+    ) -> Result<Response<IssueDecisionResponse>, Status> {
         let who = caller(&req)?;
         let r = req.into_inner();
         let cut_receipt_digest = match r.cut_receipt_digest.as_str() {
@@ -159,7 +183,10 @@ impl Ward for WardService {
         let who = caller(&req)?;
         let r = req.into_inner();
         let payload = digest(&r.payload_digest, "payload_digest")?;
-        let result = self.desk.redeem(&who, &r.decision_id, &r.destination, &payload).await;
+        let result = self
+            .desk
+            .redeem(&who, &r.decision_id, &r.destination, &payload)
+            .await;
         let answer = match settle(result, "RedeemDecision", &who)? {
             Ok(d) => {
                 tracing::info!(caller = %who, decision = %d.id(), run = d.run_id(), attempt = d.attempt_id(), "decision redeemed");
@@ -172,12 +199,18 @@ impl Ward for WardService {
                     ..Default::default()
                 }
             }
-            Err(refusal) => RedeemDecisionResponse { refusal_code: refusal.code().to_owned(), ..Default::default() },
+            Err(refusal) => RedeemDecisionResponse {
+                refusal_code: refusal.code().to_owned(),
+                ..Default::default()
+            },
         };
         Ok(Response::new(answer))
     }
 
-    async fn revoke(&self, req: Request<RevokeRequest>) -> Result<Response<RevokeResponse>, Status> {
+    async fn revoke(
+        &self,
+        req: Request<RevokeRequest>,
+    ) -> Result<Response<RevokeResponse>, Status> {
         let who = caller(&req)?;
         let r = req.into_inner();
         // The reason is operator text: bounded, and never logged.
@@ -190,9 +223,15 @@ impl Ward for WardService {
                     caller = %who, sigil = r.sigil_id, decisions_revoked = v.decisions_revoked,
                     already_revoked = v.already_revoked, "sigil revoked"
                 );
-                RevokeResponse { decisions_revoked: v.decisions_revoked, ..Default::default() }
+                RevokeResponse {
+                    decisions_revoked: v.decisions_revoked,
+                    ..Default::default()
+                }
             }
-            Err(refusal) => RevokeResponse { refusal_code: refusal.code().to_owned(), ..Default::default() },
+            Err(refusal) => RevokeResponse {
+                refusal_code: refusal.code().to_owned(),
+                ..Default::default()
+            },
         };
         Ok(Response::new(answer))
     }

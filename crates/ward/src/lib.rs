@@ -30,7 +30,8 @@ mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
 pub use desk::{
-    Admission, DECISION_TTL, DecisionRequest, Desk, IssuedDecision, RedeemedDecision, Revocation, RunRef, Sigil,
+    Admission, DECISION_TTL, DecisionRequest, Desk, IssuedDecision, RedeemedDecision, Revocation,
+    RunRef, Sigil,
 };
 pub use grpc::WardService;
 pub use ids::{DecisionId, SigilId};

@@ -31,10 +31,18 @@ pub struct Window {
 
 impl Window {
     pub const fn sliding(limit: u32, window: Duration) -> Self {
-        Self { limit, window_ms: window.as_millis() as u64, kind: WindowKind::Sliding }
+        Self {
+            limit,
+            window_ms: window.as_millis() as u64,
+            kind: WindowKind::Sliding,
+        }
     }
     pub const fn fixed(limit: u32, window: Duration) -> Self {
-        Self { limit, window_ms: window.as_millis() as u64, kind: WindowKind::Fixed }
+        Self {
+            limit,
+            window_ms: window.as_millis() as u64,
+            kind: WindowKind::Fixed,
+        }
     }
 }
 
@@ -91,7 +99,13 @@ pub struct TaskBudgets {
 
 impl Default for TaskBudgets {
     fn default() -> Self {
-        Self { concurrency: 4, tokens: 16_384, time_ms: 120_000, retries: 8, spend_micros: 50_000 }
+        Self {
+            concurrency: 4,
+            tokens: 16_384,
+            time_ms: 120_000,
+            retries: 8,
+            spend_micros: 50_000,
+        }
     }
 }
 
@@ -119,7 +133,10 @@ pub struct WardPolicy {
 
 impl Default for WardPolicy {
     fn default() -> Self {
-        let rule = |redeemer: &str, cut: bool| PurposeRule { redeemer: redeemer.into(), requires_cut_receipt: cut };
+        let rule = |redeemer: &str, cut: bool| PurposeRule {
+            redeemer: redeemer.into(),
+            requires_cut_receipt: cut,
+        };
         Self {
             rate_limits: RateLimits::default(),
             budgets: TaskBudgets::default(),

@@ -139,14 +139,23 @@ impl GuestEvent {
         let subject = Pseudonym(format!(
             "{}{}",
             Pseudonym::PREFIX,
-            key.tag("reach.ward.subject/1", &[&self.platform, &self.application, &self.subject])
+            key.tag(
+                "reach.ward.subject/1",
+                &[&self.platform, &self.application, &self.subject]
+            )
         ));
         let id = ScopeId(format!(
             "{}{}",
             ScopeId::PREFIX,
             key.tag(
                 "reach.ward.scope/1",
-                &[&self.platform, &self.application, &self.guild, &self.channel, subject.as_str()]
+                &[
+                    &self.platform,
+                    &self.application,
+                    &self.guild,
+                    &self.channel,
+                    subject.as_str()
+                ]
             )
         ));
         Ok(GuestScope {
@@ -175,8 +184,13 @@ impl GuestScope {
     /// The counter key of this scope on `dimension`: a digest of the public ids above it (and
     /// of the pseudonym for subjects), so counters of different scopes never collide.
     pub(crate) fn counter_key(&self, dimension: Dimension) -> String {
-        let (p, a, g, c, s) =
-            (self.platform.as_bytes(), self.application.as_bytes(), self.guild.as_bytes(), self.channel.as_bytes(), self.subject.0.as_bytes());
+        let (p, a, g, c, s) = (
+            self.platform.as_bytes(),
+            self.application.as_bytes(),
+            self.guild.as_bytes(),
+            self.channel.as_bytes(),
+            self.subject.0.as_bytes(),
+        );
         let parts: &[&[u8]] = match dimension {
             Dimension::Application => &[b"application", p, a],
             Dimension::Guild => &[b"guild", p, a, g],
@@ -222,9 +236,18 @@ mod tests {
     fn refuses_short_keys_and_bad_fields() {
         assert!(WardKey::from_bytes(&[0; MIN_WARD_KEY_BYTES - 1]).is_err());
         let k = WardKey::from_bytes(&[1; 32]).unwrap();
-        assert!(matches!(event("", "c").into_scope(&k), Err(DeskError::Malformed("subject_id"))));
-        assert!(matches!(event("a b", "c").into_scope(&k), Err(DeskError::Malformed("subject_id"))));
+        assert!(matches!(
+            event("", "c").into_scope(&k),
+            Err(DeskError::Malformed("subject_id"))
+        ));
+        assert!(matches!(
+            event("a b", "c").into_scope(&k),
+            Err(DeskError::Malformed("subject_id"))
+        ));
         let long = "x".repeat(MAX_SCOPE_FIELD_BYTES + 1);
-        assert!(matches!(event("u", &long).into_scope(&k), Err(DeskError::Malformed("channel_id"))));
+        assert!(matches!(
+            event("u", &long).into_scope(&k),
+            Err(DeskError::Malformed("channel_id"))
+        ));
     }
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use reach_digest::Sha256Digest;
 use sqlx::Row;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use crate::refusal::{DeskError, Result};
 
@@ -36,7 +38,10 @@ pub async fn open(path: &Path) -> Result<SqlitePool> {
         // Deleted rows (expired counters, purged Sigils) are overwritten, not left in free pages.
         .pragma("secure_delete", "ON")
         .busy_timeout(BUSY_TIMEOUT);
-    let pool = SqlitePoolOptions::new().max_connections(MAX_CONNECTIONS).connect_with(opts).await?;
+    let pool = SqlitePoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .connect_with(opts)
+        .await?;
     migrate(&pool).await?;
     Ok(pool)
 }

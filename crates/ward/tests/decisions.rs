@@ -16,10 +16,30 @@ async fn issued_decision_redeems_once_with_its_bindings() {
     let d = f.issue(&a, "att-1", b"answer").await.unwrap();
     assert_eq!(d.redeemer, DISCORD);
     assert_eq!(d.expires_at, START.plus(DECISION_TTL));
-    let r = f.desk.redeem(DISCORD, d.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"answer")).await.unwrap();
-    assert_eq!((r.run_id(), r.attempt_id(), r.purpose()), ("run-1", "att-1", "discord-delivery"));
+    let r = f
+        .desk
+        .redeem(
+            DISCORD,
+            d.id.as_str(),
+            DISCORD_REST,
+            &Sha256Digest::of(b"answer"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.run_id(), r.attempt_id(), r.purpose()),
+        ("run-1", "att-1", "discord-delivery")
+    );
     assert_eq!(r.id(), &d.id);
-    let again = f.desk.redeem(DISCORD, d.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"answer")).await;
+    let again = f
+        .desk
+        .redeem(
+            DISCORD,
+            d.id.as_str(),
+            DISCORD_REST,
+            &Sha256Digest::of(b"answer"),
+        )
+        .await;
     assert_eq!(refusal(again), Refusal::AlreadyRedeemed);
 }
 
@@ -29,7 +49,15 @@ async fn expired_decision_is_refused() {
     let a = f.admit("run-1").await;
     let d = f.issue(&a, "att-1", b"answer").await.unwrap();
     f.advance(DECISION_TTL);
-    let r = f.desk.redeem(DISCORD, d.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"answer")).await;
+    let r = f
+        .desk
+        .redeem(
+            DISCORD,
+            d.id.as_str(),
+            DISCORD_REST,
+            &Sha256Digest::of(b"answer"),
+        )
+        .await;
     assert_eq!(refusal(r), Refusal::DecisionExpired);
 }
 
@@ -42,7 +70,10 @@ async fn concurrent_redeems_of_one_decision_admit_exactly_one() {
         let tasks: Vec<_> = (0..16)
             .map(|_| {
                 let (desk, id) = (f.desk.clone(), d.id.to_string());
-                tokio::spawn(async move { desk.redeem(DISCORD, &id, DISCORD_REST, &Sha256Digest::of(b"answer")).await })
+                tokio::spawn(async move {
+                    desk.redeem(DISCORD, &id, DISCORD_REST, &Sha256Digest::of(b"answer"))
+                        .await
+                })
             })
             .collect();
         let mut admitted = 0;
@@ -65,7 +96,11 @@ async fn concurrent_redeems_on_threads_admit_exactly_one() {
     let tasks: Vec<_> = (0..32)
         .map(|_| {
             let (desk, id) = (f.desk.clone(), d.id.to_string());
-            tokio::spawn(async move { desk.redeem(DISCORD, &id, DISCORD_REST, &Sha256Digest::of(b"answer")).await.is_ok() })
+            tokio::spawn(async move {
+                desk.redeem(DISCORD, &id, DISCORD_REST, &Sha256Digest::of(b"answer"))
+                    .await
+                    .is_ok()
+            })
         })
         .collect();
     let mut admitted = 0;
@@ -80,39 +115,91 @@ async fn revocation_mid_task_refuses_unredeemed_decisions_and_new_ones() {
     let f = Fixture::new().await;
     let a = f.admit("run-1").await;
     let sent = f.issue(&a, "att-1", b"one").await.unwrap();
-    f.desk.redeem(DISCORD, sent.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"one")).await.unwrap();
+    f.desk
+        .redeem(
+            DISCORD,
+            sent.id.as_str(),
+            DISCORD_REST,
+            &Sha256Digest::of(b"one"),
+        )
+        .await
+        .unwrap();
     let pending = f.issue(&a, "att-2", b"two").await.unwrap();
 
-    let rev = f.desk.revoke("operator", a.sigil.id.as_str()).await.unwrap();
+    let rev = f
+        .desk
+        .revoke("operator", a.sigil.id.as_str())
+        .await
+        .unwrap();
     assert_eq!((rev.decisions_revoked, rev.already_revoked), (1, false));
 
-    let r = f.desk.redeem(DISCORD, pending.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"two")).await;
+    let r = f
+        .desk
+        .redeem(
+            DISCORD,
+            pending.id.as_str(),
+            DISCORD_REST,
+            &Sha256Digest::of(b"two"),
+        )
+        .await;
     assert_eq!(refusal(r), Refusal::DecisionRevoked);
-    assert_eq!(refusal(f.issue(&a, "att-3", b"three").await), Refusal::SigilRevoked);
+    assert_eq!(
+        refusal(f.issue(&a, "att-3", b"three").await),
+        Refusal::SigilRevoked
+    );
     // The attempt already redeemed may have left; revocation does not pretend otherwise.
-    let r = f.desk.redeem(DISCORD, sent.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"one")).await;
+    let r = f
+        .desk
+        .redeem(
+            DISCORD,
+            sent.id.as_str(),
+            DISCORD_REST,
+            &Sha256Digest::of(b"one"),
+        )
+        .await;
     assert_eq!(refusal(r), Refusal::AlreadyRedeemed);
     // Revoking twice succeeds and says so; an unknown Sigil is refused.
     let again = f.desk.revoke("core", a.sigil.id.as_str()).await.unwrap();
     assert_eq!((again.decisions_revoked, again.already_revoked), (0, true));
-    assert_eq!(refusal(f.desk.revoke("operator", "sigil_00000000000000000000000000000000").await), Refusal::UnknownSigil);
+    assert_eq!(
+        refusal(
+            f.desk
+                .revoke("operator", "sigil_00000000000000000000000000000000")
+                .await
+        ),
+        Refusal::UnknownSigil
+    );
     // A replayed admission of the revoked run does not mint a new Sigil.
-    let replay = f.desk.admit(CORE, event("g1", "c-run-1", "u-run-1"), run_ref("run-1")).await;
+    let replay = f
+        .desk
+        .admit(CORE, event("g1", "c-run-1", "u-run-1"), run_ref("run-1"))
+        .await;
     assert_eq!(refusal(replay), Refusal::SigilRevoked);
 }
 
 fn budgets(b: TaskBudgets) -> WardPolicy {
-    WardPolicy { budgets: b, ..WardPolicy::default() }
+    WardPolicy {
+        budgets: b,
+        ..WardPolicy::default()
+    }
 }
 
 #[tokio::test]
 async fn retries_budget_counts_every_decision_of_the_run() {
-    let f = Fixture::with_policy(budgets(TaskBudgets { retries: 3, concurrency: 10, ..TaskBudgets::default() })).await;
+    let f = Fixture::with_policy(budgets(TaskBudgets {
+        retries: 3,
+        concurrency: 10,
+        ..TaskBudgets::default()
+    }))
+    .await;
     let a = f.admit("run-1").await;
     for i in 0..3 {
         f.issue(&a, &format!("att-{i}"), b"p").await.unwrap();
     }
-    assert_eq!(refusal(f.issue(&a, "att-3", b"p").await), Refusal::OverBudget(Budget::Retries));
+    assert_eq!(
+        refusal(f.issue(&a, "att-3", b"p").await),
+        Refusal::OverBudget(Budget::Retries)
+    );
 }
 
 #[tokio::test]
@@ -130,44 +217,82 @@ async fn token_and_spend_budgets_are_reserved_at_issue() {
     req.max_spend_micros = 300;
     f.desk.issue(CORE, req.clone()).await.unwrap();
     req.attempt_id = "att-2".into();
-    assert_eq!(refusal(f.desk.issue(CORE, req.clone()).await), Refusal::OverBudget(Budget::Tokens));
+    assert_eq!(
+        refusal(f.desk.issue(CORE, req.clone()).await),
+        Refusal::OverBudget(Budget::Tokens)
+    );
     req.max_tokens = 400;
-    assert_eq!(refusal(f.desk.issue(CORE, req.clone()).await), Refusal::OverBudget(Budget::Spend));
+    assert_eq!(
+        refusal(f.desk.issue(CORE, req.clone()).await),
+        Refusal::OverBudget(Budget::Spend)
+    );
     req.max_spend_micros = 200;
     f.desk.issue(CORE, req).await.unwrap();
 }
 
 #[tokio::test]
 async fn concurrency_budget_frees_when_decisions_expire() {
-    let f = Fixture::with_policy(budgets(TaskBudgets { concurrency: 1, ..TaskBudgets::default() })).await;
+    let f = Fixture::with_policy(budgets(TaskBudgets {
+        concurrency: 1,
+        ..TaskBudgets::default()
+    }))
+    .await;
     let a = f.admit("run-1").await;
     f.issue(&a, "att-1", b"p").await.unwrap();
-    assert_eq!(refusal(f.issue(&a, "att-2", b"p").await), Refusal::OverBudget(Budget::Concurrency));
+    assert_eq!(
+        refusal(f.issue(&a, "att-2", b"p").await),
+        Refusal::OverBudget(Budget::Concurrency)
+    );
     f.advance(DECISION_TTL);
     f.issue(&a, "att-2", b"p").await.unwrap();
 }
 
 #[tokio::test]
 async fn sigil_expires_with_its_task_and_caps_decision_expiry() {
-    let f = Fixture::with_policy(budgets(TaskBudgets { time_ms: 40_000, ..TaskBudgets::default() })).await;
+    let f = Fixture::with_policy(budgets(TaskBudgets {
+        time_ms: 40_000,
+        ..TaskBudgets::default()
+    }))
+    .await;
     let a = f.admit("run-1").await;
     assert_eq!(a.sigil.expires_at, START.plus(Duration::from_secs(40)));
     f.advance(Duration::from_secs(20));
     let d = f.issue(&a, "att-1", b"p").await.unwrap();
-    assert_eq!(d.expires_at, a.sigil.expires_at, "a decision never outlives its Sigil");
+    assert_eq!(
+        d.expires_at, a.sigil.expires_at,
+        "a decision never outlives its Sigil"
+    );
     f.advance(Duration::from_secs(20));
-    assert_eq!(refusal(f.issue(&a, "att-2", b"p").await), Refusal::SigilExpired);
-    let r = f.desk.redeem(DISCORD, d.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"p")).await;
+    assert_eq!(
+        refusal(f.issue(&a, "att-2", b"p").await),
+        Refusal::SigilExpired
+    );
+    let r = f
+        .desk
+        .redeem(
+            DISCORD,
+            d.id.as_str(),
+            DISCORD_REST,
+            &Sha256Digest::of(b"p"),
+        )
+        .await;
     assert_eq!(refusal(r), Refusal::DecisionExpired);
 
     // The run's own deadline wins when it is earlier.
     let mut run = run_ref("run-2");
     run.deadline = Some(START.plus(Duration::from_secs(45)));
-    let b = f.desk.admit(CORE, event("g1", "c2", "u2"), run).await.unwrap();
+    let b = f
+        .desk
+        .admit(CORE, event("g1", "c2", "u2"), run)
+        .await
+        .unwrap();
     assert_eq!(b.sigil.expires_at, START.plus(Duration::from_secs(45)));
     let mut past = run_ref("run-3");
     past.deadline = Some(START);
-    assert_eq!(refusal(f.desk.admit(CORE, event("g1", "c3", "u3"), past).await), Refusal::SigilExpired);
+    assert_eq!(
+        refusal(f.desk.admit(CORE, event("g1", "c3", "u3"), past).await),
+        Refusal::SigilExpired
+    );
 }
 
 #[tokio::test]
@@ -178,15 +303,32 @@ async fn mismatched_redemptions_are_refused_and_do_not_burn_the_decision() {
     let id = d.id.as_str();
     let good = Sha256Digest::of(b"answer");
     let cases = [
-        (DISCORD, DISCORD_REST, Sha256Digest::of(b"other answer"), Refusal::PayloadMismatch),
-        (DISCORD, "https://discord.com:443/api/v10/channels/c2/messages", good, Refusal::DestinationMismatch),
+        (
+            DISCORD,
+            DISCORD_REST,
+            Sha256Digest::of(b"other answer"),
+            Refusal::PayloadMismatch,
+        ),
+        (
+            DISCORD,
+            "https://discord.com:443/api/v10/channels/c2/messages",
+            good,
+            Refusal::DestinationMismatch,
+        ),
         (PROVIDER, DISCORD_REST, good, Refusal::WrongRedeemer),
         ("core", DISCORD_REST, good, Refusal::WrongRedeemer),
     ];
     for (who, dest, payload, want) in cases {
-        assert_eq!(refusal(f.desk.redeem(who, id, dest, &payload).await), want, "{who} {dest}");
+        assert_eq!(
+            refusal(f.desk.redeem(who, id, dest, &payload).await),
+            want,
+            "{who} {dest}"
+        );
     }
-    f.desk.redeem(DISCORD, id, DISCORD_REST, &good).await.unwrap();
+    f.desk
+        .redeem(DISCORD, id, DISCORD_REST, &good)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -195,11 +337,22 @@ async fn a_sigil_presented_as_a_decision_is_unknown() {
     let a = f.admit("run-1").await;
     let payload = Sha256Digest::of(b"answer");
     for who in [DISCORD, PROVIDER] {
-        let r = f.desk.redeem(who, a.sigil.id.as_str(), DISCORD_REST, &payload).await;
+        let r = f
+            .desk
+            .redeem(who, a.sigil.id.as_str(), DISCORD_REST, &payload)
+            .await;
         assert_eq!(refusal(r), Refusal::UnknownDecision);
     }
-    for bogus in ["", "egd_00000000000000000000000000000000", "egd_zz", "sigil_"] {
-        assert_eq!(refusal(f.desk.redeem(DISCORD, bogus, DISCORD_REST, &payload).await), Refusal::UnknownDecision);
+    for bogus in [
+        "",
+        "egd_00000000000000000000000000000000",
+        "egd_zz",
+        "sigil_",
+    ] {
+        assert_eq!(
+            refusal(f.desk.redeem(DISCORD, bogus, DISCORD_REST, &payload).await),
+            Refusal::UnknownDecision
+        );
     }
 }
 
@@ -208,13 +361,22 @@ async fn only_the_holder_issues_on_a_sigil_for_its_own_run() {
     let f = Fixture::new().await;
     let a = f.admit("run-1").await;
     let req = discord_request(&a, "att-1", b"p");
-    assert_eq!(refusal(f.desk.issue(DISCORD, req.clone()).await), Refusal::UnknownSigil);
+    assert_eq!(
+        refusal(f.desk.issue(DISCORD, req.clone()).await),
+        Refusal::UnknownSigil
+    );
     let mut other_run = req.clone();
     other_run.run_id = "run-2".into();
-    assert_eq!(refusal(f.desk.issue(CORE, other_run).await), Refusal::RunMismatch);
+    assert_eq!(
+        refusal(f.desk.issue(CORE, other_run).await),
+        Refusal::RunMismatch
+    );
     let mut bad = req;
     bad.sigil_id = "egd_00000000000000000000000000000000".into();
-    assert_eq!(refusal(f.desk.issue(CORE, bad).await), Refusal::UnknownSigil);
+    assert_eq!(
+        refusal(f.desk.issue(CORE, bad).await),
+        Refusal::UnknownSigil
+    );
 }
 
 #[tokio::test]
@@ -224,21 +386,46 @@ async fn purpose_cut_receipt_and_labels_are_checked_at_issue() {
     let mut model = discord_request(&a, "att-1", b"prompt");
     model.purpose = "model-completion".into();
     model.destination = "https://provider.invalid:443/v1/chat/completions".into();
-    assert_eq!(refusal(f.desk.issue(CORE, model.clone()).await), Refusal::CutReceiptMissing);
+    assert_eq!(
+        refusal(f.desk.issue(CORE, model.clone()).await),
+        Refusal::CutReceiptMissing
+    );
     model.cut_receipt_digest = Some(Sha256Digest::of(b"cut receipt"));
     let d = f.desk.issue(CORE, model.clone()).await.unwrap();
     assert_eq!(d.redeemer, PROVIDER);
     // egress-discord cannot carry a model call, and egress-provider can.
-    let r = f.desk.redeem(DISCORD, d.id.as_str(), &model.destination, &model.payload_digest).await;
+    let r = f
+        .desk
+        .redeem(
+            DISCORD,
+            d.id.as_str(),
+            &model.destination,
+            &model.payload_digest,
+        )
+        .await;
     assert_eq!(refusal(r), Refusal::WrongRedeemer);
-    f.desk.redeem(PROVIDER, d.id.as_str(), &model.destination, &model.payload_digest).await.unwrap();
+    f.desk
+        .redeem(
+            PROVIDER,
+            d.id.as_str(),
+            &model.destination,
+            &model.payload_digest,
+        )
+        .await
+        .unwrap();
 
     let mut unknown = discord_request(&a, "att-2", b"p");
     unknown.purpose = "home-database".into();
-    assert_eq!(refusal(f.desk.issue(CORE, unknown).await), Refusal::PurposeNotAdmitted);
+    assert_eq!(
+        refusal(f.desk.issue(CORE, unknown).await),
+        Refusal::PurposeNotAdmitted
+    );
     let mut private = discord_request(&a, "att-2", b"p");
     private.labels.push("private".into());
-    assert_eq!(refusal(f.desk.issue(CORE, private).await), Refusal::LabelRefused);
+    assert_eq!(
+        refusal(f.desk.issue(CORE, private).await),
+        Refusal::LabelRefused
+    );
 }
 
 #[tokio::test]
@@ -278,7 +465,10 @@ async fn replayed_admission_returns_the_same_sigil() {
     assert!(!a.replayed && b.replayed);
     assert_eq!(a.sigil, b.sigil);
     // The same run in another scope is a conflict, not a second Sigil.
-    let other = f.desk.admit(CORE, event("g1", "elsewhere", "u-run-1"), run_ref("run-1")).await;
+    let other = f
+        .desk
+        .admit(CORE, event("g1", "elsewhere", "u-run-1"), run_ref("run-1"))
+        .await;
     assert_eq!(refusal(other), Refusal::RunMismatch);
 }
 
@@ -303,7 +493,10 @@ fn refusal_codes_are_stable() {
         Refusal::RunMismatch,
         Refusal::RateLimited(Dimension::Channel),
     ];
-    let table: String = all.iter().map(|r| format!("{:<32} {:<12} {r}\n", r.code(), r.detail())).collect();
+    let table: String = all
+        .iter()
+        .map(|r| format!("{:<32} {:<12} {r}\n", r.code(), r.detail()))
+        .collect();
     expect_test::expect![[r#"
         decision/expired                              decision/expired
         decision/already-redeemed                     decision/already-redeemed
@@ -331,20 +524,57 @@ async fn a_decision_never_outlives_the_ward_process_that_issued_it() {
     let a = f.admit("run-1").await;
     let unredeemed = f.issue(&a, "att-1", b"one").await.unwrap();
     let redeemed = f.issue(&a, "att-2", b"two").await.unwrap();
-    f.desk.redeem(DISCORD, redeemed.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"two")).await.unwrap();
+    f.desk
+        .redeem(
+            DISCORD,
+            redeemed.id.as_str(),
+            DISCORD_REST,
+            &Sha256Digest::of(b"two"),
+        )
+        .await
+        .unwrap();
     f.desk.close().await;
 
     // A restart (after a crash that may have lost the last commits) voids what was unredeemed.
     let key = reach_ward_desk::WardKey::from_bytes(&[7; 32]).unwrap();
     let clock = std::sync::Arc::new(f.clock.clone());
-    let desk = reach_ward_desk::Desk::open(&f.dir.path().join("ward.sqlite3"), key, WardPolicy::default(), clock)
-        .await
-        .unwrap();
-    let r = desk.redeem(DISCORD, unredeemed.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"one")).await;
+    let desk = reach_ward_desk::Desk::open(
+        &f.dir.path().join("ward.sqlite3"),
+        key,
+        WardPolicy::default(),
+        clock,
+    )
+    .await
+    .unwrap();
+    let r = desk
+        .redeem(
+            DISCORD,
+            unredeemed.id.as_str(),
+            DISCORD_REST,
+            &Sha256Digest::of(b"one"),
+        )
+        .await;
     assert_eq!(refusal(r), Refusal::DecisionExpired);
-    let r = desk.redeem(DISCORD, redeemed.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"two")).await;
+    let r = desk
+        .redeem(
+            DISCORD,
+            redeemed.id.as_str(),
+            DISCORD_REST,
+            &Sha256Digest::of(b"two"),
+        )
+        .await;
     assert_eq!(refusal(r), Refusal::AlreadyRedeemed);
     // The Sigil survives the restart; the next attempt gets a fresh decision.
-    let next = desk.issue(CORE, discord_request(&a, "att-3", b"one")).await.unwrap();
-    desk.redeem(DISCORD, next.id.as_str(), DISCORD_REST, &Sha256Digest::of(b"one")).await.unwrap();
+    let next = desk
+        .issue(CORE, discord_request(&a, "att-3", b"one"))
+        .await
+        .unwrap();
+    desk.redeem(
+        DISCORD,
+        next.id.as_str(),
+        DISCORD_REST,
+        &Sha256Digest::of(b"one"),
+    )
+    .await
+    .unwrap();
 }

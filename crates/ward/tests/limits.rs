@@ -11,14 +11,22 @@ const MINUTE: Duration = Duration::from_secs(60);
 const LOOSE: Window = Window::fixed(10_000, MINUTE);
 
 fn only(dimension: Dimension, w: Window) -> WardPolicy {
-    let mut limits = RateLimits { application: LOOSE, guild: LOOSE, channel: LOOSE, subject: LOOSE };
+    let mut limits = RateLimits {
+        application: LOOSE,
+        guild: LOOSE,
+        channel: LOOSE,
+        subject: LOOSE,
+    };
     match dimension {
         Dimension::Application => limits.application = w,
         Dimension::Guild => limits.guild = w,
         Dimension::Channel => limits.channel = w,
         Dimension::Subject => limits.subject = w,
     }
-    WardPolicy { rate_limits: limits, ..WardPolicy::default() }
+    WardPolicy {
+        rate_limits: limits,
+        ..WardPolicy::default()
+    }
 }
 
 /// The n-th event that repeats only `dimension`'s key (and everything above it).
@@ -39,7 +47,10 @@ async fn each_dimension_refuses_past_its_limit_and_names_itself() {
     for dimension in Dimension::ALL {
         let f = Fixture::with_policy(only(dimension, Window::fixed(3, MINUTE))).await;
         for n in 0..3 {
-            f.desk.admit(CORE, nth(dimension, n), run_ref(&format!("r{n}"))).await.unwrap();
+            f.desk
+                .admit(CORE, nth(dimension, n), run_ref(&format!("r{n}")))
+                .await
+                .unwrap();
         }
         let r = f.desk.admit(CORE, nth(dimension, 3), run_ref("r3")).await;
         assert_eq!(refusal(r), Refusal::RateLimited(dimension), "{dimension}");
@@ -62,11 +73,24 @@ async fn fixed_window_resets_at_its_boundary() {
     f.advance(Duration::from_millis(u64::try_from(60_000 - into).unwrap()));
     f.advance(Duration::from_secs(50));
     for n in 0..2 {
-        f.desk.admit(CORE, nth(Dimension::Subject, n), run_ref(&format!("r{n}"))).await.unwrap();
+        f.desk
+            .admit(CORE, nth(Dimension::Subject, n), run_ref(&format!("r{n}")))
+            .await
+            .unwrap();
     }
-    assert_eq!(refusal(f.desk.admit(CORE, nth(Dimension::Subject, 2), run_ref("r2")).await), Refusal::RateLimited(Dimension::Subject));
+    assert_eq!(
+        refusal(
+            f.desk
+                .admit(CORE, nth(Dimension::Subject, 2), run_ref("r2"))
+                .await
+        ),
+        Refusal::RateLimited(Dimension::Subject)
+    );
     f.advance(Duration::from_secs(10)); // next window
-    f.desk.admit(CORE, nth(Dimension::Subject, 3), run_ref("r3")).await.unwrap();
+    f.desk
+        .admit(CORE, nth(Dimension::Subject, 3), run_ref("r3"))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -76,14 +100,27 @@ async fn sliding_window_weighs_the_previous_window() {
     f.advance(Duration::from_millis(u64::try_from(60_000 - into).unwrap()));
     f.advance(Duration::from_secs(50));
     for n in 0..2 {
-        f.desk.admit(CORE, nth(Dimension::Subject, n), run_ref(&format!("r{n}"))).await.unwrap();
+        f.desk
+            .admit(CORE, nth(Dimension::Subject, n), run_ref(&format!("r{n}")))
+            .await
+            .unwrap();
     }
     // 10 s into the next window: 2 × 50/60 + 1 > 2, refused (a fixed window would admit).
     f.advance(Duration::from_secs(20));
-    assert_eq!(refusal(f.desk.admit(CORE, nth(Dimension::Subject, 2), run_ref("r2")).await), Refusal::RateLimited(Dimension::Subject));
+    assert_eq!(
+        refusal(
+            f.desk
+                .admit(CORE, nth(Dimension::Subject, 2), run_ref("r2"))
+                .await
+        ),
+        Refusal::RateLimited(Dimension::Subject)
+    );
     // 50 s into it: 2 × 10/60 + 1 ≤ 2, admitted.
     f.advance(Duration::from_secs(40));
-    f.desk.admit(CORE, nth(Dimension::Subject, 3), run_ref("r3")).await.unwrap();
+    f.desk
+        .admit(CORE, nth(Dimension::Subject, 3), run_ref("r3"))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -98,11 +135,42 @@ async fn narrowest_dimension_is_named_when_several_are_exhausted() {
         ..WardPolicy::default()
     };
     let f = Fixture::with_policy(policy).await;
-    f.desk.admit(CORE, event("g", "c", "u"), run_ref("r1")).await.unwrap();
-    assert_eq!(refusal(f.desk.admit(CORE, event("g", "c", "u"), run_ref("r2")).await), Refusal::RateLimited(Dimension::Subject));
-    assert_eq!(refusal(f.desk.admit(CORE, event("g", "c", "v"), run_ref("r2")).await), Refusal::RateLimited(Dimension::Channel));
-    assert_eq!(refusal(f.desk.admit(CORE, event("g", "d", "v"), run_ref("r2")).await), Refusal::RateLimited(Dimension::Guild));
-    assert_eq!(refusal(f.desk.admit(CORE, event("h", "d", "v"), run_ref("r2")).await), Refusal::RateLimited(Dimension::Application));
+    f.desk
+        .admit(CORE, event("g", "c", "u"), run_ref("r1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        refusal(
+            f.desk
+                .admit(CORE, event("g", "c", "u"), run_ref("r2"))
+                .await
+        ),
+        Refusal::RateLimited(Dimension::Subject)
+    );
+    assert_eq!(
+        refusal(
+            f.desk
+                .admit(CORE, event("g", "c", "v"), run_ref("r2"))
+                .await
+        ),
+        Refusal::RateLimited(Dimension::Channel)
+    );
+    assert_eq!(
+        refusal(
+            f.desk
+                .admit(CORE, event("g", "d", "v"), run_ref("r2"))
+                .await
+        ),
+        Refusal::RateLimited(Dimension::Guild)
+    );
+    assert_eq!(
+        refusal(
+            f.desk
+                .admit(CORE, event("h", "d", "v"), run_ref("r2"))
+                .await
+        ),
+        Refusal::RateLimited(Dimension::Application)
+    );
 }
 
 #[tokio::test]

@@ -18,21 +18,28 @@ const STORE_FILE: &str = "ward.sqlite3";
 fn main() -> std::process::ExitCode {
     reach_runtime::run("ward", async |role| {
         let desk = open(role).await?;
-        role.serve("ward.authority", WardService::new(desk.clone()).into_server())?;
+        role.serve(
+            "ward.authority",
+            WardService::new(desk.clone()).into_server(),
+        )?;
         tokio::spawn(purge_loop(desk, role.shutdown_signal()));
         Ok(())
     })
 }
 
 async fn open(role: &reach_runtime::Role) -> anyhow::Result<Arc<Desk>> {
-    let key = role.credential(CredentialKind::WardKey).context("ward-key credential is absent")?;
+    let key = role
+        .credential(CredentialKind::WardKey)
+        .context("ward-key credential is absent")?;
     let key = WardKey::from_bytes(key).context("ward-key")?;
     let policy: WardPolicy = toml::Value::Table(role.config.settings.clone())
         .try_into()
         .context("ward settings do not match the ward policy schema")?;
     let dir = &role.config.data_dir;
     std::fs::create_dir_all(dir).with_context(|| format!("data dir {}", dir.display()))?;
-    let desk = Desk::open(&dir.join(STORE_FILE), key, policy, Arc::new(SystemClock)).await.context("ward store")?;
+    let desk = Desk::open(&dir.join(STORE_FILE), key, policy, Arc::new(SystemClock))
+        .await
+        .context("ward store")?;
     Ok(Arc::new(desk))
 }
 

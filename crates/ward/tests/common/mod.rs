@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use reach_digest::Sha256Digest;
 use reach_ward_desk::{
-    Admission, DecisionRequest, Desk, DeskError, GuestEvent, IssuedDecision, ManualClock, Refusal, RunRef,
-    UnixMillis, WardKey, WardPolicy,
+    Admission, DecisionRequest, Desk, DeskError, GuestEvent, IssuedDecision, ManualClock, Refusal,
+    RunRef, UnixMillis, WardKey, WardPolicy,
 };
 
 pub const CORE: &str = "core";
@@ -32,8 +32,19 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(START);
         let key = WardKey::from_bytes(&[7; 32]).unwrap();
-        let desk = Desk::open(&dir.path().join("ward.sqlite3"), key, policy, Arc::new(clock.clone())).await.unwrap();
-        Self { desk: Arc::new(desk), clock, dir }
+        let desk = Desk::open(
+            &dir.path().join("ward.sqlite3"),
+            key,
+            policy,
+            Arc::new(clock.clone()),
+        )
+        .await
+        .unwrap();
+        Self {
+            desk: Arc::new(desk),
+            clock,
+            dir,
+        }
     }
 
     pub fn advance(&self, d: Duration) {
@@ -42,11 +53,25 @@ impl Fixture {
 
     /// Admits a fresh run in a scope unique to `run`.
     pub async fn admit(&self, run: &str) -> Admission {
-        self.desk.admit(CORE, event("g1", &format!("c-{run}"), &format!("u-{run}")), run_ref(run)).await.unwrap()
+        self.desk
+            .admit(
+                CORE,
+                event("g1", &format!("c-{run}"), &format!("u-{run}")),
+                run_ref(run),
+            )
+            .await
+            .unwrap()
     }
 
-    pub async fn issue(&self, a: &Admission, attempt: &str, payload: &[u8]) -> Result<IssuedDecision, DeskError> {
-        self.desk.issue(CORE, discord_request(a, attempt, payload)).await
+    pub async fn issue(
+        &self,
+        a: &Admission,
+        attempt: &str,
+        payload: &[u8],
+    ) -> Result<IssuedDecision, DeskError> {
+        self.desk
+            .issue(CORE, discord_request(a, attempt, payload))
+            .await
     }
 }
 
@@ -61,7 +86,10 @@ pub fn event(guild: &str, channel: &str, subject: &str) -> GuestEvent {
 }
 
 pub fn run_ref(run: &str) -> RunRef {
-    RunRef { run_id: run.into(), deadline: None }
+    RunRef {
+        run_id: run.into(),
+        deadline: None,
+    }
 }
 
 pub fn discord_request(a: &Admission, attempt: &str, payload: &[u8]) -> DecisionRequest {
