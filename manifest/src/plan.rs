@@ -133,6 +133,9 @@ impl Default for LogConfig {
     }
 }
 
+/// The directory, inside corpus-builder's data directory, holding its snapshot store.
+pub const CORPUS_STORE_DIR: &str = "store";
+
 impl Manifest {
     /// Compiles the configuration of `role` for a body laid out as `layout`.
     pub fn role_config(&self, role: &Role, layout: &StateLayout) -> RoleConfig {
@@ -183,8 +186,19 @@ impl Manifest {
             calls,
             credentials,
             log: LogConfig::default(),
-            settings: role.settings.clone(),
+            settings: self.resolved_settings(role, layout),
         }
+    }
+
+    /// The role's settings, with `corpus_from = "<role>"` resolved to that role's snapshot
+    /// store as `corpus_root` (mounted read-only into the reader by Scribe).
+    fn resolved_settings(&self, role: &Role, layout: &StateLayout) -> toml::Table {
+        let mut settings = role.settings.clone();
+        if let Some(from) = settings.get("corpus_from").and_then(|v| v.as_str()).map(str::to_owned) {
+            let root = layout.data_dir(&from).join(CORPUS_STORE_DIR);
+            settings.insert("corpus_root".into(), toml::Value::String(root.display().to_string()));
+        }
+        settings
     }
 
     /// The ports the operator CLI may call, with the principal that must answer.

@@ -1,5 +1,6 @@
 //! reach-core: the turn owner. Holds the Phylactery; no network, no credential but the vault's.
 
+mod pipeline;
 mod ports;
 
 use std::sync::Arc;
@@ -26,7 +27,17 @@ fn main() -> std::process::ExitCode {
         let vault = Phylactery::open(config, Arc::new(SystemClock)).await?;
         let report = vault.recover().await?;
         tracing::info!(?report, "recovered in-flight work from the vault");
-        let core = ports::Core::new(vault, role.config.habitat.clone());
+        let corpus_root = match role.config.settings.get("corpus_root").and_then(|v| v.as_str()) {
+            Some(root) => std::path::PathBuf::from(root),
+            None => anyhow::bail!("settings.corpus_root must name the corpus store core reads"),
+        };
+        let policy = match role.config.settings.get("refusals").and_then(|v| v.as_str()) {
+            None | Some("post") => reach_discord::render::ChannelPolicy::PostRefusals,
+            Some("silent") => reach_discord::render::ChannelPolicy::Silent,
+            Some(other) => anyhow::bail!("settings.refusals must be \"post\" or \"silent\", not {other:?}"),
+        };
+        let pipeline = pipeline::Pipeline::new(vault.clone(), corpus_root, role.client("ward.authority")?, policy);
+        let core = ports::Core::new(vault, role.config.habitat.clone(), pipeline);
         role.serve("core.admission", core.admission())?;
         role.serve("core.delivery", core.delivery())?;
         role.serve("core.trail", core.trail())?;

@@ -1,6 +1,9 @@
 //! Core's port adapters: protobuf in, Phylactery calls, protobuf out. Conversions are by hand
 //! and stay here; the ledger knows nothing of the wire.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
 use reach_digest::Sha256Digest;
 use reach_phylactery as ledger;
 use reach_phylactery::{LedgerError, Phylactery};
@@ -10,6 +13,8 @@ use reach_proto::core::v1::admission_server::{Admission, AdmissionServer};
 use reach_proto::core::v1::delivery_server::{Delivery, DeliveryServer};
 use reach_proto::core::v1::trail_server::{Trail, TrailServer};
 use tonic::{Request, Response, Status};
+
+use crate::pipeline::Pipeline;
 
 /// Longest lease a claimer may ask for; a crashed sender's pre-submit claim frees up after it.
 const MAX_LEASE_MS: u32 = 60_000;
@@ -27,11 +32,27 @@ pub struct DiscordEffect {
 pub struct Core {
     vault: Phylactery,
     habitat: String,
+    pipeline: Pipeline,
+    /// Turns whose pipeline runs in this process, so a redelivery does not start a second one.
+    running: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Core {
-    pub fn new(vault: Phylactery, habitat: String) -> Self {
-        Self { vault, habitat }
+    pub fn new(vault: Phylactery, habitat: String, pipeline: Pipeline) -> Self {
+        Self { vault, habitat, pipeline, running: Arc::default() }
+    }
+
+    /// Starts the turn's pipeline unless it already runs here. A turn left OPEN by a crash is
+    /// picked up when its event is redelivered; the ledger commits a turn exactly once anyway.
+    fn start_turn(&self, turn: ledger::TurnId, req: pb::AdmitRequest) {
+        if !self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(turn.0.clone()) {
+            return;
+        }
+        let (pipeline, running) = (self.pipeline.clone(), self.running.clone());
+        tokio::spawn(async move {
+            pipeline.run(turn.clone(), req).await;
+            running.lock().unwrap_or_else(|e| e.into_inner()).remove(&turn.0);
+        });
     }
     pub fn admission(&self) -> AdmissionServer<Self> {
         AdmissionServer::new(self.clone())
@@ -73,11 +94,11 @@ impl Admission for Core {
         let r = req.into_inner();
         let request = ledger::AdmissionRequest {
             key: ledger::EventKey {
-                platform: r.platform,
-                adapter_revision: r.adapter_revision,
-                application_id: r.application_id,
-                event_kind: r.event_kind,
-                external_event_id: r.external_event_id,
+                platform: r.platform.clone(),
+                adapter_revision: r.adapter_revision.clone(),
+                application_id: r.application_id.clone(),
+                event_kind: r.event_kind.clone(),
+                external_event_id: r.external_event_id.clone(),
             },
             payload_digest: digest(&r.payload_digest)?,
             habitat: self.habitat.clone(),
@@ -96,6 +117,9 @@ impl Admission for Core {
             Err(e) => return Err(status(e)),
         };
         let terminal = s.turn_state.is_terminal();
+        if !terminal {
+            self.start_turn(s.turn_id.clone(), r);
+        }
         Ok(Response::new(pb::AdmitResponse {
             outcome: outcome as i32,
             admission_id: s.admission_id.0,

@@ -1,30 +1,22 @@
-//! reach-corpus-builder: acquires admitted sources and activates snapshots core reads.
+//! reach-corpus-builder: acquires admitted sources and atomically activates snapshots that core
+//! reads. The default source is the project's own documentation, embedded in this binary and
+//! packed as an immutable release archive with its digest, so the body needs no network for it.
 
-use reach_proto::corpus::v1::corpus_admin_server::{CorpusAdmin, CorpusAdminServer};
-use reach_proto::corpus::v1::*;
-use tonic::{Request, Response, Status};
+mod admin;
+mod embedded;
+
+use std::sync::Arc;
+
+use reach_corpus::{CorpusStore, SystemClock};
 
 fn main() -> std::process::ExitCode {
     reach_runtime::run("corpus-builder", async |role| {
-        role.serve("corpus-builder.admin", CorpusAdminServer::new(Builder))?;
+        let store = CorpusStore::new(role.config.data_dir.join(reach_manifest::plan::CORPUS_STORE_DIR), Arc::new(SystemClock))?;
+        let source = embedded::Source::pack()?;
+        let builder = admin::Builder::new(store, source);
+        // Activate the embedded docs before readiness, so core never starts without a corpus.
+        builder.ensure_embedded_active().await?;
+        role.serve("corpus-builder.admin", builder.into_server())?;
         Ok(())
     })
-}
-
-/// Acquisition and activation land with issue #5.
-#[derive(Debug)]
-struct Builder;
-
-fn pending() -> Status {
-    Status::unimplemented("corpus acquisition lands with issue #5")
-}
-
-#[tonic::async_trait]
-impl CorpusAdmin for Builder {
-    async fn status(&self, _r: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
-        Err(pending())
-    }
-    async fn admit(&self, _r: Request<AdmitRequest>) -> Result<Response<AdmitResponse>, Status> {
-        Err(pending())
-    }
 }
