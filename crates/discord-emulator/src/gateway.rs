@@ -5,9 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::{SinkExt, StreamExt};
+use rustls::ServerConfig;
 use serde_json::{Value, json};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -16,9 +19,16 @@ use crate::{Ctl, Inner, SessionState};
 
 static CONN_IDS: AtomicU64 = AtomicU64::new(1);
 
-pub(crate) async fn serve(listener: TcpListener, inner: Arc<Inner>, resume_listener: bool) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    inner: Arc<Inner>,
+    resume_listener: bool,
+    tls: Option<Arc<ServerConfig>>,
+) {
+    let acceptor = tls.map(TlsAcceptor::from);
     while let Ok((tcp, _)) = listener.accept().await {
         let inner = Arc::clone(&inner);
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
             let _ = tcp.set_nodelay(true);
             {
@@ -29,7 +39,14 @@ pub(crate) async fn serve(listener: TcpListener, inner: Arc<Inner>, resume_liste
                     state.counts.connections += 1;
                 }
             }
-            connection(tcp, inner).await;
+            match acceptor {
+                Some(acceptor) => {
+                    if let Ok(stream) = acceptor.accept(tcp).await {
+                        connection(stream, inner).await;
+                    }
+                }
+                None => connection(tcp, inner).await,
+            }
         });
     }
 }
@@ -41,8 +58,8 @@ fn close(code: u16, reason: &str) -> Message {
     }))
 }
 
-async fn connection(tcp: TcpStream, inner: Arc<Inner>) {
-    let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, inner: Arc<Inner>) {
+    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
         return;
     };
     let conn_id = CONN_IDS.fetch_add(1, Ordering::Relaxed);

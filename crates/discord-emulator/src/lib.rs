@@ -54,6 +54,9 @@ pub struct EmulatorConfig {
     pub nonce_window: Duration,
     /// Whether channel reads include each message's nonce.
     pub nonce_in_reads: bool,
+    /// Serve the gateway as `wss://` (TLS with the run's CA, name [`REST_HOST`]) instead of
+    /// plain `ws://127.0.0.1`.
+    pub gateway_tls: bool,
 }
 
 impl Default for EmulatorConfig {
@@ -66,6 +69,7 @@ impl Default for EmulatorConfig {
             heartbeat_interval: Duration::from_millis(200),
             nonce_window: Duration::from_secs(300),
             nonce_in_reads: true,
+            gateway_tls: false,
         }
     }
 }
@@ -324,15 +328,31 @@ impl Emulator {
         let resume_addr = resume.local_addr()?;
         let rest_addr = rest.local_addr()?;
         let ca = tls::mint(&[REST_HOST, "127.0.0.1"]).map_err(io::Error::other)?;
+        let gateway_tls = config.gateway_tls.then(|| Arc::clone(&ca.server));
+        let resume_url = if config.gateway_tls {
+            format!("wss://{REST_HOST}:{}", resume_addr.port())
+        } else {
+            format!("ws://{resume_addr}")
+        };
         let inner = Arc::new(Inner {
             config,
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(FIRST_SNOWFLAKE),
-            resume_url: format!("ws://{resume_addr}"),
+            resume_url,
         });
         let tasks = vec![
-            tokio::spawn(gateway::serve(gateway, Arc::clone(&inner), false)),
-            tokio::spawn(gateway::serve(resume, Arc::clone(&inner), true)),
+            tokio::spawn(gateway::serve(
+                gateway,
+                Arc::clone(&inner),
+                false,
+                gateway_tls.clone(),
+            )),
+            tokio::spawn(gateway::serve(
+                resume,
+                Arc::clone(&inner),
+                true,
+                gateway_tls,
+            )),
             tokio::spawn(rest::serve(
                 rest,
                 Arc::clone(&ca.server),
@@ -355,14 +375,25 @@ impl Emulator {
         &self.inner.config
     }
 
-    /// The URL to IDENTIFY at (`ws://127.0.0.1:port`).
+    /// The URL to IDENTIFY at (`ws://127.0.0.1:port`, or `wss://discord.emulator.test:port`
+    /// with [`EmulatorConfig::gateway_tls`]).
     pub fn gateway_url(&self) -> String {
-        format!("ws://{}", self.gateway_addr)
+        if self.inner.config.gateway_tls {
+            format!("wss://{REST_HOST}:{}", self.gateway_addr.port())
+        } else {
+            format!("ws://{}", self.gateway_addr)
+        }
     }
 
     /// The `resume_gateway_url` READY announces.
     pub fn resume_gateway_url(&self) -> String {
-        format!("ws://{}", self.resume_addr)
+        self.inner.resume_url.clone()
+    }
+
+    /// The socket addresses of the two gateway listeners (identify, resume), to admit as
+    /// local roads for a `wss://` gateway.
+    pub fn gateway_addrs(&self) -> (SocketAddr, SocketAddr) {
+        (self.gateway_addr, self.resume_addr)
     }
 
     /// The REST base URL (`https://discord.emulator.test:port/api/v10`); admit

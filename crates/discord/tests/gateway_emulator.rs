@@ -257,3 +257,71 @@ async fn a_stalled_consumer_does_not_stop_the_heartbeat() {
     let _ = stats.max_heartbeat_lateness;
     handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn wss_gateway_goes_through_admission_and_the_pinned_connector_and_resumes() {
+    use std::sync::Arc;
+
+    use reach_destination::{Admission, AdmissionPolicy, Host, PinnedConnector, StaticResolver};
+    use reach_discord::gateway::WssDialer;
+    use reach_discord_emulator::{Emulator, EmulatorConfig, REST_HOST};
+
+    let em = Emulator::start(EmulatorConfig {
+        gateway_tls: true,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("start");
+    let (identify_addr, resume_addr) = em.gateway_addrs();
+    let host = Host::Name(REST_HOST.to_owned());
+    let policy = AdmissionPolicy::default()
+        .with_local_road(host.clone(), identify_addr)
+        .with_local_road(host, resume_addr);
+    let resolver = StaticResolver::new().with(REST_HOST, [identify_addr.ip()]);
+    let wss = WssDialer {
+        admission: Arc::new(Admission::new(policy, resolver)),
+        connector: PinnedConnector::new(em.root_store(), reach_destination::TcpDialer)
+            .expect("connector"),
+    };
+    let url = GatewayUrl::parse(&em.gateway_url()).expect("url");
+    assert!(url.is_secure());
+    let mut config = GatewayConfig::loopback(url, token(&em), gateway::intents(false));
+    config.wss = Some(wss);
+    let (handle, mut rx) = gateway::spawn(config);
+    ready(&mut rx).await;
+    assert!(em.drop_connection());
+    next_matching(&mut rx, "RESUMED", |e| *e == GatewayEvent::Resumed).await;
+    assert_eq!(em.gateway_counts().resume_connections, 1);
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn wss_gateway_without_a_road_is_never_dialed() {
+    use reach_discord_emulator::{Emulator, EmulatorConfig};
+    let em = Emulator::start(EmulatorConfig {
+        gateway_tls: true,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("start");
+    // No wss dialer: the client refuses to open a wss connection it cannot admit.
+    let url = GatewayUrl::parse(&em.gateway_url()).expect("url");
+    let (handle, mut rx) = gateway::spawn(GatewayConfig::loopback(
+        url,
+        token(&em),
+        gateway::intents(false),
+    ));
+    let e = next_matching(&mut rx, "Reconnecting", |e| {
+        matches!(e, GatewayEvent::Reconnecting { .. })
+    })
+    .await;
+    assert_eq!(
+        e,
+        GatewayEvent::Reconnecting {
+            reason: "connect-failed",
+            resume: false
+        }
+    );
+    assert_eq!(em.gateway_counts().connections, 0);
+    handle.shutdown().await;
+}
