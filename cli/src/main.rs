@@ -2,6 +2,7 @@
 
 mod body;
 mod demo;
+mod scribe;
 mod vault;
 
 use std::io::Read;
@@ -87,6 +88,12 @@ enum ScribeCommand {
         #[arg(long, value_enum, default_value = "if-needed")]
         rotate: RotateArg,
     },
+    /// Write the rootless Quadlet units, volumes, networks, configs and secrets script.
+    Quadlet(scribe::QuadletArgs),
+    /// Write the body's nftables egress ruleset.
+    Nftables(scribe::NftablesArgs),
+    /// Re-derive everything from the manifest and report drift (exit status 1 on drift).
+    Check(scribe::CheckArgs),
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -186,6 +193,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Scribe { command: ScribeCommand::Quadlet(args) } => scribe::quadlet(args),
+        Command::Scribe { command: ScribeCommand::Nftables(args) } => scribe::nftables(args),
+        Command::Scribe { command: ScribeCommand::Check(args) } => scribe::run_check(args),
         Command::Secret { command: SecretCommand::Set { role, file, target } } => {
             let m = load_manifest(target.manifest.as_deref())?;
             let owns = m.role(&role).is_some_and(|r| r.credentials.iter().any(|c| c.file == file));

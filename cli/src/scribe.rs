@@ -1,0 +1,270 @@
+//! `reach scribe quadlet | nftables | check`: the operator's side of Scribe's materialization.
+//!
+//! The work is in `reach-scribe`; this module parses arguments, binds the host's facts (image
+//! digests, uids, resolved addresses) and prints what happened.
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use reach_manifest::Manifest;
+use reach_manifest::plan::StateLayout;
+use reach_scribe::check::{CheckOptions, check};
+use reach_scribe::images::{DigestSource, pin_images};
+use reach_scribe::nftables::{FirewallBinding, Identity, render};
+use reach_scribe::quadlet::{QuadletInput, derive, write_out};
+
+/// Which manifest, which state directory, which images.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Source {
+    /// The ApplicationDeploymentManifest@1 file; the embedded reach.vps.public@1 if omitted.
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// The body's state directory on the host (secrets are read from it by secrets.sh).
+    #[arg(long, default_value = "reach-state")]
+    state: PathBuf,
+    /// A digests file (`role = "sha256:…"`) for images the manifest does not pin.
+    #[arg(long, conflicts_with = "pin_local_images")]
+    digests: Option<PathBuf>,
+    /// Pin images the manifest does not pin to the local Podman store's digests.
+    #[arg(long)]
+    pin_local_images: bool,
+    /// The podman binary used for --pin-local-images and `check --podman`.
+    #[arg(long, default_value = "podman")]
+    podman: PathBuf,
+}
+
+/// `reach scribe quadlet`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct QuadletArgs {
+    #[command(flatten)]
+    source: Source,
+    /// Where the units, configs and secrets.sh are written (e.g. ~/.config/containers/systemd).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// The host's facts the ruleset needs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BindingArgs {
+    /// A role's uid: `ROLE=UID` (one per role).
+    #[arg(long = "uid", value_name = "ROLE=UID")]
+    uids: Vec<String>,
+    /// A role's cgroup v2 path: `ROLE=LEVEL:PATH` (instead of a uid).
+    #[arg(long = "cgroup", value_name = "ROLE=LEVEL:PATH")]
+    cgroups: Vec<String>,
+    /// An admitted destination's address: `DESTINATION=IP`. Destinations without one are
+    /// resolved now through the system resolver.
+    #[arg(long = "address", value_name = "DESTINATION=IP")]
+    addresses: Vec<String>,
+    /// An exact local road: `ROLE=IP:PORT` (e.g. the resolver an egress role asks).
+    #[arg(long = "road", value_name = "ROLE=IP:PORT")]
+    roads: Vec<String>,
+}
+
+/// `reach scribe nftables`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct NftablesArgs {
+    /// The ApplicationDeploymentManifest@1 file; the embedded reach.vps.public@1 if omitted.
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    #[command(flatten)]
+    binding: BindingArgs,
+    /// Where the ruleset is written (load it with `nft -f`).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// `reach scribe check`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    source: Source,
+    /// The directory `reach scribe quadlet` wrote.
+    #[arg(long)]
+    out: PathBuf,
+    /// Also compare Podman secrets and local image digests.
+    #[arg(long = "with-podman")]
+    with_podman: bool,
+    /// A ruleset file to compare with the one derived from the manifest and the binding.
+    #[arg(long)]
+    ruleset: Option<PathBuf>,
+    #[command(flatten)]
+    binding: BindingArgs,
+}
+
+fn pinned(
+    m: &Manifest,
+    source: &Source,
+) -> anyhow::Result<std::collections::BTreeMap<String, reach_scribe::images::PinnedImage>> {
+    let digests = match (&source.digests, source.pin_local_images) {
+        (Some(f), _) => DigestSource::File(f.clone()),
+        (None, true) => DigestSource::LocalPodman(source.podman.clone()),
+        (None, false) => DigestSource::Manifest,
+    };
+    Ok(pin_images(m, &digests)?)
+}
+
+/// Writes the Quadlet units for the manifest.
+pub fn quadlet(args: QuadletArgs) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let m = crate::load_manifest(args.source.manifest.as_deref())?;
+    let images = pinned(&m, &args.source)?;
+    let input = QuadletInput::new(&m, images, StateLayout::new(&args.source.state));
+    let out = derive(&input)?;
+    let changed =
+        write_out(&out, &args.out).with_context(|| format!("writing {}", args.out.display()))?;
+    for c in &changed {
+        println!("{c}");
+    }
+    println!(
+        "{} files for {} roles in {} ({} changed) in {:.1} ms; create the secrets with {}/secrets.sh",
+        out.files.len(),
+        out.containers.len(),
+        args.out.display(),
+        changed.len(),
+        started.elapsed().as_secs_f64() * 1000.0,
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn split_pair<'a>(s: &'a str, what: &str) -> anyhow::Result<(&'a str, &'a str)> {
+    s.split_once('=')
+        .with_context(|| format!("`{s}` is not {what}"))
+}
+
+fn binding(m: &Manifest, args: &BindingArgs) -> anyhow::Result<FirewallBinding> {
+    let mut b = FirewallBinding::default();
+    for s in &args.uids {
+        let (role, uid) = split_pair(s, "ROLE=UID")?;
+        b.identities.insert(
+            role.to_owned(),
+            Identity::Uid(uid.parse().with_context(|| format!("uid in `{s}`"))?),
+        );
+    }
+    for s in &args.cgroups {
+        let (role, rest) = split_pair(s, "ROLE=LEVEL:PATH")?;
+        let (level, path) = rest
+            .split_once(':')
+            .with_context(|| format!("`{s}` is not ROLE=LEVEL:PATH"))?;
+        b.identities.insert(
+            role.to_owned(),
+            Identity::Cgroup {
+                level: level.parse().with_context(|| format!("level in `{s}`"))?,
+                path: path.to_owned(),
+            },
+        );
+    }
+    for s in &args.addresses {
+        let (dest, ip) = split_pair(s, "DESTINATION=IP")?;
+        let ip: IpAddr = ip.parse().with_context(|| format!("address in `{s}`"))?;
+        b.addresses.entry(dest.to_owned()).or_default().push(ip);
+    }
+    for s in &args.roads {
+        let (role, addr) = split_pair(s, "ROLE=IP:PORT")?;
+        let addr: SocketAddr = addr
+            .parse()
+            .with_context(|| format!("socket address in `{s}`"))?;
+        b.local_roads.insert((role.to_owned(), addr));
+    }
+    // Destinations an egress role uses and the operator did not bind: the system resolver,
+    // now. Scribe then refuses any special-purpose answer.
+    let used: BTreeSet<&str> = m
+        .roles
+        .iter()
+        .filter_map(|r| match &r.network {
+            reach_manifest::NetworkClass::Egress(ds) => {
+                Some(ds.iter().map(String::as_str).collect::<Vec<_>>())
+            }
+            reach_manifest::NetworkClass::None => None,
+        })
+        .flatten()
+        .collect();
+    let unbound: Vec<_> = m
+        .destinations
+        .iter()
+        .filter(|d| used.contains(d.name.as_str()) && !b.addresses.contains_key(&d.name))
+        .collect();
+    for d in unbound {
+        let authority = d
+            .url
+            .strip_prefix("https://")
+            .and_then(|r| r.split('/').next())
+            .unwrap_or("");
+        let target = if authority.contains(':') {
+            authority.to_owned()
+        } else {
+            format!("{authority}:443")
+        };
+        let addrs: BTreeSet<IpAddr> = match target.to_socket_addrs() {
+            Ok(a) => a.map(|a| a.ip()).collect(),
+            Err(e) => bail!(
+                "destination `{}` ({target}) did not resolve: {e}; bind it with --address {}=IP",
+                d.name,
+                d.name
+            ),
+        };
+        b.addresses
+            .insert(d.name.clone(), addrs.into_iter().collect());
+    }
+    Ok(b)
+}
+
+/// Writes the nftables ruleset.
+pub fn nftables(args: NftablesArgs) -> anyhow::Result<ExitCode> {
+    let m = crate::load_manifest(args.manifest.as_deref())?;
+    let b = binding(&m, &args.binding)?;
+    let text = render(&m, &b)?;
+    write_if_changed(&args.out, &text)?;
+    println!(
+        "wrote {} (load it with `nft -f {}`)",
+        args.out.display(),
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_if_changed(path: &Path, text: &str) -> anyhow::Result<()> {
+    if std::fs::read(path).ok().as_deref() != Some(text.as_bytes()) {
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Re-derives everything and reports drift; exit status 1 if there is any.
+pub fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let m = crate::load_manifest(args.source.manifest.as_deref())?;
+    let images = pinned(&m, &args.source)?;
+    let input = QuadletInput::new(&m, images, StateLayout::new(&args.source.state));
+    let derived = derive(&input)?;
+    let ruleset = match &args.ruleset {
+        Some(path) => Some((path.clone(), render(&m, &binding(&m, &args.binding)?)?)),
+        None => None,
+    };
+    let options = CheckOptions {
+        podman: args.with_podman.then(|| args.source.podman.clone()),
+        ruleset,
+    };
+    let drift = check(&input, &derived, &args.out, &options)?;
+    for d in &drift {
+        println!("{d}");
+    }
+    if drift.is_empty() {
+        println!(
+            "no drift: {} files, {} roles",
+            derived.files.len(),
+            derived.containers.len()
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "{} difference(s) between the manifest and the host",
+            drift.len()
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}
