@@ -33,8 +33,12 @@ fn collect(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> std::io::Result<()>
 
 /// Writes `methods.rs`: every (service, method) pair, so the manifest can refuse a port-table
 /// entry naming a method that does not exist.
-fn write_method_table(fds: &prost_types::FileDescriptorSet) -> Result<(), Box<dyn std::error::Error>> {
-    let mut out = String::from("/// Every gRPC service with its methods.\npub const SERVICES: &[(&str, &[&str])] = &[\n");
+fn write_method_table(
+    fds: &prost_types::FileDescriptorSet,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut out = String::from(
+        "/// Every gRPC service with its methods.\npub const SERVICES: &[(&str, &[&str])] = &[\n",
+    );
     for file in &fds.file {
         let package = file.package();
         for service in &file.service {
@@ -46,6 +50,9 @@ fn write_method_table(fds: &prost_types::FileDescriptorSet) -> Result<(), Box<dy
         }
     }
     out.push_str("];\n");
-    std::fs::write(PathBuf::from(std::env::var("OUT_DIR")?).join("methods.rs"), out)?;
+    std::fs::write(
+        PathBuf::from(std::env::var("OUT_DIR")?).join("methods.rs"),
+        out,
+    )?;
     Ok(())
 }

@@ -9,14 +9,21 @@ use reach_manifest::Manifest;
 use reach_manifest::plan::StateLayout;
 
 pub async fn up(m: &Manifest, layout: &StateLayout, log_level: &str) -> anyhow::Result<ExitCode> {
-    let options = LaunchOptions { log_level: log_level.to_owned(), ..LaunchOptions::default() };
+    let options = LaunchOptions {
+        log_level: log_level.to_owned(),
+        ..LaunchOptions::default()
+    };
     let mut body = Body::up(m, layout, options).await?;
     let pid_file = layout.run_dir().join("launcher.pid");
     std::fs::write(&pid_file, std::process::id().to_string())?;
     for (role, pid) in body.pids() {
         println!("started {role:<16} pid {pid}");
     }
-    println!("all {} roles ready; state in {} (Ctrl-C stops)", m.roles.len(), layout.root().display());
+    println!(
+        "all {} roles ready; state in {} (Ctrl-C stops)",
+        m.roles.len(),
+        layout.root().display()
+    );
 
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
@@ -31,7 +38,10 @@ pub async fn up(m: &Manifest, layout: &StateLayout, log_level: &str) -> anyhow::
     };
     let report = body.stop().await;
     for (role, code) in &report.stopped {
-        println!("stopped {role:<16} exit {}", code.map_or("signal".into(), |c| c.to_string()));
+        println!(
+            "stopped {role:<16} exit {}",
+            code.map_or("signal".into(), |c| c.to_string())
+        );
     }
     for role in &report.killed {
         println!("killed  {role:<16} (did not drain in time)");
@@ -43,18 +53,35 @@ pub async fn up(m: &Manifest, layout: &StateLayout, log_level: &str) -> anyhow::
 pub async fn print_status(m: &Manifest, layout: &StateLayout) -> anyhow::Result<ExitCode> {
     let health = reach_launcher::status(m, layout).await?;
     let mut healthy = 0;
-    println!("{:<16} {:<22} {:<9} {:>10}  leaf", "ROLE", "PORT", "STATUS", "UPTIME");
+    println!(
+        "{:<16} {:<22} {:<9} {:>10}  leaf",
+        "ROLE", "PORT", "STATUS", "UPTIME"
+    );
     for h in &health {
         match &h.result {
             Ok(r) => {
                 healthy += 1;
-                println!("{:<16} {:<22} {:<9} {:>9}s  {}", h.role, h.port, "healthy", r.uptime_ms / 1000, &r.leaf_serial[..r.leaf_serial.len().min(12)]);
+                println!(
+                    "{:<16} {:<22} {:<9} {:>9}s  {}",
+                    h.role,
+                    h.port,
+                    "healthy",
+                    r.uptime_ms / 1000,
+                    &r.leaf_serial[..r.leaf_serial.len().min(12)]
+                );
             }
-            Err(e) => println!("{:<16} {:<22} {:<9} {:>10}  {e}", h.role, h.port, "DOWN", "-"),
+            Err(e) => println!(
+                "{:<16} {:<22} {:<9} {:>10}  {e}",
+                h.role, h.port, "DOWN", "-"
+            ),
         }
     }
     println!("{healthy}/{} roles healthy", health.len());
-    Ok(if healthy == health.len() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if healthy == health.len() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 pub async fn down(layout: &StateLayout) -> anyhow::Result<ExitCode> {

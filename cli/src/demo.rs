@@ -22,15 +22,36 @@ pub async fn run() -> anyhow::Result<ExitCode> {
         reach_identity::files::ensure_secret_dir(&sd)?;
         reach_identity::files::write_secret(&sd.join("discord-bot-token"), b"demo-emulator-token")?;
     }
-    println!("Reach demo — {} on embedded defaults, state in {}", m.profile, dir.path().display());
+    println!(
+        "Reach demo — {} on embedded defaults, state in {}",
+        m.profile,
+        dir.path().display()
+    );
     let started = std::time::Instant::now();
-    let body = Body::up(&m, &layout, LaunchOptions { log_level: "warn".into(), ..LaunchOptions::default() }).await?;
-    println!("{} roles started as separate processes in {:.2?}", body.pids().len(), started.elapsed());
+    let body = Body::up(
+        &m,
+        &layout,
+        LaunchOptions {
+            log_level: "warn".into(),
+            ..LaunchOptions::default()
+        },
+    )
+    .await?;
+    println!(
+        "{} roles started as separate processes in {:.2?}",
+        body.pids().len(),
+        started.elapsed()
+    );
     let code = crate::body::print_status(&m, &layout).await?;
 
     let material = reach_launcher::operator_material(&m, &layout)?;
-    let ch = reach_launcher::operator_channel(&m, &layout, &material, "ward.authority").await.map_err(anyhow::Error::msg)?;
-    let refused = WardClient::new(ch).admit_scope(AdmitScopeRequest::default()).await.unwrap_err();
+    let ch = reach_launcher::operator_channel(&m, &layout, &material, "ward.authority")
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let refused = WardClient::new(ch)
+        .admit_scope(AdmitScopeRequest::default())
+        .await
+        .unwrap_err();
     println!(
         "operator → ward AdmitScope: {:?} ({}) — only core may call it",
         refused.code(),
@@ -38,6 +59,10 @@ pub async fn run() -> anyhow::Result<ExitCode> {
     );
     println!("The Discord question end to end joins this demo with issue #7.");
     let report = body.stop().await;
-    println!("stopped {} roles, {} killed", report.stopped.len(), report.killed.len());
+    println!(
+        "stopped {} roles, {} killed",
+        report.stopped.len(),
+        report.killed.len()
+    );
     Ok(code)
 }

@@ -8,14 +8,26 @@ use reach_manifest::plan::StateLayout;
 use reach_proto::core::v1::trail_client::TrailClient;
 use reach_proto::core::v1::{GetTrailRequest, ReconcileVaultRequest, VaultStatusRequest};
 
-async fn client(m: &Manifest, layout: &StateLayout) -> anyhow::Result<TrailClient<tonic::transport::Channel>> {
+async fn client(
+    m: &Manifest,
+    layout: &StateLayout,
+) -> anyhow::Result<TrailClient<tonic::transport::Channel>> {
     let material = reach_launcher::operator_material(m, layout)?;
-    let ch = reach_launcher::operator_channel(m, layout, &material, "core.trail").await.map_err(anyhow::Error::msg)?;
+    let ch = reach_launcher::operator_channel(m, layout, &material, "core.trail")
+        .await
+        .map_err(anyhow::Error::msg)?;
     Ok(TrailClient::new(ch))
 }
 
 pub async fn trail(m: &Manifest, layout: &StateLayout, key: &str) -> anyhow::Result<ExitCode> {
-    let edges = client(m, layout).await?.get_trail(GetTrailRequest { key: key.to_owned() }).await?.into_inner().edges;
+    let edges = client(m, layout)
+        .await?
+        .get_trail(GetTrailRequest {
+            key: key.to_owned(),
+        })
+        .await?
+        .into_inner()
+        .edges;
     if edges.is_empty() {
         println!("no committed record for {key}");
         return Ok(ExitCode::FAILURE);
@@ -28,7 +40,10 @@ pub async fn trail(m: &Manifest, layout: &StateLayout, key: &str) -> anyhow::Res
 pub fn render_trail(edges: &[reach_proto::core::v1::TrailEdge]) -> String {
     let mut out = String::new();
     for e in edges {
-        out.push_str(&format!("{:<26} {}  (committed {} ms)\n", e.record, e.id, e.committed_at_ms));
+        out.push_str(&format!(
+            "{:<26} {}  (committed {} ms)\n",
+            e.record, e.id, e.committed_at_ms
+        ));
         let mut fields: Vec<_> = e.fields.iter().collect();
         fields.sort();
         for (k, v) in fields {
@@ -39,16 +54,32 @@ pub fn render_trail(edges: &[reach_proto::core::v1::TrailEdge]) -> String {
 }
 
 pub async fn status(m: &Manifest, layout: &StateLayout) -> anyhow::Result<ExitCode> {
-    let s = client(m, layout).await?.vault_status(VaultStatusRequest {}).await?.into_inner();
+    let s = client(m, layout)
+        .await?
+        .vault_status(VaultStatusRequest {})
+        .await?
+        .into_inner();
     println!("vault {} ({})", s.status, s.backend);
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn reconcile(m: &Manifest, layout: &StateLayout, genesis: bool, note: &str) -> anyhow::Result<ExitCode> {
-    let kind = if genesis { "GENESIS" } else { "EFFECTS_RECONCILED" };
+pub async fn reconcile(
+    m: &Manifest,
+    layout: &StateLayout,
+    genesis: bool,
+    note: &str,
+) -> anyhow::Result<ExitCode> {
+    let kind = if genesis {
+        "GENESIS"
+    } else {
+        "EFFECTS_RECONCILED"
+    };
     let r = client(m, layout)
         .await?
-        .reconcile_vault(ReconcileVaultRequest { kind: kind.into(), note: note.into() })
+        .reconcile_vault(ReconcileVaultRequest {
+            kind: kind.into(),
+            note: note.into(),
+        })
         .await?
         .into_inner();
     println!("vault {} (reconciliation {kind} recorded)", r.status);

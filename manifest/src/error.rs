@@ -12,7 +12,10 @@ pub struct ManifestError {
 
 impl ManifestError {
     pub fn new(path: impl Into<String>, kind: ManifestErrorKind) -> Self {
-        Self { path: path.into(), kind }
+        Self {
+            path: path.into(),
+            kind,
+        }
     }
     pub(crate) fn syntax(msg: String) -> Self {
         Self::new("<document>", ManifestErrorKind::Schema(msg))
@@ -42,7 +45,11 @@ pub enum ManifestErrorKind {
     Dangling { what: &'static str, name: String },
     /// this role may not hold this kind of credential
     #[error("role `{role}` may not hold a {kind} credential: {why}")]
-    ForbiddenCredential { role: String, kind: String, why: &'static str },
+    ForbiddenCredential {
+        role: String,
+        kind: String,
+        why: &'static str,
+    },
     /// this role must run with network class none
     #[error("role `{0}` must have network class `none`")]
     NetworkNotAllowed(String),

@@ -22,15 +22,22 @@ pub fn load(text: &str) -> Result<Manifest, ManifestError> {
     let de = toml::Deserializer::parse(text).map_err(|e| ManifestError::syntax(e.to_string()))?;
     let raw: schema::RawManifest = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        ManifestError::new(path, ManifestErrorKind::Schema(e.into_inner().message().to_owned()))
+        ManifestError::new(
+            path,
+            ManifestErrorKind::Schema(e.into_inner().message().to_owned()),
+        )
     })?;
     validate::validate(raw)
 }
 
 /// Reads, parses and validates a manifest file.
 pub fn load_file(path: &std::path::Path) -> Result<Manifest, ManifestError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ManifestError::new(path.display().to_string(), ManifestErrorKind::Io(e.to_string())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ManifestError::new(
+            path.display().to_string(),
+            ManifestErrorKind::Io(e.to_string()),
+        )
+    })?;
     load(&text)
 }
 

@@ -129,7 +129,9 @@ pub struct LogConfig {
 
 impl Default for LogConfig {
     fn default() -> Self {
-        Self { level: "info".to_owned() }
+        Self {
+            level: "info".to_owned(),
+        }
     }
 }
 
@@ -151,7 +153,10 @@ impl Manifest {
                 grants: p
                     .grants
                     .iter()
-                    .map(|g| PortGrant { caller: self.principal(&g.caller).to_string(), method: p.path(&g.method) })
+                    .map(|g| PortGrant {
+                        caller: self.principal(&g.caller).to_string(),
+                        method: p.path(&g.method),
+                    })
                     .collect(),
             })
             .collect();
@@ -194,9 +199,16 @@ impl Manifest {
     /// store as `corpus_root` (mounted read-only into the reader by Scribe).
     fn resolved_settings(&self, role: &Role, layout: &StateLayout) -> toml::Table {
         let mut settings = role.settings.clone();
-        if let Some(from) = settings.get("corpus_from").and_then(|v| v.as_str()).map(str::to_owned) {
+        if let Some(from) = settings
+            .get("corpus_from")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+        {
             let root = layout.data_dir(&from).join(CORPUS_STORE_DIR);
-            settings.insert("corpus_root".into(), toml::Value::String(root.display().to_string()));
+            settings.insert(
+                "corpus_root".into(),
+                toml::Value::String(root.display().to_string()),
+            );
         }
         settings
     }

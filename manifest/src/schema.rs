@@ -237,7 +237,10 @@ impl RoleKind {
 
     /// Roles that must never have a network: they hold the vault, authority, or run guests.
     pub fn must_be_offline(self) -> bool {
-        matches!(self, Self::Core | Self::Ward | Self::Workbench | Self::VmBroker)
+        matches!(
+            self,
+            Self::Core | Self::Ward | Self::Workbench | Self::VmBroker
+        )
     }
 
     /// Which credential kinds this role may hold, and why not otherwise.

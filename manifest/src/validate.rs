@@ -93,18 +93,20 @@ impl Manifest {
     }
 }
 
-
 pub(crate) fn validate(raw: RawManifest) -> Result<Manifest, E> {
     if raw.schema != SCHEMA {
         return Err(E::new("schema", K::UnsupportedSchema(raw.schema)));
     }
-    let trust_domain =
-        TrustDomain::new(&raw.trust_domain).map_err(|e| E::new("trust_domain", K::BadName(e.to_string())))?;
+    let trust_domain = TrustDomain::new(&raw.trust_domain)
+        .map_err(|e| E::new("trust_domain", K::BadName(e.to_string())))?;
 
     let mut destinations = BTreeSet::new();
     for (i, d) in raw.destinations.iter().enumerate() {
         if !destinations.insert(d.name.clone()) {
-            return Err(E::new(format!("destinations[{i}].name"), K::Duplicate(d.name.clone())));
+            return Err(E::new(
+                format!("destinations[{i}].name"),
+                K::Duplicate(d.name.clone()),
+            ));
         }
     }
 
@@ -116,38 +118,71 @@ pub(crate) fn validate(raw: RawManifest) -> Result<Manifest, E> {
         let principal = Principal::new(trust_domain.clone(), r.name.clone())
             .map_err(|e| E::new(at("name"), K::BadName(e.to_string())))?;
         if r.name == OPERATOR || !names.insert(r.name.clone()) {
-            return Err(E::new(at("name"), K::DuplicatePrincipal(principal.to_string())));
+            return Err(E::new(
+                at("name"),
+                K::DuplicatePrincipal(principal.to_string()),
+            ));
         }
-        let kind = RoleKind::from_binary(&r.binary)
-            .ok_or_else(|| E::new(at("binary"), K::Dangling { what: "role binary", name: r.binary.clone() }))?;
-        let network = NetworkClass::parse(&r.network)
-            .ok_or_else(|| E::new(at("network"), K::Schema(format!("`{}` is not `none` or `egress:<destinations>`", r.network))))?;
+        let kind = RoleKind::from_binary(&r.binary).ok_or_else(|| {
+            E::new(
+                at("binary"),
+                K::Dangling {
+                    what: "role binary",
+                    name: r.binary.clone(),
+                },
+            )
+        })?;
+        let network = NetworkClass::parse(&r.network).ok_or_else(|| {
+            E::new(
+                at("network"),
+                K::Schema(format!(
+                    "`{}` is not `none` or `egress:<destinations>`",
+                    r.network
+                )),
+            )
+        })?;
         if let NetworkClass::Egress(ds) = &network {
             if kind.must_be_offline() {
                 return Err(E::new(at("network"), K::NetworkNotAllowed(r.name.clone())));
             }
             for d in ds {
                 if !destinations.contains(d) {
-                    return Err(E::new(at("network"), K::Dangling { what: "destination", name: d.clone() }));
+                    return Err(E::new(
+                        at("network"),
+                        K::Dangling {
+                            what: "destination",
+                            name: d.clone(),
+                        },
+                    ));
                 }
             }
         }
         for (j, c) in r.credentials.iter().enumerate() {
             let cat = format!("roles[{i}].credentials[{j}]");
             kind.may_hold(c.kind).map_err(|why| {
-                E::new(format!("{cat}.kind"), K::ForbiddenCredential {
-                    role: r.name.clone(),
-                    kind: c.kind.as_str().to_owned(),
-                    why,
-                })
+                E::new(
+                    format!("{cat}.kind"),
+                    K::ForbiddenCredential {
+                        role: r.name.clone(),
+                        kind: c.kind.as_str().to_owned(),
+                        why,
+                    },
+                )
             })?;
             let plain = !c.file.is_empty()
                 && !c.file.contains('/')
                 && !c.file.starts_with('.')
-                && ![reach_identity::files::LEAF_CERT, reach_identity::files::LEAF_KEY, reach_identity::files::TRUST_BUNDLE]
-                    .contains(&c.file.as_str());
+                && ![
+                    reach_identity::files::LEAF_CERT,
+                    reach_identity::files::LEAF_KEY,
+                    reach_identity::files::TRUST_BUNDLE,
+                ]
+                .contains(&c.file.as_str());
             if !plain {
-                return Err(E::new(format!("{cat}.file"), K::BadSecretFile(c.file.clone())));
+                return Err(E::new(
+                    format!("{cat}.file"),
+                    K::BadSecretFile(c.file.clone()),
+                ));
             }
         }
         roles.push((i, r, kind, principal, network));
@@ -157,7 +192,13 @@ pub(crate) fn validate(raw: RawManifest) -> Result<Manifest, E> {
     for (i, r, ..) in &roles {
         for (j, a) in r.after.iter().enumerate() {
             if !names.contains(a) {
-                return Err(E::new(format!("roles[{i}].after[{j}]"), K::Dangling { what: "role", name: a.clone() }));
+                return Err(E::new(
+                    format!("roles[{i}].after[{j}]"),
+                    K::Dangling {
+                        what: "role",
+                        name: a.clone(),
+                    },
+                ));
             }
         }
     }
@@ -168,7 +209,10 @@ pub(crate) fn validate(raw: RawManifest) -> Result<Manifest, E> {
             !placed.contains(&r.name) && r.after.iter().all(|a| placed.contains(a))
         });
         let Some(pos) = next else {
-            let stuck = roles.iter().find(|(_, r, ..)| !placed.contains(&r.name)).map(|(i, r, ..)| (*i, r.name.clone()));
+            let stuck = roles
+                .iter()
+                .find(|(_, r, ..)| !placed.contains(&r.name))
+                .map(|(i, r, ..)| (*i, r.name.clone()));
             let (i, name) = stuck.unwrap_or_default();
             return Err(E::new(format!("roles[{i}].after"), K::OrderingCycle(name)));
         };
@@ -202,35 +246,77 @@ pub(crate) fn validate(raw: RawManifest) -> Result<Manifest, E> {
             return Err(E::new(at("name"), K::Duplicate(p.name)));
         }
         if !names.contains(&p.server) {
-            return Err(E::new(at("server"), K::Dangling { what: "role", name: p.server }));
+            return Err(E::new(
+                at("server"),
+                K::Dangling {
+                    what: "role",
+                    name: p.server,
+                },
+            ));
         }
         if p.service == HEALTH_SERVICE {
-            return Err(E::new(at("service"), K::Duplicate(format!("{HEALTH_SERVICE} is implicit on every role"))));
+            return Err(E::new(
+                at("service"),
+                K::Duplicate(format!("{HEALTH_SERVICE} is implicit on every role")),
+            ));
         }
         let Some(methods) = reach_proto::methods_of(&p.service) else {
-            return Err(E::new(at("service"), K::Dangling { what: "service", name: p.service }));
+            return Err(E::new(
+                at("service"),
+                K::Dangling {
+                    what: "service",
+                    name: p.service,
+                },
+            ));
         };
         let mut grants = Vec::new();
         for (j, g) in p.allow.into_iter().enumerate() {
             let gat = |f: &str| format!("ports[{i}].allow[{j}].{f}");
             if g.caller != OPERATOR && !names.contains(&g.caller) {
-                return Err(E::new(gat("caller"), K::Dangling { what: "role", name: g.caller }));
+                return Err(E::new(
+                    gat("caller"),
+                    K::Dangling {
+                        what: "role",
+                        name: g.caller,
+                    },
+                ));
             }
             if g.caller == p.server && g.reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
                 return Err(E::new(gat("reason"), K::SelfCallWithoutReason(g.caller)));
             }
             for (k, m) in g.methods.iter().enumerate() {
                 if !methods.contains(&m.as_str()) {
-                    return Err(E::new(format!("ports[{i}].allow[{j}].methods[{k}]"), K::Dangling { what: "method", name: format!("{}/{m}", p.service) }));
+                    return Err(E::new(
+                        format!("ports[{i}].allow[{j}].methods[{k}]"),
+                        K::Dangling {
+                            what: "method",
+                            name: format!("{}/{m}", p.service),
+                        },
+                    ));
                 }
-                let grant = Grant { caller: g.caller.clone(), method: m.clone(), reason: g.reason.clone() };
-                if grants.iter().any(|x: &Grant| x.caller == grant.caller && x.method == grant.method) {
-                    return Err(E::new(format!("ports[{i}].allow[{j}].methods[{k}]"), K::Duplicate(format!("{} -> {m}", g.caller))));
+                let grant = Grant {
+                    caller: g.caller.clone(),
+                    method: m.clone(),
+                    reason: g.reason.clone(),
+                };
+                if grants
+                    .iter()
+                    .any(|x: &Grant| x.caller == grant.caller && x.method == grant.method)
+                {
+                    return Err(E::new(
+                        format!("ports[{i}].allow[{j}].methods[{k}]"),
+                        K::Duplicate(format!("{} -> {m}", g.caller)),
+                    ));
                 }
                 grants.push(grant);
             }
         }
-        ports.push(Port { name: p.name, server: RoleName(p.server), service: p.service, grants });
+        ports.push(Port {
+            name: p.name,
+            server: RoleName(p.server),
+            service: p.service,
+            grants,
+        });
     }
     for r in &ordered {
         let name = format!("{}.health", r.name);
@@ -241,7 +327,11 @@ pub(crate) fn validate(raw: RawManifest) -> Result<Manifest, E> {
             name,
             server: r.name.clone(),
             service: HEALTH_SERVICE.to_owned(),
-            grants: vec![Grant { caller: OPERATOR.to_owned(), method: "Check".to_owned(), reason: None }],
+            grants: vec![Grant {
+                caller: OPERATOR.to_owned(),
+                method: "Check".to_owned(),
+                reason: None,
+            }],
         });
     }
 

@@ -33,8 +33,13 @@ fn checked_in_manifest_is_valid() {
 #[test]
 fn unknown_key_names_its_path() {
     let k = refused(
-        &replace("limits = { memory_mib = 64, pids = 32 }", "limits = { memory_mib = 64, pids = 32, swap = 1 }"),
-        expect!["roles[0].limits.swap: unknown field `swap`, expected one of `memory_mib`, `pids`, `cpu_millis`"],
+        &replace(
+            "limits = { memory_mib = 64, pids = 32 }",
+            "limits = { memory_mib = 64, pids = 32, swap = 1 }",
+        ),
+        expect![
+            "roles[0].limits.swap: unknown field `swap`, expected one of `memory_mib`, `pids`, `cpu_millis`"
+        ],
     );
     assert!(matches!(k, K::Schema(_)));
 }
@@ -43,15 +48,22 @@ fn unknown_key_names_its_path() {
 fn unknown_top_level_key() {
     refused(
         &format!("extra = 1\n{VPS_PUBLIC}"),
-        expect![[r#"extra: unknown field `extra`, expected one of `schema`, `profile`, `trust_domain`, `habitat`, `recovery`, `destinations`, `roles`, `ports`"#]],
+        expect![[
+            r#"extra: unknown field `extra`, expected one of `schema`, `profile`, `trust_domain`, `habitat`, `recovery`, `destinations`, `roles`, `ports`"#
+        ]],
     );
 }
 
 #[test]
 fn wrong_schema_version() {
     refused(
-        &replace("schema = \"ApplicationDeploymentManifest@1\"", "schema = \"ApplicationDeploymentManifest@2\""),
-        expect![[r#"schema: schema must be `ApplicationDeploymentManifest@1`, found `ApplicationDeploymentManifest@2`"#]],
+        &replace(
+            "schema = \"ApplicationDeploymentManifest@1\"",
+            "schema = \"ApplicationDeploymentManifest@2\"",
+        ),
+        expect![[
+            r#"schema: schema must be `ApplicationDeploymentManifest@1`, found `ApplicationDeploymentManifest@2`"#
+        ]],
     );
 }
 
@@ -62,7 +74,9 @@ fn core_may_hold_no_credential() {
             "binary = \"reach-core\"",
             "binary = \"reach-core\"\ncredentials = [{ file = \"k\", kind = \"provider-api-key\" }]",
         ),
-        expect![[r#"roles[3].credentials[0].kind: role `core` may not hold a provider-api-key credential: core holds no credential or badge"#]],
+        expect![[
+            r#"roles[3].credentials[0].kind: role `core` may not hold a provider-api-key credential: core holds no credential or badge"#
+        ]],
     );
     assert!(matches!(k, K::ForbiddenCredential { .. }));
 }
@@ -70,32 +84,52 @@ fn core_may_hold_no_credential() {
 #[test]
 fn core_may_hold_no_badge() {
     refused(
-        &replace("binary = \"reach-core\"", "binary = \"reach-core\"\ncredentials = [{ file = \"s\", kind = \"sigil\" }]"),
-        expect![[r#"roles[3].credentials[0].kind: role `core` may not hold a sigil credential: Sigils are minted per task by ward and never provisioned"#]],
+        &replace(
+            "binary = \"reach-core\"",
+            "binary = \"reach-core\"\ncredentials = [{ file = \"s\", kind = \"sigil\" }]",
+        ),
+        expect![[
+            r#"roles[3].credentials[0].kind: role `core` may not hold a sigil credential: Sigils are minted per task by ward and never provisioned"#
+        ]],
     );
 }
 
 #[test]
 fn only_core_holds_the_database() {
     refused(
-        &replace("credentials = [{ file = \"ward-key\", kind = \"ward-key\" }]", "credentials = [{ file = \"db\", kind = \"database\" }]"),
-        expect![[r#"roles[0].credentials[0].kind: role `ward` may not hold a database credential: only core holds the database"#]],
+        &replace(
+            "credentials = [{ file = \"ward-key\", kind = \"ward-key\" }]",
+            "credentials = [{ file = \"db\", kind = \"database\" }]",
+        ),
+        expect![[
+            r#"roles[0].credentials[0].kind: role `ward` may not hold a database credential: only core holds the database"#
+        ]],
     );
 }
 
 #[test]
 fn only_egress_roles_hold_provider_credentials() {
     refused(
-        &replace("binary = \"reach-workbench\"", "binary = \"reach-workbench\"\ncredentials = [{ file = \"k\", kind = \"provider-api-key\" }]"),
-        expect![[r#"roles[6].credentials[0].kind: role `workbench` may not hold a provider-api-key credential: only egress-provider instances hold provider and peer credentials"#]],
+        &replace(
+            "binary = \"reach-workbench\"",
+            "binary = \"reach-workbench\"\ncredentials = [{ file = \"k\", kind = \"provider-api-key\" }]",
+        ),
+        expect![[
+            r#"roles[6].credentials[0].kind: role `workbench` may not hold a provider-api-key credential: only egress-provider instances hold provider and peer credentials"#
+        ]],
     );
 }
 
 #[test]
 fn only_discord_roles_hold_the_bot_token() {
     refused(
-        &replace("credentials = [{ file = \"ward-key\", kind = \"ward-key\" }]", "credentials = [{ file = \"t\", kind = \"discord-bot\" }]"),
-        expect![[r#"roles[0].credentials[0].kind: role `ward` may not hold a discord-bot credential: only the Discord edge roles hold the bot credential"#]],
+        &replace(
+            "credentials = [{ file = \"ward-key\", kind = \"ward-key\" }]",
+            "credentials = [{ file = \"t\", kind = \"discord-bot\" }]",
+        ),
+        expect![[
+            r#"roles[0].credentials[0].kind: role `ward` may not hold a discord-bot credential: only the Discord edge roles hold the bot credential"#
+        ]],
     );
 }
 
@@ -103,20 +137,32 @@ fn only_discord_roles_hold_the_bot_token() {
 fn secret_file_must_be_a_plain_name() {
     refused(
         &replace("file = \"ward-key\"", "file = \"../core/ward-key\""),
-        expect![[r#"roles[0].credentials[0].file: secret file name `../core/ward-key` must be a plain file name"#]],
+        expect![[
+            r#"roles[0].credentials[0].file: secret file name `../core/ward-key` must be a plain file name"#
+        ]],
     );
 }
 
 #[test]
 fn offline_roles_refuse_network() {
     for (role, idx) in [("core", 3), ("ward", 0), ("workbench", 6), ("vm-broker", 7)] {
-        let text = replace(&format!("binary = \"reach-{role}\""), &format!("binary = \"reach-{role}\"\nnetwork = \"egress:model-provider\""));
+        let text = replace(
+            &format!("binary = \"reach-{role}\""),
+            &format!("binary = \"reach-{role}\"\nnetwork = \"egress:model-provider\""),
+        );
         // The inserted key duplicates `network`; put it in place of the original instead.
         let text = text.replacen("network = \"egress:model-provider\"\nimage", "image", 1);
         let text = {
             let start = text.find(&format!("binary = \"reach-{role}\"")).unwrap();
             let (head, tail) = text.split_at(start);
-            format!("{head}{}", tail.replacen("network = \"none\"", "network = \"egress:model-provider\"", 1))
+            format!(
+                "{head}{}",
+                tail.replacen(
+                    "network = \"none\"",
+                    "network = \"egress:model-provider\"",
+                    1
+                )
+            )
         };
         let err = load(&text).unwrap_err();
         assert_eq!(err.path, format!("roles[{idx}].network"));
@@ -127,8 +173,13 @@ fn offline_roles_refuse_network() {
 #[test]
 fn self_call_needs_a_reason() {
     refused(
-        &replace("allow = [{ caller = \"ingress-edge\", methods = [\"Admit\"] }]", "allow = [{ caller = \"core\", methods = [\"Admit\"] }]"),
-        expect![[r#"ports[0].allow[0].reason: role `core` is granted a method on its own port without a `reason`"#]],
+        &replace(
+            "allow = [{ caller = \"ingress-edge\", methods = [\"Admit\"] }]",
+            "allow = [{ caller = \"core\", methods = [\"Admit\"] }]",
+        ),
+        expect![[
+            r#"ports[0].allow[0].reason: role `core` is granted a method on its own port without a `reason`"#
+        ]],
     );
     let ok = replace(
         "allow = [{ caller = \"ingress-edge\", methods = [\"Admit\"] }]",
@@ -165,14 +216,22 @@ fn dangling_references() {
     );
     refused(
         &replace("methods = [\"Admit\"]", "methods = [\"Admitt\"]"),
-        expect![[r#"ports[0].allow[0].methods[0]: dangling reference to method `reach.core.v1.Admission/Admitt`"#]],
+        expect![[
+            r#"ports[0].allow[0].methods[0]: dangling reference to method `reach.core.v1.Admission/Admitt`"#
+        ]],
     );
     refused(
-        &replace("service = \"reach.core.v1.Admission\"", "service = \"reach.core.v9.Admission\""),
+        &replace(
+            "service = \"reach.core.v1.Admission\"",
+            "service = \"reach.core.v9.Admission\"",
+        ),
         expect![[r#"ports[0].service: dangling reference to service `reach.core.v9.Admission`"#]],
     );
     refused(
-        &replace("network = \"egress:corpus-source\"", "network = \"egress:elsewhere\""),
+        &replace(
+            "network = \"egress:corpus-source\"",
+            "network = \"egress:elsewhere\"",
+        ),
         expect![[r#"roles[1].network: dangling reference to destination `elsewhere`"#]],
     );
     refused(
@@ -184,7 +243,10 @@ fn dangling_references() {
 #[test]
 fn ordering_cycle() {
     refused(
-        &replace("name = \"ward\"\nbinary = \"reach-ward\"", "name = \"ward\"\nafter = [\"core\"]\nbinary = \"reach-ward\""),
+        &replace(
+            "name = \"ward\"\nbinary = \"reach-ward\"",
+            "name = \"ward\"\nafter = [\"core\"]\nbinary = \"reach-ward\"",
+        ),
         expect![[r#"roles[0].after: ordering cycle through role `ward`"#]],
     );
 }

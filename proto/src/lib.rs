@@ -38,5 +38,8 @@ include!(concat!(env!("OUT_DIR"), "/methods.rs"));
 
 /// The methods of `service` (full name, e.g. `reach.core.v1.Admission`), if it exists.
 pub fn methods_of(service: &str) -> Option<&'static [&'static str]> {
-    SERVICES.iter().find(|(s, _)| *s == service).map(|(_, m)| *m)
+    SERVICES
+        .iter()
+        .find(|(s, _)| *s == service)
+        .map(|(_, m)| *m)
 }

@@ -29,20 +29,40 @@ pub struct TestBody {
 impl TestBody {
     /// Starts the checked-in reach.vps.public@1 manifest with placeholder external credentials.
     pub async fn start() -> Self {
-        let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
+        let manifest =
+            reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
         // Short path: Unix socket paths are limited to 108 bytes.
-        let dir = tempfile::Builder::new().prefix("rt").tempdir_in("/tmp").expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("rt")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
         let layout = StateLayout::new(dir.path());
         write_placeholder_credentials(&manifest, &layout);
-        let body = Body::up(&manifest, &layout, LaunchOptions { log_level: "warn".into(), ..LaunchOptions::default() })
-            .await
-            .expect("body comes up");
-        Self { manifest, layout, body: Some(body), _dir: dir }
+        let body = Body::up(
+            &manifest,
+            &layout,
+            LaunchOptions {
+                log_level: "warn".into(),
+                ..LaunchOptions::default()
+            },
+        )
+        .await
+        .expect("body comes up");
+        Self {
+            manifest,
+            layout,
+            body: Some(body),
+            _dir: dir,
+        }
     }
 
     /// The TLS material of `principal` (a role or `operator`), reloading as Scribe rotates.
     pub fn material(&self, principal: &str) -> Arc<PortMaterial> {
-        PortMaterial::load(&self.layout.secret_dir(principal), self.manifest.trust_domain.clone()).expect("material")
+        PortMaterial::load(
+            &self.layout.secret_dir(principal),
+            self.manifest.trust_domain.clone(),
+        )
+        .expect("material")
     }
 
     pub fn socket(&self, port: &str) -> PortAddress {
@@ -73,7 +93,11 @@ pub async fn call(channel: tonic::transport::Channel, path: &str) -> tonic::Code
 }
 
 /// Like [`call`], with extra request metadata.
-pub async fn call_with(channel: tonic::transport::Channel, path: &str, metadata: &[(&'static str, &str)]) -> tonic::Code {
+pub async fn call_with(
+    channel: tonic::transport::Channel,
+    path: &str,
+    metadata: &[(&'static str, &str)],
+) -> tonic::Code {
     let mut grpc = tonic::client::Grpc::new(channel);
     if let Err(e) = grpc.ready().await {
         return tonic::Status::from_error(e.into()).code();
@@ -92,7 +116,10 @@ pub async fn call_with(channel: tonic::transport::Channel, path: &str, metadata:
 
 /// A channel presenting `leaf` (PEM cert and key; `None` for no client certificate) and
 /// accepting any server: it exists to test the server's refusals, never to trust a server.
-pub async fn raw_channel(socket: &Path, leaf: Option<(&str, &str)>) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+pub async fn raw_channel(
+    socket: &Path,
+    leaf: Option<(&str, &str)>,
+) -> Result<tonic::transport::Channel, tonic::transport::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -101,8 +128,12 @@ pub async fn raw_channel(socket: &Path, leaf: Option<(&str, &str)>) -> Result<to
         .with_custom_certificate_verifier(Arc::new(AnyServer(provider)));
     let mut config = match leaf {
         Some((cert, key)) => {
-            let certs: Vec<_> = rustls_pemfile::certs(&mut cert.as_bytes()).collect::<Result<_, _>>().unwrap();
-            let key = rustls_pemfile::private_key(&mut key.as_bytes()).unwrap().expect("a private key");
+            let certs: Vec<_> = rustls_pemfile::certs(&mut cert.as_bytes())
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let key = rustls_pemfile::private_key(&mut key.as_bytes())
+                .unwrap()
+                .expect("a private key");
             builder.with_client_auth_cert(certs, key).unwrap()
         }
         None => builder.with_no_client_auth(),
@@ -114,11 +145,15 @@ pub async fn raw_channel(socket: &Path, leaf: Option<(&str, &str)>) -> Result<to
         let (connector, socket) = (connector.clone(), socket.clone());
         async move {
             let io = tokio::net::UnixStream::connect(socket).await?;
-            let tls = connector.connect(ServerName::try_from("reach.port.invalid").unwrap(), io).await?;
+            let tls = connector
+                .connect(ServerName::try_from("reach.port.invalid").unwrap(), io)
+                .await?;
             Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
         }
     });
-    tonic::transport::Endpoint::from_static("http://reach.port").connect_with_connector(dial).await
+    tonic::transport::Endpoint::from_static("http://reach.port")
+        .connect_with_connector(dial)
+        .await
 }
 
 #[derive(Debug)]
@@ -161,10 +196,16 @@ impl ServerCertVerifier for AnyServer {
 /// refuse the empty test message on its merits (INVALID_ARGUMENT, FAILED_PRECONDITION…).
 pub fn reached_handler(code: tonic::Code) -> bool {
     use tonic::Code::*;
-    !matches!(code, PermissionDenied | Unavailable | Unknown | Cancelled | Unauthenticated | DeadlineExceeded)
+    !matches!(
+        code,
+        PermissionDenied | Unavailable | Unknown | Cancelled | Unauthenticated | DeadlineExceeded
+    )
 }
 
 /// Whether a call's code shows the handshake refused the peer.
 pub fn refused_at_handshake(code: tonic::Code) -> bool {
-    matches!(code, tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled)
+    matches!(
+        code,
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+    )
 }

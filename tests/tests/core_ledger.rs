@@ -28,20 +28,44 @@ fn event(id: &str, payload: &[u8]) -> AdmitRequest {
 async fn admission_replay_fault_and_trail_over_the_ports() {
     let body = TestBody::start().await;
     let core = body.manifest.principal("core");
-    let edge = AdmissionClient::new(reach_port::connect_lazy(body.socket("core.admission"), &body.material("ingress-edge"), core.clone()));
+    let edge = AdmissionClient::new(reach_port::connect_lazy(
+        body.socket("core.admission"),
+        &body.material("ingress-edge"),
+        core.clone(),
+    ));
     let mut edge = edge;
-    let mut operator = TrailClient::new(reach_port::connect_lazy(body.socket("core.trail"), &body.material("operator"), core.clone()));
+    let mut operator = TrailClient::new(reach_port::connect_lazy(
+        body.socket("core.trail"),
+        &body.material("operator"),
+        core.clone(),
+    ));
 
     // A fresh vault serves nothing until the operator reconciles it.
-    let s = operator.vault_status(VaultStatusRequest {}).await.unwrap().into_inner();
+    let s = operator
+        .vault_status(VaultStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(s.status, "AWAITING_RECONCILIATION");
     let refused = edge.admit(event("m-1", b"q")).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
-    assert!(refused.message().starts_with("vault/unreconciled"), "{}", refused.message());
-    let empty = operator.reconcile_vault(ReconcileVaultRequest { kind: "GENESIS".into(), note: " ".into() }).await;
+    assert!(
+        refused.message().starts_with("vault/unreconciled"),
+        "{}",
+        refused.message()
+    );
+    let empty = operator
+        .reconcile_vault(ReconcileVaultRequest {
+            kind: "GENESIS".into(),
+            note: " ".into(),
+        })
+        .await;
     assert_eq!(empty.unwrap_err().code(), tonic::Code::InvalidArgument);
     operator
-        .reconcile_vault(ReconcileVaultRequest { kind: "GENESIS".into(), note: "new deployment, no earlier effects".into() })
+        .reconcile_vault(ReconcileVaultRequest {
+            kind: "GENESIS".into(),
+            note: "new deployment, no earlier effects".into(),
+        })
         .await
         .unwrap();
 
@@ -53,25 +77,51 @@ async fn admission_replay_fault_and_trail_over_the_ports() {
     assert_eq!(again.admission_id, first.admission_id);
 
     // Same key, changed content: a security fault, and the committed admission is unchanged.
-    let fault = edge.admit(event("m-1", b"changed")).await.unwrap().into_inner();
+    let fault = edge
+        .admit(event("m-1", b"changed"))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(fault.outcome(), AdmissionOutcome::SecurityFault);
     assert_eq!(fault.refusal_code, "admission/payload-digest-mismatch");
     let still = edge.admit(event("m-1", b"q")).await.unwrap().into_inner();
-    assert_eq!((still.outcome(), still.admission_id), (AdmissionOutcome::Replayed, first.admission_id.clone()));
+    assert_eq!(
+        (still.outcome(), still.admission_id),
+        (AdmissionOutcome::Replayed, first.admission_id.clone())
+    );
 
     // A malformed digest is refused at the adapter.
     let mut bad = event("m-2", b"q");
     bad.payload_digest = "md5:abc".into();
-    assert_eq!(edge.admit(bad).await.unwrap_err().code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        edge.admit(bad).await.unwrap_err().code(),
+        tonic::Code::InvalidArgument
+    );
 
     // The operator reads the committed chain by event id.
-    let trail = operator.get_trail(GetTrailRequest { key: "m-1".into() }).await.unwrap().into_inner();
+    let trail = operator
+        .get_trail(GetTrailRequest { key: "m-1".into() })
+        .await
+        .unwrap()
+        .into_inner();
     let records: Vec<_> = trail.edges.iter().map(|e| e.record.as_str()).collect();
     assert!(records.contains(&"DiscordEventAdmission@1"), "{records:?}");
     assert!(records.contains(&"ReachTurn@1"), "{records:?}");
 
     // Nothing is committed for delivery yet, so a claim finds nothing.
-    let mut sender = DeliveryClient::new(reach_port::connect_lazy(body.socket("core.delivery"), &body.material("egress-discord"), core));
-    assert!(sender.claim(ClaimRequest { lease_ms: 1000 }).await.unwrap().into_inner().intent.is_none());
+    let mut sender = DeliveryClient::new(reach_port::connect_lazy(
+        body.socket("core.delivery"),
+        &body.material("egress-discord"),
+        core,
+    ));
+    assert!(
+        sender
+            .claim(ClaimRequest { lease_ms: 1000 })
+            .await
+            .unwrap()
+            .into_inner()
+            .intent
+            .is_none()
+    );
     body.stop().await;
 }

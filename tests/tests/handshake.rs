@@ -18,7 +18,12 @@ fn scribe_root(body: &TestBody) -> TrustRoot {
     TrustRoot::from_pem(read("root.crt"), read("root.key")).unwrap()
 }
 
-async fn code_with_leaf(body: &TestBody, port: &str, path: &str, leaf: Option<(&str, &str)>) -> Code {
+async fn code_with_leaf(
+    body: &TestBody,
+    port: &str,
+    path: &str,
+    leaf: Option<(&str, &str)>,
+) -> Code {
     match raw_channel(&body.layout.socket_path(port), leaf).await {
         Ok(ch) => call(ch, path).await,
         Err(_) => Code::Unavailable,
@@ -43,33 +48,64 @@ async fn handshake_refusals() {
     let refused = refused_at_handshake;
 
     // No client certificate.
-    assert!(refused(code_with_leaf(&body, "core.admission", ADMIT, None).await), "no client certificate");
+    assert!(
+        refused(code_with_leaf(&body, "core.admission", ADMIT, None).await),
+        "no client certificate"
+    );
 
     // Expired leaf.
     let expired = root.issue_leaf(&edge, now - 3 * day, day).unwrap();
-    let c = code_with_leaf(&body, "core.admission", ADMIT, Some((&expired.cert_pem, &expired.key_pem))).await;
+    let c = code_with_leaf(
+        &body,
+        "core.admission",
+        ADMIT,
+        Some((&expired.cert_pem, &expired.key_pem)),
+    )
+    .await;
     assert!(refused(c), "expired leaf got {c:?}");
 
     // Leaf from another trust root.
     let other = TrustRoot::generate(&body.manifest.trust_domain, now).unwrap();
     let foreign = other.issue_leaf(&edge, now, day).unwrap();
-    let c = code_with_leaf(&body, "core.admission", ADMIT, Some((&foreign.cert_pem, &foreign.key_pem))).await;
+    let c = code_with_leaf(
+        &body,
+        "core.admission",
+        ADMIT,
+        Some((&foreign.cert_pem, &foreign.key_pem)),
+    )
+    .await;
     assert!(refused(c), "foreign-root leaf got {c:?}");
 
     // Leaf with two URI SANs.
     let two = root
         .issue_with(&edge, now, day, |p| {
-            p.subject_alt_names.push(SanType::URI("spiffe://reach.local/core".try_into().unwrap()))
+            p.subject_alt_names.push(SanType::URI(
+                "spiffe://reach.local/core".try_into().unwrap(),
+            ))
         })
         .unwrap();
-    let c = code_with_leaf(&body, "core.admission", ADMIT, Some((&two.cert_pem, &two.key_pem))).await;
+    let c = code_with_leaf(
+        &body,
+        "core.admission",
+        ADMIT,
+        Some((&two.cert_pem, &two.key_pem)),
+    )
+    .await;
     assert!(refused(c), "two-SAN leaf got {c:?}");
 
     // A CA certificate presented as a leaf.
     let ca = root
-        .issue_with(&edge, now, day, |p| p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained))
+        .issue_with(&edge, now, day, |p| {
+            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained)
+        })
         .unwrap();
-    let c = code_with_leaf(&body, "core.admission", ADMIT, Some((&ca.cert_pem, &ca.key_pem))).await;
+    let c = code_with_leaf(
+        &body,
+        "core.admission",
+        ADMIT,
+        Some((&ca.cert_pem, &ca.key_pem)),
+    )
+    .await;
     assert!(refused(c), "CA-as-leaf got {c:?}");
 
     // A valid leaf of egress-discord claiming to be core in metadata: still egress-discord,
@@ -77,9 +113,17 @@ async fn handshake_refusals() {
     let discord = body.material("egress-discord");
     let ward = Principal::new(body.manifest.trust_domain.clone(), "ward").unwrap();
     let ch = reach_port::connect_lazy(body.socket("ward.authority"), &discord, ward);
-    let claims = [("x-reach-principal", "spiffe://reach.local/core"), ("x-forwarded-client-cert", "URI=spiffe://reach.local/core")];
-    assert_eq!(call_with(ch.clone(), "/reach.ward.v1.Ward/AdmitScope", &claims).await, Code::PermissionDenied);
-    assert!(reached_handler(call_with(ch, "/reach.ward.v1.Ward/RedeemDecision", &claims).await));
+    let claims = [
+        ("x-reach-principal", "spiffe://reach.local/core"),
+        ("x-forwarded-client-cert", "URI=spiffe://reach.local/core"),
+    ];
+    assert_eq!(
+        call_with(ch.clone(), "/reach.ward.v1.Ward/AdmitScope", &claims).await,
+        Code::PermissionDenied
+    );
+    assert!(reached_handler(
+        call_with(ch, "/reach.ward.v1.Ward/RedeemDecision", &claims).await
+    ));
 
     // A client must refuse a server that is not the port's manifest principal: dial core's
     // socket expecting ward.

@@ -21,19 +21,30 @@ async fn every_triple_succeeds_iff_the_port_table_allows_it() {
             let admitted = port.grants.iter().any(|g| g.caller == *caller);
             let server = m.principal(port.server.as_str());
             for method in reach_proto::methods_of(&port.service).unwrap() {
-                let may = port.grants.iter().any(|g| g.caller == *caller && g.method == *method);
+                let may = port
+                    .grants
+                    .iter()
+                    .any(|g| g.caller == *caller && g.method == *method);
                 // A fresh connection per call, so every call runs its own handshake.
-                let ch = reach_port::connect_lazy(body.socket(&port.name), &material, server.clone());
+                let ch =
+                    reach_port::connect_lazy(body.socket(&port.name), &material, server.clone());
                 let code = call(ch, &port.path(method)).await;
                 let what = format!("{caller} -> {} {}", port.name, port.path(method));
                 if may {
                     assert!(reached_handler(code), "{what}: allowed but got {code:?}");
                     allowed += 1;
                 } else if admitted {
-                    assert_eq!(code, Code::PermissionDenied, "{what}: must be refused by the port table");
+                    assert_eq!(
+                        code,
+                        Code::PermissionDenied,
+                        "{what}: must be refused by the port table"
+                    );
                     denied_authz += 1;
                 } else {
-                    assert!(refused_at_handshake(code), "{what}: must fail the handshake, got {code:?}");
+                    assert!(
+                        refused_at_handshake(code),
+                        "{what}: must fail the handshake, got {code:?}"
+                    );
                     denied_handshake += 1;
                 }
             }

@@ -17,16 +17,25 @@ fn bin(name: &str) -> PathBuf {
 fn alive(pid: i32) -> bool {
     // A reaped child is gone; an unreaped zombie would still answer, so also check /proc state.
     kill(Pid::from_raw(pid), None).is_ok()
-        && std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.contains(") Z ")).unwrap_or(false)
+        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
 }
 
 fn status(state: &Path) -> std::process::Output {
-    Command::new(bin("reach")).args(["status", "--state"]).arg(state).output().unwrap()
+    Command::new(bin("reach"))
+        .args(["status", "--state"])
+        .arg(state)
+        .output()
+        .unwrap()
 }
 
 #[test]
 fn reach_up_status_and_stop_leave_nothing_behind() {
-    let dir = tempfile::Builder::new().prefix("ru").tempdir_in("/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("ru")
+        .tempdir_in("/tmp")
+        .unwrap();
     let state = dir.path();
     let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
     reach_tests::write_placeholder_credentials(&manifest, &StateLayout::new(state));
@@ -47,7 +56,11 @@ fn reach_up_status_and_stop_leave_nothing_behind() {
             break out;
         }
         assert!(up.try_wait().unwrap().is_none(), "reach up exited early");
-        assert!(Instant::now() < deadline, "body never became healthy:\n{}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            Instant::now() < deadline,
+            "body never became healthy:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     let text = String::from_utf8_lossy(&out.stdout);
@@ -55,7 +68,10 @@ fn reach_up_status_and_stop_leave_nothing_behind() {
 
     // Eight distinct role processes, none of them the launcher.
     let roles = std::fs::read_to_string(state.join("run/roles")).unwrap();
-    let pids: Vec<i32> = roles.lines().map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
+    let pids: Vec<i32> = roles
+        .lines()
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect();
     assert_eq!(pids.len(), 8, "{roles}");
     let mut distinct = pids.clone();
     distinct.sort();
@@ -71,7 +87,10 @@ fn reach_up_status_and_stop_leave_nothing_behind() {
     for p in pids {
         assert!(!alive(p), "role pid {p} outlived the stop");
     }
-    assert!(!status(state).status.success(), "status must report the body down");
+    assert!(
+        !status(state).status.success(),
+        "status must report the body down"
+    );
 }
 
 fn role_output(state: &Path, role: &str) -> std::process::Output {
@@ -87,7 +106,10 @@ fn role_output(state: &Path, role: &str) -> std::process::Output {
 #[test]
 fn bad_input_stops_a_role_from_starting() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::Builder::new().prefix("rb").tempdir_in("/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("rb")
+        .tempdir_in("/tmp")
+        .unwrap();
     let layout = StateLayout::new(dir.path());
     let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
     reach_tests::write_placeholder_credentials(&manifest, &layout);
@@ -99,14 +121,25 @@ fn bad_input_stops_a_role_from_starting() {
     let out = role_output(dir.path(), "workbench");
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("has mode 644") && err.contains("tls.key"), "{err}");
+    assert!(
+        err.contains("has mode 644") && err.contains("tls.key"),
+        "{err}"
+    );
 
     // A missing credential file the manifest names.
-    std::fs::remove_file(layout.secret_dir("egress-discord").join("discord-bot-token")).unwrap();
+    std::fs::remove_file(
+        layout
+            .secret_dir("egress-discord")
+            .join("discord-bot-token"),
+    )
+    .unwrap();
     let out = role_output(dir.path(), "egress-discord");
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("credential discord-bot") && err.contains("is missing"), "{err}");
+    assert!(
+        err.contains("credential discord-bot") && err.contains("is missing"),
+        "{err}"
+    );
 
     // An unknown key in the role's config.
     let cfg = layout.config_path("vm-broker");
@@ -115,7 +148,10 @@ fn bad_input_stops_a_role_from_starting() {
     let out = role_output(dir.path(), "vm-broker");
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("unknown field") && err.contains("surprise"), "{err}");
+    assert!(
+        err.contains("unknown field") && err.contains("surprise"),
+        "{err}"
+    );
 
     // The role's own leaf from another trust root, then an expired one: refused before serving.
     let now = std::time::SystemTime::now();
@@ -126,15 +162,28 @@ fn bad_input_stops_a_role_from_starting() {
         reach_identity::files::write_secret(&sd.join("tls.crt"), leaf.cert_pem.as_bytes()).unwrap();
     };
     let other = reach_identity::TrustRoot::generate(&manifest.trust_domain, now).unwrap();
-    install(&other.issue_leaf(&p, now, Duration::from_secs(3600)).unwrap());
+    install(
+        &other
+            .issue_leaf(&p, now, Duration::from_secs(3600))
+            .unwrap(),
+    );
     let out = role_output(dir.path(), "ward");
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("does not chain to the trust bundle"), "{err}");
 
-    let read = |n: &str| String::from_utf8(std::fs::read(layout.scribe_dir().join(n)).unwrap()).unwrap();
+    let read =
+        |n: &str| String::from_utf8(std::fs::read(layout.scribe_dir().join(n)).unwrap()).unwrap();
     let root = reach_identity::TrustRoot::from_pem(read("root.crt"), read("root.key")).unwrap();
-    install(&root.issue_leaf(&p, now - Duration::from_secs(3 * 86400), Duration::from_secs(86400)).unwrap());
+    install(
+        &root
+            .issue_leaf(
+                &p,
+                now - Duration::from_secs(3 * 86400),
+                Duration::from_secs(86400),
+            )
+            .unwrap(),
+    );
     let out = role_output(dir.path(), "ward");
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -88,7 +88,9 @@ pub enum DigestParseError {
 impl FromStr for Sha256Digest {
     type Err = DigestParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let hex_part = s.strip_prefix(PREFIX).ok_or(DigestParseError::MissingPrefix)?;
+        let hex_part = s
+            .strip_prefix(PREFIX)
+            .ok_or(DigestParseError::MissingPrefix)?;
         if hex_part.len() != 64 || hex_part.bytes().any(|b| b.is_ascii_uppercase()) {
             return Err(DigestParseError::BadHex);
         }
@@ -128,7 +130,10 @@ mod tests {
     #[test]
     fn refuses_foreign_forms() {
         let hex = Sha256Digest::of(b"abc").hex();
-        assert_eq!(hex.parse::<Sha256Digest>(), Err(DigestParseError::MissingPrefix));
+        assert_eq!(
+            hex.parse::<Sha256Digest>(),
+            Err(DigestParseError::MissingPrefix)
+        );
         assert_eq!(
             format!("sha256:{}", &hex[..63]).parse::<Sha256Digest>(),
             Err(DigestParseError::BadHex)

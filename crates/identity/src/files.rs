@@ -22,16 +22,26 @@ pub enum SecretFileError {
     TooOpen { path: PathBuf, mode: u32 },
     /// secret file could not be read or written
     #[error("secret file {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SecretFileError + '_ {
-    move |source| SecretFileError::Io { path: path.to_owned(), source }
+    move |source| SecretFileError::Io {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// Creates `dir` (mode 0700) if needed.
 pub fn ensure_secret_dir(dir: &Path) -> Result<(), SecretFileError> {
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io(dir))?;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io(dir))?;
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io(dir))
 }
 
@@ -64,7 +74,10 @@ pub fn read_secret(path: &Path) -> Result<Vec<u8>, SecretFileError> {
     };
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(SecretFileError::TooOpen { path: path.to_owned(), mode });
+        return Err(SecretFileError::TooOpen {
+            path: path.to_owned(),
+            mode,
+        });
     }
     fs::read(path).map_err(io(path))
 }
@@ -81,6 +94,9 @@ mod tests {
         write_secret(&p, b"x").unwrap();
         assert_eq!(read_secret(&p).unwrap(), b"x");
         fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(matches!(read_secret(&p), Err(SecretFileError::TooOpen { mode: 0o644, .. })));
+        assert!(matches!(
+            read_secret(&p),
+            Err(SecretFileError::TooOpen { mode: 0o644, .. })
+        ));
     }
 }

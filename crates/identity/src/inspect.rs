@@ -89,15 +89,22 @@ pub fn inspect_leaf(
         }
     }
     if uris.len() != 1 || others != 0 {
-        return Err(LeafError::SanCount { uris: uris.len(), others });
+        return Err(LeafError::SanCount {
+            uris: uris.len(),
+            others,
+        });
     }
     if !key_usage_ok {
         return Err(LeafError::KeyUsage);
     }
     let uri = uris.pop().unwrap_or_default();
-    let principal: Principal = uri.parse().map_err(|_| LeafError::BadSpiffeId(uri.clone()))?;
+    let principal: Principal = uri
+        .parse()
+        .map_err(|_| LeafError::BadSpiffeId(uri.clone()))?;
     if principal.trust_domain() != trust_domain {
-        return Err(LeafError::ForeignTrustDomain(principal.trust_domain().to_string()));
+        return Err(LeafError::ForeignTrustDomain(
+            principal.trust_domain().to_string(),
+        ));
     }
     Ok(LeafInfo {
         principal,
@@ -116,7 +123,11 @@ mod tests {
     use crate::mint::{DEFAULT_LEAF_LIFETIME, TrustRoot};
 
     fn der(pem: &str) -> Vec<u8> {
-        rustls_pemfile::certs(&mut pem.as_bytes()).next().unwrap().unwrap().to_vec()
+        rustls_pemfile::certs(&mut pem.as_bytes())
+            .next()
+            .unwrap()
+            .unwrap()
+            .to_vec()
     }
 
     fn setup() -> (TrustDomain, TrustRoot, Principal, SystemTime) {
@@ -140,13 +151,24 @@ mod tests {
     fn refusals() {
         let (td, root, p, now) = setup();
         let check = |tweak: &dyn Fn(&mut rcgen::CertificateParams), at: SystemTime| {
-            let leaf = root.issue_with(&p, now, DEFAULT_LEAF_LIFETIME, tweak).unwrap();
+            let leaf = root
+                .issue_with(&p, now, DEFAULT_LEAF_LIFETIME, tweak)
+                .unwrap();
             inspect_leaf(&der(&leaf.cert_pem), &td, at).unwrap_err()
         };
-        assert_eq!(check(&|_| {}, now + Duration::from_secs(2 * 86400)), LeafError::Expired);
-        assert_eq!(check(&|_| {}, now - Duration::from_secs(3600)), LeafError::NotYetValid);
         assert_eq!(
-            check(&|c| c.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained), now),
+            check(&|_| {}, now + Duration::from_secs(2 * 86400)),
+            LeafError::Expired
+        );
+        assert_eq!(
+            check(&|_| {}, now - Duration::from_secs(3600)),
+            LeafError::NotYetValid
+        );
+        assert_eq!(
+            check(
+                &|c| c.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained),
+                now
+            ),
             LeafError::CaAsLeaf
         );
         assert_eq!(
@@ -159,7 +181,12 @@ mod tests {
             LeafError::SanCount { uris: 2, others: 0 }
         );
         assert_eq!(
-            check(&|c| c.subject_alt_names.push(SanType::DnsName("x.test".try_into().unwrap())), now),
+            check(
+                &|c| c
+                    .subject_alt_names
+                    .push(SanType::DnsName("x.test".try_into().unwrap())),
+                now
+            ),
             LeafError::SanCount { uris: 1, others: 1 }
         );
         assert_eq!(check(&|c| c.key_usages.clear(), now), LeafError::KeyUsage);

@@ -7,8 +7,8 @@
 use std::time::{Duration, SystemTime};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use time::OffsetDateTime;
 
@@ -41,7 +41,9 @@ pub struct TrustRoot {
 
 impl std::fmt::Debug for TrustRoot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TrustRoot").field("key_pem", &"<redacted>").finish_non_exhaustive()
+        f.debug_struct("TrustRoot")
+            .field("key_pem", &"<redacted>")
+            .finish_non_exhaustive()
     }
 }
 
@@ -55,7 +57,9 @@ pub struct IssuedLeaf {
 
 impl std::fmt::Debug for IssuedLeaf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IssuedLeaf").field("serial_hex", &self.serial_hex).finish_non_exhaustive()
+        f.debug_struct("IssuedLeaf")
+            .field("serial_hex", &self.serial_hex)
+            .finish_non_exhaustive()
     }
 }
 
@@ -77,7 +81,10 @@ impl TrustRoot {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, format!("Reach trust root {trust_domain}"));
+        dn.push(
+            DnType::CommonName,
+            format!("Reach trust root {trust_domain}"),
+        );
         params.distinguished_name = dn;
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
@@ -87,7 +94,10 @@ impl TrustRoot {
         params.not_after = odt(now + ROOT_LIFETIME);
         params.serial_number = Some(fresh_serial());
         let cert = params.self_signed(&key)?;
-        Ok(Self { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        Ok(Self {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
     }
 
     /// Loads a root from its PEM certificate and PEM key.
@@ -130,8 +140,10 @@ impl TrustRoot {
         params.distinguished_name = dn;
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages =
-            vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
         params.subject_alt_names = vec![SanType::URI(principal.uri().try_into()?)];
         params.not_before = odt(now - BACKDATE);
         params.not_after = odt(now + lifetime);
@@ -141,6 +153,10 @@ impl TrustRoot {
         params.use_authority_key_identifier_extension = true;
         tweak(&mut params);
         let cert = params.signed_by(&key, &issuer)?;
-        Ok(IssuedLeaf { cert_pem: cert.pem(), key_pem: key.serialize_pem(), serial_hex })
+        Ok(IssuedLeaf {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            serial_hex,
+        })
     }
 }

@@ -35,8 +35,13 @@ impl TrustDomain {
         let s = s.into();
         let ok = !s.is_empty()
             && s.len() <= 255
-            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
-        if ok { Ok(Self(s)) } else { Err(PrincipalError::BadTrustDomain(s)) }
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
+        if ok {
+            Ok(Self(s))
+        } else {
+            Err(PrincipalError::BadTrustDomain(s))
+        }
     }
     pub fn as_str(&self) -> &str {
         &self.0
@@ -54,7 +59,9 @@ impl Principal {
         let name = name.into();
         let ok = !name.is_empty()
             && name.len() <= 63
-            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if !ok {
             return Err(PrincipalError::BadName(name));
         }

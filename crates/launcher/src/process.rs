@@ -27,7 +27,11 @@ pub struct LaunchOptions {
 
 impl Default for LaunchOptions {
     fn default() -> Self {
-        Self { bin_dir: crate::default_bin_dir(), ready_timeout: Duration::from_secs(30), log_level: "info".into() }
+        Self {
+            bin_dir: crate::default_bin_dir(),
+            ready_timeout: Duration::from_secs(30),
+            log_level: "info".into(),
+        }
     }
 }
 
@@ -45,17 +49,31 @@ pub enum LaunchError {
     MissingBinary(PathBuf),
     /// a role exited before it became ready
     #[error("role `{role}` exited with {status} before it was ready; last log lines:\n{log_tail}")]
-    Exited { role: String, status: ExitStatus, log_tail: String },
+    Exited {
+        role: String,
+        status: ExitStatus,
+        log_tail: String,
+    },
     /// a role did not become ready in time
     #[error("role `{role}` sent no READY=1 within {timeout:?}; last log lines:\n{log_tail}")]
-    NotReady { role: String, timeout: Duration, log_tail: String },
+    NotReady {
+        role: String,
+        timeout: Duration,
+        log_tail: String,
+    },
     /// a file or socket of the state directory could not be prepared
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LaunchError + '_ {
-    move |source| LaunchError::Io { path: path.to_owned(), source }
+    move |source| LaunchError::Io {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// One running role.
@@ -93,10 +111,24 @@ fn mkdir(path: &Path) -> Result<(), LaunchError> {
 
 impl Body {
     /// Materializes identities and configs, then starts every role in order.
-    pub async fn up(manifest: &Manifest, layout: &StateLayout, options: LaunchOptions) -> Result<Body, LaunchError> {
+    pub async fn up(
+        manifest: &Manifest,
+        layout: &StateLayout,
+        options: LaunchOptions,
+    ) -> Result<Body, LaunchError> {
         prepare(manifest, layout)?;
-        let mut body = Body { layout: layout.clone(), running: Vec::new(), options, manifest: manifest.clone() };
-        for role in manifest.roles.iter().map(|r| r.name.as_str().to_owned()).collect::<Vec<_>>() {
+        let mut body = Body {
+            layout: layout.clone(),
+            running: Vec::new(),
+            options,
+            manifest: manifest.clone(),
+        };
+        for role in manifest
+            .roles
+            .iter()
+            .map(|r| r.name.as_str().to_owned())
+            .collect::<Vec<_>>()
+        {
             if let Err(e) = body.start_role(&role).await {
                 body.stop().await;
                 return Err(e);
@@ -112,7 +144,10 @@ impl Body {
 
     /// (role, pid) of every running role, in start order.
     pub fn pids(&self) -> Vec<(String, u32)> {
-        self.running.iter().filter_map(|r| r.child.id().map(|p| (r.role.clone(), p))).collect()
+        self.running
+            .iter()
+            .filter_map(|r| r.child.id().map(|p| (r.role.clone(), p)))
+            .collect()
     }
 
     /// Starts one role (again) and waits for its readiness.
@@ -127,7 +162,11 @@ impl Body {
         let _ = std::fs::remove_file(&notify_path);
         let notify = UnixDatagram::bind(&notify_path).map_err(io(&notify_path))?;
         let log_path = self.layout.log_path(role);
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(io(&log_path))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(io(&log_path))?;
         let log_err = log.try_clone().map_err(io(&log_path))?;
         let config = self.layout.config_path(role);
         let mut child = Command::new(&binary)
@@ -147,16 +186,21 @@ impl Body {
         let ready = wait_ready(&notify, &mut child, self.options.ready_timeout).await;
         let _ = std::fs::remove_file(&notify_path);
         match ready {
-            Ready::Ready => {
+            Readiness::Ready => {
                 tracing::info!(role, pid = child.id(), "ready");
                 self.running.retain(|r| r.role != role);
-                self.running.push(Running { role: role.to_owned(), child });
+                self.running.push(Running {
+                    role: role.to_owned(),
+                    child,
+                });
                 Ok(())
             }
-            Ready::Exited(status) => {
-                Err(LaunchError::Exited { role: role.to_owned(), status, log_tail: log_tail(&log_path) })
-            }
-            Ready::TimedOut => {
+            Readiness::Exited(status) => Err(LaunchError::Exited {
+                role: role.to_owned(),
+                status,
+                log_tail: log_tail(&log_path),
+            }),
+            Readiness::TimedOut => {
                 let _ = child.kill().await;
                 Err(LaunchError::NotReady {
                     role: role.to_owned(),
@@ -195,7 +239,9 @@ impl Body {
                 let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
             }
             match tokio::time::timeout(STOP_TIMEOUT, r.child.wait()).await {
-                Ok(status) => report.stopped.push((r.role.clone(), status.ok().and_then(|s| s.code()))),
+                Ok(status) => report
+                    .stopped
+                    .push((r.role.clone(), status.ok().and_then(|s| s.code()))),
                 Err(_) => {
                     let _ = r.child.kill().await;
                     let _ = r.child.wait().await;
@@ -209,14 +255,22 @@ impl Body {
 
     fn write_pids(&self) -> Result<(), LaunchError> {
         let path = self.layout.run_dir().join("roles");
-        let text: String = self.pids().iter().map(|(r, p)| format!("{r} {p}\n")).collect();
+        let text: String = self
+            .pids()
+            .iter()
+            .map(|(r, p)| format!("{r} {p}\n"))
+            .collect();
         std::fs::write(&path, text).map_err(io(&path))
     }
 }
 
 /// Writes identities, configs and directories for every role. Idempotent.
 pub fn prepare(manifest: &Manifest, layout: &StateLayout) -> Result<(), LaunchError> {
-    for dir in [layout.run_dir(), layout.root().join("logs"), layout.root().join("config")] {
+    for dir in [
+        layout.run_dir(),
+        layout.root().join("logs"),
+        layout.root().join("config"),
+    ] {
         mkdir(&dir)?;
     }
     identities::materialize_identities(manifest, layout, Rotation::IfNeeded, SystemTime::now())?;
@@ -242,13 +296,13 @@ fn toml_string(config: &reach_manifest::plan::RoleConfig) -> String {
     reach_manifest::plan::to_toml(config)
 }
 
-enum Ready {
+enum Readiness {
     Ready,
     Exited(ExitStatus),
     TimedOut,
 }
 
-async fn wait_ready(notify: &UnixDatagram, child: &mut Child, timeout: Duration) -> Ready {
+async fn wait_ready(notify: &UnixDatagram, child: &mut Child, timeout: Duration) -> Readiness {
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let mut buf = vec![0u8; 4096];
@@ -258,16 +312,16 @@ async fn wait_ready(notify: &UnixDatagram, child: &mut Child, timeout: Duration)
                 if let Ok(n) = got {
                     let msg = String::from_utf8_lossy(&buf[..n]);
                     if msg.lines().any(|l| l == "READY=1") {
-                        return Ready::Ready;
+                        return Readiness::Ready;
                     }
                 }
             }
             status = child.wait() => {
                 if let Ok(status) = status {
-                    return Ready::Exited(status);
+                    return Readiness::Exited(status);
                 }
             }
-            _ = &mut deadline => return Ready::TimedOut,
+            _ = &mut deadline => return Readiness::TimedOut,
         }
     }
 }

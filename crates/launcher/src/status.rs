@@ -22,8 +22,14 @@ pub struct RoleHealth {
 }
 
 /// The operator's TLS material.
-pub fn operator_material(manifest: &Manifest, layout: &StateLayout) -> Result<Arc<PortMaterial>, MaterialError> {
-    PortMaterial::load(&layout.secret_dir("operator"), manifest.trust_domain.clone())
+pub fn operator_material(
+    manifest: &Manifest,
+    layout: &StateLayout,
+) -> Result<Arc<PortMaterial>, MaterialError> {
+    PortMaterial::load(
+        &layout.secret_dir("operator"),
+        manifest.trust_domain.clone(),
+    )
 }
 
 /// A channel from the operator to `port`, answered only by that port's manifest server.
@@ -33,9 +39,15 @@ pub async fn operator_channel(
     material: &Arc<PortMaterial>,
     port: &str,
 ) -> Result<tonic::transport::Channel, String> {
-    let p = manifest.port(port).ok_or_else(|| format!("no port `{port}` in the manifest"))?;
+    let p = manifest
+        .port(port)
+        .ok_or_else(|| format!("no port `{port}` in the manifest"))?;
     let server = manifest.principal(p.server.as_str());
-    let connect = reach_port::connect(PortAddress::Unix(layout.socket_path(port)), material, server);
+    let connect = reach_port::connect(
+        PortAddress::Unix(layout.socket_path(port)),
+        material,
+        server,
+    );
     match tokio::time::timeout(CHECK_TIMEOUT, connect).await {
         Ok(Ok(ch)) => Ok(ch),
         Ok(Err(e)) => Err(format!("cannot connect: {e}")),
@@ -44,7 +56,10 @@ pub async fn operator_channel(
 }
 
 /// Checks every role's health port.
-pub async fn status(manifest: &Manifest, layout: &StateLayout) -> Result<Vec<RoleHealth>, MaterialError> {
+pub async fn status(
+    manifest: &Manifest,
+    layout: &StateLayout,
+) -> Result<Vec<RoleHealth>, MaterialError> {
     let material = operator_material(manifest, layout)?;
     let mut out = Vec::new();
     for role in &manifest.roles {
@@ -60,7 +75,11 @@ pub async fn status(manifest: &Manifest, layout: &StateLayout) -> Result<Vec<Rol
             }
             Err(e) => Err(e),
         };
-        out.push(RoleHealth { role: role.name.as_str().to_owned(), port, result });
+        out.push(RoleHealth {
+            role: role.name.as_str().to_owned(),
+            port,
+            result,
+        });
     }
     Ok(out)
 }

@@ -30,7 +30,9 @@ impl Health for Empty {
 
 fn write_identity(dir: &std::path::Path, root: &TrustRoot, p: &Principal) {
     ensure_secret_dir(dir).unwrap();
-    let leaf = root.issue_leaf(p, SystemTime::now(), Duration::from_secs(3600)).unwrap();
+    let leaf = root
+        .issue_leaf(p, SystemTime::now(), Duration::from_secs(3600))
+        .unwrap();
     write_secret(&dir.join(LEAF_CERT), leaf.cert_pem.as_bytes()).unwrap();
     write_secret(&dir.join(LEAF_KEY), leaf.key_pem.as_bytes()).unwrap();
     write_secret(&dir.join(TRUST_BUNDLE), root.cert_pem.as_bytes()).unwrap();
@@ -55,12 +57,19 @@ fn pct(s: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let td = TrustDomain::new("bench.local").unwrap();
         let root = TrustRoot::generate(&td, SystemTime::now()).unwrap();
-        let (server_p, client_p) = (Principal::new(td.clone(), "server").unwrap(), Principal::new(td.clone(), "client").unwrap());
+        let (server_p, client_p) = (
+            Principal::new(td.clone(), "server").unwrap(),
+            Principal::new(td.clone(), "client").unwrap(),
+        );
         write_identity(&dir.path().join("server"), &root, &server_p);
         write_identity(&dir.path().join("client"), &root, &client_p);
         let server_m = PortMaterial::load(&dir.path().join("server"), td.clone()).unwrap();
@@ -68,10 +77,14 @@ fn main() {
 
         // mTLS port.
         let tls_sock = dir.path().join("tls.sock");
-        let policy = PortPolicy::new("bench").allow(client_p.clone(), "/reach.health.v1.Health/Check");
-        let port = PortServer::bind(&PortAddress::Unix(tls_sock.clone()), server_m, policy).unwrap();
+        let policy =
+            PortPolicy::new("bench").allow(client_p.clone(), "/reach.health.v1.Health/Check");
+        let port =
+            PortServer::bind(&PortAddress::Unix(tls_sock.clone()), server_m, policy).unwrap();
         tokio::spawn(port.serve(HealthServer::new(Empty), std::future::pending()));
-        let tls = reach_port::connect(PortAddress::Unix(tls_sock), &client_m, server_p).await.unwrap();
+        let tls = reach_port::connect(PortAddress::Unix(tls_sock), &client_m, server_p)
+            .await
+            .unwrap();
 
         // Plaintext tonic over a Unix socket.
         let plain_sock = dir.path().join("plain.sock");
@@ -84,7 +97,9 @@ fn main() {
         let plain = tonic::transport::Endpoint::from_static("http://plain")
             .connect_with_connector(tower::service_fn(move |_: http::Uri| {
                 let p = plain_sock.clone();
-                async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(p).await?)) }
+                async move {
+                    Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(p).await?))
+                }
             }))
             .await
             .unwrap();
@@ -94,8 +109,14 @@ fn main() {
         let (p50p, p99p) = (pct(&plain_s, 0.5), pct(&plain_s, 0.99));
         let (p50t, p99t) = (pct(&tls_s, 0.5), pct(&tls_s, 0.99));
         println!("port round trip, {CALLS} unary empty RPCs each, one connection");
-        println!("  plaintext tonic over UDS : p50 {:>8.1?}  p99 {:>8.1?}", p50p, p99p);
-        println!("  mTLS port over UDS       : p50 {:>8.1?}  p99 {:>8.1?}", p50t, p99t);
+        println!(
+            "  plaintext tonic over UDS : p50 {:>8.1?}  p99 {:>8.1?}",
+            p50p, p99p
+        );
+        println!(
+            "  mTLS port over UDS       : p50 {:>8.1?}  p99 {:>8.1?}",
+            p50t, p99t
+        );
         println!(
             "  ratio mTLS/plaintext p50 : {:.2}x  (target <= 1.50x; p50 target < 150 µs)",
             p50t.as_secs_f64() / p50p.as_secs_f64()

@@ -20,12 +20,18 @@ pub struct PortPolicy {
 
 impl PortPolicy {
     pub fn new(port: impl Into<String>) -> Self {
-        Self { port: port.into(), allowed: BTreeMap::new() }
+        Self {
+            port: port.into(),
+            allowed: BTreeMap::new(),
+        }
     }
 
     /// Allows `caller` to call `method` (a full gRPC path).
     pub fn allow(mut self, caller: Principal, method: impl Into<String>) -> Self {
-        self.allowed.entry(caller).or_default().insert(method.into());
+        self.allowed
+            .entry(caller)
+            .or_default()
+            .insert(method.into());
         self
     }
 
@@ -47,14 +53,19 @@ pub struct AuthorizeLayer {
 
 impl AuthorizeLayer {
     pub fn new(policy: PortPolicy) -> Self {
-        Self { policy: Arc::new(policy) }
+        Self {
+            policy: Arc::new(policy),
+        }
     }
 }
 
 impl<S> tower_layer::Layer<S> for AuthorizeLayer {
     type Service = Authorize<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        Authorize { inner, policy: self.policy.clone() }
+        Authorize {
+            inner,
+            policy: self.policy.clone(),
+        }
     }
 }
 

@@ -46,7 +46,17 @@ fn endpoint(
     address: PortAddress,
     material: &Arc<PortMaterial>,
     expected: Principal,
-) -> (Endpoint, impl tower_service::Service<http::Uri, Response = TokioIo<tokio_rustls::client::TlsStream<Transport>>, Error = std::io::Error, Future = impl Send> + Clone + Send + 'static) {
+) -> (
+    Endpoint,
+    impl tower_service::Service<
+        http::Uri,
+        Response = TokioIo<tokio_rustls::client::TlsStream<Transport>>,
+        Error = std::io::Error,
+        Future = impl Send,
+    > + Clone
+    + Send
+    + 'static,
+) {
     let connector = TlsConnector::from(client_config(material, expected));
     let dial = tower::service_fn(move |_: http::Uri| {
         let (connector, address) = (connector.clone(), address.clone());
@@ -74,7 +84,11 @@ pub async fn connect(
 }
 
 /// Connects on first use, so a role can start before the roles it calls.
-pub fn connect_lazy(address: PortAddress, material: &Arc<PortMaterial>, expected: Principal) -> Channel {
+pub fn connect_lazy(
+    address: PortAddress,
+    material: &Arc<PortMaterial>,
+    expected: Principal,
+) -> Channel {
     let (ep, dial) = endpoint(address, material, expected);
     ep.connect_with_connector_lazy(dial)
 }

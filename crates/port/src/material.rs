@@ -71,9 +71,15 @@ fn stamp(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>)> {
 fn certs(path: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, MaterialError> {
     let certs: Vec<_> = rustls_pemfile::certs(&mut &pem[..])
         .collect::<Result<_, _>>()
-        .map_err(|_| MaterialError::Pem { path: path.to_owned(), what: "unparsable PEM" })?;
+        .map_err(|_| MaterialError::Pem {
+            path: path.to_owned(),
+            what: "unparsable PEM",
+        })?;
     if certs.is_empty() {
-        return Err(MaterialError::Pem { path: path.to_owned(), what: "no certificate" });
+        return Err(MaterialError::Pem {
+            path: path.to_owned(),
+            what: "no certificate",
+        });
     }
     Ok(certs)
 }
@@ -105,21 +111,31 @@ impl PortMaterial {
         let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut &key_pem[..])
             .ok()
             .flatten()
-            .ok_or(MaterialError::Pem { path: key_path.clone(), what: "no private key" })?;
+            .ok_or(MaterialError::Pem {
+                path: key_path.clone(),
+                what: "no private key",
+            })?;
         let bundle = certs(&bundle_path, &files::read_secret(&bundle_path)?)?;
 
-        let own = inspect_leaf(&chain[0], td, SystemTime::now())
-            .map_err(|source| MaterialError::OwnLeaf { path: cert_path.clone(), source })?;
+        let own = inspect_leaf(&chain[0], td, SystemTime::now()).map_err(|source| {
+            MaterialError::OwnLeaf {
+                path: cert_path.clone(),
+                source,
+            }
+        })?;
         let signing = provider
             .key_provider
             .load_private_key(key)
             .map_err(|e| MaterialError::Tls(e.to_string()))?;
         let key = Arc::new(CertifiedKey::new(chain, signing));
-        key.keys_match().map_err(|e| MaterialError::Tls(e.to_string()))?;
+        key.keys_match()
+            .map_err(|e| MaterialError::Tls(e.to_string()))?;
 
         let mut roots = RootCertStore::empty();
         for c in bundle {
-            roots.add(c).map_err(|e| MaterialError::Tls(e.to_string()))?;
+            roots
+                .add(c)
+                .map_err(|e| MaterialError::Tls(e.to_string()))?;
         }
         let parsed = rustls::server::ParsedCertificate::try_from(&key.cert[0])
             .map_err(|e| MaterialError::Tls(e.to_string()))?;
@@ -130,13 +146,22 @@ impl PortMaterial {
             rustls_pki_types::UnixTime::now(),
             provider.signature_verification_algorithms.all,
         )
-        .map_err(|e| MaterialError::OwnChain { path: cert_path.clone(), reason: e.to_string() })?;
+        .map_err(|e| MaterialError::OwnChain {
+            path: cert_path.clone(),
+            reason: e.to_string(),
+        })?;
         let roots = Arc::new(roots);
         let client_verifier =
             WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
                 .build()
                 .map_err(|e| MaterialError::Tls(e.to_string()))?;
-        Ok(Generation { key, roots, client_verifier, own, stamp })
+        Ok(Generation {
+            key,
+            roots,
+            client_verifier,
+            own,
+            stamp,
+        })
     }
 
     pub fn trust_domain(&self) -> &TrustDomain {
@@ -144,7 +169,10 @@ impl PortMaterial {
     }
 
     pub(crate) fn current(&self) -> Arc<Generation> {
-        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// What this role's own leaf proves.

@@ -72,13 +72,21 @@ macro_rules! delegate {
 }
 
 impl AsyncRead for Transport {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         delegate!(self, s => s.poll_read(cx, buf))
     }
 }
 
 impl AsyncWrite for Transport {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         delegate!(self, s => s.poll_write(cx, buf))
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -104,13 +112,21 @@ impl Connected for PeerStream {
 }
 
 impl AsyncRead for PeerStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for PeerStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -131,7 +147,11 @@ impl ResolvesServerCert for OwnCert {
 }
 
 impl rustls::client::ResolvesClientCert for OwnCert {
-    fn resolve(&self, _hints: &[&[u8]], _schemes: &[rustls::SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+    fn resolve(
+        &self,
+        _hints: &[&[u8]],
+        _schemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
         Some(self.0.current().key.clone())
     }
     fn has_certs(&self) -> bool {
@@ -139,7 +159,9 @@ impl rustls::client::ResolvesClientCert for OwnCert {
     }
 }
 
-pub(crate) fn own_cert(material: &Arc<PortMaterial>) -> Arc<dyn rustls::client::ResolvesClientCert> {
+pub(crate) fn own_cert(
+    material: &Arc<PortMaterial>,
+) -> Arc<dyn rustls::client::ResolvesClientCert> {
     Arc::new(OwnCert(material.clone()))
 }
 
@@ -172,7 +194,10 @@ impl PortServer {
             }
             PortAddress::Tcp(addr) => {
                 if !addr.ip().is_loopback() {
-                    return Err(io::Error::new(io::ErrorKind::InvalidInput, "ports bind loopback only"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "ports bind loopback only",
+                    ));
                 }
                 let std = std::net::TcpListener::bind(addr)?;
                 std.set_nonblocking(true)?;
@@ -188,8 +213,18 @@ impl PortServer {
         config.alpn_protocols = vec![crate::ALPN_H2.to_vec()];
         let acceptor = TlsAcceptor::from(Arc::new(config));
         let (tx, rx) = mpsc::channel(MAX_HANDSHAKES);
-        let accept_task = tokio::spawn(accept_loop(listener, acceptor, material, tx, policy.port.clone()));
-        Ok(Self { incoming: ReceiverStream::new(rx), policy, accept_task })
+        let accept_task = tokio::spawn(accept_loop(
+            listener,
+            acceptor,
+            material,
+            tx,
+            policy.port.clone(),
+        ));
+        Ok(Self {
+            incoming: ReceiverStream::new(rx),
+            policy,
+            accept_task,
+        })
     }
 
     /// Serves `service` on this port until `shutdown` completes, then drains.
@@ -210,7 +245,11 @@ impl PortServer {
             + 'static,
         S::Future: Send + 'static,
     {
-        let Self { incoming, policy, accept_task } = self;
+        let Self {
+            incoming,
+            policy,
+            accept_task,
+        } = self;
         let result = tonic::transport::Server::builder()
             .layer(AuthorizeLayer::new(policy))
             .add_service(service)
@@ -230,7 +269,9 @@ async fn accept_loop(
 ) {
     let slots = Arc::new(Semaphore::new(MAX_HANDSHAKES));
     loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else { return };
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let accepted = match &listener {
             Listener::Unix(l) => l.accept().await.map(|(s, _)| Transport::Unix(s)),
             Listener::Tcp(l) => l.accept().await.map(|(s, _)| Transport::Tcp(s)),
@@ -243,7 +284,8 @@ async fn accept_loop(
                 continue;
             }
         };
-        let (acceptor, material, tx, port) = (acceptor.clone(), material.clone(), tx.clone(), port.clone());
+        let (acceptor, material, tx, port) =
+            (acceptor.clone(), material.clone(), tx.clone(), port.clone());
         tokio::spawn(async move {
             let _permit = permit;
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io)).await {
@@ -265,5 +307,8 @@ fn peer_of(tls: &TlsStream<Transport>, material: &PortMaterial) -> Option<Verifi
     let leaf = conn.peer_certificates()?.first()?;
     // The verifier already accepted this leaf; re-inspecting yields its principal.
     let info = inspect_leaf(leaf, material.trust_domain(), std::time::SystemTime::now()).ok()?;
-    Some(VerifiedPeer { principal: info.principal, serial_hex: info.serial_hex })
+    Some(VerifiedPeer {
+        principal: info.principal,
+        serial_hex: info.serial_hex,
+    })
 }

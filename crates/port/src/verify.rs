@@ -60,7 +60,9 @@ impl ClientCertVerifier for AdmittedClients {
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
         let generation = self.material.current();
-        generation.client_verifier.verify_client_cert(end_entity, intermediates, now)?;
+        generation
+            .client_verifier
+            .verify_client_cert(end_entity, intermediates, now)?;
         let leaf = inspect_leaf(end_entity, self.material.trust_domain(), system_time(now))
             .map_err(|e| other(e.into()))?;
         if !self.admitted.contains(&leaf.principal) {
@@ -75,7 +77,9 @@ impl ClientCertVerifier for AdmittedClients {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Err(rustls::Error::PeerIncompatible(rustls::PeerIncompatible::Tls12NotOffered))
+        Err(rustls::Error::PeerIncompatible(
+            rustls::PeerIncompatible::Tls12NotOffered,
+        ))
     }
 
     fn verify_tls13_signature(
@@ -93,7 +97,10 @@ impl ClientCertVerifier for AdmittedClients {
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.material.provider.signature_verification_algorithms.supported_schemes()
+        self.material
+            .provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -143,7 +150,9 @@ impl ServerCertVerifier for ExpectedServer {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Err(rustls::Error::PeerIncompatible(rustls::PeerIncompatible::Tls12NotOffered))
+        Err(rustls::Error::PeerIncompatible(
+            rustls::PeerIncompatible::Tls12NotOffered,
+        ))
     }
 
     fn verify_tls13_signature(
@@ -161,6 +170,9 @@ impl ServerCertVerifier for ExpectedServer {
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.material.provider.signature_verification_algorithms.supported_schemes()
+        self.material
+            .provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }

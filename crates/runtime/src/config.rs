@@ -40,5 +40,8 @@ pub fn load(path: PathBuf) -> Result<RoleConfig, ConfigError> {
     Figment::from(Toml::file(&path))
         .merge(Env::prefixed("REACH_").split("__").only(&["log.level"]))
         .extract()
-        .map_err(|e| ConfigError::Invalid { path, message: e.to_string() })
+        .map_err(|e| ConfigError::Invalid {
+            path,
+            message: e.to_string(),
+        })
 }

@@ -17,7 +17,11 @@ pub(crate) struct HealthService {
 
 impl HealthService {
     pub(crate) fn new(role: String, material: Arc<PortMaterial>) -> Self {
-        Self { role, material, started: Instant::now() }
+        Self {
+            role,
+            material,
+            started: Instant::now(),
+        }
     }
     pub(crate) fn into_server(self) -> HealthServer<Self> {
         HealthServer::new(self)

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reach_identity::{Principal, TrustDomain, files};
-use reach_manifest::plan::RoleConfig;
 use reach_manifest::CredentialKind;
+use reach_manifest::plan::RoleConfig;
 use reach_port::{PortAddress, PortMaterial, PortPolicy, PortServer};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -40,7 +40,10 @@ pub enum StartError {
     Material(#[from] reach_port::MaterialError),
     /// a credential file the manifest names is missing or too open
     #[error("credential {kind}: {source}")]
-    Credential { kind: &'static str, source: files::SecretFileError },
+    Credential {
+        kind: &'static str,
+        source: files::SecretFileError,
+    },
     /// the config names a port this binary does not serve
     #[error("port `{0}` is in the config but this role serves no handler for it")]
     UnservedPort(String),
@@ -49,7 +52,10 @@ pub enum StartError {
     UnknownPort(String),
     /// a port could not be bound
     #[error("port `{port}` could not be bound: {source}")]
-    Bind { port: String, source: std::io::Error },
+    Bind {
+        port: String,
+        source: std::io::Error,
+    },
     /// a name in the config is malformed
     #[error("config names a malformed principal: {0}")]
     Principal(#[from] reach_identity::PrincipalError),
@@ -81,19 +87,38 @@ impl Role {
             match files::read_secret(&c.path) {
                 Ok(bytes) => credentials.push((c.kind, Some(bytes))),
                 Err(files::SecretFileError::Missing(_)) if c.optional => {
-                    tracing::info!(kind = c.kind.as_str(), "optional credential absent; capability disabled");
+                    tracing::info!(
+                        kind = c.kind.as_str(),
+                        "optional credential absent; capability disabled"
+                    );
                     credentials.push((c.kind, None));
                 }
-                Err(source) => return Err(StartError::Credential { kind: c.kind.as_str(), source }),
+                Err(source) => {
+                    return Err(StartError::Credential {
+                        kind: c.kind.as_str(),
+                        source,
+                    });
+                }
             }
         }
         let (shutdown, _) = watch::channel(false);
-        Ok(Self { config, material, principal, credentials, started: Instant::now(), shutdown, served: Vec::new() })
+        Ok(Self {
+            config,
+            material,
+            principal,
+            credentials,
+            started: Instant::now(),
+            shutdown,
+            served: Vec::new(),
+        })
     }
 
     /// The bytes of a credential this role owns, if present.
     pub fn credential(&self, kind: CredentialKind) -> Option<&[u8]> {
-        self.credentials.iter().find(|(k, _)| *k == kind).and_then(|(_, b)| b.as_deref())
+        self.credentials
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .and_then(|(_, b)| b.as_deref())
     }
 
     /// Resolves when shutdown begins.
@@ -128,10 +153,18 @@ impl Role {
         for g in &spec.grants {
             policy = policy.allow(g.caller.parse()?, g.method.clone());
         }
-        let server = PortServer::bind(&PortAddress::Unix(spec.socket.clone()), self.material.clone(), policy)
-            .map_err(|source| StartError::Bind { port: port.to_owned(), source })?;
+        let server = PortServer::bind(
+            &PortAddress::Unix(spec.socket.clone()),
+            self.material.clone(),
+            policy,
+        )
+        .map_err(|source| StartError::Bind {
+            port: port.to_owned(),
+            source,
+        })?;
         let stop = self.shutdown_signal();
-        self.served.push((port.to_owned(), tokio::spawn(server.serve(service, stop))));
+        self.served
+            .push((port.to_owned(), tokio::spawn(server.serve(service, stop))));
         tracing::info!(port, "serving");
         Ok(())
     }
@@ -190,7 +223,11 @@ where
         }
     };
     init_telemetry(&config.log.level);
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "cannot start the async runtime");
@@ -232,7 +269,10 @@ where
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         // Without signal handlers the role can only be killed; park instead of spinning.
         std::future::pending::<()>().await;
         return;

@@ -235,7 +235,11 @@ fn generate_role_keys(
 pub fn missing_credentials(manifest: &Manifest, layout: &StateLayout) -> Vec<(String, String)> {
     let mut missing = Vec::new();
     for role in &manifest.roles {
-        for c in role.credentials.iter().filter(|c| !c.optional && c.kind != CredentialKind::WardKey) {
+        for c in role
+            .credentials
+            .iter()
+            .filter(|c| !c.optional && c.kind != CredentialKind::WardKey)
+        {
             if !layout.secret_dir(role.name.as_str()).join(&c.file).exists() {
                 missing.push((role.name.as_str().to_owned(), c.file.clone()));
             }

@@ -39,15 +39,29 @@ struct Outcome {
 }
 
 impl Pipeline {
-    pub fn new(vault: Phylactery, corpus_root: PathBuf, ward: Channel, policy: ChannelPolicy) -> Self {
-        Self { vault, corpus_root, ward: WardClient::new(ward), policy }
+    pub fn new(
+        vault: Phylactery,
+        corpus_root: PathBuf,
+        ward: Channel,
+        policy: ChannelPolicy,
+    ) -> Self {
+        Self {
+            vault,
+            corpus_root,
+            ward: WardClient::new(ward),
+            policy,
+        }
     }
 
     /// Runs the turn and commits its outcome exactly once. A failure to commit leaves the turn
     /// OPEN; a redelivered event or recovery picks it up.
     pub async fn run(&self, turn: ledger::TurnId, req: AdmitRequest) {
         let outcome = self.decide(&turn, &req).await;
-        let parts = outcome.view.as_ref().map(|v| render(v, self.policy)).unwrap_or_default();
+        let parts = outcome
+            .view
+            .as_ref()
+            .map(|v| render(v, self.policy))
+            .unwrap_or_default();
         // One intent per turn: the first part. Multi-part answers need one intent per part.
         let intent = parts.into_iter().next().map(|content| {
             let effect = DiscordEffect {
@@ -56,10 +70,18 @@ impl Pipeline {
                 parts: vec![content],
             };
             let effect = serde_json::to_string(&effect).expect("effect serializes");
-            ledger::DeliveryIntentSpec { payload_digest: Sha256Digest::of(&effect), effect }
+            ledger::DeliveryIntentSpec {
+                payload_digest: Sha256Digest::of(&effect),
+                effect,
+            }
         });
         let answer_digest = intent.as_ref().map(|i| i.payload_digest);
-        let commit = ledger::TurnCommit { outcome: outcome.state, reason: outcome.reason, answer_digest, intent };
+        let commit = ledger::TurnCommit {
+            outcome: outcome.state,
+            reason: outcome.reason,
+            answer_digest,
+            intent,
+        };
         match self.vault.commit_turn(&turn, &commit).await {
             Ok(c) => tracing::info!(turn = %turn.0, state = c.state.as_str(), "turn committed"),
             Err(e) => tracing::warn!(turn = %turn.0, code = e.code(), "turn commit refused"),
@@ -67,11 +89,18 @@ impl Pipeline {
     }
 
     async fn decide(&self, turn: &ledger::TurnId, req: &AdmitRequest) -> Outcome {
-        let refused = |state, reason: String, view| Outcome { state, reason: Some(reason), view };
+        let refused = |state, reason: String, view| Outcome {
+            state,
+            reason: Some(reason),
+            view,
+        };
 
         // Admit: guest scope and task Sigil at ward (rate limits and budgets apply here).
         let expires = SystemTime::now() + TURN_DEADLINE;
-        let expires_at_ms = expires.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+        let expires_at_ms = expires
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
         let scope = self
             .ward
             .clone()
@@ -98,7 +127,10 @@ impl Pipeline {
             }
         }
 
-        let pattern = ledger::PatternRevision { pattern_id: PATTERN.0.into(), revision: PATTERN.1.into() };
+        let pattern = ledger::PatternRevision {
+            pattern_id: PATTERN.0.into(),
+            revision: PATTERN.1.into(),
+        };
         let run = match self.vault.begin_run(turn, &pattern).await {
             Ok(r) => r,
             Err(e) => return refused(TurnState::Failed, e.code().into(), None),
@@ -108,7 +140,11 @@ impl Pipeline {
         let (root, question) = (self.corpus_root.clone(), req.question.clone());
         let grounded = tokio::task::spawn_blocking(move || {
             let snap = Snapshot::open_active(&root)?;
-            let bundle = snap.retrieve(&question, &RetrievalLimits::default(), time::OffsetDateTime::now_utc())?;
+            let bundle = snap.retrieve(
+                &question,
+                &RetrievalLimits::default(),
+                time::OffsetDateTime::now_utc(),
+            )?;
             Ok::<_, RetrievalRefusal>((snap.record().clone(), bundle))
         })
         .await;
@@ -123,7 +159,13 @@ impl Pipeline {
                 );
             }
             Ok(Err(e)) => return refused(TurnState::Failed, format!("corpus: {e}"), None),
-            Err(_) => return refused(TurnState::Failed, "corpus: retrieval task failed".into(), None),
+            Err(_) => {
+                return refused(
+                    TurnState::Failed,
+                    "corpus: retrieval task failed".into(),
+                    None,
+                );
+            }
         };
         let snapshot_ref = ledger::CorpusSnapshotRef {
             snapshot_digest: snapshot.snapshot_digest,
@@ -134,25 +176,44 @@ impl Pipeline {
             bundle_digest: bundle.bundle_digest,
             passage_count: bundle.passages.len() as i64,
         };
-        if let Err(e) = self.vault.record_grounding(&run, &snapshot_ref, &bundle_ref).await {
+        if let Err(e) = self
+            .vault
+            .record_grounding(&run, &snapshot_ref, &bundle_ref)
+            .await
+        {
             return refused(TurnState::Failed, e.code().into(), None);
         }
         if bundle.outcome == BundleOutcome::NotInDocs {
             // Refused before any model call: the docs do not cover it.
-            return refused(TurnState::Refused, "corpus/not-in-docs".into(), Some(TurnView::Refused));
+            return refused(
+                TurnState::Refused,
+                "corpus/not-in-docs".into(),
+                Some(TurnView::Refused),
+            );
         }
 
         // Form: the embedded local cognition answers extractively, citing only bundle passages.
         let answer = extractive_answer(&req.question, &bundle);
         if answer.not_in_docs {
-            return refused(TurnState::Refused, "corpus/not-in-docs".into(), Some(TurnView::Refused));
+            return refused(
+                TurnState::Refused,
+                "corpus/not-in-docs".into(),
+                Some(TurnView::Refused),
+            );
         }
-        let citations: Result<Vec<Citation>, _> = answer.citations.iter().map(|(_, _, url)| Citation::new(url)).collect();
+        let citations: Result<Vec<Citation>, _> = answer
+            .citations
+            .iter()
+            .map(|(_, _, url)| Citation::new(url))
+            .collect();
         match citations {
             Ok(citations) => Outcome {
                 state: TurnState::Succeeded,
                 reason: None,
-                view: Some(TurnView::Answer { text: answer.text, citations }),
+                view: Some(TurnView::Answer {
+                    text: answer.text,
+                    citations,
+                }),
             },
             Err(_) => refused(TurnState::Failed, "render/invalid-citation".into(), None),
         }

@@ -39,19 +39,32 @@ pub struct Core {
 
 impl Core {
     pub fn new(vault: Phylactery, habitat: String, pipeline: Pipeline) -> Self {
-        Self { vault, habitat, pipeline, running: Arc::default() }
+        Self {
+            vault,
+            habitat,
+            pipeline,
+            running: Arc::default(),
+        }
     }
 
     /// Starts the turn's pipeline unless it already runs here. A turn left OPEN by a crash is
     /// picked up when its event is redelivered; the ledger commits a turn exactly once anyway.
     fn start_turn(&self, turn: ledger::TurnId, req: pb::AdmitRequest) {
-        if !self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(turn.0.clone()) {
+        if !self
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(turn.0.clone())
+        {
             return;
         }
         let (pipeline, running) = (self.pipeline.clone(), self.running.clone());
         tokio::spawn(async move {
             pipeline.run(turn.clone(), req).await;
-            running.lock().unwrap_or_else(|e| e.into_inner()).remove(&turn.0);
+            running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&turn.0);
         });
     }
     pub fn admission(&self) -> AdmissionServer<Self> {
@@ -85,12 +98,16 @@ fn peer<T>(req: &Request<T>) -> Result<String, Status> {
 }
 
 fn digest(s: &str) -> Result<Sha256Digest, Status> {
-    s.parse().map_err(|e| Status::invalid_argument(format!("payload_digest: {e}")))
+    s.parse()
+        .map_err(|e| Status::invalid_argument(format!("payload_digest: {e}")))
 }
 
 #[tonic::async_trait]
 impl Admission for Core {
-    async fn admit(&self, req: Request<pb::AdmitRequest>) -> Result<Response<pb::AdmitResponse>, Status> {
+    async fn admit(
+        &self,
+        req: Request<pb::AdmitRequest>,
+    ) -> Result<Response<pb::AdmitResponse>, Status> {
         let r = req.into_inner();
         let request = ledger::AdmissionRequest {
             key: ledger::EventKey {
@@ -123,7 +140,11 @@ impl Admission for Core {
         Ok(Response::new(pb::AdmitResponse {
             outcome: outcome as i32,
             admission_id: s.admission_id.0,
-            turn_status: if terminal { s.turn_state.as_str().to_owned() } else { String::new() },
+            turn_status: if terminal {
+                s.turn_state.as_str().to_owned()
+            } else {
+                String::new()
+            },
             refusal_code: String::new(),
         }))
     }
@@ -141,7 +162,10 @@ fn lease(intent_id: String, generation: u64, owner: String) -> ledger::Lease {
 
 #[tonic::async_trait]
 impl Delivery for Core {
-    async fn claim(&self, req: Request<pb::ClaimRequest>) -> Result<Response<pb::ClaimResponse>, Status> {
+    async fn claim(
+        &self,
+        req: Request<pb::ClaimRequest>,
+    ) -> Result<Response<pb::ClaimResponse>, Status> {
         let owner = peer(&req)?;
         let ms = match req.get_ref().lease_ms {
             0 => DEFAULT_LEASE_MS,
@@ -155,8 +179,9 @@ impl Delivery for Core {
         let intent = match claimed {
             None => None,
             Some(c) => {
-                let effect: DiscordEffect = serde_json::from_str(&c.effect)
-                    .map_err(|e| Status::internal(format!("intent effect is not a Discord effect: {e}")))?;
+                let effect: DiscordEffect = serde_json::from_str(&c.effect).map_err(|e| {
+                    Status::internal(format!("intent effect is not a Discord effect: {e}"))
+                })?;
                 Some(pb::DeliveryIntent {
                     intent_id: c.lease.intent_id.0,
                     generation: c.lease.generation as u64,
@@ -178,11 +203,17 @@ impl Delivery for Core {
     ) -> Result<Response<pb::MarkSubmittingResponse>, Status> {
         let owner = peer(&req)?;
         let r = req.into_inner();
-        self.vault.mark_submitting(&lease(r.intent_id, r.generation, owner)).await.map_err(status)?;
+        self.vault
+            .mark_submitting(&lease(r.intent_id, r.generation, owner))
+            .await
+            .map_err(status)?;
         Ok(Response::new(pb::MarkSubmittingResponse {}))
     }
 
-    async fn settle(&self, req: Request<pb::SettleRequest>) -> Result<Response<pb::SettleResponse>, Status> {
+    async fn settle(
+        &self,
+        req: Request<pb::SettleRequest>,
+    ) -> Result<Response<pb::SettleResponse>, Status> {
         let owner = peer(&req)?;
         let r = req.into_inner();
         let report = match pb::DeliveryOutcome::try_from(r.outcome) {
@@ -194,34 +225,64 @@ impl Delivery for Core {
                 platform_status: i64::from(r.platform_status),
                 detail: r.platform_code,
             },
-            Ok(pb::DeliveryOutcome::Unknown) => ledger::DeliveryReport::Unknown { detail: r.platform_code },
-            _ => return Err(Status::invalid_argument("outcome must be KNOWN_SENT, KNOWN_REJECTED or UNKNOWN")),
+            Ok(pb::DeliveryOutcome::Unknown) => ledger::DeliveryReport::Unknown {
+                detail: r.platform_code,
+            },
+            _ => {
+                return Err(Status::invalid_argument(
+                    "outcome must be KNOWN_SENT, KNOWN_REJECTED or UNKNOWN",
+                ));
+            }
         };
-        self.vault.settle(&lease(r.intent_id, r.generation, owner), &report).await.map_err(status)?;
+        self.vault
+            .settle(&lease(r.intent_id, r.generation, owner), &report)
+            .await
+            .map_err(status)?;
         Ok(Response::new(pb::SettleResponse {}))
     }
 
-    async fn reconcile(&self, req: Request<pb::ReconcileRequest>) -> Result<Response<pb::ReconcileResponse>, Status> {
+    async fn reconcile(
+        &self,
+        req: Request<pb::ReconcileRequest>,
+    ) -> Result<Response<pb::ReconcileResponse>, Status> {
         let owner = peer(&req)?;
         let r = req.into_inner();
         let evidence = match (r.message_id.is_empty(), r.proved_absent) {
-            (false, false) => ledger::DeliveryEvidence::MessageFound { message_id: r.message_id, evidence: r.evidence_kind },
-            (true, true) => ledger::DeliveryEvidence::ProvedAbsent { evidence: r.evidence_kind },
-            _ => return Err(Status::invalid_argument("evidence names a message id or proves absence, not both")),
+            (false, false) => ledger::DeliveryEvidence::MessageFound {
+                message_id: r.message_id,
+                evidence: r.evidence_kind,
+            },
+            (true, true) => ledger::DeliveryEvidence::ProvedAbsent {
+                evidence: r.evidence_kind,
+            },
+            _ => {
+                return Err(Status::invalid_argument(
+                    "evidence names a message id or proves absence, not both",
+                ));
+            }
         };
         let found = matches!(evidence, ledger::DeliveryEvidence::MessageFound { .. });
         self.vault
             .reconcile_delivery(&ledger::IntentId(r.intent_id), &evidence, &owner)
             .await
             .map_err(status)?;
-        let outcome = if found { pb::DeliveryOutcome::KnownSent } else { pb::DeliveryOutcome::KnownRejected };
-        Ok(Response::new(pb::ReconcileResponse { outcome: outcome as i32 }))
+        let outcome = if found {
+            pb::DeliveryOutcome::KnownSent
+        } else {
+            pb::DeliveryOutcome::KnownRejected
+        };
+        Ok(Response::new(pb::ReconcileResponse {
+            outcome: outcome as i32,
+        }))
     }
 }
 
 #[tonic::async_trait]
 impl Trail for Core {
-    async fn get_trail(&self, req: Request<pb::GetTrailRequest>) -> Result<Response<pb::GetTrailResponse>, Status> {
+    async fn get_trail(
+        &self,
+        req: Request<pb::GetTrailRequest>,
+    ) -> Result<Response<pb::GetTrailResponse>, Status> {
         let key = req.into_inner().key;
         let key = if key.starts_with("adm_") {
             ledger::TrailKey::AdmissionId(ledger::AdmissionId(key))
@@ -236,7 +297,11 @@ impl Trail for Core {
             .map(|e| pb::TrailEdge {
                 record: e.record.to_owned(),
                 id: e.id,
-                fields: e.fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+                fields: e
+                    .fields
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect(),
                 committed_at_ms: e.committed_at.max(0) as u64,
             })
             .collect();
@@ -267,20 +332,32 @@ impl Trail for Core {
         let kind = match r.kind.as_str() {
             "GENESIS" => ledger::ReconciliationKind::Genesis,
             "EFFECTS_RECONCILED" => ledger::ReconciliationKind::EffectsReconciled,
-            _ => return Err(Status::invalid_argument("kind must be GENESIS or EFFECTS_RECONCILED")),
+            _ => {
+                return Err(Status::invalid_argument(
+                    "kind must be GENESIS or EFFECTS_RECONCILED",
+                ));
+            }
         };
         require_note(&r.note)?;
         self.vault
-            .record_operator_reconciliation(&ledger::OperatorReconciliation { kind, operator, note: r.note })
+            .record_operator_reconciliation(&ledger::OperatorReconciliation {
+                kind,
+                operator,
+                note: r.note,
+            })
             .await
             .map_err(status)?;
-        Ok(Response::new(pb::ReconcileVaultResponse { status: "SERVING".into() }))
+        Ok(Response::new(pb::ReconcileVaultResponse {
+            status: "SERVING".into(),
+        }))
     }
 }
 
 fn require_note(note: &str) -> Result<(), Status> {
     if note.trim().is_empty() {
-        return Err(Status::invalid_argument("a reconciliation states what was checked (note)"));
+        return Err(Status::invalid_argument(
+            "a reconciliation states what was checked (note)",
+        ));
     }
     Ok(())
 }

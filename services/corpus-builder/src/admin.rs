@@ -17,7 +17,10 @@ pub struct Builder {
 
 impl Builder {
     pub fn new(store: CorpusStore, source: Source) -> Self {
-        Self { store: Arc::new(store), source: Arc::new(source) }
+        Self {
+            store: Arc::new(store),
+            source: Arc::new(source),
+        }
     }
 
     pub fn into_server(self) -> CorpusAdminServer<Self> {
@@ -27,11 +30,16 @@ impl Builder {
     /// Builds and activates the embedded docs unless that exact revision is active and fresh.
     pub async fn ensure_embedded_active(&self) -> anyhow::Result<()> {
         let status = self.store.status();
-        let current = status.active.as_ref().and_then(|s| s.revision.archive_digest);
+        let current = status
+            .active
+            .as_ref()
+            .and_then(|s| s.revision.archive_digest);
         if current == Some(self.source.digest) && matches!(status.freshness, Freshness::Fresh) {
             return Ok(());
         }
-        self.build().await.map_err(|e| anyhow::anyhow!("default corpus did not build: {e}"))?;
+        self.build()
+            .await
+            .map_err(|e| anyhow::anyhow!("default corpus did not build: {e}"))?;
         Ok(())
     }
 
@@ -53,7 +61,10 @@ impl Builder {
 
 #[tonic::async_trait]
 impl CorpusAdmin for Builder {
-    async fn status(&self, _r: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
+    async fn status(
+        &self,
+        _r: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
         let s = self.store.status();
         let (admitted, active, fresh_until) = match &s.active {
             Some(a) => (
@@ -81,7 +92,10 @@ impl CorpusAdmin for Builder {
         }))
     }
 
-    async fn admit(&self, r: Request<pb::AdmitRequest>) -> Result<Response<pb::AdmitResponse>, Status> {
+    async fn admit(
+        &self,
+        r: Request<pb::AdmitRequest>,
+    ) -> Result<Response<pb::AdmitResponse>, Status> {
         let r = r.into_inner();
         if r.source != self.source.spec.name {
             return Ok(Response::new(pb::AdmitResponse {
@@ -97,8 +111,14 @@ impl CorpusAdmin for Builder {
             }));
         }
         match self.build().await {
-            Ok(snapshot_id) => Ok(Response::new(pb::AdmitResponse { snapshot_id, refusal_code: String::new() })),
-            Err(code) => Ok(Response::new(pb::AdmitResponse { snapshot_id: String::new(), refusal_code: code })),
+            Ok(snapshot_id) => Ok(Response::new(pb::AdmitResponse {
+                snapshot_id,
+                refusal_code: String::new(),
+            })),
+            Err(code) => Ok(Response::new(pb::AdmitResponse {
+                snapshot_id: String::new(),
+                refusal_code: code,
+            })),
         }
     }
 }

@@ -7,9 +7,15 @@ use reach_digest::Sha256Digest;
 const DOCS: &[(&str, &str)] = &[
     ("README.md", include_str!("../../../README.md")),
     ("ARCHITECTURE.md", include_str!("../../../ARCHITECTURE.md")),
-    ("docs/identity-and-ports.md", include_str!("../../../docs/identity-and-ports.md")),
+    (
+        "docs/identity-and-ports.md",
+        include_str!("../../../docs/identity-and-ports.md"),
+    ),
     ("docs/ledger.md", include_str!("../../../docs/ledger.md")),
-    ("docs/operator-guide.md", include_str!("../../../docs/operator-guide.md")),
+    (
+        "docs/operator-guide.md",
+        include_str!("../../../docs/operator-guide.md"),
+    ),
 ];
 
 /// Where citations point: the canonical repository (`…/blob/<archive digest>/path#Lx-Ly`).
@@ -31,13 +37,20 @@ impl Source {
         let digest = Sha256Digest::of(&bytes);
         let spec = SourceSpec {
             name: "reach-docs".into(),
-            origin: Origin::ReleaseArchive { url: admit_url(ARCHIVE_URL)?, digest },
+            origin: Origin::ReleaseArchive {
+                url: admit_url(ARCHIVE_URL)?,
+                digest,
+            },
             include: vec!["**/*.md".into()],
             ceilings: Ceilings::default(),
             citation_base: Some(admit_url(CITATION_BASE)?),
             redirect_origins: vec![],
             historical: false,
         };
-        Ok(Self { spec, bytes, digest })
+        Ok(Self {
+            spec,
+            bytes,
+            digest,
+        })
     }
 }

@@ -11,7 +11,12 @@ use reach_corpus::{CorpusStore, SystemClock};
 
 fn main() -> std::process::ExitCode {
     reach_runtime::run("corpus-builder", async |role| {
-        let store = CorpusStore::new(role.config.data_dir.join(reach_manifest::plan::CORPUS_STORE_DIR), Arc::new(SystemClock))?;
+        let store = CorpusStore::new(
+            role.config
+                .data_dir
+                .join(reach_manifest::plan::CORPUS_STORE_DIR),
+            Arc::new(SystemClock),
+        )?;
         let source = embedded::Source::pack()?;
         let builder = admin::Builder::new(store, source);
         // Activate the embedded docs before readiness, so core never starts without a corpus.

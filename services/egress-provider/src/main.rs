@@ -18,6 +18,8 @@ struct Gate;
 #[tonic::async_trait]
 impl ProviderCall for Gate {
     async fn call(&self, _r: Request<CallRequest>) -> Result<Response<CallResponse>, Status> {
-        Err(Status::unimplemented("the model Portal lands with issue #6"))
+        Err(Status::unimplemented(
+            "the model Portal lands with issue #6",
+        ))
     }
 }
