@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use reach_digest::Sha256Digest;
 
-use crate::gateway::GatewayEvent;
+use crate::model::GatewayEvent;
 use crate::model::{INTERACTION_APPLICATION_COMMAND, InteractionCreate, MessageCreate, Snowflake};
 
 /// The platform name in admission keys.

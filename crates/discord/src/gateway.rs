@@ -284,47 +284,7 @@ impl GatewayConfig<StaticResolver> {
     }
 }
 
-/// What the client reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GatewayEvent {
-    /// READY: a new session.
-    Ready {
-        /// The session id.
-        session_id: String,
-        /// The bot's user id (what a mention trigger must mention).
-        user_id: Snowflake,
-        /// The application id.
-        application_id: Option<Snowflake>,
-    },
-    /// RESUMED: the session continued; missed dispatches were replayed before this.
-    Resumed,
-    /// A MESSAGE_CREATE dispatch.
-    MessageCreate {
-        /// The dispatch sequence number.
-        seq: u64,
-        /// The message.
-        message: MessageCreate,
-    },
-    /// An INTERACTION_CREATE dispatch of an application command.
-    InteractionCreate {
-        /// The dispatch sequence number.
-        seq: u64,
-        /// The interaction.
-        interaction: InteractionCreate,
-    },
-    /// The connection ended; the client reconnects (resuming when it can).
-    Reconnecting {
-        /// Why (`closed`, `zombie`, `reconnect-opcode`, `invalid-session`…).
-        reason: &'static str,
-        /// Whether the next connection will RESUME (true) or IDENTIFY (false).
-        resume: bool,
-    },
-    /// The gateway refused the client for good (for example 4004, authentication failed).
-    Fatal {
-        /// The close code.
-        code: u16,
-    },
-}
+pub use crate::model::GatewayEvent;
 
 /// Counters the client keeps; read them with [`GatewayHandle::stats`].
 #[derive(Debug, Default)]

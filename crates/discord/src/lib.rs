@@ -1,13 +1,18 @@
 //! The Discord adapters of Reach.
 //!
-//! - [`gateway`]: the Gateway v10 client of ingress-edge (HELLO, IDENTIFY, heartbeat on its own
-//!   task, RESUME, INVALID_SESSION, RECONNECT), emitting typed [`gateway::GatewayEvent`]s.
+//! - `gateway`: the Gateway v10 client of ingress-edge (HELLO, IDENTIFY, heartbeat on its own
+//!   task, RESUME, INVALID_SESSION, RECONNECT), emitting typed [`model::GatewayEvent`]s.
 //! - [`edge`]: the pure admission filter turning an event into an [`edge::EdgeEvent`] for
 //!   core's admission port, or a typed [`edge::EdgeRefusal`].
-//! - [`rest`]: the REST v10 Create Message adapter of egress-discord, with the intent's nonce
+//! - `rest`: the REST v10 Create Message adapter of egress-discord, with the intent's nonce
 //!   and `enforce_nonce`, outcome classification, and the channel read that reconciles an
 //!   UNKNOWN delivery.
 //! - [`render`]: answer splitting, citations and refusal texts.
+//! - [`delivery`]: the nonce, the exact Create Message body and the typed outcomes, shared by
+//!   core and egress-discord.
+//!
+//! `gateway` and `rest` exist only with the `net` feature (ingress-edge, egress-discord);
+//! without it the crate has no network code, so core links no HTTP or WebSocket client.
 //!
 //! **Architecture Invariant:** nothing here touches the ledger, a database or another role.
 //! Deduplication of events and the decision to (re)send belong to core's ledger; this crate
@@ -19,10 +24,15 @@
 
 #![forbid(unsafe_code)]
 
+pub mod delivery;
 pub mod edge;
+#[cfg(feature = "net")]
 pub mod gateway;
 pub mod model;
 pub mod render;
+#[cfg(feature = "net")]
 pub mod rest;
 
-pub use model::{Author, BotToken, InteractionCreate, InvalidToken, MessageCreate, Snowflake};
+pub use model::{
+    Author, BotToken, GatewayEvent, InteractionCreate, InvalidToken, MessageCreate, Snowflake,
+};

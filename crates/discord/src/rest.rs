@@ -34,12 +34,6 @@ use crate::model::{BotToken, MessageCreate, Snowflake};
 
 /// The production base URL.
 pub const DISCORD_API_BASE: &str = "https://discord.com/api/v10";
-/// Discord's message flag SUPPRESS_EMBEDS (1 << 2).
-pub const FLAG_SUPPRESS_EMBEDS: u64 = 1 << 2;
-/// Longest nonce Discord accepts (25 characters).
-pub const MAX_NONCE_LEN: usize = 25;
-/// Longest message content Discord accepts from a bot, in characters.
-pub const MAX_CONTENT_CHARS: usize = 2_000;
 /// Messages per channel-read page (Discord's maximum).
 pub const RECONCILE_PAGE: u8 = 100;
 /// Pages a reconciliation reads before it gives up as inconclusive (2,000 messages after the
@@ -52,151 +46,10 @@ pub const RECONCILE_SETTLE: Duration = Duration::from_secs(60);
 /// `User-Agent` Discord requires from bots (`DiscordBot ($url, $version)`).
 const USER_AGENT_VALUE: &str = "DiscordBot (https://reach.invalid, 1)";
 
-/// A deterministic Create Message nonce: 1 to 25 characters of `[A-Za-z0-9_-]`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Nonce(String);
-
-/// The nonce text is not acceptable.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("nonce must be 1 to 25 characters of [A-Za-z0-9_-]")]
-pub struct InvalidNonce;
-
-impl Nonce {
-    /// Validate a nonce.
-    pub fn new(text: &str) -> Result<Self, InvalidNonce> {
-        let ok = !text.is_empty()
-            && text.len() <= MAX_NONCE_LEN
-            && text
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if ok {
-            Ok(Nonce(text.to_owned()))
-        } else {
-            Err(InvalidNonce)
-        }
-    }
-
-    /// Derive the nonce of a delivery intent from its digest: the first 25 hex digits (100
-    /// bits), so the same intent always sends the same nonce.
-    pub fn derive(intent_digest: &Sha256Digest) -> Self {
-        let hex = intent_digest.hex();
-        Nonce(hex[..MAX_NONCE_LEN].to_owned())
-    }
-
-    /// The nonce text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for Nonce {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// One Create Message request, as the delivery intent fixes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CreateMessage {
-    /// The channel or thread to post in.
-    pub channel_id: Snowflake,
-    /// The rendered text (at most [`MAX_CONTENT_CHARS`]).
-    pub content: String,
-    /// The intent's deterministic nonce.
-    pub nonce: Nonce,
-    /// The question message to reply to.
-    pub reply_to: Option<Snowflake>,
-}
-
-impl CreateMessage {
-    /// The exact JSON body sent.
-    pub fn body(&self) -> Value {
-        let mut body = json!({
-            "content": self.content,
-            "nonce": self.nonce.as_str(),
-            "enforce_nonce": true,
-            "allowed_mentions": {"parse": []},
-            "flags": FLAG_SUPPRESS_EMBEDS,
-        });
-        if let Some(reply) = self.reply_to {
-            body["message_reference"] = json!({
-                "message_id": reply.to_string(),
-                "fail_if_not_exists": false,
-            });
-        }
-        body
-    }
-
-    /// The body bytes (what an EgressDecision's payload digest covers).
-    pub fn body_bytes(&self) -> Vec<u8> {
-        self.body().to_string().into_bytes()
-    }
-
-    /// The digest of [`CreateMessage::body_bytes`].
-    pub fn payload_digest(&self) -> Sha256Digest {
-        Sha256Digest::of(self.body_bytes())
-    }
-}
-
-/// What one Create Message attempt established.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CreateOutcome {
-    /// Discord created the message (or, for a nonce it already saw, returned the original).
-    KnownSent {
-        /// The message id.
-        message_id: Snowflake,
-    },
-    /// Discord refused the request (4xx other than 429): nothing was created.
-    KnownRejected {
-        /// HTTP status.
-        status: u16,
-        /// Discord's JSON error code, when it sent one.
-        code: Option<u64>,
-    },
-    /// 429: Discord did not accept the request. The caller decides whether to wait
-    /// `retry_after` and send again under the same intent; that is allowed only when no
-    /// earlier attempt of that intent may have been accepted (every earlier attempt ended in
-    /// `NotSent` or `RateLimited`), because Discord's nonce deduplication has no stated
-    /// window that could make a resend safe.
-    RateLimited {
-        /// How long Discord asked us to wait.
-        retry_after: Duration,
-        /// Whether the limit is global.
-        global: bool,
-    },
-    /// No byte of the request left the body (admission, connect or TLS failed, or the request
-    /// did not match its admitted destination). The intent may be sent again under a fresh
-    /// egress decision.
-    NotSent {
-        /// A secret-free reason code.
-        reason: String,
-    },
-    /// The request may have been accepted: timeout, connection drop after the request was
-    /// written, 5xx, or an unreadable return. Settle UNKNOWN; never resend; reconcile.
-    Unknown {
-        /// A secret-free reason code.
-        reason: String,
-    },
-}
-
-/// What a channel read established about our nonce.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reconciliation {
-    /// The bot's message carrying our nonce (or, when Discord omits nonces from reads, our
-    /// exact content replying to our question) exists.
-    Found {
-        /// The message id.
-        message_id: Snowflake,
-    },
-    /// The whole channel after the question was read and no message of ours is there.
-    /// Meaningful only after [`RECONCILE_SETTLE`] has passed since the attempt ended.
-    ProvedAbsent,
-    /// The read failed or could not cover the window: keep UNKNOWN.
-    Inconclusive {
-        /// A secret-free reason code.
-        reason: String,
-    },
-}
+pub use crate::delivery::{
+    CreateMessage, CreateOutcome, FLAG_SUPPRESS_EMBEDS, InvalidNonce, MAX_CONTENT_CHARS,
+    MAX_NONCE_LEN, Nonce, Reconciliation,
+};
 
 /// The adapter's fixed parts.
 #[derive(Debug)]
