@@ -41,9 +41,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::model::{
-    BotToken, INTERACTION_APPLICATION_COMMAND, InteractionCreate, MessageCreate, Snowflake,
-};
+use crate::model::{BotToken, INTERACTION_APPLICATION_COMMAND, InteractionCreate, MessageCreate};
 
 /// Gateway API version this client speaks.
 pub const GATEWAY_VERSION: u8 = 10;

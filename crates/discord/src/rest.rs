@@ -15,7 +15,6 @@
 //! is always `{"parse": []}` (the bot can never ping anyone), the `SUPPRESS_EMBEDS` flag is
 //! always set and no `embeds` field exists, and `enforce_nonce` is always true.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,8 +26,7 @@ use reach_destination::{
     Admission, AdmittedDestination, Destination, DestinationError, Dialer, PinnedConnector,
     Purpose, Resolver, TcpDialer,
 };
-use reach_digest::Sha256Digest;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::model::{BotToken, MessageCreate, Snowflake};
 
