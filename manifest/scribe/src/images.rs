@@ -139,7 +139,11 @@ pub fn pin_images(
         DigestSource::File(p) => Some(read_digests_file(p)?),
         _ => None,
     };
-    if let Some(stray) = file.iter().flat_map(|f| f.keys()).find(|r| manifest.role(r).is_none()) {
+    if let Some(stray) = file
+        .iter()
+        .flat_map(|f| f.keys())
+        .find(|r| manifest.role(r).is_none())
+    {
         return Err(Refusal::new(
             source.describe(),
             RefusalKind::BadDigest(format!("`{stray}` is not a role of the manifest")),

@@ -252,6 +252,23 @@ pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
                 });
             }
         }
+        // A role that reads another's activated snapshots (`corpus_from`) gets that role's data
+        // volume read-only, at the path its compiled config names.
+        if let Some(from) = role.settings.get("corpus_from").and_then(|v| v.as_str()) {
+            if m.role(from).is_none() || from == name {
+                return Err(Refusal::new(
+                    format!("roles[{i}].settings.corpus_from"),
+                    RefusalKind::VolumeOutsideManifest(format!(
+                        "data of `{from}`, which is not another role"
+                    )),
+                ));
+            }
+            volumes.push(VolumeMount {
+                source: data_volume(from),
+                target: inside.data_dir(from).display().to_string(),
+                read_only: true,
+            });
+        }
         for (j, mount) in role.mounts.iter().enumerate() {
             vet_manifest_mount(input, name, &mount.source)
                 .map_err(|k| Refusal::new(format!("roles[{i}].mounts[{j}].source"), k))?;

@@ -116,6 +116,7 @@ fn the_core_unit_in_full() {
         PodmanArgs=--memory=128m --memory-swap=128m
         StopTimeout=15
         Volume=reach-data-core.volume:/reach/data/core
+        Volume=reach-data-corpus-builder.volume:/reach/data/corpus-builder:ro
         Volume=reach-port-core.admission.volume:/reach/sockets/core.admission
         Volume=reach-port-core.delivery.volume:/reach/sockets/core.delivery
         Volume=reach-port-core.health.volume:/reach/sockets/core.health
@@ -194,7 +195,7 @@ fn each_role_mounts_exactly_its_sockets_and_secrets() {
           volumes: reach-data-egress-provider reach-port-egress-provider.call reach-port-egress-provider.health reach-port-ward.authority(ro)
           secrets: reach.egress-provider.bundle.pem reach.egress-provider.config reach.egress-provider.tls.crt reach.egress-provider.tls.key
         core net=none after=["corpus-builder", "egress-provider", "ward"]
-          volumes: reach-data-core reach-port-core.admission reach-port-core.delivery reach-port-core.health reach-port-core.trail reach-port-egress-provider.call(ro) reach-port-ward.authority(ro)
+          volumes: reach-data-core reach-data-corpus-builder(ro) reach-port-core.admission reach-port-core.delivery reach-port-core.health reach-port-core.trail reach-port-egress-provider.call(ro) reach-port-ward.authority(ro)
           secrets: reach.core.bundle.pem reach.core.config reach.core.tls.crt reach.core.tls.key
         egress-discord net=reach-egress-egress-discord.network after=["core", "ward"]
           volumes: reach-data-egress-discord reach-port-core.delivery(ro) reach-port-egress-discord.health reach-port-ward.authority(ro)

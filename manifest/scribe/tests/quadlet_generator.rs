@@ -177,9 +177,14 @@ fn real_quadlet_generates_hardened_podman_run_lines() {
             .iter()
             .filter(|v| !v.starts_with("reach-port-"))
             .collect();
+        // Its own data writable; another role's snapshots read-only where the manifest says so.
+        let mut expected_data = vec![format!("reach-data-{0}:/reach/data/{0}", c.role)];
+        if let Some(from) = role.settings.get("corpus_from").and_then(|v| v.as_str()) {
+            expected_data.push(format!("reach-data-{from}:/reach/data/{from}:ro"));
+        }
         assert_eq!(
             others,
-            [&format!("reach-data-{0}:/reach/data/{0}", c.role)],
+            expected_data.iter().collect::<Vec<_>>(),
             "{}",
             c.role
         );
