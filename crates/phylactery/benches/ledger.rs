@@ -28,7 +28,19 @@ async fn open(cfg: VaultConfig) -> Phylactery {
     p
 }
 
-async fn chain(p: &Phylactery, n: u64) {
+/// Time spent in each step of the chain, summed over the timed loop.
+#[derive(Default)]
+struct Steps([Duration; 5]);
+
+const STEP_NAMES: [&str; 5] = ["admit", "turn+intent", "claim", "submitting", "settle"];
+
+async fn chain(p: &Phylactery, n: u64, steps: &mut Steps) {
+    let mut t = Instant::now();
+    let mut lap = |i: usize| {
+        let now = Instant::now();
+        steps.0[i] += now - t;
+        t = now;
+    };
     let req = AdmissionRequest {
         key: EventKey {
             platform: "discord".into(),
@@ -41,6 +53,7 @@ async fn chain(p: &Phylactery, n: u64) {
         habitat: "habitat-docs".into(),
     };
     let a = p.admit(&req).await.expect("admit");
+    lap(0);
     let c = p
         .commit_turn(
             &a.status().turn_id,
@@ -56,12 +69,15 @@ async fn chain(p: &Phylactery, n: u64) {
         )
         .await
         .expect("commit turn");
+    lap(1);
     let intent = c.intent.expect("intent").0;
     let claimed = p
         .claim(&intent, "bench-edge", Duration::from_secs(30))
         .await
         .expect("claim");
+    lap(2);
     p.mark_submitting(&claimed.lease).await.expect("submitting");
+    lap(3);
     p.settle(
         &claimed.lease,
         &DeliveryReport::Sent {
@@ -71,6 +87,7 @@ async fn chain(p: &Phylactery, n: u64) {
     )
     .await
     .expect("settle");
+    lap(4);
 }
 
 async fn measure(label: &str, p: &Phylactery, n: u64) {
@@ -79,7 +96,7 @@ async fn measure(label: &str, p: &Phylactery, n: u64) {
         p.bench_baseline_insert(-(i as i64) - 1)
             .await
             .expect("baseline warm-up");
-        chain(p, u64::MAX - i).await;
+        chain(p, u64::MAX - i, &mut Steps::default()).await;
     }
     let t = Instant::now();
     for i in 0..n {
@@ -88,14 +105,26 @@ async fn measure(label: &str, p: &Phylactery, n: u64) {
             .expect("baseline insert");
     }
     let bare = n as f64 / t.elapsed().as_secs_f64();
+    let mut steps = Steps::default();
     let t = Instant::now();
     for i in 0..n {
-        chain(p, i).await;
+        chain(p, i, &mut steps).await;
     }
     let full = n as f64 / t.elapsed().as_secs_f64();
     println!(
         "{label:<10} N={n:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%   (chain = 5 durable commits)",
         100.0 * full / bare
+    );
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+    let breakdown: Vec<String> = STEP_NAMES
+        .iter()
+        .zip(steps.0)
+        .map(|(name, d)| format!("{name} {:.0}", per(d)))
+        .collect();
+    println!(
+        "{label:<10} per chain (µs): {}   | bare insert {:.0}",
+        breakdown.join(", "),
+        1e6 / bare
     );
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use reach_digest::Sha256Digest;
 
 use crate::Phylactery;
-use crate::backend::{Row, args};
+use crate::backend::{Durability, Row, args};
 use crate::clock::UnixMillis;
 use crate::error::{LedgerError, Result};
 use crate::fault::FaultPoint;
@@ -158,9 +158,12 @@ impl Phylactery {
         self.require_serving().await?;
         let now = self.now();
         let expires = now.plus(lease_for);
+        // Deferred (SQLite): lost only with the host, and with it every holder of the lease;
+        // SUBMITTING syncs this commit before the holder may send. See `backend::Durability`.
         let row = self
             .pool()
-            .fetch_optional(
+            .fetch_optional_with(
+                Durability::Deferred,
                 "UPDATE discord_delivery_intent
                  SET state = 'CLAIMED', generation = generation + 1, lease_owner = $1, lease_expires_at = $2
                  WHERE intent_id = $3

@@ -151,12 +151,24 @@ impl Phylactery {
                     .synchronous(SqliteSynchronous::Full)
                     .foreign_keys(true)
                     .busy_timeout(SQLITE_BUSY_TIMEOUT);
-                Pool::Sqlite(
+                let pool = |opts: SqliteConnectOptions| {
                     SqlitePoolOptions::new()
                         .max_connections(config.max_connections.max(1))
+                        // An embedded connection cannot be dropped by a server: the liveness
+                        // ping before every acquire would only add a worker round trip.
+                        .test_before_acquire(false)
                         .connect_with(opts)
-                        .await?,
+                };
+                // The synced pool creates the file and switches it to WAL before the deferred
+                // pool opens it.
+                let synced = pool(opts.clone()).await?;
+                // NORMAL (in WAL mode): only for the commits `Durability::Deferred` lists.
+                let deferred = pool(
+                    opts.create_if_missing(false)
+                        .synchronous(SqliteSynchronous::Normal),
                 )
+                .await?;
+                Pool::Sqlite { synced, deferred }
             }
             StoreLocation::Postgres { url, schema } => {
                 let mut opts: PgConnectOptions = url.parse()?;

@@ -7,7 +7,7 @@
 use reach_digest::Sha256Digest;
 
 use crate::Phylactery;
-use crate::backend::args;
+use crate::backend::{Durability, args};
 use crate::error::{LedgerError, Result};
 use crate::fault::FaultPoint;
 use crate::ids::{self, IntentId, TurnId};
@@ -58,7 +58,10 @@ impl Phylactery {
             ));
         }
         let now = self.now();
-        let mut tx = self.pool().begin().await?;
+        // Deferred (SQLite): lost only with the host, when recovery finds the turn OPEN and core
+        // forms it again; the intent's SUBMITTING syncs this commit before anything is sent.
+        // See `backend::Durability`.
+        let mut tx = self.pool().begin_with(Durability::Deferred).await?;
         let changed = tx
             .execute(
                 "UPDATE reach_turn SET state = $1, reason = $2, answer_digest = $3, terminal_at = $4

@@ -39,7 +39,7 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS phylactery_migration (
 /// Applies every missing migration, each in its own transaction; returns how many ran.
 pub(crate) async fn run(pool: &Pool, now_ms: i64) -> Result<usize> {
     let set = match pool {
-        Pool::Sqlite(_) => SQLITE,
+        Pool::Sqlite { .. } => SQLITE,
         Pool::Postgres(_) => POSTGRES,
     };
     let mut applied = 0;

@@ -19,9 +19,50 @@ pub enum BackendKind {
     Postgres,
 }
 
+/// How durable a commit must be when it returns.
+///
+/// **Architecture Invariant:** every commit is [`Durability::Synced`] unless it is listed here
+/// with the reason its loss is harmless. [`Durability::Deferred`] exists for SQLite only (on
+/// PostgreSQL both are the same synchronous commit), because only there does a lost commit imply
+/// that every process which could have acted on it died too:
+///
+/// - A deferred commit is written to the WAL (the OS page cache) before it returns, so it
+///   survives the death of any process, including core's (SIGKILL: the crash harness). It is
+///   lost only when the host itself loses its page cache (power loss, kernel crash).
+/// - SQLite's WAL is recovered as a *prefix*: frames carry cumulative checksums and recovery stops
+///   at the first frame that does not match, so a later commit that survives implies every
+///   earlier one survives. A synced commit (fsync of the WAL) therefore makes every deferred
+///   commit before it durable too.
+/// - The vault is embedded in core, and every role that holds a lease or acts on a turn reaches
+///   core over a Unix socket on the same host. A host loss that drops a deferred commit kills
+///   all of them, so nobody survives holding what was lost.
+/// - Every step that precedes an effect outside the host is synced: admission (the edge stops
+///   redelivering), attempt SUBMITTING (bytes to a provider), intent SUBMITTING (bytes to
+///   Discord) and every settlement and reconciliation. Since each of them syncs the WAL, a
+///   deferred commit is durable before anything leaves the host because of it.
+///
+/// Deferred commits, and what a host loss before the next synced commit means for each:
+/// - the terminal turn with its PENDING intent: the turn is OPEN again after restart, recovery
+///   returns it in `open_turns` and core forms it again (nothing was sent: sending needs
+///   SUBMITTING, which would have synced this commit first);
+/// - a claim: the intent is PENDING (or CLAIMED by an older, expired generation) again, and the
+///   holder of the lost generation died with the host, so no stale holder can present it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// `synchronous=FULL`: on stable storage when the commit returns.
+    Synced,
+    /// `synchronous=NORMAL` in WAL mode: survives any process crash; on stable storage at the
+    /// next synced commit or checkpoint. See the type's documentation for where it is allowed.
+    Deferred,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) enum Pool {
-    Sqlite(SqlitePool),
+    /// Two pools on the same WAL database that differ only in `synchronous`.
+    Sqlite {
+        synced: SqlitePool,
+        deferred: SqlitePool,
+    },
     Postgres(PgPool),
 }
 
@@ -117,6 +158,12 @@ impl Row {
     }
 }
 
+/// One driver pool, chosen by durability.
+enum Chosen<'a> {
+    Sqlite(&'a SqlitePool),
+    Postgres(&'a PgPool),
+}
+
 /// An open write transaction.
 #[derive(Debug)]
 pub(crate) enum Tx {
@@ -127,46 +174,83 @@ pub(crate) enum Tx {
 impl Pool {
     pub(crate) fn kind(&self) -> BackendKind {
         match self {
-            Pool::Sqlite(_) => BackendKind::Sqlite,
+            Pool::Sqlite { .. } => BackendKind::Sqlite,
             Pool::Postgres(_) => BackendKind::Postgres,
         }
     }
 
-    /// Begins a write transaction. SQLite takes the write lock up front (`BEGIN IMMEDIATE`):
-    /// a deferred transaction that later upgrades to a writer can fail with SQLITE_BUSY without
-    /// waiting, which would turn ordinary contention into spurious errors.
+    /// The driver pool whose commits have the given durability (PostgreSQL has one).
+    fn choose(&self, durability: Durability) -> Chosen<'_> {
+        match (self, durability) {
+            (Pool::Sqlite { synced, .. }, Durability::Synced) => Chosen::Sqlite(synced),
+            (Pool::Sqlite { deferred, .. }, Durability::Deferred) => Chosen::Sqlite(deferred),
+            (Pool::Postgres(p), _) => Chosen::Postgres(p),
+        }
+    }
+
+    /// Begins a synced write transaction. SQLite takes the write lock up front
+    /// (`BEGIN IMMEDIATE`): a deferred transaction that later upgrades to a writer can fail with
+    /// SQLITE_BUSY without waiting, which would turn ordinary contention into spurious errors.
     pub(crate) async fn begin(&self) -> Result<Tx> {
-        Ok(match self {
-            Pool::Sqlite(p) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
-            Pool::Postgres(p) => Tx::Postgres(p.begin().await?),
+        self.begin_with(Durability::Synced).await
+    }
+
+    /// Begins a write transaction whose commit has the given [`Durability`].
+    pub(crate) async fn begin_with(&self, durability: Durability) -> Result<Tx> {
+        Ok(match self.choose(durability) {
+            Chosen::Sqlite(p) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
+            Chosen::Postgres(p) => Tx::Postgres(p.begin().await?),
         })
     }
 
-    /// One statement in its own implicit transaction; atomic by itself.
+    /// One statement in its own implicit transaction, synced; atomic by itself.
     pub(crate) async fn execute(&self, sql: &'static str, args: &[Value]) -> Result<u64> {
-        Ok(match self {
-            Pool::Sqlite(p) => bind_all!(sqlx::query(sql), args)
+        self.execute_with(Durability::Synced, sql, args).await
+    }
+
+    /// One statement in its own implicit transaction with the given [`Durability`].
+    pub(crate) async fn execute_with(
+        &self,
+        durability: Durability,
+        sql: &'static str,
+        args: &[Value],
+    ) -> Result<u64> {
+        Ok(match self.choose(durability) {
+            Chosen::Sqlite(p) => bind_all!(sqlx::query(sql), args)
                 .execute(p)
                 .await?
                 .rows_affected(),
-            Pool::Postgres(p) => bind_all!(sqlx::query(sql), args)
+            Chosen::Postgres(p) => bind_all!(sqlx::query(sql), args)
                 .execute(p)
                 .await?
                 .rows_affected(),
         })
     }
 
+    /// One statement (a read, or a write with `RETURNING`) in its own implicit transaction,
+    /// synced.
     pub(crate) async fn fetch_optional(
         &self,
         sql: &'static str,
         args: &[Value],
     ) -> Result<Option<Row>> {
-        Ok(match self {
-            Pool::Sqlite(p) => bind_all!(sqlx::query(sql), args)
+        self.fetch_optional_with(Durability::Synced, sql, args)
+            .await
+    }
+
+    /// As [`Pool::fetch_optional`], with the given [`Durability`] for a write.
+    pub(crate) async fn fetch_optional_with(
+        &self,
+        durability: Durability,
+        sql: &'static str,
+        args: &[Value],
+    ) -> Result<Option<Row>> {
+        Ok(match self.choose(durability) {
+            Chosen::Sqlite(p) => bind_all!(sqlx::query(sql), args)
                 .fetch_optional(p)
                 .await?
                 .map(Row::Sqlite),
-            Pool::Postgres(p) => bind_all!(sqlx::query(sql), args)
+            Chosen::Postgres(p) => bind_all!(sqlx::query(sql), args)
                 .fetch_optional(p)
                 .await?
                 .map(Row::Postgres),
@@ -175,8 +259,8 @@ impl Pool {
 
     pub(crate) async fn fetch_all(&self, sql: &'static str, args: &[Value]) -> Result<Vec<Row>> {
         Ok(match self {
-            Pool::Sqlite(p) => bind_all!(sqlx::query(sql), args)
-                .fetch_all(p)
+            Pool::Sqlite { synced, .. } => bind_all!(sqlx::query(sql), args)
+                .fetch_all(synced)
                 .await?
                 .into_iter()
                 .map(Row::Sqlite)
@@ -192,7 +276,10 @@ impl Pool {
 
     pub(crate) async fn close(&self) {
         match self {
-            Pool::Sqlite(p) => p.close().await,
+            Pool::Sqlite { synced, deferred } => {
+                deferred.close().await;
+                synced.close().await;
+            }
             Pool::Postgres(p) => p.close().await,
         }
     }
