@@ -70,7 +70,8 @@ fn reports_changed_missing_and_extra_units() {
         changed: reach-core.container line 17: expected `ReadOnly=true`, found `ReadOnly=false`
         missing: reach-port-ward.health.volume
         extra: reach-intruder.container (not derived from the manifest)
-    "#]].assert_eq(&drift(state.path(), out.path(), &CheckOptions::default()));
+    "#]]
+    .assert_eq(&drift(state.path(), out.path(), &CheckOptions::default()));
 }
 
 #[test]
