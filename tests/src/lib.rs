@@ -56,6 +56,29 @@ impl TestBody {
         }
     }
 
+    /// Starts the body wired to a loopback Discord emulator: ingress-edge on its Gateway,
+    /// egress-discord on its REST API (an exact local road, trusting only the emulator's CA),
+    /// both with the emulator's bot token. `channel` is admitted.
+    pub async fn start_with_discord(channel: u64) -> (Self, reach_discord_emulator::Emulator) {
+        let emulator = reach_discord_emulator::Emulator::start(Default::default()).await.expect("emulator");
+        emulator.add_channel(channel, Some(emulator.config().default_guild_id));
+        let mut manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
+        let dir = tempfile::Builder::new().prefix("rt").tempdir_in("/tmp").expect("tempdir");
+        let layout = StateLayout::new(dir.path());
+        configure_discord(&mut manifest, &layout, &emulator, channel);
+        write_placeholder_credentials(&manifest, &layout);
+        let body = Body::up(&manifest, &layout, LaunchOptions { log_level: "info".into(), ..LaunchOptions::default() })
+            .await
+            .expect("body comes up");
+        let this = Self { manifest, layout, body: Some(body), _dir: dir };
+        (this, emulator)
+    }
+
+    /// The role's log so far (JSON lines), for diagnosing a failed expectation.
+    pub fn log(&self, role: &str) -> String {
+        std::fs::read_to_string(self.layout.log_path(role)).unwrap_or_default()
+    }
+
     /// The TLS material of `principal` (a role or `operator`), reloading as Scribe rotates.
     pub fn material(&self, principal: &str) -> Arc<PortMaterial> {
         PortMaterial::load(
@@ -208,4 +231,41 @@ pub fn refused_at_handshake(code: tonic::Code) -> bool {
         code,
         tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
     )
+}
+
+/// Points the manifest's Discord roles at `emulator` and writes its token as their credential,
+/// as an operator would with `reach secret set`.
+pub fn configure_discord(
+    manifest: &mut Manifest,
+    layout: &StateLayout,
+    emulator: &reach_discord_emulator::Emulator,
+    channel: u64,
+) {
+    let config = emulator.config();
+    let ca = layout.root().join("discord-emulator-ca.pem");
+    std::fs::create_dir_all(layout.root()).unwrap();
+    std::fs::write(&ca, emulator.ca_pem()).unwrap();
+    for role in manifest.roles.iter_mut() {
+        let s = &mut role.settings;
+        match role.name.as_str() {
+            "ingress-edge" => {
+                s.insert("gateway_url".into(), emulator.gateway_url().into());
+                s.insert("application_id".into(), config.application_id.to_string().into());
+                s.insert("bot_user_id".into(), config.bot_user_id.to_string().into());
+                s.insert("guilds".into(), toml::Value::Array(vec![config.default_guild_id.to_string().into()]));
+                s.insert("channels".into(), toml::Value::Array(vec![channel.to_string().into()]));
+            }
+            "egress-discord" => {
+                s.insert("rest_base_url".into(), emulator.rest_base_url().into());
+                s.insert("bot_user_id".into(), config.bot_user_id.to_string().into());
+                s.insert("local_road".into(), emulator.rest_addr().to_string().into());
+                s.insert("local_road_host".into(), reach_discord_emulator::REST_HOST.into());
+                s.insert("rest_ca_file".into(), ca.display().to_string().into());
+            }
+            _ => continue,
+        }
+        let dir = layout.secret_dir(role.name.as_str());
+        reach_identity::files::ensure_secret_dir(&dir).unwrap();
+        reach_identity::files::write_secret(&dir.join("discord-bot-token"), config.token.as_bytes()).unwrap();
+    }
 }

@@ -1,5 +1,113 @@
-//! reach-ingress-edge: serves its health port; its work arrives with later issues (see ARCHITECTURE.md).
+//! reach-ingress-edge: an outbound Discord Gateway v10 connection. It validates each event
+//! against the admitted application, guilds, channels, trigger, size and adapter revision, then
+//! calls core's admission port. It holds the bot credential and no database credential; a
+//! resumed or redelivered event is admitted again under the same event id, and core's ledger
+//! answers it with the committed status.
+
+use std::collections::BTreeSet;
+
+use anyhow::Context as _;
+use reach_discord::edge::{self, EdgePolicy};
+use reach_discord::gateway::{self, GatewayConfig, GatewayEvent, GatewayUrl};
+use reach_discord::{BotToken, Snowflake};
+use reach_manifest::CredentialKind;
+use reach_proto::core::v1::AdmitRequest;
+use reach_proto::core::v1::admission_client::AdmissionClient;
+
+/// Largest question accepted, in bytes, unless the manifest says less.
+const DEFAULT_MAX_QUESTION_BYTES: usize = 1_000;
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    gateway_url: String,
+    application_id: Snowflake,
+    bot_user_id: Snowflake,
+    guilds: BTreeSet<Snowflake>,
+    channels: BTreeSet<Snowflake>,
+    #[serde(default)]
+    max_question_bytes: Option<usize>,
+    /// The privileged Message Content intent, off unless the manifest enables it.
+    #[serde(default)]
+    message_content: bool,
+}
 
 fn main() -> std::process::ExitCode {
-    reach_runtime::run("ingress-edge", async |_role| Ok(()))
+    reach_runtime::run("ingress-edge", async |role| {
+        if !role.config.settings.contains_key("gateway_url") {
+            tracing::warn!("no Discord gateway configured: this edge admits nothing");
+            return Ok(());
+        }
+        let settings: Settings = role
+            .config
+            .settings
+            .clone()
+            .try_into()
+            .context("ingress-edge settings (gateway_url, application_id, bot_user_id, guilds, channels)")?;
+        let token = BotToken::from_bytes(role.credential(CredentialKind::DiscordBot).unwrap_or_default())
+            .map_err(|_| anyhow::anyhow!("the discord-bot credential file is not a bot token"))?;
+        let url = GatewayUrl::parse(&settings.gateway_url).map_err(|e| anyhow::anyhow!("gateway_url: {e}"))?;
+        anyhow::ensure!(
+            !url.is_secure(),
+            "wss:// gateways are dialed through destination admission; that wiring lands with issue #7 (use the loopback emulator)"
+        );
+        let policy = EdgePolicy {
+            application_id: settings.application_id,
+            bot_user_id: settings.bot_user_id,
+            guilds: settings.guilds,
+            channels: settings.channels,
+            max_question_bytes: settings.max_question_bytes.unwrap_or(DEFAULT_MAX_QUESTION_BYTES),
+            adapter_revisions: [edge::ADAPTER_REVISION.to_owned()].into(),
+        };
+        let core = AdmissionClient::new(role.client("core.admission")?);
+        let (handle, mut events) =
+            gateway::spawn(GatewayConfig::loopback(url, token, gateway::intents(settings.message_content)));
+        let stop = role.shutdown_signal();
+        tokio::spawn(async move {
+            tokio::pin!(stop);
+            loop {
+                let event = tokio::select! {
+                    e = events.recv() => match e { Some(e) => e, None => break },
+                    _ = &mut stop => break,
+                };
+                relay(&policy, &core, event).await;
+            }
+            handle.shutdown().await;
+        });
+        Ok(())
+    })
+}
+
+async fn relay(
+    policy: &EdgePolicy,
+    core: &AdmissionClient<tonic::transport::Channel>,
+    event: GatewayEvent,
+) {
+    if !matches!(event, GatewayEvent::MessageCreate { .. } | GatewayEvent::InteractionCreate { .. }) {
+        return;
+    }
+    let e = match edge::admit(policy, &event) {
+        Ok(e) => e,
+        Err(refusal) => {
+            tracing::info!(code = %refusal.code(), "event not admitted");
+            return;
+        }
+    };
+    let request = AdmitRequest {
+        platform: e.platform.to_owned(),
+        adapter_revision: e.adapter_revision.to_owned(),
+        application_id: e.application_id.to_string(),
+        event_kind: e.kind.as_str().to_owned(),
+        external_event_id: e.external_event_id.to_string(),
+        payload_digest: e.payload_digest.to_string(),
+        guild_id: e.guild_id.to_string(),
+        channel_id: e.channel_id.to_string(),
+        subject_id: e.subject.to_string(),
+        question: e.question,
+        reply_to_message_id: e.reply_to.map(|r| r.to_string()).unwrap_or_default(),
+    };
+    match core.clone().admit(request).await {
+        Ok(r) => tracing::info!(outcome = ?r.get_ref().outcome(), event = %e.external_event_id, "admission"),
+        Err(s) => tracing::warn!(code = ?s.code(), event = %e.external_event_id, "core refused the admission"),
+    }
 }
