@@ -1,68 +1,118 @@
-//! `reach demo`: the main job on embedded defaults.
+//! `reach demo`: the main job on embedded defaults, with nothing but the built binaries.
 //!
-//! Today it brings up the whole reach.vps.public@1 constellation from the embedded manifest in
-//! a throwaway state directory, shows every role healthy over mTLS, shows the port table
-//! enforced on the wire (an allowed call and a refused one), and stops the body. The Discord
-//! question end to end joins it with issue #7.
+//! It starts a loopback Discord emulator (Gateway v10 and REST v10), brings up the whole
+//! reach.vps.public@1 constellation from the embedded manifest in a throwaway state directory —
+//! eight roles as separate processes behind mTLS ports, the default corpus being the project's
+//! own docs — records the genesis reconciliation of the fresh vault, posts a question as a
+//! Discord user, prints the bot's reply with its citations, then the committed trail of that
+//! question, and stops the body.
 
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
+use reach_discord_emulator::{Emulator, EmulatorConfig, User};
 use reach_launcher::{Body, LaunchOptions};
 use reach_manifest::plan::StateLayout;
-use reach_proto::ward::v1::AdmitScopeRequest;
-use reach_proto::ward::v1::ward_client::WardClient;
+use reach_proto::core::v1::trail_client::TrailClient;
+use reach_proto::core::v1::{GetTrailRequest, ReconcileVaultRequest, VaultStatusRequest};
 
-pub async fn run() -> anyhow::Result<ExitCode> {
-    let m = crate::load_manifest(None)?;
+/// The demo's admitted channel in the emulator.
+const CHANNEL: u64 = 1_100_000_000_000_000_200;
+/// How long the demo waits for a reply before it says so.
+const REPLY_WAIT: Duration = Duration::from_secs(30);
+pub const DEFAULT_QUESTION: &str = "How does a port authenticate a call?";
+
+pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<ExitCode> {
+    let mut m = crate::load_manifest(None)?;
     let dir = tempfile::Builder::new().prefix("reach-demo-").tempdir()?;
     let layout = StateLayout::new(dir.path());
-    // The demo talks to loopback emulators only; this placeholder token is what they accept.
-    for role in ["ingress-edge", "egress-discord"] {
-        let sd = layout.secret_dir(role);
-        reach_identity::files::ensure_secret_dir(&sd)?;
-        reach_identity::files::write_secret(&sd.join("discord-bot-token"), b"demo-emulator-token")?;
-    }
-    println!(
-        "Reach demo — {} on embedded defaults, state in {}",
-        m.profile,
-        dir.path().display()
-    );
-    let started = std::time::Instant::now();
-    let body = Body::up(
-        &m,
-        &layout,
-        LaunchOptions {
-            log_level: "warn".into(),
-            ..LaunchOptions::default()
-        },
-    )
-    .await?;
-    println!(
-        "{} roles started as separate processes in {:.2?}",
-        body.pids().len(),
-        started.elapsed()
-    );
-    let code = crate::body::print_status(&m, &layout).await?;
+    let em = Emulator::start(EmulatorConfig::default()).await?;
+    let cfg = em.config().clone();
+    em.add_channel(CHANNEL, Some(cfg.default_guild_id));
+    let endpoints = reach_launcher::discord::DiscordEndpoints {
+        gateway_url: em.gateway_url(),
+        application_id: cfg.application_id,
+        bot_user_id: cfg.bot_user_id,
+        guild_id: cfg.default_guild_id,
+        channels: vec![CHANNEL],
+        rest_base_url: em.rest_base_url(),
+        rest_road: em.rest_addr(),
+        rest_host: reach_discord_emulator::REST_HOST.into(),
+        rest_ca_pem: em.ca_pem().into(),
+    };
+    reach_launcher::discord::configure(&mut m, &layout, &endpoints, cfg.token.as_bytes())?;
+
+    println!("Reach demo — {} on embedded defaults", m.profile);
+    println!("  state: {} (removed at exit)", dir.path().display());
+    println!("  Discord: loopback emulator, gateway {}", em.gateway_url());
+    let started = Instant::now();
+    let body = Body::up(&m, &layout, LaunchOptions { log_level: "warn".into(), ..LaunchOptions::default() }).await?;
+    println!("  {} roles started as separate processes, each behind mTLS ports, in {:.2?}\n", body.pids().len(), started.elapsed());
+    crate::body::print_status(&m, &layout).await?;
 
     let material = reach_launcher::operator_material(&m, &layout)?;
-    let ch = reach_launcher::operator_channel(&m, &layout, &material, "ward.authority")
-        .await
-        .map_err(anyhow::Error::msg)?;
-    let refused = WardClient::new(ch)
-        .admit_scope(AdmitScopeRequest::default())
-        .await
-        .unwrap_err();
-    println!(
-        "operator → ward AdmitScope: {:?} ({}) — only core may call it",
-        refused.code(),
-        refused.message()
-    );
-    println!("The Discord question end to end joins this demo with issue #7.");
+    let ch = reach_launcher::operator_channel(&m, &layout, &material, "core.trail").await.map_err(anyhow::Error::msg)?;
+    let mut trail = TrailClient::new(ch);
+    let vault = trail.vault_status(VaultStatusRequest {}).await?.into_inner();
+    println!("\nvault: {} ({}) — a fresh vault proves nothing about earlier effects", vault.status, vault.backend);
+    trail
+        .reconcile_vault(ReconcileVaultRequest { kind: "GENESIS".into(), note: "reach demo: new deployment".into() })
+        .await?;
+    println!("vault: operator recorded GENESIS; serving\n");
+
+    let asker = User::human(1_100_000_000_000_000_500, "demo-user");
+    let mut code = ExitCode::SUCCESS;
+    let mut ask = async |q: &str| -> anyhow::Result<bool> {
+        let id = em.post_user_message(CHANNEL, &asker, &format!("<@{}> {q}", cfg.bot_user_id));
+        println!("demo-user › {q}");
+        let deadline = Instant::now() + REPLY_WAIT;
+        let reply = loop {
+            if let Some(r) = em.bot_messages(CHANNEL).into_iter().find(|r| r.reply_to == Some(id)) {
+                break Some(r);
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        };
+        let Some(reply) = reply else {
+            println!("(no reply within {REPLY_WAIT:?})");
+            return Ok(false);
+        };
+        println!("Reach ‹ {}\n", reply.content.replace('\n', "\n        "));
+        let edges = trail.get_trail(GetTrailRequest { key: id.to_string() }).await?.into_inner().edges;
+        println!("reach trail {id}:");
+        for e in &edges {
+            let mut f: Vec<String> = e
+                .fields
+                .iter()
+                .filter(|(k, _)| *k != "effect")
+                .map(|(k, v)| format!("{k}={}", v.chars().take(48).collect::<String>()))
+                .collect();
+            f.sort();
+            println!("  {:<25} {}\n      {}", e.record, e.id, f.join("  "));
+        }
+        println!();
+        Ok(true)
+    };
+    let questions = if questions.is_empty() && !interactive { vec![DEFAULT_QUESTION.to_owned()] } else { questions };
+    for q in &questions {
+        if !ask(q).await? {
+            code = ExitCode::FAILURE;
+        }
+    }
+    if interactive {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        println!("ask a question (empty line to stop):");
+        while let Some(line) = lines.next_line().await? {
+            if line.trim().is_empty() {
+                break;
+            }
+            ask(line.trim()).await?;
+        }
+    }
     let report = body.stop().await;
-    println!(
-        "stopped {} roles, {} killed",
-        report.stopped.len(),
-        report.killed.len()
-    );
+    println!("stopped {} roles ({} killed); Discord saw {} bot message(s)", report.stopped.len(), report.killed.len(), em.bot_messages(CHANNEL).len());
     Ok(code)
 }

@@ -32,8 +32,15 @@ struct Target {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the demo on embedded defaults.
-    Demo,
+    /// Run the demo on embedded defaults: the whole body, a loopback Discord, one question.
+    Demo {
+        /// Ask this question instead of the default (repeatable).
+        #[arg(long)]
+        ask: Vec<String>,
+        /// Keep a prompt open for more questions.
+        #[arg(long)]
+        interactive: bool,
+    },
     /// Start every role as its own process, in manifest order; stop them on Ctrl-C.
     Up {
         #[command(flatten)]
@@ -160,7 +167,7 @@ fn main() -> ExitCode {
 
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Demo => demo::run().await,
+        Command::Demo { ask, interactive } => demo::run(ask, interactive).await,
         Command::Up { target, log_level } => {
             let m = load_manifest(target.manifest.as_deref())?;
             body::up(&m, &StateLayout::new(&target.state), &log_level).await

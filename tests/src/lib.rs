@@ -65,7 +65,9 @@ impl TestBody {
         let mut manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
         let dir = tempfile::Builder::new().prefix("rt").tempdir_in("/tmp").expect("tempdir");
         let layout = StateLayout::new(dir.path());
-        configure_discord(&mut manifest, &layout, &emulator, channel);
+        let endpoints = emulator_endpoints(&emulator, vec![channel]);
+        reach_launcher::discord::configure(&mut manifest, &layout, &endpoints, emulator.config().token.as_bytes())
+            .expect("configure Discord roles");
         write_placeholder_credentials(&manifest, &layout);
         let body = Body::up(&manifest, &layout, LaunchOptions { log_level: "info".into(), ..LaunchOptions::default() })
             .await
@@ -233,39 +235,18 @@ pub fn refused_at_handshake(code: tonic::Code) -> bool {
     )
 }
 
-/// Points the manifest's Discord roles at `emulator` and writes its token as their credential,
-/// as an operator would with `reach secret set`.
-pub fn configure_discord(
-    manifest: &mut Manifest,
-    layout: &StateLayout,
-    emulator: &reach_discord_emulator::Emulator,
-    channel: u64,
-) {
-    let config = emulator.config();
-    let ca = layout.root().join("discord-emulator-ca.pem");
-    std::fs::create_dir_all(layout.root()).unwrap();
-    std::fs::write(&ca, emulator.ca_pem()).unwrap();
-    for role in manifest.roles.iter_mut() {
-        let s = &mut role.settings;
-        match role.name.as_str() {
-            "ingress-edge" => {
-                s.insert("gateway_url".into(), emulator.gateway_url().into());
-                s.insert("application_id".into(), config.application_id.to_string().into());
-                s.insert("bot_user_id".into(), config.bot_user_id.to_string().into());
-                s.insert("guilds".into(), toml::Value::Array(vec![config.default_guild_id.to_string().into()]));
-                s.insert("channels".into(), toml::Value::Array(vec![channel.to_string().into()]));
-            }
-            "egress-discord" => {
-                s.insert("rest_base_url".into(), emulator.rest_base_url().into());
-                s.insert("bot_user_id".into(), config.bot_user_id.to_string().into());
-                s.insert("local_road".into(), emulator.rest_addr().to_string().into());
-                s.insert("local_road_host".into(), reach_discord_emulator::REST_HOST.into());
-                s.insert("rest_ca_file".into(), ca.display().to_string().into());
-            }
-            _ => continue,
-        }
-        let dir = layout.secret_dir(role.name.as_str());
-        reach_identity::files::ensure_secret_dir(&dir).unwrap();
-        reach_identity::files::write_secret(&dir.join("discord-bot-token"), config.token.as_bytes()).unwrap();
+/// The emulator's endpoints, for [`reach_launcher::discord::configure`].
+pub fn emulator_endpoints(emulator: &reach_discord_emulator::Emulator, channels: Vec<u64>) -> reach_launcher::discord::DiscordEndpoints {
+    let c = emulator.config();
+    reach_launcher::discord::DiscordEndpoints {
+        gateway_url: emulator.gateway_url(),
+        application_id: c.application_id,
+        bot_user_id: c.bot_user_id,
+        guild_id: c.default_guild_id,
+        channels,
+        rest_base_url: emulator.rest_base_url(),
+        rest_road: emulator.rest_addr(),
+        rest_host: reach_discord_emulator::REST_HOST.into(),
+        rest_ca_pem: emulator.ca_pem().into(),
     }
 }
