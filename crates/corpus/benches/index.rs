@@ -6,11 +6,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use reach_corpus::{
-    AcquiredTree, Ceilings, Clock, CorpusStore, EntryKind, NoProgress, Origin, Policy,
-    RetrievalLimits, Revision, Snapshot, SourceSpec, SystemClock, TreeEntry, admit_url,
+    AcquiredTree, Ceilings, Clock, CorpusStore, EntryKind, Origin, Policy, Progress,
+    RetrievalLimits, Revision, Snapshot, SourceSpec, Stage, SystemClock, TreeEntry, admit_url,
 };
 use reach_digest::Sha256Digest;
 
@@ -173,6 +173,36 @@ fn spec(include: &str) -> SourceSpec {
     }
 }
 
+/// Times each build stage (start to finish) so the figures show where the build goes.
+#[derive(Default)]
+struct StageTimes {
+    started: Option<(Stage, Instant)>,
+    done: Vec<(Stage, Duration)>,
+}
+
+impl Progress for StageTimes {
+    fn start(&mut self, stage: Stage, _total: Option<u64>) {
+        self.started = Some((stage, Instant::now()));
+    }
+    fn finish(&mut self, stage: Stage) {
+        if let Some((s, t)) = self.started.take()
+            && s == stage
+        {
+            self.done.push((stage, t.elapsed()));
+        }
+    }
+}
+
+impl StageTimes {
+    fn line(&self) -> String {
+        self.done
+            .iter()
+            .map(|(s, d)| format!("{s:?} {:.2} s", d.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 fn run(name: &str, entries: Vec<TreeEntry>, include: &str) {
     let raw: u64 = entries
         .iter()
@@ -198,9 +228,10 @@ fn run(name: &str, entries: Vec<TreeEntry>, include: &str) {
         compressed_bytes: raw,
         expanded_bytes: raw,
     };
+    let mut stages = StageTimes::default();
     let t = Instant::now();
     let summary = store
-        .build(&spec(include), &tree, &Policy::default(), &mut NoProgress)
+        .build(&spec(include), &tree, &Policy::default(), &mut stages)
         .unwrap();
     let secs = t.elapsed().as_secs_f64();
     let mb = raw as f64 / 1e6;
@@ -212,6 +243,7 @@ fn run(name: &str, entries: Vec<TreeEntry>, include: &str) {
         summary.index_bytes as f64 / 1e6,
         summary.index_bytes as f64 / raw as f64
     );
+    println!("{name}: stages: {}", stages.line());
     let snap = Snapshot::open_active(store.root()).unwrap();
     let mut rng = Rng(0xDEAD_BEEF_CAFE_F00D);
     let questions: Vec<String> = (0..1000)

@@ -6,14 +6,20 @@
 use std::path::Path;
 
 use reach_digest::Sha256Digest;
-use tantivy::schema::{Field, INDEXED, STORED, STRING, Schema, TEXT, Value};
+use tantivy::schema::{
+    Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+    Value,
+};
 use tantivy::{Index, IndexSettings, TantivyDocument, doc};
 
 use crate::error::BuildError;
 use crate::passage::Passage;
 
 /// Revision of the index layout (schema and settings); recorded in every snapshot.
-pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-1";
+/// Schema 2: body and section are indexed with term frequencies but without positions, since
+/// retrieval issues term queries only (BM25 needs frequencies, never positions). Snapshots built
+/// with schema 1 (positions too) open and answer the same way.
+pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-2";
 
 /// Writer memory budget. Tantivy splits it across threads and needs ≥ 15 MB per thread.
 const WRITER_MEMORY_BYTES: usize = 96 * 1024 * 1024;
@@ -32,14 +38,24 @@ pub struct Fields {
     pub line_end: Field,
 }
 
+/// Tokenized text with BM25 statistics (frequencies and field norms) but no positions: no query
+/// of ours is a phrase query, and positions are a large share of indexing work and index size.
+fn text_for_bm25() -> TextOptions {
+    TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer("default")
+            .set_index_option(IndexRecordOption::WithFreqs),
+    )
+}
+
 pub fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let fields = Fields {
         id: b.add_text_field("id", STRING | STORED),
         path: b.add_text_field("path", STRING | STORED),
-        section: b.add_text_field("section", TEXT | STORED),
+        section: b.add_text_field("section", text_for_bm25() | STORED),
         anchor: b.add_text_field("anchor", STORED),
-        body: b.add_text_field("body", TEXT | STORED),
+        body: b.add_text_field("body", text_for_bm25() | STORED),
         digest: b.add_text_field("digest", STORED),
         line_start: b.add_u64_field("line_start", STORED | INDEXED),
         line_end: b.add_u64_field("line_end", STORED),
@@ -123,20 +139,27 @@ pub fn validate_index(dir: &Path, expected: &[Passage]) -> Result<u64, BuildErro
             expected.len()
         )));
     }
+    // Every stored passage is read back and re-hashed; segments are checked in parallel (the
+    // writer produces one per indexing thread).
+    let per_segment: Vec<Result<Vec<(String, Sha256Digest)>, BuildError>> =
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = searcher
+                .segment_readers()
+                .iter()
+                .map(|seg| scope.spawn(move || stored_passages(seg, &f)))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join().unwrap_or_else(|_| {
+                        Err(BuildError::Validation("validation worker panicked".into()))
+                    })
+                })
+                .collect()
+        });
     let mut seen: Vec<(String, Sha256Digest)> = Vec::with_capacity(expected.len());
-    for seg in searcher.segment_readers() {
-        let store = seg.get_store_reader(64)?;
-        for doc in store.iter::<TantivyDocument>(seg.alive_bitset()) {
-            let doc = doc.map_err(|e| BuildError::Validation(e.to_string()))?;
-            let p = passage_of(&doc, &f).map_err(BuildError::Validation)?;
-            if Sha256Digest::of(p.text.as_bytes()) != p.digest {
-                return Err(BuildError::Validation(format!(
-                    "passage {} text does not match its digest",
-                    p.id
-                )));
-            }
-            seen.push((p.id, p.digest));
-        }
+    for part in per_segment {
+        seen.extend(part?);
     }
     seen.sort();
     let mut want: Vec<(String, Sha256Digest)> =
@@ -152,6 +175,27 @@ pub fn validate_index(dir: &Path, expected: &[Passage]) -> Result<u64, BuildErro
         ));
     }
     Ok(count)
+}
+
+/// Reads every live stored passage of one segment and checks its text against its digest.
+fn stored_passages(
+    seg: &tantivy::SegmentReader,
+    f: &Fields,
+) -> Result<Vec<(String, Sha256Digest)>, BuildError> {
+    let store = seg.get_store_reader(64)?;
+    let mut out = Vec::with_capacity(seg.num_docs() as usize);
+    for doc in store.iter::<TantivyDocument>(seg.alive_bitset()) {
+        let doc = doc.map_err(|e| BuildError::Validation(e.to_string()))?;
+        let p = passage_of(&doc, f).map_err(BuildError::Validation)?;
+        if Sha256Digest::of(p.text.as_bytes()) != p.digest {
+            return Err(BuildError::Validation(format!(
+                "passage {} text does not match its digest",
+                p.id
+            )));
+        }
+        out.push((p.id, p.digest));
+    }
+    Ok(out)
 }
 
 /// Total size of the files under `dir`.
