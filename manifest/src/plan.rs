@@ -125,12 +125,17 @@ pub struct CredentialFile {
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
     pub level: String,
+    /// An OTLP/gRPC collector to export trace spans to (`http://127.0.0.1:<port>` or
+    /// `http://[::1]:<port>`; the runtime refuses anything else). Absent: no export.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp_endpoint: Option<String>,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
         Self {
             level: "info".to_owned(),
+            otlp_endpoint: None,
         }
     }
 }

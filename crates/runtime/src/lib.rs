@@ -1,9 +1,10 @@
 //! The shared skeleton of every role binary.
 //!
 //! A role's `main` is one call to [`run`]: read its own config ([`config`]), check its secret
-//! files, set up JSON telemetry, load its TLS material, serve its ports (the health port is
-//! added here), signal readiness to systemd or the launcher ([`notify`]), wait for SIGTERM,
-//! then drain. Tests start the same roles as processes, so there is one startup path.
+//! files, set up JSON telemetry (and, if configured, OTLP trace export: [`telemetry`]), load
+//! its TLS material, serve its ports (the health port is added here), signal readiness to
+//! systemd or the launcher ([`notify`]), wait for SIGTERM, then drain (and flush the export).
+//! Tests start the same roles as processes, so there is one startup path.
 //!
 //! **Architecture Invariant:** a role reads only its own config file and its own secret
 //! directory; secrets never come from the environment.
@@ -11,6 +12,7 @@
 pub mod config;
 mod health;
 pub mod notify;
+pub mod telemetry;
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -26,6 +28,7 @@ use tokio::task::JoinHandle;
 use tonic::server::NamedService;
 
 pub use config::ConfigError;
+pub use telemetry::{Telemetry, TelemetryError, init_telemetry};
 
 /// How long in-flight RPCs may take to finish after SIGTERM.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -222,7 +225,6 @@ where
             return ExitCode::from(78); // EX_CONFIG
         }
     };
-    init_telemetry(&config.log.level);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -230,18 +232,31 @@ where
     {
         Ok(rt) => rt,
         Err(e) => {
-            tracing::error!(error = %e, "cannot start the async runtime");
+            eprintln!("reach-{role_kind}: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(run_role(config, wire)) {
+    // The OTLP exporter's connection runs on this runtime, so telemetry starts inside it.
+    let telemetry = match rt.block_on(async { init_telemetry(&config.role, &config.log) }) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("reach-{role_kind}: {e}");
+            return ExitCode::from(78); // EX_CONFIG
+        }
+    };
+    let code = match rt.block_on(run_role(config, wire)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "role did not start");
             eprintln!("reach-{role_kind}: {e}");
             ExitCode::from(78)
         }
+    };
+    // After the drain, outside async code, while the runtime still drives the exporter.
+    if let Err(e) = telemetry.shutdown() {
+        tracing::warn!(error = %e, "trace export did not flush");
     }
+    code
 }
 
 async fn run_role<W>(config: RoleConfig, wire: W) -> Result<(), StartError>
@@ -281,17 +296,4 @@ async fn wait_for_signal() {
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
-}
-
-/// JSON-lines logs on stderr. Events carry ids, principals, methods and codes only: never
-/// payload text, prompts, passages, credentials or key material.
-pub fn init_telemetry(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_current_span(false)
-        .try_init();
 }
