@@ -46,17 +46,40 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
     println!("  state: {} (removed at exit)", dir.path().display());
     println!("  Discord: loopback emulator, gateway {}", em.gateway_url());
     let started = Instant::now();
-    let body = Body::up(&m, &layout, LaunchOptions { log_level: "warn".into(), ..LaunchOptions::default() }).await?;
-    println!("  {} roles started as separate processes, each behind mTLS ports, in {:.2?}\n", body.pids().len(), started.elapsed());
+    let body = Body::up(
+        &m,
+        &layout,
+        LaunchOptions {
+            log_level: "warn".into(),
+            ..LaunchOptions::default()
+        },
+    )
+    .await?;
+    println!(
+        "  {} roles started as separate processes, each behind mTLS ports, in {:.2?}\n",
+        body.pids().len(),
+        started.elapsed()
+    );
     crate::body::print_status(&m, &layout).await?;
 
     let material = reach_launcher::operator_material(&m, &layout)?;
-    let ch = reach_launcher::operator_channel(&m, &layout, &material, "core.trail").await.map_err(anyhow::Error::msg)?;
+    let ch = reach_launcher::operator_channel(&m, &layout, &material, "core.trail")
+        .await
+        .map_err(anyhow::Error::msg)?;
     let mut trail = TrailClient::new(ch);
-    let vault = trail.vault_status(VaultStatusRequest {}).await?.into_inner();
-    println!("\nvault: {} ({}) — a fresh vault proves nothing about earlier effects", vault.status, vault.backend);
+    let vault = trail
+        .vault_status(VaultStatusRequest {})
+        .await?
+        .into_inner();
+    println!(
+        "\nvault: {} ({}) — a fresh vault proves nothing about earlier effects",
+        vault.status, vault.backend
+    );
     trail
-        .reconcile_vault(ReconcileVaultRequest { kind: "GENESIS".into(), note: "reach demo: new deployment".into() })
+        .reconcile_vault(ReconcileVaultRequest {
+            kind: "GENESIS".into(),
+            note: "reach demo: new deployment".into(),
+        })
         .await?;
     println!("vault: operator recorded GENESIS; serving\n");
 
@@ -67,7 +90,11 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
         println!("demo-user › {q}");
         let deadline = Instant::now() + REPLY_WAIT;
         let reply = loop {
-            if let Some(r) = em.bot_messages(CHANNEL).into_iter().find(|r| r.reply_to == Some(id)) {
+            if let Some(r) = em
+                .bot_messages(CHANNEL)
+                .into_iter()
+                .find(|r| r.reply_to == Some(id))
+            {
                 break Some(r);
             }
             if Instant::now() > deadline {
@@ -80,7 +107,13 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
             return Ok(false);
         };
         println!("Reach ‹ {}\n", reply.content.replace('\n', "\n        "));
-        let edges = trail.get_trail(GetTrailRequest { key: id.to_string() }).await?.into_inner().edges;
+        let edges = trail
+            .get_trail(GetTrailRequest {
+                key: id.to_string(),
+            })
+            .await?
+            .into_inner()
+            .edges;
         println!("reach trail {id}:");
         for e in &edges {
             let mut f: Vec<String> = e
@@ -95,7 +128,11 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
         println!();
         Ok(true)
     };
-    let questions = if questions.is_empty() && !interactive { vec![DEFAULT_QUESTION.to_owned()] } else { questions };
+    let questions = if questions.is_empty() && !interactive {
+        vec![DEFAULT_QUESTION.to_owned()]
+    } else {
+        questions
+    };
     for q in &questions {
         if !ask(q).await? {
             code = ExitCode::FAILURE;
@@ -113,6 +150,11 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
         }
     }
     let report = body.stop().await;
-    println!("stopped {} roles ({} killed); Discord saw {} bot message(s)", report.stopped.len(), report.killed.len(), em.bot_messages(CHANNEL).len());
+    println!(
+        "stopped {} roles ({} killed); Discord saw {} bot message(s)",
+        report.stopped.len(),
+        report.killed.len(),
+        em.bot_messages(CHANNEL).len()
+    );
     Ok(code)
 }

@@ -60,19 +60,42 @@ impl TestBody {
     /// egress-discord on its REST API (an exact local road, trusting only the emulator's CA),
     /// both with the emulator's bot token. `channel` is admitted.
     pub async fn start_with_discord(channel: u64) -> (Self, reach_discord_emulator::Emulator) {
-        let emulator = reach_discord_emulator::Emulator::start(Default::default()).await.expect("emulator");
+        let emulator = reach_discord_emulator::Emulator::start(Default::default())
+            .await
+            .expect("emulator");
         emulator.add_channel(channel, Some(emulator.config().default_guild_id));
-        let mut manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
-        let dir = tempfile::Builder::new().prefix("rt").tempdir_in("/tmp").expect("tempdir");
+        let mut manifest =
+            reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
+        let dir = tempfile::Builder::new()
+            .prefix("rt")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
         let layout = StateLayout::new(dir.path());
         let endpoints = emulator_endpoints(&emulator, vec![channel]);
-        reach_launcher::discord::configure(&mut manifest, &layout, &endpoints, emulator.config().token.as_bytes())
-            .expect("configure Discord roles");
+        reach_launcher::discord::configure(
+            &mut manifest,
+            &layout,
+            &endpoints,
+            emulator.config().token.as_bytes(),
+        )
+        .expect("configure Discord roles");
         write_placeholder_credentials(&manifest, &layout);
-        let body = Body::up(&manifest, &layout, LaunchOptions { log_level: "info".into(), ..LaunchOptions::default() })
-            .await
-            .expect("body comes up");
-        let this = Self { manifest, layout, body: Some(body), _dir: dir };
+        let body = Body::up(
+            &manifest,
+            &layout,
+            LaunchOptions {
+                log_level: "info".into(),
+                ..LaunchOptions::default()
+            },
+        )
+        .await
+        .expect("body comes up");
+        let this = Self {
+            manifest,
+            layout,
+            body: Some(body),
+            _dir: dir,
+        };
         (this, emulator)
     }
 
@@ -236,7 +259,10 @@ pub fn refused_at_handshake(code: tonic::Code) -> bool {
 }
 
 /// The emulator's endpoints, for [`reach_launcher::discord::configure`].
-pub fn emulator_endpoints(emulator: &reach_discord_emulator::Emulator, channels: Vec<u64>) -> reach_launcher::discord::DiscordEndpoints {
+pub fn emulator_endpoints(
+    emulator: &reach_discord_emulator::Emulator,
+    channels: Vec<u64>,
+) -> reach_launcher::discord::DiscordEndpoints {
     let c = emulator.config();
     reach_launcher::discord::DiscordEndpoints {
         gateway_url: emulator.gateway_url(),

@@ -21,7 +21,10 @@ async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
         if let Some(v) = probe() {
             return v;
         }
-        assert!(Instant::now() < deadline, "{what} did not happen within {WAIT:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {WAIT:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -31,41 +34,104 @@ async fn one_question_one_cited_reply_and_no_duplicates() {
     let (body, em) = TestBody::start_with_discord(CHANNEL).await;
     em.add_channel(OTHER_CHANNEL, Some(em.config().default_guild_id));
     let core = body.manifest.principal("core");
-    let mut operator = TrailClient::new(reach_port::connect_lazy(body.socket("core.trail"), &body.material("operator"), core));
+    let mut operator = TrailClient::new(reach_port::connect_lazy(
+        body.socket("core.trail"),
+        &body.material("operator"),
+        core,
+    ));
     operator
-        .reconcile_vault(ReconcileVaultRequest { kind: "GENESIS".into(), note: "emulated deployment".into() })
+        .reconcile_vault(ReconcileVaultRequest {
+            kind: "GENESIS".into(),
+            note: "emulated deployment".into(),
+        })
         .await
         .unwrap();
     let bot = em.config().bot_user_id;
     let asker = User::human(1_100_000_000_000_000_500, "asker");
 
     // A question in a non-admitted channel first: it must never be answered.
-    em.post_user_message(OTHER_CHANNEL, &asker, &format!("<@{bot}> How does a port authenticate a call?"));
+    em.post_user_message(
+        OTHER_CHANNEL,
+        &asker,
+        &format!("<@{bot}> How does a port authenticate a call?"),
+    );
 
     // One public question -> exactly one reply, replying to it, with commit-pinned citations.
-    let q1 = em.post_user_message(CHANNEL, &asker, &format!("<@{bot}> How does a port authenticate a call?"));
-    let reply = eventually("the reply", || em.bot_messages(CHANNEL).into_iter().find(|m| m.reply_to == Some(q1))).await;
-    assert!(reply.content.contains("<https://reach.invalid/reach/blob/"), "{}", reply.content);
-    assert!(reply.nonce.as_deref().is_some_and(|n| !n.is_empty() && n.len() <= 25));
+    let q1 = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> How does a port authenticate a call?"),
+    );
+    let reply = eventually("the reply", || {
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .find(|m| m.reply_to == Some(q1))
+    })
+    .await;
+    assert!(
+        reply.content.contains("<https://reach.invalid/reach/blob/"),
+        "{}",
+        reply.content
+    );
+    assert!(
+        reply
+            .nonce
+            .as_deref()
+            .is_some_and(|n| !n.is_empty() && n.len() <= 25)
+    );
     assert!(reply.mentions.is_empty(), "the bot never pings anyone");
 
     // The same MESSAGE_CREATE redelivered after a resume: still one reply.
     em.script_redelivery_on_resume(3);
     assert!(em.drop_connection());
     // A later question in the same channel marks when the redelivery has been processed.
-    let q2 = em.post_user_message(CHANNEL, &asker, &format!("<@{bot}> How do I rotate the trust root?"));
-    eventually("the second reply", || em.bot_messages(CHANNEL).into_iter().find(|m| m.reply_to == Some(q2))).await;
-    let to_q1 = em.bot_messages(CHANNEL).into_iter().filter(|m| m.reply_to == Some(q1)).count();
-    assert_eq!(to_q1, 1, "a redelivered event must not produce a second reply");
+    let q2 = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> How do I rotate the trust root?"),
+    );
+    eventually("the second reply", || {
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .find(|m| m.reply_to == Some(q2))
+    })
+    .await;
+    let to_q1 = em
+        .bot_messages(CHANNEL)
+        .into_iter()
+        .filter(|m| m.reply_to == Some(q1))
+        .count();
+    assert_eq!(
+        to_q1, 1,
+        "a redelivered event must not produce a second reply"
+    );
 
     // The emulator commits the message, then drops the connection: UNKNOWN, never resent, and
     // reconciled from the channel read that finds our nonce.
     em.script_next_create(Fault::CommitThenDrop);
-    let q3 = em.post_user_message(CHANNEL, &asker, &format!("<@{bot}> What happens when a vault is lost?"));
-    eventually("the committed reply", || em.bot_messages(CHANNEL).into_iter().find(|m| m.reply_to == Some(q3))).await;
+    let q3 = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> What happens when a vault is lost?"),
+    );
+    eventually("the committed reply", || {
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .find(|m| m.reply_to == Some(q3))
+    })
+    .await;
     let trail = eventually_trail(&mut operator, &q3.to_string()).await;
-    assert!(trail.contains("KNOWN_SENT"), "the unknown delivery must be reconciled as sent:\n{trail}");
-    assert_eq!(em.bot_messages(CHANNEL).into_iter().filter(|m| m.reply_to == Some(q3)).count(), 1);
+    assert!(
+        trail.contains("KNOWN_SENT"),
+        "the unknown delivery must be reconciled as sent:\n{trail}"
+    );
+    assert_eq!(
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .filter(|m| m.reply_to == Some(q3))
+            .count(),
+        1
+    );
 
     // Nothing was ever posted in the non-admitted channel.
     assert!(em.bot_messages(OTHER_CHANNEL).is_empty());
@@ -73,10 +139,18 @@ async fn one_question_one_cited_reply_and_no_duplicates() {
     body.stop().await;
 }
 
-async fn eventually_trail(operator: &mut TrailClient<tonic::transport::Channel>, key: &str) -> String {
+async fn eventually_trail(
+    operator: &mut TrailClient<tonic::transport::Channel>,
+    key: &str,
+) -> String {
     let deadline = Instant::now() + WAIT;
     loop {
-        let edges = operator.get_trail(GetTrailRequest { key: key.into() }).await.unwrap().into_inner().edges;
+        let edges = operator
+            .get_trail(GetTrailRequest { key: key.into() })
+            .await
+            .unwrap()
+            .into_inner()
+            .edges;
         let text = edges
             .iter()
             .map(|e| {

@@ -26,7 +26,12 @@ pub struct DiscordEndpoints {
 
 /// Writes the settings of ingress-edge and egress-discord into `manifest`, and `token` as both
 /// roles' `discord-bot-token` credential (0600), as `reach secret set` would.
-pub fn configure(manifest: &mut Manifest, layout: &StateLayout, d: &DiscordEndpoints, token: &[u8]) -> std::io::Result<()> {
+pub fn configure(
+    manifest: &mut Manifest,
+    layout: &StateLayout,
+    d: &DiscordEndpoints,
+    token: &[u8],
+) -> std::io::Result<()> {
     std::fs::create_dir_all(layout.root())?;
     let ca = layout.root().join("discord-ca.pem");
     std::fs::write(&ca, &d.rest_ca_pem)?;
@@ -37,7 +42,10 @@ pub fn configure(manifest: &mut Manifest, layout: &StateLayout, d: &DiscordEndpo
                 s.insert("gateway_url".into(), d.gateway_url.clone().into());
                 s.insert("application_id".into(), d.application_id.to_string().into());
                 s.insert("bot_user_id".into(), d.bot_user_id.to_string().into());
-                s.insert("guilds".into(), toml::Value::Array(vec![d.guild_id.to_string().into()]));
+                s.insert(
+                    "guilds".into(),
+                    toml::Value::Array(vec![d.guild_id.to_string().into()]),
+                );
                 let channels = d.channels.iter().map(|c| c.to_string().into()).collect();
                 s.insert("channels".into(), toml::Value::Array(channels));
             }
@@ -52,7 +60,8 @@ pub fn configure(manifest: &mut Manifest, layout: &StateLayout, d: &DiscordEndpo
         }
         let dir = layout.secret_dir(role.name.as_str());
         files::ensure_secret_dir(&dir).map_err(std::io::Error::other)?;
-        files::write_secret(&dir.join("discord-bot-token"), token).map_err(std::io::Error::other)?;
+        files::write_secret(&dir.join("discord-bot-token"), token)
+            .map_err(std::io::Error::other)?;
     }
     Ok(())
 }

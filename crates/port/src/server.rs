@@ -176,6 +176,7 @@ pub struct PortServer {
     incoming: ReceiverStream<Result<PeerStream, Infallible>>,
     policy: PortPolicy,
     accept_task: tokio::task::JoinHandle<()>,
+    tcp_addr: Option<std::net::SocketAddr>,
 }
 
 impl PortServer {
@@ -185,6 +186,7 @@ impl PortServer {
         material: Arc<PortMaterial>,
         policy: PortPolicy,
     ) -> io::Result<Self> {
+        let mut tcp_addr = None;
         let listener = match address {
             PortAddress::Unix(path) => {
                 if path.exists() {
@@ -201,6 +203,7 @@ impl PortServer {
                 }
                 let std = std::net::TcpListener::bind(addr)?;
                 std.set_nonblocking(true)?;
+                tcp_addr = Some(std.local_addr()?);
                 Listener::Tcp(TcpListener::from_std(std)?)
             }
         };
@@ -224,7 +227,13 @@ impl PortServer {
             incoming: ReceiverStream::new(rx),
             policy,
             accept_task,
+            tcp_addr,
         })
+    }
+
+    /// The bound loopback address of a TCP port (useful after binding port 0).
+    pub fn tcp_addr(&self) -> Option<std::net::SocketAddr> {
+        self.tcp_addr
     }
 
     /// Serves `service` on this port until `shutdown` completes, then drains.
@@ -249,6 +258,7 @@ impl PortServer {
             incoming,
             policy,
             accept_task,
+            ..
         } = self;
         let result = tonic::transport::Server::builder()
             .layer(AuthorizeLayer::new(policy))

@@ -5,11 +5,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reach_destination::{StaticResolver, TcpDialer};
+use reach_discord::Snowflake;
 use reach_discord::delivery::{CreateMessage, CreateOutcome, Nonce, Reconciliation};
 use reach_discord::rest::{RECONCILE_SETTLE, RestClient};
-use reach_discord::Snowflake;
 use reach_proto::core::v1::delivery_client::DeliveryClient;
-use reach_proto::core::v1::{ClaimRequest, DeliveryIntent, DeliveryOutcome, MarkSubmittingRequest, ReconcileRequest, SettleRequest};
+use reach_proto::core::v1::{
+    ClaimRequest, DeliveryIntent, DeliveryOutcome, MarkSubmittingRequest, ReconcileRequest,
+    SettleRequest,
+};
 use tonic::transport::Channel;
 
 type Rest = RestClient<StaticResolver, TcpDialer>;
@@ -28,7 +31,11 @@ struct Unknown {
     since: Instant,
 }
 
-pub async fn run(mut core: DeliveryClient<Channel>, rest: Arc<Rest>, stop: impl Future<Output = ()>) {
+pub async fn run(
+    mut core: DeliveryClient<Channel>,
+    rest: Arc<Rest>,
+    stop: impl Future<Output = ()>,
+) {
     tokio::pin!(stop);
     let mut unknown: Vec<Unknown> = Vec::new();
     let mut last_reconcile = Instant::now();
@@ -65,7 +72,14 @@ fn message(intent: &DeliveryIntent) -> Option<CreateMessage> {
     })
 }
 
-async fn settle(core: &mut DeliveryClient<Channel>, intent: &DeliveryIntent, outcome: DeliveryOutcome, status: u32, code: String, message_id: String) {
+async fn settle(
+    core: &mut DeliveryClient<Channel>,
+    intent: &DeliveryIntent,
+    outcome: DeliveryOutcome,
+    status: u32,
+    code: String,
+    message_id: String,
+) {
     let r = core
         .settle(SettleRequest {
             intent_id: intent.intent_id.clone(),
@@ -82,7 +96,11 @@ async fn settle(core: &mut DeliveryClient<Channel>, intent: &DeliveryIntent, out
 }
 
 /// Sends one claimed intent. Returns the intent when its outcome is UNKNOWN.
-async fn deliver(core: &mut DeliveryClient<Channel>, rest: &Rest, intent: DeliveryIntent) -> Option<Unknown> {
+async fn deliver(
+    core: &mut DeliveryClient<Channel>,
+    rest: &Rest,
+    intent: DeliveryIntent,
+) -> Option<Unknown> {
     let Some(msg) = message(&intent) else {
         tracing::warn!(intent = %intent.intent_id, "intent is not a sendable Discord message");
         return None;
@@ -104,12 +122,28 @@ async fn deliver(core: &mut DeliveryClient<Channel>, rest: &Rest, intent: Delive
         tries += 1;
         match rest.create_message(&msg).await {
             CreateOutcome::KnownSent { message_id } => {
-                settle(core, &intent, DeliveryOutcome::KnownSent, 200, String::new(), message_id.to_string()).await;
+                settle(
+                    core,
+                    &intent,
+                    DeliveryOutcome::KnownSent,
+                    200,
+                    String::new(),
+                    message_id.to_string(),
+                )
+                .await;
                 return None;
             }
             CreateOutcome::KnownRejected { status, code } => {
                 let code = code.map(|c| c.to_string()).unwrap_or_default();
-                settle(core, &intent, DeliveryOutcome::KnownRejected, u32::from(status), code, String::new()).await;
+                settle(
+                    core,
+                    &intent,
+                    DeliveryOutcome::KnownRejected,
+                    u32::from(status),
+                    code,
+                    String::new(),
+                )
+                .await;
                 return None;
             }
             // Discord did not accept these bytes (429) or none left (NotSent): the same intent may
@@ -121,14 +155,35 @@ async fn deliver(core: &mut DeliveryClient<Channel>, rest: &Rest, intent: Delive
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             CreateOutcome::RateLimited { .. } | CreateOutcome::NotSent { .. } => {
-                settle(core, &intent, DeliveryOutcome::KnownRejected, 429, "not-accepted".into(), String::new()).await;
+                settle(
+                    core,
+                    &intent,
+                    DeliveryOutcome::KnownRejected,
+                    429,
+                    "not-accepted".into(),
+                    String::new(),
+                )
+                .await;
                 return None;
             }
             CreateOutcome::Unknown { reason } => {
                 tracing::warn!(intent = %intent.intent_id, %reason, "delivery outcome unknown; reconciling, never resending");
-                settle(core, &intent, DeliveryOutcome::Unknown, 0, "unknown".into(), String::new()).await;
+                settle(
+                    core,
+                    &intent,
+                    DeliveryOutcome::Unknown,
+                    0,
+                    "unknown".into(),
+                    String::new(),
+                )
+                .await;
                 let after = msg.reply_to.unwrap_or(Snowflake(0));
-                return Some(Unknown { intent_id: intent.intent_id, message: msg, after, since: Instant::now() });
+                return Some(Unknown {
+                    intent_id: intent.intent_id,
+                    message: msg,
+                    after,
+                    since: Instant::now(),
+                });
             }
         }
     }
@@ -144,17 +199,21 @@ async fn reconcile(core: &mut DeliveryClient<Channel>, rest: &Rest, unknown: &mu
                 message_id: message_id.to_string(),
                 proved_absent: false,
             }),
-            Reconciliation::ProvedAbsent if u.since.elapsed() >= RECONCILE_SETTLE => Some(ReconcileRequest {
-                intent_id: u.intent_id.clone(),
-                evidence_kind: "channel_read".into(),
-                message_id: String::new(),
-                proved_absent: true,
-            }),
+            Reconciliation::ProvedAbsent if u.since.elapsed() >= RECONCILE_SETTLE => {
+                Some(ReconcileRequest {
+                    intent_id: u.intent_id.clone(),
+                    evidence_kind: "channel_read".into(),
+                    message_id: String::new(),
+                    proved_absent: true,
+                })
+            }
             _ => None,
         };
         match evidence {
             Some(req) => match core.reconcile(req).await {
-                Ok(_) => tracing::info!(intent = %u.intent_id, "unknown delivery reconciled from independent evidence"),
+                Ok(_) => {
+                    tracing::info!(intent = %u.intent_id, "unknown delivery reconciled from independent evidence")
+                }
                 Err(s) => {
                     tracing::warn!(intent = %u.intent_id, code = ?s.code(), "reconciliation refused");
                     keep.push(u);

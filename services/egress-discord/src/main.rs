@@ -9,7 +9,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use reach_destination::{Admission, AdmissionPolicy, Host, PinnedConnector, StaticResolver, TcpDialer};
+use reach_destination::{
+    Admission, AdmissionPolicy, Host, PinnedConnector, StaticResolver, TcpDialer,
+};
 use reach_discord::rest::{RestClient, RestConfig};
 use reach_discord::{BotToken, Snowflake};
 use reach_manifest::CredentialKind;
@@ -34,10 +36,17 @@ fn main() -> std::process::ExitCode {
             tracing::warn!("no Discord REST configured: this role delivers nothing");
             return Ok(());
         }
-        let settings: Settings =
-            role.config.settings.clone().try_into().context("egress-discord settings (rest_base_url, bot_user_id)")?;
-        let token = BotToken::from_bytes(role.credential(CredentialKind::DiscordBot).unwrap_or_default())
-            .map_err(|_| anyhow::anyhow!("the discord-bot credential file is not a bot token"))?;
+        let settings: Settings = role
+            .config
+            .settings
+            .clone()
+            .try_into()
+            .context("egress-discord settings (rest_base_url, bot_user_id)")?;
+        let token = BotToken::from_bytes(
+            role.credential(CredentialKind::DiscordBot)
+                .unwrap_or_default(),
+        )
+        .map_err(|_| anyhow::anyhow!("the discord-bot credential file is not a bot token"))?;
         let (Some(road), Some(host)) = (settings.local_road, settings.local_road_host) else {
             anyhow::bail!(
                 "public Discord REST is dialed through controlled DNS; that wiring lands with issue #7 \
@@ -46,7 +55,8 @@ fn main() -> std::process::ExitCode {
         };
         let roots = match &settings.rest_ca_file {
             Some(path) => {
-                let pem = std::fs::read(path).with_context(|| format!("rest_ca_file {}", path.display()))?;
+                let pem = std::fs::read(path)
+                    .with_context(|| format!("rest_ca_file {}", path.display()))?;
                 let mut roots = rustls::RootCertStore::empty();
                 for cert in rustls_pemfile::certs(&mut &pem[..]) {
                     roots.add(cert?)?;

@@ -38,15 +38,16 @@ fn main() -> std::process::ExitCode {
             tracing::warn!("no Discord gateway configured: this edge admits nothing");
             return Ok(());
         }
-        let settings: Settings = role
-            .config
-            .settings
-            .clone()
-            .try_into()
-            .context("ingress-edge settings (gateway_url, application_id, bot_user_id, guilds, channels)")?;
-        let token = BotToken::from_bytes(role.credential(CredentialKind::DiscordBot).unwrap_or_default())
-            .map_err(|_| anyhow::anyhow!("the discord-bot credential file is not a bot token"))?;
-        let url = GatewayUrl::parse(&settings.gateway_url).map_err(|e| anyhow::anyhow!("gateway_url: {e}"))?;
+        let settings: Settings = role.config.settings.clone().try_into().context(
+            "ingress-edge settings (gateway_url, application_id, bot_user_id, guilds, channels)",
+        )?;
+        let token = BotToken::from_bytes(
+            role.credential(CredentialKind::DiscordBot)
+                .unwrap_or_default(),
+        )
+        .map_err(|_| anyhow::anyhow!("the discord-bot credential file is not a bot token"))?;
+        let url = GatewayUrl::parse(&settings.gateway_url)
+            .map_err(|e| anyhow::anyhow!("gateway_url: {e}"))?;
         anyhow::ensure!(
             !url.is_secure(),
             "wss:// gateways are dialed through destination admission; that wiring lands with issue #7 (use the loopback emulator)"
@@ -56,12 +57,17 @@ fn main() -> std::process::ExitCode {
             bot_user_id: settings.bot_user_id,
             guilds: settings.guilds,
             channels: settings.channels,
-            max_question_bytes: settings.max_question_bytes.unwrap_or(DEFAULT_MAX_QUESTION_BYTES),
+            max_question_bytes: settings
+                .max_question_bytes
+                .unwrap_or(DEFAULT_MAX_QUESTION_BYTES),
             adapter_revisions: [edge::ADAPTER_REVISION.to_owned()].into(),
         };
         let core = AdmissionClient::new(role.client("core.admission")?);
-        let (handle, mut events) =
-            gateway::spawn(GatewayConfig::loopback(url, token, gateway::intents(settings.message_content)));
+        let (handle, mut events) = gateway::spawn(GatewayConfig::loopback(
+            url,
+            token,
+            gateway::intents(settings.message_content),
+        ));
         let stop = role.shutdown_signal();
         tokio::spawn(async move {
             tokio::pin!(stop);
@@ -83,7 +89,10 @@ async fn relay(
     core: &AdmissionClient<tonic::transport::Channel>,
     event: GatewayEvent,
 ) {
-    if !matches!(event, GatewayEvent::MessageCreate { .. } | GatewayEvent::InteractionCreate { .. }) {
+    if !matches!(
+        event,
+        GatewayEvent::MessageCreate { .. } | GatewayEvent::InteractionCreate { .. }
+    ) {
         return;
     }
     let e = match edge::admit(policy, &event) {
@@ -107,7 +116,11 @@ async fn relay(
         reply_to_message_id: e.reply_to.map(|r| r.to_string()).unwrap_or_default(),
     };
     match core.clone().admit(request).await {
-        Ok(r) => tracing::info!(outcome = ?r.get_ref().outcome(), event = %e.external_event_id, "admission"),
-        Err(s) => tracing::warn!(code = ?s.code(), event = %e.external_event_id, "core refused the admission"),
+        Ok(r) => {
+            tracing::info!(outcome = ?r.get_ref().outcome(), event = %e.external_event_id, "admission")
+        }
+        Err(s) => {
+            tracing::warn!(code = ?s.code(), event = %e.external_event_id, "core refused the admission")
+        }
     }
 }
