@@ -155,7 +155,11 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
         .with_writer(std::io::stderr)
         .init();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     match rt.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(e) => {
@@ -177,7 +181,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             body::print_status(&m, &StateLayout::new(&target.state)).await
         }
         Command::Down { target } => body::down(&StateLayout::new(&target.state)).await,
-        Command::Scribe { command: ScribeCommand::Identities { target, rotate } } => {
+        Command::Scribe {
+            command: ScribeCommand::Identities { target, rotate },
+        } => {
             let m = load_manifest(target.manifest.as_deref())?;
             let rotation = match rotate {
                 RotateArg::IfNeeded => reach_scribe::Rotation::IfNeeded,
@@ -193,20 +199,37 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             )?;
             println!(
                 "root {}; {} leaves issued ({}); trust bundle holds {} root(s)",
-                if report.root_created { "created" } else { "kept" },
+                if report.root_created {
+                    "created"
+                } else {
+                    "kept"
+                },
                 report.leaves_issued.len(),
                 report.leaves_issued.join(", "),
                 report.bundle_roots
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Scribe { command: ScribeCommand::Quadlet(args) } => scribe::quadlet(args),
-        Command::Scribe { command: ScribeCommand::Nftables(args) } => scribe::nftables(args),
-        Command::Scribe { command: ScribeCommand::Check(args) } => scribe::run_check(args),
-        Command::Secret { command: SecretCommand::Set { role, file, target } } => {
+        Command::Scribe {
+            command: ScribeCommand::Quadlet(args),
+        } => scribe::quadlet(args),
+        Command::Scribe {
+            command: ScribeCommand::Nftables(args),
+        } => scribe::nftables(args),
+        Command::Scribe {
+            command: ScribeCommand::Check(args),
+        } => scribe::run_check(args),
+        Command::Secret {
+            command: SecretCommand::Set { role, file, target },
+        } => {
             let m = load_manifest(target.manifest.as_deref())?;
-            let owns = m.role(&role).is_some_and(|r| r.credentials.iter().any(|c| c.file == file));
-            anyhow::ensure!(owns, "the manifest gives role `{role}` no credential file `{file}`");
+            let owns = m
+                .role(&role)
+                .is_some_and(|r| r.credentials.iter().any(|c| c.file == file));
+            anyhow::ensure!(
+                owns,
+                "the manifest gives role `{role}` no credential file `{file}`"
+            );
             let mut bytes = Vec::new();
             std::io::stdin().read_to_end(&mut bytes)?;
             let trimmed = bytes.trim_ascii_end();
@@ -222,20 +245,44 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let m = load_manifest(target.manifest.as_deref())?;
             vault::trail(&m, &StateLayout::new(&target.state), &key).await
         }
-        Command::Vault { command: VaultCommand::Status { target } } => {
+        Command::Vault {
+            command: VaultCommand::Status { target },
+        } => {
             let m = load_manifest(target.manifest.as_deref())?;
             vault::status(&m, &StateLayout::new(&target.state)).await
         }
-        Command::Vault { command: VaultCommand::Reconcile { genesis, note, target } } => {
+        Command::Vault {
+            command:
+                VaultCommand::Reconcile {
+                    genesis,
+                    note,
+                    target,
+                },
+        } => {
             let m = load_manifest(target.manifest.as_deref())?;
             vault::reconcile(&m, &StateLayout::new(&target.state), genesis, &note).await
         }
         Command::Manifest { path } => {
             let m = load_manifest(path.as_deref())?;
-            println!("{} ({}): {} roles, {} ports — valid", m.profile, m.trust_domain, m.roles.len(), m.ports.len());
+            println!(
+                "{} ({}): {} roles, {} ports — valid",
+                m.profile,
+                m.trust_domain,
+                m.roles.len(),
+                m.ports.len()
+            );
             for p in &m.ports {
-                let grants: Vec<String> = p.grants.iter().map(|g| format!("{}→{}", g.caller, g.method)).collect();
-                println!("  {:<24} server {:<16} {}", p.name, p.server.as_str(), grants.join(", "));
+                let grants: Vec<String> = p
+                    .grants
+                    .iter()
+                    .map(|g| format!("{}→{}", g.caller, g.method))
+                    .collect();
+                println!(
+                    "  {:<24} server {:<16} {}",
+                    p.name,
+                    p.server.as_str(),
+                    grants.join(", ")
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
