@@ -77,9 +77,7 @@ impl ClientCertVerifier for AdmittedClients {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Err(rustls::Error::PeerIncompatible(
-            rustls::PeerIncompatible::Tls12NotOffered,
-        ))
+        tls12_refused()
     }
 
     fn verify_tls13_signature(
@@ -88,19 +86,11 @@ impl ClientCertVerifier for AdmittedClients {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.material.provider.signature_verification_algorithms,
-        )
+        tls13_signature(&self.material, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.material
-            .provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        schemes(&self.material)
     }
 }
 
@@ -150,9 +140,7 @@ impl ServerCertVerifier for ExpectedServer {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Err(rustls::Error::PeerIncompatible(
-            rustls::PeerIncompatible::Tls12NotOffered,
-        ))
+        tls12_refused()
     }
 
     fn verify_tls13_signature(
@@ -161,18 +149,38 @@ impl ServerCertVerifier for ExpectedServer {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.material.provider.signature_verification_algorithms,
-        )
+        tls13_signature(&self.material, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.material
-            .provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        schemes(&self.material)
     }
+}
+
+/// Ports speak TLS 1.3 only; a TLS 1.2 signature is never verified.
+fn tls12_refused() -> Result<HandshakeSignatureValid, rustls::Error> {
+    Err(rustls::Error::PeerIncompatible(
+        rustls::PeerIncompatible::Tls12NotOffered,
+    ))
+}
+
+fn tls13_signature(
+    material: &PortMaterial,
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    rustls::crypto::verify_tls13_signature(
+        message,
+        cert,
+        dss,
+        &material.provider.signature_verification_algorithms,
+    )
+}
+
+fn schemes(material: &PortMaterial) -> Vec<SignatureScheme> {
+    material
+        .provider
+        .signature_verification_algorithms
+        .supported_schemes()
 }
