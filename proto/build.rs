@@ -1,4 +1,5 @@
 //! Compiles every `.proto` under `reach/` with protox (pure Rust), so no system `protoc` is needed.
+#![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 use std::path::PathBuf;
 

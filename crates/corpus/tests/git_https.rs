@@ -1,6 +1,7 @@
 //! HTTPS git acquisition against a real local server: `git http-backend` (CGI) behind a small
 //! rustls HTTPS server on 127.0.0.1, with a test CA that only this test's builder trusts.
 #![cfg(feature = "git")]
+#![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 mod common;
 

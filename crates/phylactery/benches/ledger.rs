@@ -7,6 +7,7 @@
 //! Targets (issue 4): chain rate >= 25% of the bare insert rate, and >= 500 chains/s on SQLite.
 //! `REACH_BENCH_EVENTS` sets N (default 2000). PostgreSQL runs when `REACH_TEST_DATABASE_URL`
 //! is set.
+#![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -11,6 +11,7 @@
 //! Unknown deliveries are settled the way the seed demands, by independent evidence: the child
 //! looks for the intent's nonce in the sends file (standing in for the channel history) and
 //! records MessageFound or ProvedAbsent. Proved absence opens a successor intent.
+#![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 mod common;
 

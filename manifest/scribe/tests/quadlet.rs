@@ -1,5 +1,6 @@
 //! Quadlet output: the golden reference in deploy/quadlet/, determinism, and one test per
 //! refusal rule (each mutates the checked-in manifest and expects the code and manifest path).
+#![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 mod common;
 

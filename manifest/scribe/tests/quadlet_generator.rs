@@ -1,6 +1,7 @@
 //! The generated units through the real Quadlet generator (`quadlet -dryrun`, from Debian's
 //! podman 5 package; install it with scripts/quadlet-setup.sh), asserting the `podman run`
 //! line of every role.
+#![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 mod common;
 

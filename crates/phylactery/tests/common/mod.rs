@@ -1,5 +1,6 @@
 //! Shared test support: open a real vault on SQLite (temp dir) or PostgreSQL (own schema).
 #![allow(dead_code, unreachable_pub)]
+#![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
