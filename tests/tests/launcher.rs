@@ -157,10 +157,8 @@ fn bad_input_stops_a_role_from_starting() {
     let now = std::time::SystemTime::now();
     let p = manifest.principal("ward");
     let sd = layout.secret_dir("ward");
-    let install = |leaf: &reach_identity::IssuedLeaf| {
-        reach_identity::files::write_secret(&sd.join("tls.key"), leaf.key_pem.as_bytes()).unwrap();
-        reach_identity::files::write_secret(&sd.join("tls.crt"), leaf.cert_pem.as_bytes()).unwrap();
-    };
+    let install =
+        |leaf: &reach_identity::IssuedLeaf| reach_identity::files::write_leaf(&sd, leaf).unwrap();
     let other = reach_identity::TrustRoot::generate(&manifest.trust_domain, now).unwrap();
     install(
         &other

@@ -63,6 +63,13 @@ pub fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), SecretFileError> {
     fs::rename(&tmp, path).map_err(io(path))
 }
 
+/// Writes a leaf into a secret directory: key first, then certificate, so a reader that sees
+/// the new certificate also sees its key.
+pub fn write_leaf(dir: &Path, leaf: &crate::IssuedLeaf) -> Result<(), SecretFileError> {
+    write_secret(&dir.join(LEAF_KEY), leaf.key_pem.as_bytes())?;
+    write_secret(&dir.join(LEAF_CERT), leaf.cert_pem.as_bytes())
+}
+
 /// Reads a secret file, refusing it when group or others have any access.
 pub fn read_secret(path: &Path) -> Result<Vec<u8>, SecretFileError> {
     let meta = match fs::metadata(path) {

@@ -30,6 +30,9 @@ pub enum MintError {
     /// trust root PEM is unreadable
     #[error("trust root PEM is unreadable: {0}")]
     BadRootPem(String),
+    /// a secret file could not be written
+    #[error(transparent)]
+    Secret(#[from] crate::files::SecretFileError),
 }
 
 /// The deployment's trust root: a self-signed CA and its key, both PEM.
@@ -118,6 +121,23 @@ impl TrustRoot {
         lifetime: Duration,
     ) -> Result<IssuedLeaf, MintError> {
         self.issue_with(principal, now, lifetime, |_| {})
+    }
+
+    /// Gives `principal` a complete secret directory under this root alone: a fresh leaf and a
+    /// bundle holding only this root. Tests and benchmarks use it to stand up ports without
+    /// Scribe; Scribe writes bundles and leaves separately so rotations can overlap.
+    pub fn provision(
+        &self,
+        dir: &std::path::Path,
+        principal: &Principal,
+        lifetime: Duration,
+    ) -> Result<IssuedLeaf, MintError> {
+        use crate::files;
+        files::ensure_secret_dir(dir)?;
+        let leaf = self.issue_leaf(principal, SystemTime::now(), lifetime)?;
+        files::write_secret(&dir.join(files::TRUST_BUNDLE), self.cert_pem.as_bytes())?;
+        files::write_leaf(dir, &leaf)?;
+        Ok(leaf)
     }
 
     /// Issues a leaf after letting `tweak` change its parameters. Tests use this to mint the

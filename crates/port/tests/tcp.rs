@@ -3,7 +3,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use reach_identity::files::{LEAF_CERT, LEAF_KEY, TRUST_BUNDLE, ensure_secret_dir, write_secret};
 use reach_identity::{Principal, TrustDomain, TrustRoot};
 use reach_port::{PortAddress, PortMaterial, PortPolicy, PortServer};
 use reach_proto::health::v1::health_client::HealthClient;
@@ -25,13 +24,7 @@ impl Health for Fixed {
 }
 
 fn identity(dir: &std::path::Path, root: &TrustRoot, p: &Principal) {
-    ensure_secret_dir(dir).unwrap();
-    let leaf = root
-        .issue_leaf(p, SystemTime::now(), Duration::from_secs(3600))
-        .unwrap();
-    write_secret(&dir.join(LEAF_CERT), leaf.cert_pem.as_bytes()).unwrap();
-    write_secret(&dir.join(LEAF_KEY), leaf.key_pem.as_bytes()).unwrap();
-    write_secret(&dir.join(TRUST_BUNDLE), root.cert_pem.as_bytes()).unwrap();
+    root.provision(dir, p, Duration::from_secs(3600)).unwrap();
 }
 
 #[tokio::test]

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use reach_digest::Sha256Digest;
-use reach_identity::files::{LEAF_CERT, LEAF_KEY, TRUST_BUNDLE, ensure_secret_dir, write_secret};
 use reach_identity::{Principal, TrustDomain, TrustRoot};
 use reach_port::{PortAddress, PortMaterial, PortPolicy, PortServer};
 use reach_proto::ward::v1::ward_client::WardClient;
@@ -28,13 +27,7 @@ const DECISIONS_PER_RUN: usize = 3;
 const DESTINATION: &str = "https://discord.com:443/api/v10/channels/333/messages";
 
 fn write_identity(dir: &std::path::Path, root: &TrustRoot, p: &Principal) {
-    ensure_secret_dir(dir).unwrap();
-    let leaf = root
-        .issue_leaf(p, SystemTime::now(), Duration::from_secs(3600))
-        .unwrap();
-    write_secret(&dir.join(LEAF_CERT), leaf.cert_pem.as_bytes()).unwrap();
-    write_secret(&dir.join(LEAF_KEY), leaf.key_pem.as_bytes()).unwrap();
-    write_secret(&dir.join(TRUST_BUNDLE), root.cert_pem.as_bytes()).unwrap();
+    root.provision(dir, p, Duration::from_secs(3600)).unwrap();
 }
 
 fn pct(s: &[Duration], p: f64) -> Duration {

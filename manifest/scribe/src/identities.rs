@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use reach_identity::files::{self, LEAF_CERT, LEAF_KEY, SecretFileError, TRUST_BUNDLE};
+use reach_identity::files::{self, LEAF_CERT, SecretFileError, TRUST_BUNDLE};
 use reach_identity::{MintError, Principal, TrustRoot, inspect_leaf};
 use reach_manifest::plan::StateLayout;
 use reach_manifest::{CredentialKind, Manifest};
@@ -196,9 +196,7 @@ pub fn issue_leaves(
             continue;
         }
         let leaf = root.issue_leaf(&p, now, reach_identity::mint::DEFAULT_LEAF_LIFETIME)?;
-        // Key first, then certificate: a reader that sees the new certificate also sees its key.
-        files::write_secret(&sd.join(LEAF_KEY), leaf.key_pem.as_bytes())?;
-        files::write_secret(&sd.join(LEAF_CERT), leaf.cert_pem.as_bytes())?;
+        files::write_leaf(&sd, &leaf)?;
         issued.push(p.name().to_owned());
     }
     Ok(issued)
