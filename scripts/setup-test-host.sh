@@ -4,6 +4,8 @@
 # namespaces), and the Quadlet generator. Idempotent; prints the database URL to use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Only the URL goes to stdout (the caller captures it); every tool's chatter goes to stderr.
+exec 3>&1 1>&2
 
 need=()
 command -v pg_ctlcluster >/dev/null 2>&1 || need+=(postgresql)
@@ -25,7 +27,12 @@ if [ -z "$ver" ]; then
   echo "setup: no PostgreSQL cluster found" >&2
   exit 1
 fi
-pg_ctlcluster "$ver" main status >/dev/null 2>&1 || pg_ctlcluster "$ver" main start
+# The server daemonizes and keeps whatever descriptors it inherits: give it none of ours, or
+# the caller's $(…) capture (and CI's log pipe) would stay open for as long as it runs.
+if ! pg_ctlcluster "$ver" main status >/dev/null 2>&1; then
+  log=/var/tmp/reach-pg-start.log
+  pg_ctlcluster "$ver" main start </dev/null >"$log" 2>&1 3>&- || { cat "$log"; exit 1; }
+fi
 for _ in $(seq 1 50); do
   su postgres -c "psql -Atqc 'select 1'" >/dev/null 2>&1 && break
   sleep 0.2
@@ -36,7 +43,7 @@ su postgres -c "psql -Atqc \"select 1 from pg_database where datname='reach_test
   || createdb reach_test
 
 if [ -x scripts/quadlet-setup.sh ]; then
-  scripts/quadlet-setup.sh >&2
+  scripts/quadlet-setup.sh
 fi
 
-echo "postgres://root@%2Fvar%2Frun%2Fpostgresql/reach_test"
+echo "postgres://root@%2Fvar%2Frun%2Fpostgresql/reach_test" >&3

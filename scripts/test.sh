@@ -6,6 +6,10 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/reach-target}"
 export CARGO_TERM_COLOR=never
 
 REACH_TEST_DATABASE_URL=$(scripts/setup-test-host.sh)
+case "$REACH_TEST_DATABASE_URL" in
+  postgres://*) ;;
+  *) echo "test: setup printed no database URL: '$REACH_TEST_DATABASE_URL'" >&2; exit 1 ;;
+esac
 export REACH_TEST_DATABASE_URL
 
 # Role binaries first: the cross-service tests start them as separate processes.
