@@ -1,0 +1,1 @@
+//! reach-vm: the substrate of the vm-broker role (issue #8).
