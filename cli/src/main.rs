@@ -1,6 +1,7 @@
 //! `reach`: the operator CLI.
 
 mod body;
+mod corpus;
 mod demo;
 mod scribe;
 mod vault;
@@ -67,6 +68,11 @@ enum Command {
     Secret {
         #[command(subcommand)]
         command: SecretCommand,
+    },
+    /// The public corpus: sources, admission, builds, status and search.
+    Corpus {
+        #[command(subcommand)]
+        command: corpus::CorpusCommand,
     },
     /// Print the committed chain of one question (event id, admission id or turn id).
     Trail {
@@ -181,6 +187,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             body::print_status(&m, &StateLayout::new(&target.state)).await
         }
         Command::Down { target } => body::down(&StateLayout::new(&target.state)).await,
+        Command::Corpus { command } => corpus::run(command).await,
         Command::Scribe {
             command: ScribeCommand::Identities { target, rotate },
         } => {

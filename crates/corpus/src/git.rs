@@ -6,7 +6,15 @@
 //! by [`crate::process`]. The repository is opened isolated (no system/global git config, no
 //! environment), proxies are disabled, redirects are not followed, credential requests are
 //! refused, and TLS trusts exactly the roots in [`GitTls`].
+//!
+//! Redirects are judged before gix sees the URL: [`admit_redirects`] makes the smart-HTTP
+//! discovery request itself with redirects off and admits each `Location` by the source's own
+//! rules ([`crate::source::admit_redirect`]), so a redirect to plain HTTP or to a non-admitted
+//! origin is a typed [`crate::SourceRefusal`]; the admitted end of the chain becomes the remote.
+//! When the caller ran destination admission, every admitted host is pinned to its one
+//! admitted address (`pins`), so the transport never resolves a name itself.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -16,13 +24,17 @@ use gix::protocol::transport::client::blocking_io::http as gix_http;
 use rustls_pki_types::CertificateDer;
 
 use crate::error::BuildError;
-use crate::source::{Origin, SourceSpec};
+use crate::source::{AdmittedUrl, Origin, SourceSpec, admit_redirect};
 use crate::tree::{AcquiredTree, EntryKind, Revision, TreeEntry};
 
 /// Connection timeout for the git transport.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Whole-request timeout: bounds a stalled server (the work-time ceiling bounds the build).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// Most redirects one discovery chain may follow (each one admitted by the source's rules).
+pub const MAX_REDIRECTS: usize = 5;
+/// The smart-HTTP discovery path a redirect must keep.
+const DISCOVERY: &str = "/info/refs?service=git-upload-pack";
 
 /// The roots the git transport trusts.
 #[derive(Debug, Clone)]
@@ -68,6 +80,16 @@ pub struct Fetched {
 /// Fetch `spec`'s branch into the bare repository cache at `cache` (created if missing), record
 /// the branch tip as the candidate, and read the admitted commit's tree if one is admitted.
 pub fn fetch(spec: &SourceSpec, cache: &Path, tls: &GitTls) -> Result<Fetched, BuildError> {
+    fetch_pinned(spec, cache, tls, &[])
+}
+
+/// [`fetch`] with every admitted host pinned to the address destination admission chose.
+pub fn fetch_pinned(
+    spec: &SourceSpec,
+    cache: &Path,
+    tls: &GitTls,
+    pins: &[(String, SocketAddr)],
+) -> Result<Fetched, BuildError> {
     let Origin::Git {
         url,
         branch,
@@ -80,8 +102,28 @@ pub fn fetch(spec: &SourceSpec, cache: &Path, tls: &GitTls) -> Result<Fetched, B
     {
         return Err(BuildError::Git(format!("invalid branch `{branch}`")));
     }
-    let repo = open_cache(cache)?;
     let tls_config = tls.client_config()?;
+    let pins = pins.to_vec();
+    let configure = {
+        let (tls_config, pins) = (tls_config.clone(), pins.clone());
+        move |b: reqwest::blocking::ClientBuilder| {
+            let mut b = b
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(REQUEST_TIMEOUT)
+                .https_only(true)
+                .tls_backend_preconfigured(tls_config.clone());
+            for (host, addr) in &pins {
+                b = b.resolve(host, *addr);
+            }
+            b
+        }
+    };
+    let probe = configure(reqwest::blocking::ClientBuilder::new().connect_timeout(CONNECT_TIMEOUT))
+        .build()
+        .map_err(git_err)?;
+    let url = admit_redirects(&probe, url, &spec.redirect_origins)?;
+    let repo = open_cache(cache)?;
 
     let remote_ref = format!("refs/heads/{branch}");
     let tracking = format!("refs/reach/candidates/{branch}");
@@ -104,11 +146,7 @@ pub fn fetch(spec: &SourceSpec, cache: &Path, tls: &GitTls) -> Result<Fetched, B
     };
     let backend = gix_http::reqwest::Options {
         configure_client: Some(Box::new(move |b: reqwest::blocking::ClientBuilder| {
-            Ok(b.no_proxy()
-                .redirect(reqwest::redirect::Policy::none())
-                .timeout(REQUEST_TIMEOUT)
-                .https_only(true)
-                .tls_backend_preconfigured(tls_config.clone()))
+            Ok(configure(b))
         })),
         configure_request: None,
     };
@@ -142,6 +180,43 @@ pub fn fetch(spec: &SourceSpec, cache: &Path, tls: &GitTls) -> Result<Fetched, B
         Some(commit) => Some(read_commit(&repo, commit, spec)?),
     };
     Ok(Fetched { candidate, tree })
+}
+
+/// Follow the discovery request's redirects by the source's rules: each `Location` must keep
+/// the discovery path and pass [`admit_redirect`] (https, no credentials, an admitted origin).
+/// Returns the repository URL at the end of the chain.
+pub fn admit_redirects(
+    client: &reqwest::blocking::Client,
+    url: &AdmittedUrl,
+    redirect_origins: &[String],
+) -> Result<AdmittedUrl, BuildError> {
+    let mut current = url.clone();
+    for _ in 0..=MAX_REDIRECTS {
+        let discovery = format!("{}{DISCOVERY}", current.as_str().trim_end_matches('/'));
+        let response = client.get(&discovery).send().map_err(git_err)?;
+        if !response.status().is_redirection() {
+            return Ok(current);
+        }
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| BuildError::Git("redirect without a Location".into()))?
+            .to_string();
+        // The discovery query is ours, not the location's: judge the location without it.
+        let Some(base) = location.strip_suffix(DISCOVERY) else {
+            // Judge scheme and origin first, so a downgrade or a foreign origin is typed.
+            let bare = location.split(['?', '#']).next().unwrap_or_default();
+            admit_redirect(&current, bare, redirect_origins)?;
+            return Err(BuildError::Git(format!(
+                "redirect to `{location}` does not keep the discovery path"
+            )));
+        };
+        current = admit_redirect(&current, base, redirect_origins)?;
+    }
+    Err(BuildError::Git(format!(
+        "more than {MAX_REDIRECTS} redirects"
+    )))
 }
 
 fn open_cache(cache: &Path) -> Result<gix::Repository, BuildError> {
@@ -259,8 +334,21 @@ impl crate::store::CorpusStore {
         policy: &crate::rules::Policy,
         progress: &mut dyn crate::store::Progress,
     ) -> Result<(crate::store::BuildSummary, Fetched), BuildError> {
+        self.refresh_git_pinned(spec, cache, tls, &[], policy, progress)
+    }
+
+    /// [`Self::refresh_git`] with admitted hosts pinned (see [`fetch_pinned`]).
+    pub fn refresh_git_pinned(
+        &self,
+        spec: &SourceSpec,
+        cache: &Path,
+        tls: &GitTls,
+        pins: &[(String, SocketAddr)],
+        policy: &crate::rules::Policy,
+        progress: &mut dyn crate::store::Progress,
+    ) -> Result<(crate::store::BuildSummary, Fetched), BuildError> {
         progress.start(crate::store::Stage::Fetch, None);
-        let fetched = match fetch(spec, cache, tls) {
+        let fetched = match fetch_pinned(spec, cache, tls, pins) {
             Ok(f) => f,
             Err(e) => {
                 self.record_failure(&spec.name, &e)?;

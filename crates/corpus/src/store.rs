@@ -540,13 +540,24 @@ impl CorpusStore {
 
     /// Record a failed build (or acquisition) so status shows degraded freshness.
     pub fn record_failure(&self, source: &str, e: &BuildError) -> std::io::Result<()> {
+        self.record_failed_attempt(source, e.code(), &e.to_string())
+    }
+
+    /// Record a failure that happened before this crate saw any bytes (corpus-builder's HTTPS
+    /// download: destination admission, bounded reading, a refused redirect), by its code.
+    pub fn record_failed_attempt(
+        &self,
+        source: &str,
+        code: &str,
+        reason: &str,
+    ) -> std::io::Result<()> {
         let at = self.clock.now();
         self.update_state(|st| {
             st.last_failure = Some(FailedAttempt {
                 source: source.into(),
                 at,
-                code: e.code().into(),
-                reason: e.to_string(),
+                code: code.into(),
+                reason: reason.into(),
             })
         })
     }

@@ -1,24 +1,28 @@
-//! reach-corpus-builder: acquires admitted sources and atomically activates snapshots that core
-//! reads. The default source is the project's own documentation, embedded in this binary and
-//! packed as an immutable release archive with its digest, so the body needs no network for it.
-
-mod admin;
-mod embedded;
+//! reach-corpus-builder: load settings, activate the default corpus before readiness, serve the
+//! admin port.
 
 use std::sync::Arc;
 
 use reach_corpus::{CorpusStore, SystemClock};
+use reach_corpus_builder::{admin, embedded, fetch, settings};
 
 fn main() -> std::process::ExitCode {
     reach_runtime::run("corpus-builder", async |role| {
+        let settings = settings::Settings::from_table(&role.config.settings)?;
         let store = CorpusStore::new(
             role.config
                 .data_dir
                 .join(reach_manifest::plan::CORPUS_STORE_DIR),
             Arc::new(SystemClock),
         )?;
-        let source = embedded::Source::pack()?;
-        let builder = admin::Builder::new(store, source);
+        let fetcher = fetch::ArchiveFetcher::new(settings.admission()?, settings.roots()?)?;
+        let builder = admin::Builder::new(
+            store,
+            embedded::Source::pack()?,
+            &role.config.data_dir,
+            fetcher,
+            settings.git_tls()?,
+        );
         // Activate the embedded docs before readiness, so core never starts without a corpus.
         builder.ensure_embedded_active().await?;
         role.serve("corpus-builder.admin", builder.into_server())?;

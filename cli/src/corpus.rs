@@ -1,0 +1,329 @@
+//! `reach corpus add|admit|build|status|search`: the operator's side of corpus-builder's admin
+//! port, over the launcher's operator channel with the operator's leaf.
+//!
+//! **Architecture Invariant:** the CLI never fetches a source. It sends the operator's words
+//! to corpus-builder, which owns the corpus egress, and renders what comes back: progress bars
+//! for fetch, parse and index (on a terminal only), then the summary table.
+
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+
+use comfy_table::Table;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use reach_manifest::Manifest;
+use reach_manifest::plan::StateLayout;
+use reach_proto::corpus::v1 as pb;
+use reach_proto::corpus::v1::corpus_admin_client::CorpusAdminClient;
+use tokio_stream::StreamExt as _;
+
+use crate::Target;
+
+/// Hits `search` asks for unless told.
+const DEFAULT_HITS: u32 = 5;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum CorpusCommand {
+    /// Add a source to corpus-builder's sources (nothing is fetched yet).
+    Add {
+        /// The source's name (`[a-z0-9._-]`).
+        name: String,
+        /// Canonical https URL: a git repository, or a release archive (`.tar.gz`).
+        url: String,
+        /// A release archive's published digest (`sha256:<hex>`); without it the URL is git.
+        #[arg(long)]
+        digest: Option<String>,
+        /// The git branch whose tip is shown as a candidate.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Pinned paths (include globs, repeatable); `**/*.md` if none.
+        #[arg(long)]
+        include: Vec<String>,
+        /// Base of citation URLs (`…/blob/<rev>/path`).
+        #[arg(long)]
+        citation_base: Option<String>,
+        /// An extra origin redirects may go to (`https://host[:port]`, repeatable).
+        #[arg(long = "redirect-origin")]
+        redirect_origins: Vec<String>,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Admit an exact commit (git) or the published digest (release archive), then build and
+    /// activate it.
+    Admit {
+        source: String,
+        revision: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Rebuild a source at its admitted revision (a git source also shows its branch tip as a
+    /// candidate).
+    Build {
+        source: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Each source: admitted and candidate revisions, active snapshot, freshness, last failure.
+    Status {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// The top passages of the active snapshot, with canonical pinned URLs.
+    Search {
+        query: String,
+        #[arg(long, default_value_t = DEFAULT_HITS)]
+        limit: u32,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+impl CorpusCommand {
+    fn target(&self) -> &Target {
+        match self {
+            CorpusCommand::Add { target, .. }
+            | CorpusCommand::Admit { target, .. }
+            | CorpusCommand::Build { target, .. }
+            | CorpusCommand::Status { target }
+            | CorpusCommand::Search { target, .. } => target,
+        }
+    }
+}
+
+type Client = CorpusAdminClient<tonic::transport::Channel>;
+
+async fn client(m: &Manifest, layout: &StateLayout) -> anyhow::Result<Client> {
+    let material = reach_launcher::operator_material(m, layout)?;
+    let ch = reach_launcher::operator_channel(m, layout, &material, "corpus-builder.admin")
+        .await
+        .map_err(anyhow::Error::msg)?;
+    Ok(CorpusAdminClient::new(ch))
+}
+
+pub async fn run(command: CorpusCommand) -> anyhow::Result<ExitCode> {
+    let target = command.target();
+    let m = crate::load_manifest(target.manifest.as_deref())?;
+    let layout = StateLayout::new(&target.state);
+    let mut c = client(&m, &layout).await?;
+    match command {
+        CorpusCommand::Add {
+            name,
+            url,
+            digest,
+            branch,
+            include,
+            citation_base,
+            redirect_origins,
+            ..
+        } => {
+            let kind = if digest.is_some() {
+                "release_archive"
+            } else {
+                "git"
+            };
+            let r = c
+                .add_source(pb::AddSourceRequest {
+                    name: name.clone(),
+                    kind: kind.into(),
+                    url,
+                    branch,
+                    digest: digest.unwrap_or_default(),
+                    include,
+                    citation_base: citation_base.unwrap_or_default(),
+                    redirect_origins,
+                })
+                .await?
+                .into_inner();
+            if !r.refusal_code.is_empty() {
+                eprintln!("refused: {}: {}", r.refusal_code, r.detail);
+                return Ok(ExitCode::FAILURE);
+            }
+            println!("added source {name} ({kind}); admit a revision with `reach corpus admit {name} <revision>`");
+            Ok(ExitCode::SUCCESS)
+        }
+        CorpusCommand::Admit {
+            source, revision, ..
+        } => {
+            let stream = c
+                .admit(pb::AdmitRequest { source, revision })
+                .await?
+                .into_inner();
+            render_build(stream).await
+        }
+        CorpusCommand::Build { source, .. } => {
+            let stream = c.build(pb::BuildRequest { source }).await?.into_inner();
+            render_build(stream).await
+        }
+        CorpusCommand::Status { .. } => {
+            let s = c.status(pb::StatusRequest {}).await?.into_inner();
+            print!("{}", render_status(&s.sources));
+            Ok(ExitCode::SUCCESS)
+        }
+        CorpusCommand::Search { query, limit, .. } => {
+            let r = c
+                .search(pb::SearchRequest { query, limit })
+                .await?
+                .into_inner();
+            if !r.refusal_code.is_empty() {
+                eprintln!("refused: {}", r.refusal_code);
+                return Ok(ExitCode::FAILURE);
+            }
+            print!("{}", render_search(&r));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The bars: fetch, parse and index are drawn; validate and activate are brief and only
+/// reported in the summary. Hidden unless stderr is a terminal (piped output stays clean).
+struct Bars {
+    multi: MultiProgress,
+    bars: Vec<(String, ProgressBar)>,
+}
+
+impl Bars {
+    fn new() -> Self {
+        let target = if std::io::stderr().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        Bars {
+            multi: MultiProgress::with_draw_target(target),
+            bars: Vec::new(),
+        }
+    }
+
+    fn update(&mut self, p: &pb::Progress) {
+        if !matches!(p.phase.as_str(), "fetch" | "parse" | "index") {
+            return;
+        }
+        let bar = match self.bars.iter().find(|(n, _)| *n == p.phase) {
+            Some((_, b)) => b.clone(),
+            None => {
+                let unit = match p.phase.as_str() {
+                    "fetch" => "{bytes}/{total_bytes}",
+                    "parse" => "{pos}/{len} files",
+                    _ => "{pos}/{len} passages",
+                };
+                let style = ProgressStyle::with_template(&format!(
+                    "{{prefix:>6}} [{{bar:30}}] {unit} {{elapsed}}"
+                ))
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+                let b = self.multi.add(ProgressBar::new(0).with_style(style));
+                b.set_prefix(p.phase.clone());
+                self.bars.push((p.phase.clone(), b.clone()));
+                b
+            }
+        };
+        bar.set_length(p.total.max(p.done));
+        bar.set_position(p.done);
+        if p.finished {
+            bar.finish();
+        }
+    }
+
+    fn clear(&self) {
+        for (_, b) in &self.bars {
+            b.finish();
+        }
+    }
+}
+
+async fn render_build(
+    mut stream: tonic::codec::Streaming<pb::BuildEvent>,
+) -> anyhow::Result<ExitCode> {
+    let mut bars = Bars::new();
+    while let Some(ev) = stream.next().await {
+        match ev?.event {
+            Some(pb::build_event::Event::Progress(p)) => bars.update(&p),
+            Some(pb::build_event::Event::Summary(s)) => {
+                bars.clear();
+                print!("{}", render_summary(&s));
+                return Ok(ExitCode::SUCCESS);
+            }
+            Some(pb::build_event::Event::Refusal(r)) => {
+                bars.clear();
+                eprintln!("refused: {}: {}", r.code, r.detail);
+                println!("refused {} (the previous snapshot stays active)", r.code);
+                return Ok(ExitCode::FAILURE);
+            }
+            None => {}
+        }
+    }
+    anyhow::bail!("corpus-builder ended the build stream without a summary")
+}
+
+/// The summary table of one build.
+pub fn render_summary(s: &pb::Summary) -> String {
+    let mut t = Table::new();
+    t.load_preset(comfy_table::presets::ASCII_MARKDOWN);
+    t.set_header(vec!["build", "value"]);
+    t.add_row(vec!["snapshot".to_string(), s.snapshot_id.clone()]);
+    t.add_row(vec!["revision".to_string(), s.revision.clone()]);
+    t.add_row(vec!["files accepted".to_string(), s.files_accepted.to_string()]);
+    for r in &s.skipped {
+        t.add_row(vec![format!("skipped ({})", r.rule), r.files.to_string()]);
+    }
+    t.add_row(vec!["passages".to_string(), s.passages.to_string()]);
+    t.add_row(vec!["bytes".to_string(), s.bytes.to_string()]);
+    t.add_row(vec!["index bytes".to_string(), s.index_bytes.to_string()]);
+    t.add_row(vec!["elapsed".to_string(), format!("{} ms", s.elapsed_ms)]);
+    t.add_row(vec!["fresh until".to_string(), when(s.fresh_until_ms)]);
+    format!("{t}\n")
+}
+
+/// One line per source.
+pub fn render_status(sources: &[pb::SourceStatus]) -> String {
+    let mut out = String::new();
+    for s in sources {
+        let or_dash = |v: &str| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                v.to_string()
+            }
+        };
+        out.push_str(&format!(
+            "{} ({}) admitted {} candidate {} active {}",
+            s.source,
+            s.kind,
+            or_dash(&s.admitted_revision),
+            or_dash(&s.candidate_revision),
+            or_dash(&s.active_snapshot_id),
+        ));
+        if !s.active_snapshot_id.is_empty() {
+            out.push_str(&format!(
+                " {} until {}",
+                s.freshness,
+                when(s.fresh_until_ms)
+            ));
+        }
+        out.push_str(&format!(" last-failure {}\n", or_dash(&s.last_failure)));
+    }
+    out
+}
+
+pub fn render_search(r: &pb::SearchResponse) -> String {
+    let mut out = format!("snapshot {} (revision {})\n", r.snapshot_id, r.revision);
+    if r.hits.is_empty() {
+        out.push_str("no passage clears the relevance threshold: not in the docs\n");
+    }
+    for (i, h) in r.hits.iter().enumerate() {
+        out.push_str(&format!(
+            "{:>2}. {} (score {:.2})\n    {}\n    {}\n",
+            i + 1,
+            h.section,
+            h.score,
+            h.url,
+            h.excerpt
+        ));
+    }
+    out
+}
+
+fn when(ms: u64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
