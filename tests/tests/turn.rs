@@ -2,6 +2,7 @@
 //! it, core grounds it in the activated default corpus (the project's docs), answers with the
 //! local extractive cognition, and commits the turn with one PENDING delivery intent that
 //! egress-discord's certificate claims. Out-of-corpus questions are refused with the honest text.
+//! Every claim carries a fresh EgressDecision that only binds exactly what the gate will send.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,12 @@ use reach_proto::core::v1::admission_client::AdmissionClient;
 use reach_proto::core::v1::delivery_client::DeliveryClient;
 use reach_proto::core::v1::trail_client::TrailClient;
 use reach_proto::core::v1::*;
+use reach_proto::ward::v1::RedeemDecisionRequest;
+use reach_proto::ward::v1::ward_client::WardClient;
 use reach_tests::TestBody;
+
+/// The REST base the test claims for, as egress-discord would for its configured API.
+const BASE: &str = "https://discord.test/api/v10";
 
 fn question(id: &str, text: &str) -> AdmitRequest {
     AdmitRequest {
@@ -34,7 +40,10 @@ async fn claim_within(
     let deadline = Instant::now() + limit;
     loop {
         if let Some(i) = sender
-            .claim(ClaimRequest { lease_ms: 5_000 })
+            .claim(ClaimRequest {
+                lease_ms: 5_000,
+                destination_base: BASE.into(),
+            })
             .await
             .unwrap()
             .into_inner()
@@ -135,5 +144,168 @@ async fn a_question_becomes_one_cited_intent_and_an_unknown_one_is_refused() {
         assert!(records.contains(&r), "{r} missing from {records:?}");
     }
     println!("{records:?}");
+    body.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_claim_carries_a_fresh_decision_bound_to_what_is_sent() {
+    let body = TestBody::start().await;
+    let core = body.manifest.principal("core");
+    let as_gate = |port: &str, server| {
+        reach_port::connect_lazy(body.socket(port), &body.material("egress-discord"), server)
+    };
+    let mut edge = AdmissionClient::new(reach_port::connect_lazy(
+        body.socket("core.admission"),
+        &body.material("ingress-edge"),
+        core.clone(),
+    ));
+    let mut operator = TrailClient::new(reach_port::connect_lazy(
+        body.socket("core.trail"),
+        &body.material("operator"),
+        core.clone(),
+    ));
+    let mut sender = DeliveryClient::new(as_gate("core.delivery", core));
+    let mut ward = WardClient::new(as_gate("ward.authority", body.manifest.principal("ward")));
+    operator
+        .reconcile_vault(ReconcileVaultRequest {
+            kind: "GENESIS".into(),
+            note: "test deployment".into(),
+        })
+        .await
+        .unwrap();
+    edge.admit(question("m-20", "How does a port authenticate a call?"))
+        .await
+        .unwrap();
+    let intent = claim_within(&mut sender, Duration::from_secs(20)).await;
+
+    // The decision binds this attempt: the URL under the gate's base, the exact content bytes.
+    assert!(!intent.egress_decision_id.is_empty());
+    assert_eq!(intent.destination, format!("{BASE}/channels/c1/messages"));
+    let content = reach_digest::Sha256Digest::of(&intent.parts[0]).to_string();
+    assert_eq!(intent.content_digest, content);
+
+    // SUBMITTING needs exactly the decision core issued for this claim.
+    let submit = |decision: &str| MarkSubmittingRequest {
+        intent_id: intent.intent_id.clone(),
+        generation: intent.generation,
+        egress_decision_id: decision.into(),
+    };
+    let wrong = sender
+        .mark_submitting(submit("dec_forged"))
+        .await
+        .unwrap_err();
+    assert_eq!(wrong.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        wrong.message().starts_with("egress/decision-mismatch"),
+        "{}",
+        wrong.message()
+    );
+
+    // Ward redeems it only for the same destination and content, exactly once.
+    let redeem = |destination: &str, digest: &str| RedeemDecisionRequest {
+        decision_id: intent.egress_decision_id.clone(),
+        destination: destination.into(),
+        payload_digest: digest.into(),
+    };
+    let altered = reach_digest::Sha256Digest::of("something else").to_string();
+    let r = ward
+        .redeem_decision(redeem(&intent.destination, &altered))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (r.admitted, r.refusal_code.as_str()),
+        (false, "decision/payload-mismatch")
+    );
+    let elsewhere = format!("{BASE}/channels/c2/messages");
+    let r = ward
+        .redeem_decision(redeem(&elsewhere, &content))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (r.admitted, r.refusal_code.as_str()),
+        (false, "decision/destination-mismatch")
+    );
+    let r = ward
+        .redeem_decision(redeem(&intent.destination, &content))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.admitted, "{}", r.refusal_code);
+    assert_eq!(
+        r.attempt_id,
+        format!("{}#g{}", intent.intent_id, intent.generation)
+    );
+    let again = ward
+        .redeem_decision(redeem(&intent.destination, &content))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (again.admitted, again.refusal_code.as_str()),
+        (false, "decision/already-redeemed")
+    );
+    sender
+        .mark_submitting(submit(&intent.egress_decision_id))
+        .await
+        .unwrap();
+
+    // The ledger holds the decision on the turn's chain.
+    let trail = operator
+        .get_trail(GetTrailRequest { key: "m-20".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    let decision = trail
+        .edges
+        .iter()
+        .find(|e| e.record == "EgressDecision")
+        .unwrap_or_else(|| panic!("no EgressDecision on the trail: {:?}", trail.edges));
+    assert_eq!(decision.id, intent.egress_decision_id);
+
+    // A pre-submit reclaim is a new generation with a new decision; ward's concurrency budget
+    // (4 live decisions per task) then refuses, and the refused claim hands nothing out.
+    edge.admit(question("m-21", "How does a port authenticate a call?"))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let refusal = loop {
+        let r = sender
+            .claim(ClaimRequest {
+                lease_ms: 1,
+                destination_base: BASE.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        match r.intent {
+            Some(i) => seen.push((i.generation, i.egress_decision_id)),
+            None if !r.refusal_code.is_empty() => break r,
+            None => {}
+        }
+        assert!(seen.len() <= 8, "ward never refused: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        (
+            refusal.refusal_code.as_str(),
+            refusal.refusal_detail.as_str()
+        ),
+        ("decision/over-budget", "concurrency")
+    );
+    let generations: Vec<_> = seen.iter().map(|(g, _)| *g).collect();
+    assert_eq!(generations, [1, 2, 3, 4], "{seen:?}");
+    let mut ids: Vec<_> = seen.iter().map(|(_, d)| d.clone()).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "every claim has its own decision: {seen:?}");
+    // A forged base is refused before ward is asked.
+    let bad = sender
+        .claim(ClaimRequest {
+            lease_ms: 1,
+            destination_base: "http://discord.test/api/v10".into(),
+        })
+        .await;
+    assert_eq!(bad.unwrap_err().code(), tonic::Code::InvalidArgument);
     body.stop().await;
 }

@@ -64,7 +64,8 @@ pub(crate) fn turn_id(admission: &AdmissionId) -> TurnId {
     TurnId(format!("turn_{}", &admission.0["adm_".len()..]))
 }
 
-pub(crate) fn run_id(turn: &TurnId, pattern_id: &str, revision: &str) -> RunId {
+/// The Run id of a turn under one Pattern revision (deterministic, so a redelivery finds it).
+pub fn run_id(turn: &TurnId, pattern_id: &str, revision: &str) -> RunId {
     let d = Sha256Digest::of_parts([
         turn.0.as_bytes(),
         pattern_id.as_bytes(),

@@ -1,5 +1,6 @@
 //! reach-core: the turn owner. Holds the Phylactery; no network, no credential but the vault's.
 
+mod authority;
 mod pipeline;
 mod ports;
 
@@ -52,13 +53,10 @@ fn main() -> std::process::ExitCode {
                 anyhow::bail!("settings.refusals must be \"post\" or \"silent\", not {other:?}")
             }
         };
-        let pipeline = pipeline::Pipeline::new(
-            vault.clone(),
-            corpus_root,
-            role.client("ward.authority")?,
-            policy,
-        );
-        let core = ports::Core::new(vault, role.config.habitat.clone(), pipeline);
+        let ward = role.client("ward.authority")?;
+        let pipeline = pipeline::Pipeline::new(vault.clone(), corpus_root, ward.clone(), policy);
+        let authority = authority::DeliveryAuthority::new(ward, vault.clone());
+        let core = ports::Core::new(vault, role.config.habitat.clone(), pipeline, authority);
         role.serve("core.admission", core.admission())?;
         role.serve("core.delivery", core.delivery())?;
         role.serve("core.trail", core.trail())?;

@@ -19,10 +19,11 @@ use tonic::transport::Channel;
 
 use crate::ports::DiscordEffect;
 
-/// How long a turn may take end to end; the Sigil expires with it.
-pub const TURN_DEADLINE: Duration = Duration::from_secs(60);
+/// How long the task may live: answering plus delivery. The Sigil expires with it, and with it
+/// every chance of a fresh EgressDecision for the reply (ward caps it at its time budget).
+pub const TASK_LIFETIME: Duration = Duration::from_secs(120);
 /// The Pattern (workflow) revision every public question runs.
-const PATTERN: (&str, &str) = ("reach.public-answer", "1");
+pub const PATTERN: (&str, &str) = ("reach.public-answer", "1");
 
 #[derive(Debug, Clone)]
 pub struct Pipeline {
@@ -56,18 +57,25 @@ impl Pipeline {
     /// Runs the turn and commits its outcome exactly once. A failure to commit leaves the turn
     /// OPEN; a redelivered event or recovery picks it up.
     pub async fn run(&self, turn: ledger::TurnId, req: AdmitRequest) {
-        let outcome = self.decide(&turn, &req).await;
+        let (outcome, sigil_id) = self.decide(&turn, &req).await;
         let parts = outcome
             .view
             .as_ref()
             .map(|v| render(v, self.policy))
             .unwrap_or_default();
         // One intent per turn: the first part. Multi-part answers need one intent per part.
-        let intent = parts.into_iter().next().map(|content| {
+        // Without a Sigil nothing can ever be delivered, so no intent is committed.
+        let first = if sigil_id.is_empty() {
+            None
+        } else {
+            parts.into_iter().next()
+        };
+        let intent = first.map(|content| {
             let effect = DiscordEffect {
                 channel_id: req.channel_id.clone(),
                 reply_to_message_id: req.reply_to_message_id.clone(),
                 parts: vec![content],
+                sigil_id: sigil_id.clone(),
             };
             let effect = serde_json::to_string(&effect).expect("effect serializes");
             ledger::DeliveryIntentSpec {
@@ -88,7 +96,19 @@ impl Pipeline {
         }
     }
 
-    async fn decide(&self, turn: &ledger::TurnId, req: &AdmitRequest) -> Outcome {
+    /// Decides the turn's outcome; also returns the task's Sigil id (empty when ward minted none).
+    async fn decide(&self, turn: &ledger::TurnId, req: &AdmitRequest) -> (Outcome, String) {
+        let mut sigil = String::new();
+        let outcome = self.decide_with(turn, req, &mut sigil).await;
+        (outcome, sigil)
+    }
+
+    async fn decide_with(
+        &self,
+        turn: &ledger::TurnId,
+        req: &AdmitRequest,
+        sigil: &mut String,
+    ) -> Outcome {
         let refused = |state, reason: String, view| Outcome {
             state,
             reason: Some(reason),
@@ -96,7 +116,7 @@ impl Pipeline {
         };
 
         // Admit: guest scope and task Sigil at ward (rate limits and budgets apply here).
-        let expires = SystemTime::now() + TURN_DEADLINE;
+        let expires = SystemTime::now() + TASK_LIFETIME;
         let expires_at_ms = expires
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default()
@@ -115,7 +135,7 @@ impl Pipeline {
             })
             .await;
         match scope {
-            Ok(r) if r.get_ref().refusal_code.is_empty() => {}
+            Ok(r) if r.get_ref().refusal_code.is_empty() => *sigil = r.into_inner().sigil_id,
             // Over the admitted rate: refused, counted at ward, and nothing is posted.
             Ok(r) => return refused(TurnState::Refused, r.into_inner().refusal_code, None),
             Err(s) => {

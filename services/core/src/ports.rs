@@ -14,18 +14,23 @@ use reach_proto::core::v1::delivery_server::{Delivery, DeliveryServer};
 use reach_proto::core::v1::trail_server::{Trail, TrailServer};
 use tonic::{Request, Response, Status};
 
+use crate::authority::DeliveryAuthority;
 use crate::pipeline::Pipeline;
 
 /// Longest lease a claimer may ask for; a crashed sender's pre-submit claim frees up after it.
 const MAX_LEASE_MS: u32 = 60_000;
 const DEFAULT_LEASE_MS: u32 = 15_000;
 
-/// The effect a Discord delivery intent carries: what will be posted, where.
+/// The effect a Discord delivery intent carries: what will be posted, where, and under which
+/// task Sigil. Committed with the turn; only `channel_id`, `reply_to_message_id` and `parts`
+/// ever leave core (the Sigil is secret-free but stays here: it only asks ward for decisions).
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DiscordEffect {
     pub channel_id: String,
     pub reply_to_message_id: String,
     pub parts: Vec<String>,
+    pub sigil_id: String,
 }
 
 #[derive(Debug, Clone)]
@@ -33,16 +38,23 @@ pub struct Core {
     vault: Phylactery,
     habitat: String,
     pipeline: Pipeline,
+    authority: DeliveryAuthority,
     /// Turns whose pipeline runs in this process, so a redelivery does not start a second one.
     running: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Core {
-    pub fn new(vault: Phylactery, habitat: String, pipeline: Pipeline) -> Self {
+    pub fn new(
+        vault: Phylactery,
+        habitat: String,
+        pipeline: Pipeline,
+        authority: DeliveryAuthority,
+    ) -> Self {
         Self {
             vault,
             habitat,
             pipeline,
+            authority,
             running: Arc::default(),
         }
     }
@@ -167,6 +179,9 @@ impl Delivery for Core {
         req: Request<pb::ClaimRequest>,
     ) -> Result<Response<pb::ClaimResponse>, Status> {
         let owner = peer(&req)?;
+        let base = req.get_ref().destination_base.clone();
+        // Refused before anything is claimed: a bad base must not consume a generation.
+        crate::authority::check_base(&base)?;
         let ms = match req.get_ref().lease_ms {
             0 => DEFAULT_LEASE_MS,
             n => n.min(MAX_LEASE_MS),
@@ -176,25 +191,40 @@ impl Delivery for Core {
             .claim_next(&owner, std::time::Duration::from_millis(u64::from(ms)))
             .await
             .map_err(status)?;
-        let intent = match claimed {
-            None => None,
-            Some(c) => {
-                let effect: DiscordEffect = serde_json::from_str(&c.effect).map_err(|e| {
-                    Status::internal(format!("intent effect is not a Discord effect: {e}"))
-                })?;
-                Some(pb::DeliveryIntent {
-                    intent_id: c.lease.intent_id.0,
-                    generation: c.lease.generation as u64,
-                    channel_id: effect.channel_id,
-                    reply_to_message_id: effect.reply_to_message_id,
-                    nonce: c.nonce,
-                    payload_digest: c.payload_digest.to_string(),
-                    parts: effect.parts,
-                    lease_expires_at_ms: c.lease.expires_at.0 as u64,
-                })
+        let Some(c) = claimed else {
+            return Ok(Response::new(pb::ClaimResponse::default()));
+        };
+        let effect: DiscordEffect = serde_json::from_str(&c.effect)
+            .map_err(|e| Status::internal(format!("intent effect is not a Discord effect: {e}")))?;
+        // No decision, no send: the intent stays leased (unsent) and the gate is told why.
+        let issued = match self.authority.issue(&c, &effect, &base).await? {
+            Ok(d) => d,
+            Err(refused) => {
+                tracing::warn!(intent = %c.lease.intent_id.0, code = %refused.code, "ward refused the delivery's EgressDecision");
+                return Ok(Response::new(pb::ClaimResponse {
+                    intent: None,
+                    refusal_code: refused.code,
+                    refusal_detail: refused.detail,
+                }));
             }
         };
-        Ok(Response::new(pb::ClaimResponse { intent }))
+        Ok(Response::new(pb::ClaimResponse {
+            intent: Some(pb::DeliveryIntent {
+                intent_id: c.lease.intent_id.0,
+                generation: c.lease.generation as u64,
+                channel_id: effect.channel_id,
+                reply_to_message_id: effect.reply_to_message_id,
+                nonce: c.nonce,
+                payload_digest: c.payload_digest.to_string(),
+                parts: effect.parts,
+                lease_expires_at_ms: c.lease.expires_at.0 as u64,
+                egress_decision_id: issued.decision_id,
+                decision_expires_at_ms: issued.expires_at_ms,
+                destination: issued.destination,
+                content_digest: issued.content_digest.to_string(),
+            }),
+            ..Default::default()
+        }))
     }
 
     async fn mark_submitting(
@@ -203,6 +233,8 @@ impl Delivery for Core {
     ) -> Result<Response<pb::MarkSubmittingResponse>, Status> {
         let owner = peer(&req)?;
         let r = req.into_inner();
+        self.authority
+            .take(&r.intent_id, r.generation as i64, &r.egress_decision_id)?;
         self.vault
             .mark_submitting(&lease(r.intent_id, r.generation, owner))
             .await

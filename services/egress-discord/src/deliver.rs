@@ -1,10 +1,12 @@
-//! The delivery loop: claim, SUBMITTING, send, settle; and reconciliation of UNKNOWN outcomes.
+//! The delivery loop: claim (with core's fresh EgressDecision), redeem the decision at ward,
+//! SUBMITTING, send, settle; and reconciliation of UNKNOWN outcomes.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reach_destination::{StaticResolver, TcpDialer};
+use reach_digest::Sha256Digest;
 use reach_discord::Snowflake;
 use reach_discord::delivery::{CreateMessage, CreateOutcome, Nonce, Reconciliation};
 use reach_discord::rest::{RECONCILE_SETTLE, RestClient};
@@ -13,6 +15,8 @@ use reach_proto::core::v1::{
     ClaimRequest, DeliveryIntent, DeliveryOutcome, MarkSubmittingRequest, ReconcileRequest,
     SettleRequest,
 };
+use reach_proto::ward::v1::RedeemDecisionRequest;
+use reach_proto::ward::v1::ward_client::WardClient;
 use tonic::transport::Channel;
 
 type Rest = RestClient<StaticResolver, TcpDialer>;
@@ -31,11 +35,20 @@ struct Unknown {
     since: Instant,
 }
 
-pub async fn run(
-    mut core: DeliveryClient<Channel>,
-    rest: Arc<Rest>,
-    stop: impl Future<Output = ()>,
-) {
+/// The two ports this gate calls.
+pub struct Peers {
+    pub core: DeliveryClient<Channel>,
+    pub ward: WardClient<Channel>,
+    /// The exact base URL this gate dials; every decision binds a URL under it.
+    pub base: String,
+}
+
+pub async fn run(peers: Peers, rest: Arc<Rest>, stop: impl Future<Output = ()>) {
+    let Peers {
+        mut core,
+        mut ward,
+        base,
+    } = peers;
     tokio::pin!(stop);
     let mut unknown: Vec<Unknown> = Vec::new();
     let mut last_reconcile = Instant::now();
@@ -46,15 +59,20 @@ pub async fn run(
         }
         let claimed = tokio::select! {
             _ = &mut stop => return,
-            c = core.claim(ClaimRequest { lease_ms: LEASE_MS }) => c,
+            c = core.claim(ClaimRequest { lease_ms: LEASE_MS, destination_base: base.clone() }) => c,
         };
-        match claimed.map(|r| r.into_inner().intent) {
-            Ok(Some(intent)) => {
-                if let Some(u) = deliver(&mut core, &rest, intent).await {
+        match claimed.map(|r| r.into_inner()) {
+            Ok(r) if r.intent.is_some() => {
+                let intent = r.intent.expect("checked");
+                if let Some(u) = deliver(&mut core, &mut ward, &rest, &base, intent).await {
                     unknown.push(u);
                 }
             }
-            Ok(None) => tokio::time::sleep(IDLE_POLL).await,
+            Ok(r) if !r.refusal_code.is_empty() => {
+                tracing::warn!(code = %r.refusal_code, detail = %r.refusal_detail, "no EgressDecision for a claimable intent; nothing sent");
+                tokio::time::sleep(IDLE_POLL).await;
+            }
+            Ok(_) => tokio::time::sleep(IDLE_POLL).await,
             Err(s) => {
                 tracing::warn!(code = ?s.code(), "claim failed");
                 tokio::time::sleep(IDLE_POLL * 10).await;
@@ -95,22 +113,58 @@ async fn settle(
     }
 }
 
+/// Redeems the claim's decision at ward for exactly what this gate is about to send: the URL it
+/// dials and the digest of the content bytes, computed here rather than taken from core.
+async fn redeem(
+    ward: &mut WardClient<Channel>,
+    base: &str,
+    intent: &DeliveryIntent,
+    msg: &CreateMessage,
+) -> Result<(), String> {
+    let destination = format!("{base}/channels/{}/messages", msg.channel_id);
+    let r = ward
+        .redeem_decision(RedeemDecisionRequest {
+            decision_id: intent.egress_decision_id.clone(),
+            destination,
+            payload_digest: Sha256Digest::of(&msg.content).to_string(),
+        })
+        .await
+        .map_err(|s| format!("ward: {:?}", s.code()))?
+        .into_inner();
+    if !r.admitted {
+        return Err(r.refusal_code);
+    }
+    // The decision names the one physical attempt it admits: this intent at this generation.
+    let attempt = format!("{}#g{}", intent.intent_id, intent.generation);
+    if r.attempt_id != attempt {
+        return Err(format!("decision/attempt-mismatch: {}", r.attempt_id));
+    }
+    Ok(())
+}
+
 /// Sends one claimed intent. Returns the intent when its outcome is UNKNOWN.
 async fn deliver(
     core: &mut DeliveryClient<Channel>,
+    ward: &mut WardClient<Channel>,
     rest: &Rest,
+    base: &str,
     intent: DeliveryIntent,
 ) -> Option<Unknown> {
     let Some(msg) = message(&intent) else {
         tracing::warn!(intent = %intent.intent_id, "intent is not a sendable Discord message");
         return None;
     };
+    // No redeemed decision, no byte: the lease lapses and a reclaim gets a fresh decision.
+    if let Err(code) = redeem(ward, base, &intent, &msg).await {
+        tracing::warn!(intent = %intent.intent_id, %code, "EgressDecision not redeemed; not sent");
+        return None;
+    }
     // SUBMITTING is durable before any byte leaves; from here on this intent is never resent.
     let submitting = core
         .mark_submitting(MarkSubmittingRequest {
             intent_id: intent.intent_id.clone(),
             generation: intent.generation,
-            egress_decision_id: String::new(),
+            egress_decision_id: intent.egress_decision_id.clone(),
         })
         .await;
     if let Err(s) = submitting {

@@ -16,6 +16,7 @@ use reach_discord::rest::{RestClient, RestConfig};
 use reach_discord::{BotToken, Snowflake};
 use reach_manifest::CredentialKind;
 use reach_proto::core::v1::delivery_client::DeliveryClient;
+use reach_proto::ward::v1::ward_client::WardClient;
 
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,6 +68,7 @@ fn main() -> std::process::ExitCode {
         };
         let policy = AdmissionPolicy::default().with_local_road(Host::Name(host.clone()), road);
         let resolver = StaticResolver::new().with(&host, [road.ip()]);
+        let base_url = settings.rest_base_url.clone();
         let rest = RestClient::new(RestConfig {
             base_url: settings.rest_base_url,
             token,
@@ -74,8 +76,12 @@ fn main() -> std::process::ExitCode {
             admission: Arc::new(Admission::new(policy, resolver)),
             connector: PinnedConnector::new(roots, TcpDialer)?,
         })?;
-        let core = DeliveryClient::new(role.client("core.delivery")?);
-        tokio::spawn(deliver::run(core, Arc::new(rest), role.shutdown_signal()));
+        let peers = deliver::Peers {
+            core: DeliveryClient::new(role.client("core.delivery")?),
+            ward: WardClient::new(role.client("ward.authority")?),
+            base: base_url.trim_end_matches('/').to_owned(),
+        };
+        tokio::spawn(deliver::run(peers, Arc::new(rest), role.shutdown_signal()));
         Ok(())
     })
 }

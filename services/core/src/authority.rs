@@ -1,0 +1,181 @@
+//! The EgressDecision for every Discord delivery claim.
+//!
+//! Core holds the task's Sigil; the gate (egress-discord) never sees it. When the gate claims an
+//! intent, core asks ward for a fresh decision bound to this one physical attempt — this intent at
+//! this claim generation, the exact URL the gate dials, the digest of the exact content bytes —
+//! records it in the ledger, and hands the gate only the decision id. The gate redeems it at ward
+//! (exactly once, only as `egress-discord`) before it marks SUBMITTING, and core accepts
+//! SUBMITTING only with the decision it issued for that generation. A reclaim after a pre-submit
+//! failure is a new generation and so needs a new decision.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use reach_digest::Sha256Digest;
+use reach_phylactery as ledger;
+use reach_phylactery::{ClaimedIntent, Phylactery, UnixMillis};
+use reach_proto::ward::v1::IssueDecisionRequest;
+use reach_proto::ward::v1::ward_client::WardClient;
+use tonic::Status;
+use tonic::transport::Channel;
+
+use crate::pipeline::PATTERN;
+use crate::ports::DiscordEffect;
+
+/// The purpose ward's policy maps to the one redeemer `egress-discord`.
+pub const PURPOSE: &str = "discord-delivery";
+/// The policy the public answer's payload was formed under, bound into every decision.
+pub const POLICY_REVISION: &str = "reach.public-answer/1";
+/// Labels of a public answer: formed from a public question and the public corpus only.
+const LABELS: [&str; 1] = ["public"];
+/// Longest accepted `destination_base` from a claimer.
+const MAX_BASE_BYTES: usize = 512;
+
+/// What ward bound for one claim.
+#[derive(Debug, Clone)]
+pub struct Issued {
+    pub decision_id: String,
+    pub expires_at_ms: u64,
+    pub destination: String,
+    pub content_digest: Sha256Digest,
+}
+
+/// Why a claim carries no decision: ward's typed refusal, passed through verbatim.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    pub code: String,
+    pub detail: String,
+}
+
+/// The attempt id ward binds: one intent at one claim generation.
+pub fn attempt_id(intent: &ledger::IntentId, generation: i64) -> String {
+    format!("{}#g{generation}", intent.0)
+}
+
+/// Refuses a claimer's base URL that could not be a decision's destination.
+pub fn check_base(base: &str) -> Result<(), Status> {
+    if base.len() > MAX_BASE_BYTES
+        || !base.starts_with("https://")
+        || base.ends_with('/')
+        || base.bytes().any(|b| !b.is_ascii_graphic())
+    {
+        return Err(Status::invalid_argument(
+            "destination_base must be an https:// base URL without a trailing slash",
+        ));
+    }
+    Ok(())
+}
+
+/// The Create Message URL for a channel under the gate's base.
+pub fn destination(base: &str, channel_id: &str) -> String {
+    format!("{base}/channels/{channel_id}/messages")
+}
+
+/// One claim: (intent id, generation).
+type ClaimKey = (String, i64);
+
+#[derive(Debug, Clone)]
+pub struct DeliveryAuthority {
+    ward: WardClient<Channel>,
+    vault: Phylactery,
+    /// Decisions issued per (intent, generation), until MarkSubmitting consumes them or their
+    /// expiry passes. Lost on restart, which only refuses a pending MarkSubmitting: the gate then
+    /// lets its lease lapse and the reclaim gets a new decision. Nothing is ever sent unbound.
+    issued: Arc<Mutex<HashMap<ClaimKey, (String, UnixMillis)>>>,
+}
+
+impl DeliveryAuthority {
+    pub fn new(ward: Channel, vault: Phylactery) -> Self {
+        Self {
+            ward: WardClient::new(ward),
+            vault,
+            issued: Arc::default(),
+        }
+    }
+
+    /// Obtains and records the decision for a fresh claim.
+    pub async fn issue(
+        &self,
+        claimed: &ClaimedIntent,
+        effect: &DiscordEffect,
+        base: &str,
+    ) -> Result<Result<Issued, Refused>, Status> {
+        check_base(base)?;
+        let content = effect
+            .parts
+            .first()
+            .ok_or_else(|| Status::internal("intent effect has no content"))?;
+        let destination = destination(base, &effect.channel_id);
+        let content_digest = Sha256Digest::of(content);
+        let run = ledger::ids::run_id(&claimed.turn_id, PATTERN.0, PATTERN.1);
+        let generation = claimed.lease.generation;
+        let r = self
+            .ward
+            .clone()
+            .issue_decision(IssueDecisionRequest {
+                sigil_id: effect.sigil_id.clone(),
+                // Ward knows the task by the turn id it admitted the scope for.
+                run_id: claimed.turn_id.0.clone(),
+                attempt_id: attempt_id(&claimed.lease.intent_id, generation),
+                destination: destination.clone(),
+                purpose: PURPOSE.into(),
+                payload_digest: content_digest.to_string(),
+                labels: LABELS.iter().map(|l| (*l).to_owned()).collect(),
+                cut_receipt_digest: String::new(),
+                policy_revision: POLICY_REVISION.into(),
+                max_tokens: 0,
+                max_spend_micros: 0,
+            })
+            .await
+            .map_err(|s| Status::unavailable(format!("ward: {:?}", s.code())))?
+            .into_inner();
+        if !r.refusal_code.is_empty() {
+            return Ok(Err(Refused {
+                code: r.refusal_code,
+                detail: r.refusal_detail,
+            }));
+        }
+        let expires_at = UnixMillis(i64::try_from(r.expires_at_ms).unwrap_or(i64::MAX));
+        self.vault
+            .record_egress_decision(
+                &run,
+                &ledger::EgressDecisionRef {
+                    decision_id: ledger::DecisionId(r.decision_id.clone()),
+                    destination: destination.clone(),
+                    purpose: PURPOSE.into(),
+                    payload_digest: content_digest,
+                    expires_at,
+                },
+            )
+            .await
+            .map_err(|e| Status::unavailable(format!("{}: {e}", e.code())))?;
+        let mut issued = self.issued.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.vault.now();
+        issued.retain(|_, (_, exp)| *exp > now);
+        issued.insert(
+            (claimed.lease.intent_id.0.clone(), generation),
+            (r.decision_id.clone(), expires_at),
+        );
+        Ok(Ok(Issued {
+            decision_id: r.decision_id,
+            expires_at_ms: r.expires_at_ms,
+            destination,
+            content_digest,
+        }))
+    }
+
+    /// Consumes the decision issued for this generation; SUBMITTING needs exactly that one.
+    pub fn take(&self, intent_id: &str, generation: i64, decision_id: &str) -> Result<(), Status> {
+        let mut issued = self.issued.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (intent_id.to_owned(), generation);
+        match issued.get(&key) {
+            Some((id, _)) if id == decision_id => {
+                issued.remove(&key);
+                Ok(())
+            }
+            _ => Err(Status::failed_precondition(
+                "egress/decision-mismatch: SUBMITTING needs the EgressDecision core issued for this claim",
+            )),
+        }
+    }
+}
