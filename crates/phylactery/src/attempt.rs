@@ -10,7 +10,7 @@
 use reach_digest::Sha256Digest;
 
 use crate::Phylactery;
-use crate::backend::{Row, args};
+use crate::backend::{Row, Tx, args};
 use crate::clock::UnixMillis;
 use crate::error::{LedgerError, Result};
 use crate::ids::{self, AttemptId, DecisionId, RunId, TurnId};
@@ -68,7 +68,7 @@ pub enum AttemptChannel {
 }
 
 impl AttemptChannel {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::ServiceJob => "SERVICE_JOB",
             Self::IntercomTask => "INTERCOM_TASK",
@@ -240,16 +240,39 @@ impl Phylactery {
 
     /// Persists a new attempt under a recorded, unused, unexpired decision whose destination and
     /// payload digest match the attempt exactly.
+    ///
+    /// An Intercom task is persisted with [`Phylactery::persist_intercom_task`], which writes
+    /// its task/outbox record in the same transaction; this path refuses that channel.
     pub async fn persist_attempt(
         &self,
         run: &RunId,
         decision: &DecisionId,
         spec: &AttemptSpec,
     ) -> Result<AttemptRecord> {
+        if spec.channel == AttemptChannel::IntercomTask {
+            return Err(LedgerError::InvalidInput(
+                "an Intercom attempt is persisted with its task record (persist_intercom_task)",
+            ));
+        }
         self.require_serving().await?;
         let now = self.now();
         let mut tx = self.pool().begin().await?;
-        let d = tx
+        let record = persist_attempt_in(&mut tx, run, decision, spec, now).await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+}
+
+/// Checks the decision and the run's earlier attempts and inserts a PERSISTED attempt, inside
+/// the caller's transaction (the Intercom path adds its task record to the same commit).
+pub(crate) async fn persist_attempt_in(
+    tx: &mut Tx,
+    run: &RunId,
+    decision: &DecisionId,
+    spec: &AttemptSpec,
+    now: UnixMillis,
+) -> Result<AttemptRecord> {
+    let d = tx
             .fetch_optional(
                 "SELECT run_id, destination, payload_digest, expires_at FROM egress_decision_ref WHERE decision_id = $1",
                 &args![&decision.0],
@@ -259,43 +282,43 @@ impl Phylactery {
                 record: "EgressDecision",
                 id: decision.0.clone(),
             })?;
-        if d.text("run_id")? != run.0
-            || d.text("destination")? != spec.destination
-            || d.text("payload_digest")? != spec.request_digest.to_string()
-        {
-            return Err(LedgerError::InvalidInput(
-                "the egress decision binds another run, destination or payload",
-            ));
-        }
-        if UnixMillis(d.int("expires_at")?) <= now {
-            return Err(LedgerError::InvalidInput("the egress decision expired"));
-        }
-        if tx
-            .fetch_optional(
-                "SELECT attempt_id FROM service_job_attempt WHERE decision_id = $1",
-                &args![&decision.0],
-            )
-            .await?
-            .is_some()
-        {
-            return Err(LedgerError::DecisionReused {
-                decision_id: decision.0.clone(),
-            });
-        }
-        if tx
-            .fetch_optional(
-                "SELECT attempt_id FROM service_job_attempt
+    if d.text("run_id")? != run.0
+        || d.text("destination")? != spec.destination
+        || d.text("payload_digest")? != spec.request_digest.to_string()
+    {
+        return Err(LedgerError::InvalidInput(
+            "the egress decision binds another run, destination or payload",
+        ));
+    }
+    if UnixMillis(d.int("expires_at")?) <= now {
+        return Err(LedgerError::InvalidInput("the egress decision expired"));
+    }
+    if tx
+        .fetch_optional(
+            "SELECT attempt_id FROM service_job_attempt WHERE decision_id = $1",
+            &args![&decision.0],
+        )
+        .await?
+        .is_some()
+    {
+        return Err(LedgerError::DecisionReused {
+            decision_id: decision.0.clone(),
+        });
+    }
+    if tx
+        .fetch_optional(
+            "SELECT attempt_id FROM service_job_attempt
                  WHERE run_id = $1 AND state IN ('PERSISTED', 'SUBMITTING', 'INDETERMINATE')",
-                &args![&run.0],
-            )
-            .await?
-            .is_some()
-        {
-            return Err(LedgerError::UnsettledAttempt {
-                run_id: run.0.clone(),
-            });
-        }
-        let no = tx
+            &args![&run.0],
+        )
+        .await?
+        .is_some()
+    {
+        return Err(LedgerError::UnsettledAttempt {
+            run_id: run.0.clone(),
+        });
+    }
+    let no = tx
             .fetch_optional(
                 "SELECT COALESCE(MAX(attempt_no), 0) + 1 AS next FROM service_job_attempt WHERE run_id = $1",
                 &args![&run.0],
@@ -303,8 +326,8 @@ impl Phylactery {
             .await?
             .ok_or_else(|| LedgerError::Corrupt("no attempt count".into()))?
             .int("next")?;
-        let id = ids::attempt_id(run, no);
-        tx.execute(
+    let id = ids::attempt_id(run, no);
+    tx.execute(
             "INSERT INTO service_job_attempt (attempt_id, run_id, attempt_no, channel, decision_id, destination,
                 request_digest, protocol_id, state, persisted_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'PERSISTED', $9)",
@@ -321,27 +344,38 @@ impl Phylactery {
             ],
         )
         .await?;
-        tx.commit().await?;
-        Ok(AttemptRecord {
-            attempt_id: id,
-            run_id: run.clone(),
-            attempt_no: no,
-            decision_id: decision.clone(),
-            state: AttemptState::Persisted,
-        })
-    }
+    Ok(AttemptRecord {
+        attempt_id: id,
+        run_id: run.clone(),
+        attempt_no: no,
+        decision_id: decision.clone(),
+        state: AttemptState::Persisted,
+    })
+}
 
+impl Phylactery {
     /// Persists SUBMITTING; only after this may the first byte leave.
     pub async fn mark_attempt_submitting(&self, id: &AttemptId) -> Result<()> {
         let now = self.now();
-        self.attempt_transition(
-            id,
-            AttemptState::Persisted,
-            AttemptState::Submitting,
-            "UPDATE service_job_attempt SET state = 'SUBMITTING', submitting_at = $1 WHERE attempt_id = $2 AND state = 'PERSISTED'",
+        let mut tx = self.pool().begin().await?;
+        let changed = tx
+            .execute(
+                "UPDATE service_job_attempt SET state = 'SUBMITTING', submitting_at = $1 WHERE attempt_id = $2 AND state = 'PERSISTED'",
+                &args![now.0, &id.0],
+            )
+            .await?;
+        if changed != 1 {
+            drop(tx);
+            return Err(self.attempt_wrong_state(id, AttemptState::Persisted).await);
+        }
+        // An Intercom attempt's task record moves with it (no row for a provider call).
+        tx.execute(
+            "UPDATE intercom_task SET state = 'SUBMITTING', submitting_at = $1, updated_at = $1
+             WHERE attempt_id = $2 AND state = 'OUTBOX'",
             &args![now.0, &id.0],
         )
-        .await
+        .await?;
+        tx.commit().await
     }
 
     /// Settles an attempt from what its owner knows.
@@ -374,15 +408,28 @@ impl Phylactery {
             ),
         };
         debug_assert!(from.can_become(to));
-        self.attempt_transition(
-            id,
-            from,
-            to,
-            "UPDATE service_job_attempt SET state = $1, response_digest = $2, detail = $3, settled_at = $4
-             WHERE attempt_id = $5 AND state = $6",
-            &args![to.as_str(), response, detail, now.0, &id.0, from.as_str()],
-        )
-        .await
+        let mut tx = self.pool().begin().await?;
+        let changed = tx
+            .execute(
+                "UPDATE service_job_attempt SET state = $1, response_digest = $2, detail = $3, settled_at = $4
+                 WHERE attempt_id = $5 AND state = $6",
+                &args![to.as_str(), response, &detail, now.0, &id.0, from.as_str()],
+            )
+            .await?;
+        if changed != 1 {
+            drop(tx);
+            return Err(self.attempt_wrong_state(id, from).await);
+        }
+        if to == AttemptState::AbandonedBeforeSubmit {
+            // Nothing left for the peer either: the outbox record is abandoned with it.
+            tx.execute(
+                "UPDATE intercom_task SET state = 'ABANDONED_BEFORE_SUBMIT', evidence = $1, updated_at = $2
+                 WHERE attempt_id = $3 AND state = 'OUTBOX'",
+                &args![&detail, now.0, &id.0],
+            )
+            .await?;
+        }
+        tx.commit().await
     }
 
     /// Settles an INDETERMINATE attempt from independent evidence.
@@ -443,21 +490,11 @@ impl Phylactery {
         AttemptRecord::from_row(&row)
     }
 
-    async fn attempt_transition(
+    pub(crate) async fn attempt_wrong_state(
         &self,
         id: &AttemptId,
-        from: AttemptState,
-        _to: AttemptState,
-        sql: &'static str,
-        a: &[crate::backend::Value],
-    ) -> Result<()> {
-        if self.pool().execute(sql, a).await? != 1 {
-            return Err(self.attempt_wrong_state(id, from).await);
-        }
-        Ok(())
-    }
-
-    async fn attempt_wrong_state(&self, id: &AttemptId, expected: AttemptState) -> LedgerError {
+        expected: AttemptState,
+    ) -> LedgerError {
         match self.attempt(id).await {
             Ok(r) => LedgerError::WrongState {
                 record: "ServiceJobAttempt@1",

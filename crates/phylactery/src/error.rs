@@ -64,6 +64,16 @@ pub enum LedgerError {
         created_at: UnixMillis,
         horizon_ends: UnixMillis,
     },
+    /// the vault is older than this body's high-water mark (restored from a backup or snapshot),
+    /// or another vault; it serves again only after an operator reconciliation
+    #[error(
+        "vault rolled back: sequence {vault_seq} is below the high-water mark {mark_seq} of vault {mark_vault_id} (or another vault); reconcile effects before serving"
+    )]
+    VaultRolledBack {
+        vault_seq: i64,
+        mark_vault_id: String,
+        mark_seq: i64,
+    },
     /// an applied migration differs from the one this build carries
     #[error("migration {version} ({name}) differs from the applied one")]
     MigrationMismatch { version: i64, name: String },
@@ -96,6 +106,7 @@ impl LedgerError {
             Self::DecisionReused { .. } => "attempt/decision-reused",
             Self::NotFound { .. } => "ledger/not-found",
             Self::VaultUnreconciled { .. } => "vault/unreconciled",
+            Self::VaultRolledBack { .. } => "vault/rolled-back",
             Self::MigrationMismatch { .. } => "vault/migration-mismatch",
             Self::InvalidInput(_) => "ledger/invalid-input",
             Self::Corrupt(_) => "ledger/corrupt-row",

@@ -27,10 +27,13 @@ pub mod backend;
 pub mod clock;
 pub mod error;
 pub mod fault;
+pub mod highwater;
 pub mod ids;
 pub mod intent;
+pub mod intercom;
 pub mod recovery;
 pub mod state;
+pub mod taint;
 pub mod trail;
 pub mod turn;
 pub mod vault;
@@ -52,10 +55,13 @@ pub use backend::BackendKind;
 pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
 pub use error::{LedgerError, Result, SecurityFaultKind};
 pub use fault::FaultPoint;
+pub use highwater::{HighWaterMark, RollbackDetail};
 pub use ids::{AdmissionId, AttemptId, DecisionId, IntentId, MAX_NONCE_LEN, RunId, TurnId};
 pub use intent::{ClaimedIntent, DeliveryEvidence, DeliveryReport, IntentRecord, Lease};
+pub use intercom::{IntercomTaskRecord, IntercomTaskSpec, IntercomUpdate};
 pub use recovery::RecoveryReport;
-pub use state::{AttemptState, DeliveryOutcome, IntentState, TurnState};
+pub use state::{AttemptState, DeliveryOutcome, IntentState, IntercomTaskState, TurnState};
+pub use taint::{TaintAction, TaintReport, TaintedRecord};
 pub use trail::{TrailEntry, TrailKey};
 pub use turn::{CommittedTurn, DeliveryIntentSpec, TurnCommit};
 pub use vault::{OperatorReconciliation, ReconciliationKind, VaultStatus};
@@ -65,6 +71,9 @@ use backend::Pool;
 /// Connections per pool. Small on purpose: SQLite has one writer anyway, and core's load is a
 /// handful of turns in flight on a 2-core VPS.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 4;
+
+/// How often the high-water mark is written while the vault is open (see [`highwater`]).
+pub const DEFAULT_HIGH_WATER_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long a SQLite writer waits for the write lock before failing.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -88,14 +97,25 @@ pub struct VaultConfig {
     /// operator reconciliation is recorded.
     pub idempotency_horizon: Duration,
     pub max_connections: u32,
+    /// The sidecar file holding this body's high-water mark (rollback detection, see
+    /// [`highwater`]). Beside the file for SQLite; `None` disables the check.
+    pub high_water: Option<PathBuf>,
+    /// How often the mark is written while open (also at open, reconciliation and close).
+    pub high_water_interval: Duration,
 }
 
 impl VaultConfig {
+    /// An embedded vault; its high-water mark is `<path>.high-water` beside it.
     pub fn sqlite(path: impl Into<PathBuf>) -> Self {
+        let path: PathBuf = path.into();
+        let mut mark = path.clone().into_os_string();
+        mark.push(".high-water");
         Self {
-            location: StoreLocation::Sqlite { path: path.into() },
+            location: StoreLocation::Sqlite { path },
             idempotency_horizon: Duration::from_secs(24 * 3600),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            high_water: Some(PathBuf::from(mark)),
+            high_water_interval: DEFAULT_HIGH_WATER_INTERVAL,
         }
     }
 
@@ -107,7 +127,15 @@ impl VaultConfig {
             },
             idempotency_horizon: Duration::from_secs(24 * 3600),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            high_water: None,
+            high_water_interval: DEFAULT_HIGH_WATER_INTERVAL,
         }
+    }
+
+    /// Sets the high-water sidecar (core keeps it in its own data directory).
+    pub fn with_high_water(mut self, path: impl Into<PathBuf>) -> Self {
+        self.high_water = Some(path.into());
+        self
     }
 }
 
@@ -123,6 +151,9 @@ struct Inner {
     horizon: Duration,
     /// Cached once the vault is known to serve; the marker never goes back.
     serving: AtomicBool,
+    high_water: Option<PathBuf>,
+    /// Serializes sidecar writes (periodic task, close, reconciliation).
+    high_water_lock: tokio::sync::Mutex<()>,
     #[cfg(feature = "fault-injection")]
     hook: std::sync::OnceLock<fault::FaultHook>,
 }
@@ -209,16 +240,47 @@ impl Phylactery {
                 clock,
                 horizon: config.idempotency_horizon,
                 serving: AtomicBool::new(false),
+                high_water: config.high_water.clone(),
+                high_water_lock: tokio::sync::Mutex::new(()),
                 #[cfg(feature = "fault-injection")]
                 hook: std::sync::OnceLock::new(),
             }),
         };
         p.ensure_marker().await?;
+        p.check_high_water().await?;
+        let _ = p.vault_status().await?;
+        if p.inner.high_water.is_some() {
+            p.spawn_high_water_task(config.high_water_interval);
+        }
         Ok(p)
     }
 
-    /// Closes the pool (waits for connections to return).
+    /// Writes the high-water mark periodically until the last handle is dropped or closed.
+    fn spawn_high_water_task(&self, every: Duration) {
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                let p = Phylactery { inner };
+                if p.inner.pool.is_closed() {
+                    return;
+                }
+                if let Err(e) = p.checkpoint_high_water().await {
+                    tracing::warn!(code = e.code(), "high-water mark not written: {e}");
+                }
+            }
+        });
+    }
+
+    /// Writes the high-water mark, then closes the pool (waits for connections to return).
     pub async fn close(&self) {
+        if let Err(e) = self.checkpoint_high_water().await {
+            tracing::warn!(code = e.code(), "high-water mark not written at close: {e}");
+        }
         self.inner.pool.close().await;
     }
 
@@ -246,6 +308,14 @@ impl Phylactery {
         if let Some(h) = self.inner.hook.get() {
             h(_point);
         }
+    }
+
+    pub(crate) fn high_water_path(&self) -> Option<&std::path::Path> {
+        self.inner.high_water.as_deref()
+    }
+
+    pub(crate) fn high_water_lock(&self) -> &tokio::sync::Mutex<()> {
+        &self.inner.high_water_lock
     }
 
     pub(crate) fn horizon(&self) -> Duration {

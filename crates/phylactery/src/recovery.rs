@@ -7,6 +7,8 @@
 //! - An attempt still PERSISTED never reached SUBMITTING, so no byte left: it is proved
 //!   pre-submit and abandoned, and the run may start a new attempt under a new decision.
 //! - An attempt in SUBMITTING lost its outcome with the process: INDETERMINATE until reconciled.
+//! - An Intercom task still OUTBOX is abandoned with its attempt; one in SUBMITTING whose
+//!   attempt became INDETERMINATE is UNCERTAIN: preserved for reconciliation, never resent.
 //! - OPEN turns are returned so core can finish them (formation is re-driven, not lost).
 //!
 //! **Architecture Invariant:** `recover` is called by core at start, before it serves, and core
@@ -99,6 +101,21 @@ impl Phylactery {
         tx.execute(
             "UPDATE service_job_attempt SET state = 'INDETERMINATE', detail = 'recovery: outcome lost after SUBMITTING', settled_at = $1
              WHERE state = 'SUBMITTING'",
+            &args![now.0],
+        )
+        .await?;
+        // Intercom task records follow their attempts: never sent, or sent with a lost outcome
+        // (UNCERTAIN: preserved for reconciliation, never resent).
+        tx.execute(
+            "UPDATE intercom_task SET state = 'ABANDONED_BEFORE_SUBMIT', evidence = 'recovery: never submitted', updated_at = $1
+             WHERE state = 'OUTBOX'",
+            &args![now.0],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE intercom_task SET state = 'UNCERTAIN', evidence = 'recovery: outcome of the initial send lost', updated_at = $1
+             WHERE state = 'SUBMITTING'
+               AND attempt_id IN (SELECT attempt_id FROM service_job_attempt WHERE state = 'INDETERMINATE')",
             &args![now.0],
         )
         .await?;

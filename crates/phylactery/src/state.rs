@@ -160,6 +160,71 @@ impl AttemptState {
     }
 }
 
+str_enum!(
+    /// State of an Intercom (A2A) task/outbox record. The seed's law: commit the task/outbox
+    /// before sending, SUBMITTING before the first byte, then park in Durable Stasis while
+    /// waiting; an ambiguous initial send is preserved for reconciliation, never resent.
+    IntercomTaskState {
+        /// Committed with its attempt and EgressDecision; nothing transmitted.
+        Outbox = "OUTBOX",
+        /// Durable before the first byte to the peer.
+        Submitting = "SUBMITTING",
+        /// The peer accepted the task; waiting (polling) for its authenticated terminal.
+        Parked = "PARKED",
+        /// The initial send's outcome was lost: never resent, only reconciled.
+        Uncertain = "UNCERTAIN",
+        /// `TASK_STATE_COMPLETED`.
+        Succeeded = "SUCCEEDED",
+        /// `TASK_STATE_REJECTED`, or input/auth required for one-shot work.
+        Refused = "REFUSED",
+        /// `TASK_STATE_FAILED`.
+        Failed = "FAILED",
+        /// `TASK_STATE_CANCELED`.
+        Cancelled = "CANCELLED",
+        /// The local deadline passed.
+        Expired = "EXPIRED",
+        /// The peer's authorization was revoked (or it was tainted) while the task was live.
+        Revoked = "REVOKED",
+        /// Irreconcilable loss, settled with evidence.
+        Lost = "LOST",
+        /// Proved never transmitted.
+        AbandonedBeforeSubmit = "ABANDONED_BEFORE_SUBMIT",
+    }
+);
+
+impl IntercomTaskState {
+    /// The transition table, identical to the database trigger `intercom_task_transition`.
+    pub fn can_become(self, to: IntercomTaskState) -> bool {
+        use IntercomTaskState::*;
+        let settled_from_live = matches!(
+            to,
+            Succeeded | Refused | Failed | Cancelled | Expired | Revoked
+        );
+        match self {
+            Outbox => matches!(to, Submitting | AbandonedBeforeSubmit),
+            Submitting => settled_from_live || matches!(to, Parked | Uncertain),
+            Parked => settled_from_live || to == Lost,
+            Uncertain => settled_from_live || matches!(to, Parked | Lost),
+            _ => false,
+        }
+    }
+
+    /// No further transition exists.
+    pub fn is_terminal(self) -> bool {
+        IntercomTaskState::ALL
+            .iter()
+            .all(|&to| !self.can_become(to))
+    }
+
+    /// Bytes may have reached the peer: the task is never sent again.
+    pub fn may_have_sent(self) -> bool {
+        !matches!(
+            self,
+            IntercomTaskState::Outbox | IntercomTaskState::AbandonedBeforeSubmit
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +253,21 @@ mod tests {
     }
 
     #[test]
+    fn intercom_never_returns_to_sending() {
+        for &s in IntercomTaskState::ALL {
+            if s.may_have_sent() {
+                assert!(!s.can_become(IntercomTaskState::Outbox), "{s}");
+                assert!(!s.can_become(IntercomTaskState::Submitting), "{s}");
+            }
+            if s.is_terminal() {
+                assert!(IntercomTaskState::ALL.iter().all(|&t| !s.can_become(t)));
+            }
+        }
+        assert!(!IntercomTaskState::Outbox.is_terminal());
+        assert!(IntercomTaskState::Lost.is_terminal());
+    }
+
+    #[test]
     fn names_round_trip() {
         for &s in IntentState::ALL {
             assert_eq!(IntentState::parse(s.as_str()).unwrap(), s);
@@ -197,6 +277,9 @@ mod tests {
         }
         for &s in AttemptState::ALL {
             assert_eq!(AttemptState::parse(s.as_str()).unwrap(), s);
+        }
+        for &s in IntercomTaskState::ALL {
+            assert_eq!(IntercomTaskState::parse(s.as_str()).unwrap(), s);
         }
     }
 }

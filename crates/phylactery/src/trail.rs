@@ -220,17 +220,14 @@ impl Phylactery {
                 )
                 .await?
             {
-                let record = if r.text("channel")? == "INTERCOM_TASK" {
-                    "IntercomTask"
-                } else {
-                    "ServiceJobAttempt@1"
-                };
+                let attempt_id = r.text("attempt_id")?;
                 out.push(TrailEntry {
-                    record,
-                    id: r.text("attempt_id")?,
+                    record: "ServiceJobAttempt@1",
+                    id: attempt_id.clone(),
                     fields: fields(
                         &r,
                         &[
+                            "channel",
                             "state",
                             "decision_id",
                             "destination",
@@ -245,6 +242,36 @@ impl Phylactery {
                     )?,
                     committed_at: latest(&r, &["persisted_at", "submitting_at", "settled_at"])?,
                 });
+                self.taints_of(&attempt_id, out).await?;
+                if let Some(t) = p
+                    .fetch_optional(
+                        "SELECT * FROM intercom_task WHERE attempt_id = $1",
+                        &args![&attempt_id],
+                    )
+                    .await?
+                {
+                    let task_id = t.text("task_id")?;
+                    out.push(TrailEntry {
+                        record: "IntercomTask",
+                        id: task_id.clone(),
+                        fields: fields(
+                            &t,
+                            &[
+                                "state",
+                                "peer",
+                                "attempt_id",
+                                "decision_id",
+                                "message_id",
+                                "payload_digest",
+                                "remote_task_id",
+                                "evidence",
+                            ],
+                            &["submitting_at"],
+                        )?,
+                        committed_at: latest(&t, &["created_at", "updated_at"])?,
+                    });
+                    self.taints_of(&task_id, out).await?;
+                }
             }
         }
         out.push(TrailEntry {
@@ -278,6 +305,7 @@ impl Phylactery {
                 )?,
                 committed_at: latest(&r, &["created_at", "submitting_at", "settled_at"])?,
             });
+            self.taints_of(&intent_id, out).await?;
             if let Some(d) = p
                 .fetch_optional(
                     "SELECT * FROM reach_delivery WHERE intent_id = $1",
@@ -321,6 +349,39 @@ impl Phylactery {
                     committed_at: c.int("recorded_at")?,
                 });
             }
+        }
+        Ok(())
+    }
+    /// The taint marks that touched one record, oldest first.
+    async fn taints_of(&self, record_id: &str, out: &mut Vec<TrailEntry>) -> Result<()> {
+        for r in self
+            .pool()
+            .fetch_all(
+                "SELECT m.taint_id, m.principal, m.reason, m.recorded_by, m.recorded_at, t.record,
+                        t.state_at_taint, t.action
+                 FROM tainted_record t JOIN taint_mark m ON m.taint_id = t.taint_id
+                 WHERE t.record_id = $1 ORDER BY m.taint_id",
+                &args![record_id],
+            )
+            .await?
+        {
+            out.push(TrailEntry {
+                record: "Tainted",
+                id: record_id.to_owned(),
+                fields: fields(
+                    &r,
+                    &[
+                        "record",
+                        "principal",
+                        "reason",
+                        "action",
+                        "state_at_taint",
+                        "recorded_by",
+                    ],
+                    &["taint_id"],
+                )?,
+                committed_at: r.int("recorded_at")?,
+            });
         }
         Ok(())
     }

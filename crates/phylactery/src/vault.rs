@@ -12,6 +12,7 @@ use crate::Phylactery;
 use crate::backend::args;
 use crate::clock::UnixMillis;
 use crate::error::{LedgerError, Result};
+use crate::highwater::RollbackDetail;
 
 /// Whether the vault may serve admissions and deliveries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +25,10 @@ pub enum VaultStatus {
         vault_id: String,
         created_at: UnixMillis,
         horizon_ends: UnixMillis,
+        /// Set when the vault is older than this body's high-water mark (restored from a backup
+        /// or snapshot, or another vault): only an `EFFECTS_RECONCILED` record lifts it, the
+        /// horizon does not.
+        rolled_back: Option<RollbackDetail>,
     },
 }
 
@@ -75,7 +80,6 @@ impl Phylactery {
                 &args![vault_id, now.0, horizon_ms],
             )
             .await?;
-        let _ = self.vault_status().await?;
         Ok(())
     }
 
@@ -92,12 +96,20 @@ impl Phylactery {
             .ok_or_else(|| LedgerError::Corrupt("vault marker missing".into()))?;
         let vault_id = row.text("vault_id")?;
         let epoch = row.int("epoch")?;
+        let created_at = UnixMillis(row.int("created_at")?);
+        let horizon_ends = UnixMillis(created_at.0.saturating_add(row.int("horizon_ms")?));
+        if let Some(detail) = self.unresolved_rollback().await? {
+            return Ok(VaultStatus::AwaitingReconciliation {
+                vault_id,
+                created_at,
+                horizon_ends,
+                rolled_back: Some(detail),
+            });
+        }
         if row.text("state")? == "SERVING" {
             self.set_serving_cached();
             return Ok(VaultStatus::Serving { vault_id, epoch });
         }
-        let created_at = UnixMillis(row.int("created_at")?);
-        let horizon_ends = UnixMillis(created_at.0.saturating_add(row.int("horizon_ms")?));
         if self.now() >= horizon_ends {
             self.mark_serving(
                 epoch,
@@ -113,6 +125,7 @@ impl Phylactery {
             vault_id,
             created_at,
             horizon_ends,
+            rolled_back: None,
         })
     }
 
@@ -123,6 +136,14 @@ impl Phylactery {
         }
         match self.vault_status().await? {
             VaultStatus::Serving { .. } => Ok(()),
+            VaultStatus::AwaitingReconciliation {
+                rolled_back: Some(d),
+                ..
+            } => Err(LedgerError::VaultRolledBack {
+                vault_seq: d.vault_seq,
+                mark_vault_id: d.mark_vault_id,
+                mark_seq: d.mark_seq,
+            }),
             VaultStatus::AwaitingReconciliation {
                 created_at,
                 horizon_ends,
@@ -149,6 +170,12 @@ impl Phylactery {
             .fetch_optional("SELECT epoch FROM vault_marker WHERE singleton = 1", &[])
             .await?
             .ok_or_else(|| LedgerError::Corrupt("vault marker missing".into()))?;
+        let rolled_back = self.unresolved_rollback().await?.is_some();
+        if rolled_back && rec.kind == ReconciliationKind::Genesis {
+            return Err(LedgerError::InvalidInput(
+                "a rolled-back vault has earlier effects: reconcile them (EFFECTS_RECONCILED), not GENESIS",
+            ));
+        }
         self.mark_serving(
             row.int("epoch")?,
             rec.kind.as_str(),
@@ -156,15 +183,31 @@ impl Phylactery {
             &rec.note,
         )
         .await?;
+        if rolled_back {
+            // The operator accepted this vault as it is: it becomes the new high-water mark.
+            self.write_high_water(true).await?;
+        }
         self.vault_status().await
     }
 
+    /// Records why the vault serves and resolves any detected rollback with the same record.
+    /// The horizon path never reaches here while a rollback is unresolved (`vault_status`
+    /// answers before it), so only an operator record resolves one.
     async fn mark_serving(&self, epoch: i64, kind: &str, operator: &str, note: &str) -> Result<()> {
         let now = self.now();
         let mut tx = self.pool().begin().await?;
+        let id = tx
+            .fetch_optional(
+                "INSERT INTO operator_reconciliation (epoch, kind, operator, note, recorded_at)
+                 VALUES ($1, $2, $3, $4, $5) RETURNING reconciliation_id",
+                &args![epoch, kind, operator, note, now.0],
+            )
+            .await?
+            .ok_or_else(|| LedgerError::Corrupt("reconciliation insert returned nothing".into()))?
+            .int("reconciliation_id")?;
         tx.execute(
-            "INSERT INTO operator_reconciliation (epoch, kind, operator, note, recorded_at) VALUES ($1, $2, $3, $4, $5)",
-            &args![epoch, kind, operator, note, now.0],
+            "UPDATE vault_rollback SET reconciliation_id = $1 WHERE reconciliation_id IS NULL",
+            &args![id],
         )
         .await?;
         tx.execute(

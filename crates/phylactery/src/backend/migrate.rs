@@ -17,17 +17,31 @@ pub(crate) struct Migration {
     pub sql: &'static str,
 }
 
-pub(crate) const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "ledger",
-    sql: include_str!("../../migrations/sqlite/0001_ledger.sql"),
-}];
+pub(crate) const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "ledger",
+        sql: include_str!("../../migrations/sqlite/0001_ledger.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "outbox_guards",
+        sql: include_str!("../../migrations/sqlite/0002_outbox_guards.sql"),
+    },
+];
 
-pub(crate) const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "ledger",
-    sql: include_str!("../../migrations/postgres/0001_ledger.sql"),
-}];
+pub(crate) const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "ledger",
+        sql: include_str!("../../migrations/postgres/0001_ledger.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "outbox_guards",
+        sql: include_str!("../../migrations/postgres/0002_outbox_guards.sql"),
+    },
+];
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS phylactery_migration (
     version BIGINT PRIMARY KEY,

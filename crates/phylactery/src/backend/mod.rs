@@ -274,6 +274,13 @@ impl Pool {
         })
     }
 
+    pub(crate) fn is_closed(&self) -> bool {
+        match self {
+            Pool::Sqlite { synced, .. } => synced.is_closed(),
+            Pool::Postgres(p) => p.is_closed(),
+        }
+    }
+
     pub(crate) async fn close(&self) {
         match self {
             Pool::Sqlite { synced, deferred } => {
