@@ -3,6 +3,7 @@
 mod body;
 mod corpus;
 mod demo;
+mod image;
 mod scribe;
 mod vault;
 
@@ -84,6 +85,11 @@ enum Command {
     Vault {
         #[command(subcommand)]
         command: VaultCommand,
+    },
+    /// Build a pinned guest image for the vm-broker.
+    Image {
+        #[command(subcommand)]
+        command: image::ImageCommand,
     },
     /// Validate a manifest and print its port table.
     Manifest {
@@ -178,6 +184,7 @@ fn main() -> ExitCode {
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Demo { ask, interactive } => demo::run(ask, interactive).await,
+        Command::Image { command } => image::run(command).await,
         Command::Up { target, log_level } => {
             let m = load_manifest(target.manifest.as_deref())?;
             body::up(&m, &StateLayout::new(&target.state), &log_level).await

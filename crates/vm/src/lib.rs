@@ -1,1 +1,26 @@
 //! reach-vm: the substrate of the vm-broker role (issue #8).
+//!
+//! - [`spec`] and [`image`]: a strict declarative spec built by mmdebstrap into a kernel, an
+//!   initrd and an ext4 rootfs, described by an [`manifest::ImageManifest`] whose digest is
+//!   the image digest.
+//! - [`instance`]: the [`instance::Broker`]: contained QEMU instances (no network device,
+//!   copy-on-write overlay over the pinned rootfs, QMP and guest agent on unix sockets),
+//!   guest operations through [`agent`], confirmed destruction, start-up reaping.
+//! - [`journal`]: every instance's lifecycle, durable in SQLite, with checked transitions.
+//! - [`probe`]: KVM only when a real boot under it succeeds; TCG otherwise.
+//!
+//! **Architecture Invariant:** this crate decides no policy. It builds what a spec says, boots
+//! what a pinned digest names and runs what an allow-listed profile admits; which profile a
+//! binding may use is the caller's decision. It links no HTTP client and opens no network.
+
+pub mod agent;
+mod host;
+pub mod image;
+pub mod instance;
+pub mod journal;
+pub mod manifest;
+pub mod probe;
+pub mod profile;
+pub mod qmp;
+pub mod refusal;
+pub mod spec;

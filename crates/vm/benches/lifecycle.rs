@@ -1,0 +1,2 @@
+//! Lifecycle benchmark (filled in with the instance module).
+fn main() {}

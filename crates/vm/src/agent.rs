@@ -1,0 +1,386 @@
+//! The guest-agent client: QGA JSON over the instance's virtio-serial socket.
+//!
+//! The socket is QEMU's end of the `org.qemu.guest_agent.0` port: it accepts connections
+//! before the guest's agent runs, and bytes written before then may be lost or answered
+//! late. So every conversation starts with `guest-sync-delimited` and a fresh id, and replies
+//! to older ids are discarded. Output and file contents are bounded by named limits, and
+//! every result carries the SHA-256 of the exact bytes returned.
+//!
+//! Why not crates/bounded: it bounds HTTP returns and links an HTTP client, which this
+//! offline role must not link; the bounds here are byte counts and a deadline, applied inline.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use reach_digest::Sha256Digest;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+/// Longest reply line accepted (base64 output of a bounded command fits well inside).
+pub const MAX_REPLY_LINE: u64 = 8 << 20;
+/// Largest file the broker reads or writes through the agent.
+pub const MAX_FILE_BYTES: usize = 1 << 20;
+/// Chunk size of guest-file-read / guest-file-write.
+const FILE_CHUNK: usize = 48 * 1024;
+/// How often a running command's status is polled.
+const EXEC_POLL: Duration = Duration::from_millis(50);
+/// Per-request timeout for an agent round trip (commands have their own deadline).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// the agent socket could not be used
+    #[error("guest agent io: {0}")]
+    Io(#[from] std::io::Error),
+    /// the agent did not answer in time
+    #[error("guest agent timed out")]
+    Timeout,
+    /// the agent socket closed
+    #[error("guest agent socket closed")]
+    Closed,
+    /// the agent answered with an error
+    #[error("guest agent error: {0}")]
+    Guest(String),
+    /// the reply is not QGA
+    #[error("guest agent protocol: {0}")]
+    Protocol(String),
+    /// the file exceeds MAX_FILE_BYTES
+    #[error("file exceeds {MAX_FILE_BYTES} bytes")]
+    FileTooLarge,
+}
+
+/// Bounds of one command run.
+#[derive(Debug, Clone, Copy)]
+pub struct ExecBounds {
+    pub timeout: Duration,
+    /// Bytes kept of stdout and of stderr each; the rest is counted as truncated.
+    pub max_output: usize,
+}
+
+/// The exact outcome of one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutcome {
+    pub argv: Vec<String>,
+    /// `None` when the command timed out or was killed by a signal.
+    pub exit_code: Option<i64>,
+    pub signal: Option<i64>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub stdout_sha256: Sha256Digest,
+    pub stderr_sha256: Sha256Digest,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub timed_out: bool,
+    pub elapsed: Duration,
+}
+
+/// A file read from the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileContent {
+    pub path: String,
+    pub bytes: Vec<u8>,
+    pub sha256: Sha256Digest,
+}
+
+#[derive(Debug)]
+pub struct Agent {
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+    next_id: u64,
+}
+
+impl Agent {
+    /// Connects and synchronizes, retrying until `deadline` (the guest may still be booting).
+    pub async fn connect(path: &Path, deadline: Instant) -> Result<Self, AgentError> {
+        let mut last = AgentError::Timeout;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64 & 0x7fff_ffff)
+            .unwrap_or(1);
+        while Instant::now() < deadline {
+            match UnixStream::connect(path).await {
+                Ok(s) => {
+                    let (r, w) = s.into_split();
+                    let mut a = Agent {
+                        reader: BufReader::new(r),
+                        writer: w,
+                        next_id: seed,
+                    };
+                    // Sync attempts on one connection until the agent answers or time is up.
+                    while Instant::now() < deadline {
+                        match a.sync(Duration::from_secs(1)).await {
+                            Ok(()) => return Ok(a),
+                            Err(AgentError::Timeout) => continue,
+                            Err(e) => {
+                                last = e;
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(e) => last = AgentError::Io(e),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Err(last)
+    }
+
+    /// `guest-sync-delimited` with a fresh id: flushes anything stale between us and the agent.
+    pub async fn sync(&mut self, wait: Duration) -> Result<(), AgentError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut msg = vec![0xFFu8];
+        msg.extend(
+            serde_json::to_vec(
+                &json!({"execute": "guest-sync-delimited", "arguments": {"id": id}}),
+            )
+            .expect("json"),
+        );
+        msg.push(b'\n');
+        self.writer.write_all(&msg).await?;
+        let until = Instant::now() + wait;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(AgentError::Timeout);
+            }
+            // Skip to the delimiter, then read the reply that follows it.
+            let mut junk = Vec::new();
+            let n = tokio::time::timeout(
+                left,
+                (&mut self.reader)
+                    .take(MAX_REPLY_LINE)
+                    .read_until(0xFF, &mut junk),
+            )
+            .await
+            .map_err(|_| AgentError::Timeout)??;
+            if n == 0 {
+                return Err(AgentError::Closed);
+            }
+            if junk.last() != Some(&0xFF) {
+                continue;
+            }
+            let v = self.read_line(left).await?;
+            if v.get("return").and_then(Value::as_u64) == Some(id) {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn read_line(&mut self, wait: Duration) -> Result<Value, AgentError> {
+        let mut line = Vec::new();
+        let n = tokio::time::timeout(
+            wait,
+            (&mut self.reader)
+                .take(MAX_REPLY_LINE)
+                .read_until(b'\n', &mut line),
+        )
+        .await
+        .map_err(|_| AgentError::Timeout)??;
+        if n == 0 {
+            return Err(AgentError::Closed);
+        }
+        let text = line.strip_prefix(&[0xFF]).unwrap_or(&line);
+        serde_json::from_slice(text).map_err(|e| AgentError::Protocol(e.to_string()))
+    }
+
+    /// One request → its `return` value.
+    pub async fn call(&mut self, command: &str, arguments: Value) -> Result<Value, AgentError> {
+        let mut bytes =
+            serde_json::to_vec(&json!({"execute": command, "arguments": arguments})).expect("json");
+        bytes.push(b'\n');
+        self.writer.write_all(&bytes).await?;
+        let v = self.read_line(REQUEST_TIMEOUT).await?;
+        if let Some(r) = v.get("return") {
+            return Ok(r.clone());
+        }
+        if let Some(e) = v.get("error") {
+            return Err(AgentError::Guest(
+                e.get("desc")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_owned(),
+            ));
+        }
+        Err(AgentError::Protocol(format!("unexpected reply: {v}")))
+    }
+
+    /// Runs `argv` (absolute path first) with captured output, bounded by `bounds`.
+    pub async fn exec(
+        &mut self,
+        argv: &[String],
+        bounds: ExecBounds,
+    ) -> Result<ExecOutcome, AgentError> {
+        let started = Instant::now();
+        let (path, args) = argv
+            .split_first()
+            .ok_or_else(|| AgentError::Protocol("empty argv".into()))?;
+        let r = self
+            .call(
+                "guest-exec",
+                json!({"path": path, "arg": args, "capture-output": true}),
+            )
+            .await?;
+        let pid = r
+            .get("pid")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| AgentError::Protocol(format!("guest-exec reply: {r}")))?;
+        loop {
+            let s = self.call("guest-exec-status", json!({"pid": pid})).await?;
+            if s.get("exited").and_then(Value::as_bool) == Some(true) {
+                let (stdout, stdout_truncated) =
+                    decode_bounded(&s, "out-data", "out-truncated", bounds.max_output)?;
+                let (stderr, stderr_truncated) =
+                    decode_bounded(&s, "err-data", "err-truncated", bounds.max_output)?;
+                return Ok(ExecOutcome {
+                    argv: argv.to_vec(),
+                    exit_code: s.get("exitcode").and_then(Value::as_i64),
+                    signal: s.get("signal").and_then(Value::as_i64),
+                    stdout_sha256: Sha256Digest::of(&stdout),
+                    stderr_sha256: Sha256Digest::of(&stderr),
+                    stdout,
+                    stderr,
+                    stdout_truncated,
+                    stderr_truncated,
+                    timed_out: false,
+                    elapsed: started.elapsed(),
+                });
+            }
+            if started.elapsed() >= bounds.timeout {
+                // QGA has no kill call: end the command with kill(1) inside the guest.
+                let _ = self
+                    .call(
+                        "guest-exec",
+                        json!({"path": "/bin/kill", "arg": ["-KILL", pid.to_string()]}),
+                    )
+                    .await;
+                return Ok(ExecOutcome {
+                    argv: argv.to_vec(),
+                    exit_code: None,
+                    signal: None,
+                    stdout: Vec::new(),
+                    stderr: Vec::new(),
+                    stdout_sha256: Sha256Digest::of(b""),
+                    stderr_sha256: Sha256Digest::of(b""),
+                    stdout_truncated: false,
+                    stderr_truncated: false,
+                    timed_out: true,
+                    elapsed: started.elapsed(),
+                });
+            }
+            tokio::time::sleep(EXEC_POLL).await;
+        }
+    }
+
+    /// Reads a whole file (at most MAX_FILE_BYTES).
+    pub async fn read_file(&mut self, path: &str) -> Result<FileContent, AgentError> {
+        let h = self.open(path, "r").await?;
+        let mut bytes = Vec::new();
+        let result = async {
+            loop {
+                let r = self
+                    .call("guest-file-read", json!({"handle": h, "count": FILE_CHUNK}))
+                    .await?;
+                let chunk = B64
+                    .decode(r.get("buf-b64").and_then(Value::as_str).unwrap_or(""))
+                    .map_err(|e| AgentError::Protocol(e.to_string()))?;
+                bytes.extend_from_slice(&chunk);
+                if bytes.len() > MAX_FILE_BYTES {
+                    return Err(AgentError::FileTooLarge);
+                }
+                if r.get("eof").and_then(Value::as_bool) == Some(true) || chunk.is_empty() {
+                    return Ok(());
+                }
+            }
+        }
+        .await;
+        let closed = self.call("guest-file-close", json!({"handle": h})).await;
+        result?;
+        closed?;
+        Ok(FileContent {
+            path: path.to_owned(),
+            sha256: Sha256Digest::of(&bytes),
+            bytes,
+        })
+    }
+
+    /// Replaces a file's content (at most MAX_FILE_BYTES).
+    pub async fn write_file(&mut self, path: &str, content: &[u8]) -> Result<(), AgentError> {
+        if content.len() > MAX_FILE_BYTES {
+            return Err(AgentError::FileTooLarge);
+        }
+        let h = self.open(path, "w").await?;
+        let result = async {
+            for chunk in content.chunks(FILE_CHUNK) {
+                self.call(
+                    "guest-file-write",
+                    json!({"handle": h, "buf-b64": B64.encode(chunk)}),
+                )
+                .await?;
+            }
+            self.call("guest-file-flush", json!({"handle": h}))
+                .await
+                .map(|_| ())
+        }
+        .await;
+        let closed = self.call("guest-file-close", json!({"handle": h})).await;
+        result?;
+        closed?;
+        Ok(())
+    }
+
+    async fn open(&mut self, path: &str, mode: &str) -> Result<i64, AgentError> {
+        let r = self
+            .call("guest-file-open", json!({"path": path, "mode": mode}))
+            .await?;
+        r.as_i64()
+            .ok_or_else(|| AgentError::Protocol(format!("guest-file-open reply: {r}")))
+    }
+}
+
+/// Decodes one base64 output field, keeping at most `max` bytes.
+fn decode_bounded(
+    status: &Value,
+    field: &str,
+    truncated_field: &str,
+    max: usize,
+) -> Result<(Vec<u8>, bool), AgentError> {
+    let mut bytes = match status.get(field).and_then(Value::as_str) {
+        Some(b) => B64
+            .decode(b)
+            .map_err(|e| AgentError::Protocol(e.to_string()))?,
+        None => Vec::new(),
+    };
+    let mut truncated = status.get(truncated_field).and_then(Value::as_bool) == Some(true);
+    if bytes.len() > max {
+        bytes.truncate(max);
+        truncated = true;
+    }
+    Ok((bytes, truncated))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_bounded_and_marked() {
+        let s = json!({"out-data": B64.encode(b"hello world")});
+        assert_eq!(
+            decode_bounded(&s, "out-data", "out-truncated", 5).unwrap(),
+            (b"hello".to_vec(), true)
+        );
+        assert_eq!(
+            decode_bounded(&s, "out-data", "out-truncated", 64).unwrap(),
+            (b"hello world".to_vec(), false)
+        );
+        assert_eq!(
+            decode_bounded(&s, "err-data", "err-truncated", 5).unwrap(),
+            (vec![], false)
+        );
+    }
+}

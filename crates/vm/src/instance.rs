@@ -1,0 +1,741 @@
+//! The broker: contained instances from pinned images, guest operations, confirmed destruction
+//! and start-up reaping.
+//!
+//! Each instance lives in `run_dir/instances/<id>/`: its qcow2 overlay over the pinned
+//! read-only rootfs, the QMP and guest-agent sockets, QEMU's pidfile and the serial console
+//! log. QEMU daemonizes, so an instance survives a broker crash; the next broker finds it by
+//! that directory, its pidfile and its command line (which names the directory), and reaps it.
+//!
+//! Refusals happen before anything is journaled or created: a network request, an unknown
+//! image, an image whose manifest or artifacts differ from the pinned digest, ceilings.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reach_clock::Clock;
+use reach_digest::Sha256Digest;
+use tokio::process::Command;
+
+use crate::agent::{Agent, ExecOutcome, FileContent};
+use crate::journal::{Confirmation, InstanceRecord, InstanceState, Journal, OrphanRecord};
+use crate::manifest::{Artifact, ImageManifest, KERNEL_FILE};
+use crate::probe::{self, Accel};
+use crate::profile::{ProfileSet, SERVICE_RESTART};
+use crate::refusal::BrokerError;
+use crate::spec::guest_path;
+use crate::{host, manifest};
+
+/// How long QMP `quit` gets before SIGKILL.
+pub const QUIT_GRACE: Duration = Duration::from_secs(2);
+/// How long a killed QEMU gets to disappear before destruction reports failure.
+pub const KILL_WAIT: Duration = Duration::from_secs(5);
+
+const INSTANCES: &str = "instances";
+const OVERLAY: &str = "overlay.qcow2";
+const QMP_SOCK: &str = "qmp.sock";
+const QGA_SOCK: &str = "qga.sock";
+const PIDFILE: &str = "qemu.pid";
+const CONSOLE: &str = "console.log";
+
+/// The network a binding asks for. Only `None` is admitted: instances are contained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkRequest {
+    None,
+    /// Any other ceiling (`isolated`, `egress`…), by name.
+    Other(String),
+}
+
+/// An image the broker may boot, pinned by its image digest.
+#[derive(Debug, Clone)]
+pub struct PinnedImage {
+    pub digest: Sha256Digest,
+    pub dir: PathBuf,
+}
+
+/// Which accelerator to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccelChoice {
+    /// Probe KVM with a real boot; TCG if it does not boot.
+    Probe,
+    Force(Accel),
+}
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub run_dir: PathBuf,
+    pub journal: PathBuf,
+    pub qemu: PathBuf,
+    pub qemu_img: PathBuf,
+    pub images: Vec<PinnedImage>,
+    pub accel: AccelChoice,
+    pub profiles: ProfileSet,
+    pub max_memory_mib: u32,
+    pub max_cpus: u32,
+    /// Create → guest agent answered.
+    pub ready_timeout: Duration,
+}
+
+impl BrokerConfig {
+    pub fn new(run_dir: &Path, images: Vec<PinnedImage>) -> Self {
+        Self {
+            journal: run_dir.join("journal.db"),
+            run_dir: run_dir.to_owned(),
+            qemu: "qemu-system-x86_64".into(),
+            qemu_img: "qemu-img".into(),
+            images,
+            accel: AccelChoice::Probe,
+            profiles: ProfileSet::builtin(),
+            max_memory_mib: 2048,
+            max_cpus: 2,
+            ready_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What a create asks for.
+#[derive(Debug, Clone)]
+pub struct CreateRequest {
+    pub image: Sha256Digest,
+    pub network: NetworkRequest,
+    pub memory_mib: u32,
+    pub cpus: u32,
+    /// Wait for the guest agent before returning.
+    pub wait_ready: bool,
+}
+
+/// A created instance.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub id: String,
+    pub pid: i32,
+    pub accel: Accel,
+    pub state: InstanceState,
+    /// Create request → QEMU started, and → guest agent answered (when waited for).
+    pub booted_after: Duration,
+    pub ready_after: Option<Duration>,
+}
+
+/// What the start-up recovery did.
+#[derive(Debug, Default, Clone)]
+pub struct StartReport {
+    /// Live records of an earlier session torn down and recorded as reaped.
+    pub reaped: Vec<String>,
+    /// Destroys in flight at the crash, confirmed now.
+    pub confirmed: Vec<String>,
+    /// Directories or processes with no live record, removed.
+    pub orphans: Vec<OrphanRecord>,
+}
+
+/// The result of a write, re-read from the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteResult {
+    pub path: String,
+    pub sha256: Sha256Digest,
+    pub bytes: u64,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// A stamp of a verified file: any write changes ctime, which userspace cannot set back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+fn stamp(p: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).ok()?;
+    Some(Stamp {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+    })
+}
+
+#[derive(Debug)]
+pub struct Broker {
+    cfg: BrokerConfig,
+    journal: Journal,
+    clock: Arc<dyn Clock>,
+    session: String,
+    accel: Accel,
+    /// Artifacts verified since their last change (see [`Stamp`]).
+    verified: Mutex<HashMap<(PathBuf, Sha256Digest), Stamp>>,
+    agents: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Agent>>>>>,
+    counter: std::sync::atomic::AtomicU64,
+    #[cfg(feature = "fault-injection")]
+    pub crash_before_confirm: std::sync::atomic::AtomicBool,
+}
+
+impl Broker {
+    /// Opens the journal, probes the accelerator, and reaps everything an earlier broker left.
+    pub async fn start(
+        cfg: BrokerConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(Self, StartReport), BrokerError> {
+        let inst = cfg.run_dir.join(INSTANCES);
+        std::fs::create_dir_all(&inst)
+            .map_err(|e| BrokerError::Host(format!("{}: {e}", inst.display())))?;
+        let journal = Journal::open(&cfg.journal, clock.clone()).await?;
+        let session = Sha256Digest::of_parts([
+            std::process::id().to_le_bytes().as_slice(),
+            &clock.now().0.to_le_bytes(),
+            &host::nanos().to_le_bytes(),
+        ])
+        .hex()[..16]
+            .to_owned();
+        let accel = match cfg.accel {
+            AccelChoice::Force(a) => a,
+            AccelChoice::Probe => match cfg.images.first() {
+                Some(img) => {
+                    probe::probe(&cfg.qemu, &img.dir.join(KERNEL_FILE), &cfg.run_dir).await
+                }
+                None => Accel::Tcg,
+            },
+        };
+        let broker = Broker {
+            cfg,
+            journal,
+            clock,
+            session,
+            accel,
+            verified: Mutex::new(HashMap::new()),
+            agents: Mutex::new(HashMap::new()),
+            counter: Default::default(),
+            #[cfg(feature = "fault-injection")]
+            crash_before_confirm: Default::default(),
+        };
+        let report = broker.recover().await?;
+        Ok((broker, report))
+    }
+
+    pub fn accel(&self) -> Accel {
+        self.accel
+    }
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+    pub fn instances_dir(&self) -> PathBuf {
+        self.cfg.run_dir.join(INSTANCES)
+    }
+    fn dir(&self, id: &str) -> PathBuf {
+        self.instances_dir().join(id)
+    }
+
+    /// Reaps every instance no live session owns; confirms destroys that were in flight.
+    async fn recover(&self) -> Result<StartReport, BrokerError> {
+        let mut report = StartReport::default();
+        for rec in self.journal.live().await? {
+            // Every live record belongs to an earlier session: this broker just started.
+            let started = Instant::now();
+            let teardown = self.teardown(&rec.id, rec.pid).await;
+            let outcome = if rec.state == InstanceState::Destroying {
+                report.confirmed.push(rec.id.clone());
+                InstanceState::Destroyed
+            } else {
+                report.reaped.push(rec.id.clone());
+                InstanceState::Reaped
+            };
+            self.journal
+                .confirm(
+                    rec.state,
+                    &self.confirmation(&rec.id, outcome, &teardown, started, true),
+                )
+                .await?;
+        }
+        // Anything left on disk or in the process table has no live record.
+        let dir = self.instances_dir();
+        for e in std::fs::read_dir(&dir)
+            .map_err(|e| BrokerError::Host(format!("{}: {e}", dir.display())))?
+        {
+            let Ok(e) = e else { continue };
+            let id = e.file_name().to_string_lossy().into_owned();
+            let pid = host::read_pidfile(&e.path().join(PIDFILE));
+            self.teardown(&id, pid).await;
+            let o = OrphanRecord {
+                session: self.session.clone(),
+                what: format!("dir:{id}"),
+                pid,
+            };
+            self.journal.record_orphan(&o).await?;
+            report.orphans.push(o);
+        }
+        for pid in host::processes_naming(&dir) {
+            host::kill_and_wait(pid, &dir, KILL_WAIT).await;
+            let o = OrphanRecord {
+                session: self.session.clone(),
+                what: "process".into(),
+                pid: Some(pid),
+            };
+            self.journal.record_orphan(&o).await?;
+            report.orphans.push(o);
+        }
+        Ok(report)
+    }
+
+    /// Checks a create request and the pinned image; nothing exists yet when this refuses.
+    fn admit(&self, req: &CreateRequest) -> Result<&PinnedImage, BrokerError> {
+        if let NetworkRequest::Other(n) = &req.network {
+            return Err(BrokerError::NotContained(n.clone()));
+        }
+        let img = self
+            .cfg
+            .images
+            .iter()
+            .find(|i| i.digest == req.image)
+            .ok_or(BrokerError::UnknownImage(req.image))?;
+        if req.memory_mib == 0 || req.memory_mib > self.cfg.max_memory_mib {
+            return Err(BrokerError::CeilingExceeded(format!(
+                "memory {} MiB (ceiling {})",
+                req.memory_mib, self.cfg.max_memory_mib
+            )));
+        }
+        if req.cpus == 0 || req.cpus > self.cfg.max_cpus {
+            return Err(BrokerError::CeilingExceeded(format!(
+                "{} CPUs (ceiling {})",
+                req.cpus, self.cfg.max_cpus
+            )));
+        }
+        let m = ImageManifest::read(&img.dir)?;
+        let actual = m.digest();
+        if actual != img.digest {
+            return Err(BrokerError::ImageMismatch(format!(
+                "manifest digest {actual} differs from the pinned {}",
+                img.digest
+            )));
+        }
+        for a in [&m.kernel, &m.initrd, &m.rootfs] {
+            self.verify_cached(&img.dir, a)?;
+        }
+        Ok(img)
+    }
+
+    /// Re-hashes an artifact unless it is unchanged since it last verified.
+    fn verify_cached(&self, dir: &Path, a: &Artifact) -> Result<(), BrokerError> {
+        let path = dir.join(&a.file);
+        let key = (path.clone(), a.sha256);
+        let now = stamp(&path);
+        if now.is_some() && self.verified.lock().expect("lock").get(&key) == now.as_ref() {
+            return Ok(());
+        }
+        manifest::verify_artifact(dir, a)?;
+        if let Some(s) = now {
+            self.verified.lock().expect("lock").insert(key, s);
+        }
+        Ok(())
+    }
+
+    fn new_id(&self) -> String {
+        let n = self
+            .counter
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Sha256Digest::of_parts([
+            self.session.as_bytes(),
+            &n.to_le_bytes(),
+            &host::nanos().to_le_bytes(),
+        ])
+        .hex()[..20]
+            .to_owned()
+    }
+
+    /// Creates a contained instance.
+    pub async fn create(&self, req: &CreateRequest) -> Result<Created, BrokerError> {
+        let started = Instant::now();
+        let img = self.admit(req)?.clone();
+        let id = self.new_id();
+        self.journal
+            .request(&InstanceRecord {
+                id: id.clone(),
+                session: self.session.clone(),
+                image_digest: img.digest,
+                state: InstanceState::Requested,
+                pid: None,
+                memory_mib: req.memory_mib,
+                cpus: req.cpus,
+                requested_at: self.clock.now(),
+            })
+            .await?;
+        match self.boot(&id, &img, req, started).await {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                // Nothing half-made survives a failed create.
+                let _ = self.destroy(&id).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn boot(
+        &self,
+        id: &str,
+        img: &PinnedImage,
+        req: &CreateRequest,
+        started: Instant,
+    ) -> Result<Created, BrokerError> {
+        let dir = self.dir(id);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| BrokerError::Host(format!("{}: {e}", dir.display())))?;
+        let m = ImageManifest::read(&img.dir)?;
+        let overlay = dir.join(OVERLAY);
+        host::run(
+            Command::new(&self.cfg.qemu_img)
+                .args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
+                .arg(img.dir.join(&m.rootfs.file))
+                .arg(&overlay),
+        )
+        .await?;
+        self.journal
+            .transition(
+                id,
+                &self.session,
+                InstanceState::Requested,
+                InstanceState::Allocated,
+                None,
+            )
+            .await?;
+        let mut cmd = Command::new(&self.cfg.qemu);
+        cmd.args([
+            "-nodefaults",
+            "-no-user-config",
+            "-M",
+            "pc",
+            "-accel",
+            self.accel.qemu_arg(),
+        ])
+        .args([
+            "-m",
+            &req.memory_mib.to_string(),
+            "-smp",
+            &req.cpus.to_string(),
+        ])
+        // No network device at all: the runtime network ceiling is none.
+        .args(["-nic", "none", "-display", "none", "-daemonize"])
+        .arg("-name")
+        .arg(format!("reach-vm-{id}"))
+        .arg("-serial")
+        .arg(format!("file:{}", dir.join(CONSOLE).display()))
+        .arg("-kernel")
+        .arg(img.dir.join(&m.kernel.file))
+        .arg("-initrd")
+        .arg(img.dir.join(&m.initrd.file))
+        .arg("-append")
+        .arg(&m.kernel_cmdline)
+        .arg("-drive")
+        .arg(format!(
+            "file={},if=virtio,format=qcow2,cache=unsafe",
+            overlay.display()
+        ))
+        .arg("-qmp")
+        .arg(format!(
+            "unix:{},server=on,wait=off",
+            dir.join(QMP_SOCK).display()
+        ))
+        .arg("-chardev")
+        .arg(format!(
+            "socket,id=qga0,path={},server=on,wait=off",
+            dir.join(QGA_SOCK).display()
+        ))
+        .args(["-device", "virtio-serial-pci"])
+        .arg("-device")
+        .arg(format!(
+            "virtserialport,chardev=qga0,name={}",
+            m.guest_agent.channel
+        ))
+        .arg("-pidfile")
+        .arg(dir.join(PIDFILE));
+        host::run(&mut cmd).await?;
+        let pid = host::read_pidfile(&dir.join(PIDFILE))
+            .ok_or_else(|| BrokerError::Host("QEMU wrote no pidfile".into()))?;
+        self.journal
+            .transition(
+                id,
+                &self.session,
+                InstanceState::Allocated,
+                InstanceState::Booted,
+                Some(pid),
+            )
+            .await?;
+        let booted_after = started.elapsed();
+        let mut created = Created {
+            id: id.to_owned(),
+            pid,
+            accel: self.accel,
+            state: InstanceState::Booted,
+            booted_after,
+            ready_after: None,
+        };
+        self.agents
+            .lock()
+            .expect("lock")
+            .insert(id.to_owned(), Arc::new(tokio::sync::Mutex::new(None)));
+        if req.wait_ready {
+            self.wait_ready(id).await?;
+            created.state = InstanceState::Ready;
+            created.ready_after = Some(started.elapsed());
+        }
+        Ok(created)
+    }
+
+    /// Waits until the guest agent answers, then journals `Ready`.
+    pub async fn wait_ready(&self, id: &str) -> Result<(), BrokerError> {
+        let slot = self.agent_slot(id)?;
+        let mut guard = slot.lock().await;
+        let rec = self.journal.get(id).await?;
+        if rec.state == InstanceState::Ready && guard.is_some() {
+            return Ok(());
+        }
+        if rec.state != InstanceState::Booted {
+            return Err(BrokerError::NotReady(id.to_owned(), rec.state.as_str()));
+        }
+        let deadline = std::time::Instant::now() + self.cfg.ready_timeout;
+        let agent = Agent::connect(&self.dir(id).join(QGA_SOCK), deadline)
+            .await
+            .map_err(|_| BrokerError::BootTimeout(id.to_owned()))?;
+        *guard = Some(agent);
+        self.journal
+            .transition(
+                id,
+                &self.session,
+                InstanceState::Booted,
+                InstanceState::Ready,
+                None,
+            )
+            .await?;
+        Ok(())
+    }
+
+    fn agent_slot(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<Option<Agent>>>, BrokerError> {
+        self.agents
+            .lock()
+            .expect("lock")
+            .get(id)
+            .cloned()
+            .ok_or_else(|| BrokerError::UnknownInstance(id.to_owned()))
+    }
+
+    /// Runs `f` with the ready instance's agent.
+    async fn with_agent<T>(
+        &self,
+        id: &str,
+        f: impl AsyncFnOnce(&mut Agent) -> Result<T, BrokerError>,
+    ) -> Result<T, BrokerError> {
+        let slot = self.agent_slot(id)?;
+        let mut guard = slot.lock().await;
+        let rec = self.journal.get(id).await?;
+        let Some(agent) = guard.as_mut().filter(|_| rec.state == InstanceState::Ready) else {
+            return Err(BrokerError::NotReady(id.to_owned(), rec.state.as_str()));
+        };
+        f(agent).await
+    }
+
+    /// Runs an allow-listed profile.
+    pub async fn exec(
+        &self,
+        id: &str,
+        profile: &str,
+        args: &[String],
+    ) -> Result<ExecOutcome, BrokerError> {
+        let (argv, p) = self.cfg.profiles.argv(profile, args)?;
+        let bounds = p.bounds();
+        self.with_agent(id, async |a| Ok(a.exec(&argv, bounds).await?))
+            .await
+    }
+
+    /// Restarts a named service through the `service-restart` profile.
+    pub async fn restart_service(&self, id: &str, unit: &str) -> Result<ExecOutcome, BrokerError> {
+        self.exec(id, SERVICE_RESTART, &[unit.to_owned()]).await
+    }
+
+    pub async fn read_file(&self, id: &str, path: &str) -> Result<FileContent, BrokerError> {
+        let p = guest_path(path).ok_or_else(|| BrokerError::PathRefused(path.to_owned()))?;
+        let p = p.display().to_string();
+        self.with_agent(id, async |a| Ok(a.read_file(&p).await?))
+            .await
+    }
+
+    /// Writes a file, sets owner and mode, and re-reads it: the result is the guest's bytes.
+    pub async fn write_file(
+        &self,
+        id: &str,
+        path: &str,
+        content: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<WriteResult, BrokerError> {
+        let p = guest_path(path).ok_or_else(|| BrokerError::PathRefused(path.to_owned()))?;
+        let p = p.display().to_string();
+        if mode > 0o7777 {
+            return Err(BrokerError::PathRefused(format!("{path}: mode {mode:o}")));
+        }
+        self.with_agent(id, async |a| {
+            a.write_file(&p, content).await?;
+            let bounds = crate::agent::ExecBounds {
+                timeout: Duration::from_secs(10),
+                max_output: 4096,
+            };
+            for argv in [
+                vec![
+                    "/bin/chown".to_owned(),
+                    format!("{uid}:{gid}"),
+                    "--".into(),
+                    p.clone(),
+                ],
+                vec![
+                    "/bin/chmod".to_owned(),
+                    format!("{mode:o}"),
+                    "--".into(),
+                    p.clone(),
+                ],
+            ] {
+                let o = a.exec(&argv, bounds).await?;
+                if o.exit_code != Some(0) {
+                    return Err(BrokerError::Agent(crate::agent::AgentError::Guest(
+                        format!("{} failed: {}", argv[0], String::from_utf8_lossy(&o.stderr)),
+                    )));
+                }
+            }
+            let back = a.read_file(&p).await?;
+            Ok(WriteResult {
+                path: p.clone(),
+                sha256: back.sha256,
+                bytes: back.bytes.len() as u64,
+                mode,
+                uid,
+                gid,
+            })
+        })
+        .await
+    }
+
+    /// `environment.destroy`: stops QEMU (QMP quit, SIGKILL after [`QUIT_GRACE`]), confirms
+    /// the process is gone and the overlay and sockets deleted, and records the confirmation.
+    /// A second destroy of the same instance returns the recorded confirmation.
+    pub async fn destroy(&self, id: &str) -> Result<Confirmation, BrokerError> {
+        let started = Instant::now();
+        let rec = match self.journal.get(id).await {
+            Ok(r) => r,
+            Err(crate::journal::JournalError::Unknown(_)) => {
+                return Err(BrokerError::UnknownInstance(id.to_owned()));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if rec.state.is_terminal() {
+            return self.journal.confirmation(id).await?.ok_or_else(|| {
+                BrokerError::Host(format!(
+                    "{id} is {} without a confirmation",
+                    rec.state.as_str()
+                ))
+            });
+        }
+        if rec.session != self.session {
+            // Start-up recovery handles earlier sessions; reaching here means it has not run.
+            return Err(BrokerError::UnknownInstance(id.to_owned()));
+        }
+        if rec.state != InstanceState::Destroying {
+            self.journal
+                .transition(
+                    id,
+                    &self.session,
+                    rec.state,
+                    InstanceState::Destroying,
+                    None,
+                )
+                .await?;
+        }
+        // The agent connection goes first: nothing may use the instance once destroying.
+        if let Some(slot) = self.agents.lock().expect("lock").remove(id) {
+            drop(slot);
+        }
+        let t = self.teardown(id, rec.pid).await;
+        #[cfg(feature = "fault-injection")]
+        if self
+            .crash_before_confirm
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            // The destroy happened; its confirmation (the reply) is lost with the process.
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        }
+        let c = self.confirmation(id, InstanceState::Destroyed, &t, started, false);
+        if !(c.process_gone && c.overlay_deleted && c.sockets_deleted) {
+            return Err(BrokerError::Host(format!(
+                "{id}: destruction not confirmed: {t:?}"
+            )));
+        }
+        self.journal.confirm(InstanceState::Destroying, &c).await?;
+        Ok(c)
+    }
+
+    fn confirmation(
+        &self,
+        id: &str,
+        outcome: InstanceState,
+        t: &Teardown,
+        started: Instant,
+        recovered: bool,
+    ) -> Confirmation {
+        Confirmation {
+            instance_id: id.to_owned(),
+            outcome,
+            session: self.session.clone(),
+            process_gone: t.process_gone,
+            overlay_deleted: t.overlay_deleted,
+            sockets_deleted: t.sockets_deleted,
+            killed: t.killed,
+            stop_ms: t.stop.as_millis() as i64,
+            total_ms: started.elapsed().as_millis() as i64,
+            at: self.clock.now(),
+            recovered,
+        }
+    }
+
+    /// Stops the instance's QEMU and deletes its directory; reports what is confirmed gone.
+    async fn teardown(&self, id: &str, pid: Option<i32>) -> Teardown {
+        let dir = self.dir(id);
+        let started = Instant::now();
+        let pid = pid.or_else(|| host::read_pidfile(&dir.join(PIDFILE)));
+        let mut killed = false;
+        if let Some(pid) = pid.filter(|p| host::is_ours(*p, &dir)) {
+            if let Ok(q) = crate::qmp::Qmp::connect(&dir.join(QMP_SOCK), QUIT_GRACE).await {
+                let _ = tokio::time::timeout(QUIT_GRACE, q.quit()).await;
+            }
+            if !host::wait_gone(pid, &dir, QUIT_GRACE).await {
+                killed = true;
+                host::kill_and_wait(pid, &dir, KILL_WAIT).await;
+            }
+        }
+        let stop = started.elapsed();
+        let process_gone = pid.is_none_or(|p| !host::is_ours(p, &dir));
+        let _ = std::fs::remove_dir_all(&dir);
+        Teardown {
+            process_gone,
+            overlay_deleted: !dir.join(OVERLAY).exists(),
+            sockets_deleted: !dir.join(QMP_SOCK).exists()
+                && !dir.join(QGA_SOCK).exists()
+                && !dir.exists(),
+            killed,
+            stop,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Teardown {
+    process_gone: bool,
+    overlay_deleted: bool,
+    sockets_deleted: bool,
+    killed: bool,
+    stop: Duration,
+}
