@@ -611,9 +611,14 @@ impl CorpusStore {
             None => Freshness::None,
             Some(s) if !s.is_fresh(now) => Freshness::Expired,
             Some(s) => match &st.last_failure {
-                Some(f) if f.at >= s.activated_at => Freshness::Degraded {
-                    reason: format!("{}: {}", f.code, f.reason),
-                },
+                // Only a failed refresh of the active source degrades it; a failed first
+                // build of another source leaves it as it was (that failure shows on its own
+                // source's status line).
+                Some(f) if f.at >= s.activated_at && f.source == s.source.name => {
+                    Freshness::Degraded {
+                        reason: format!("{}: {}", f.code, f.reason),
+                    }
+                }
                 _ => Freshness::Fresh,
             },
         };

@@ -65,7 +65,7 @@ fn serve(root: PathBuf, ca: &TestCa) -> u16 {
             std::thread::spawn(move || {
                 let conn = rustls::ServerConnection::new(config).unwrap();
                 let mut tls = rustls::StreamOwned::new(conn, stream);
-                let _ = handle(&mut tls, &root);
+                let _ = handle(&mut tls, &root, port);
                 tls.conn.send_close_notify();
                 let _ = tls.flush();
             });
@@ -74,7 +74,19 @@ fn serve(root: PathBuf, ca: &TestCa) -> u16 {
     port
 }
 
-fn handle(stream: &mut (impl Read + Write), root: &Path) -> std::io::Result<()> {
+/// Paths under `/moved-<how>/` answer a redirect instead of running git: to plain HTTP, to a
+/// non-admitted origin, or to the same repository on the same origin.
+fn redirect_for(path: &str, query: &str, port: u16) -> Option<String> {
+    let (how, rest) = path.strip_prefix("/moved-")?.split_once('/')?;
+    let tail = format!("/{rest}?{query}");
+    Some(match how {
+        "http" => format!("http://localhost:{port}{tail}"),
+        "away" => format!("https://mirror.example.org:{port}{tail}"),
+        _ => tail,
+    })
+}
+
+fn handle(stream: &mut (impl Read + Write), root: &Path, port: u16) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream);
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
@@ -118,6 +130,16 @@ fn handle(stream: &mut (impl Read + Write), root: &Path) -> std::io::Result<()> 
         }
     }
     let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    if let Some(location) = redirect_for(path, query, port) {
+        let stream = reader.into_inner();
+        stream.write_all(
+            format!(
+                "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )?;
+        return stream.flush();
+    }
     let mut cmd = Command::new("git");
     cmd.arg("http-backend")
         .env_clear()
@@ -401,4 +423,75 @@ fn an_untrusted_certificate_is_refused_and_keeps_the_snapshot() {
         .unwrap_err();
     assert_eq!(err.code(), "corpus/git");
     assert_eq!(store.status().last_failure.unwrap().code, "corpus/git");
+}
+
+/// The real git server answers redirects: a downgrade to plain HTTP and a move to a
+/// non-admitted origin are refused by code before gix is handed any URL, and the previous
+/// snapshot stays active; a redirect within the admitted origin is followed.
+#[test]
+fn redirects_from_the_git_server_are_judged_by_the_source_rules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    let served = tmp.path().join("served");
+    std::fs::create_dir_all(work.join("docs")).unwrap();
+    std::fs::create_dir_all(&served).unwrap();
+    git(&work, &["init", "-q", "-b", "main"]);
+    for (p, d) in good_docs() {
+        std::fs::write(work.join(&p), d).unwrap();
+    }
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "docs"]);
+    let commit = git(&work, &["rev-parse", "HEAD"]);
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            work.to_str().unwrap(),
+            served.join("fixture.git").to_str().unwrap(),
+        ],
+    );
+    let ca = mint();
+    let port = serve(served, &ca);
+    let tls = GitTls::Roots(vec![ca.ca.clone()]);
+    let (store, _clock) = store(&tmp.path().join("corpus"));
+    let at = |path: &str| {
+        let mut s = spec(port, Some(&commit));
+        if let Origin::Git { url, .. } = &mut s.origin {
+            *url = admit_url(&format!("https://localhost:{port}{path}")).unwrap();
+        }
+        s
+    };
+
+    // Within the admitted origin: followed, and the commit activates.
+    let (summary, _) = store
+        .refresh_git(
+            &at("/moved-here/fixture.git"),
+            &tmp.path().join("cache.git"),
+            &tls,
+            &Policy::default(),
+            &mut NoProgress,
+        )
+        .unwrap();
+    let active = store.active_id().unwrap();
+    assert_eq!(active, summary.snapshot_id);
+
+    for (path, code) in [
+        ("/moved-http/fixture.git", "corpus/source-not-https"),
+        ("/moved-away/fixture.git", "corpus/redirect-origin"),
+    ] {
+        let err = store
+            .refresh_git(
+                &at(path),
+                &tmp.path().join("cache.git"),
+                &tls,
+                &Policy::default(),
+                &mut NoProgress,
+            )
+            .unwrap_err();
+        assert_eq!(err.code(), code, "{path}: {err}");
+        assert_eq!(store.active_id().unwrap(), active, "{path}");
+        assert_eq!(store.status().last_failure.unwrap().code, code);
+    }
 }
