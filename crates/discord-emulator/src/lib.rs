@@ -203,6 +203,7 @@ pub(crate) struct State {
     pub(crate) counts: GatewayCounts,
     pub(crate) stop_acking: bool,
     pub(crate) redeliver_on_resume: u64,
+    pub(crate) reads_unavailable: bool,
 }
 
 #[derive(Debug)]
@@ -523,6 +524,12 @@ impl Emulator {
     /// Discord may after a resume.
     pub fn script_redelivery_on_resume(&self, n: u64) {
         self.inner.lock().redeliver_on_resume = n;
+    }
+
+    /// Answer (or stop answering) Get Channel Messages with 503, as during a Discord outage:
+    /// a reconciliation read then proves nothing either way.
+    pub fn fail_reads(&self, fail: bool) {
+        self.inner.lock().reads_unavailable = fail;
     }
 
     /// Stop (or resume) acknowledging heartbeats, to make the connection a zombie.

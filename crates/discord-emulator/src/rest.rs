@@ -199,6 +199,9 @@ fn create(inner: &Inner, channel: u64, body: &[u8]) -> Reply {
 }
 
 fn list(inner: &Inner, channel: u64, query: &str) -> Reply {
+    if inner.lock().reads_unavailable {
+        return error(503, 0, "503: Service Unavailable");
+    }
     let mut after = 0u64;
     let mut limit = 50usize;
     for pair in query.split('&') {

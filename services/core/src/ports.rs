@@ -307,6 +307,29 @@ impl Delivery for Core {
             outcome: outcome as i32,
         }))
     }
+
+    async fn list_unknown(
+        &self,
+        _req: Request<pb::ListUnknownRequest>,
+    ) -> Result<Response<pb::ListUnknownResponse>, Status> {
+        let records = self.vault.unknown_intents().await.map_err(status)?;
+        let mut intents = Vec::with_capacity(records.len());
+        for r in records {
+            let effect: DiscordEffect = serde_json::from_str(&r.effect).map_err(|e| {
+                Status::internal(format!("intent effect is not a Discord effect: {e}"))
+            })?;
+            intents.push(pb::DeliveryIntent {
+                intent_id: r.intent_id.0,
+                channel_id: effect.channel_id,
+                reply_to_message_id: effect.reply_to_message_id,
+                nonce: r.nonce,
+                payload_digest: r.payload_digest,
+                parts: effect.parts,
+                ..Default::default()
+            });
+        }
+        Ok(Response::new(pb::ListUnknownResponse { intents }))
+    }
 }
 
 #[tonic::async_trait]

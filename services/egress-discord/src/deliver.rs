@@ -12,8 +12,8 @@ use reach_discord::delivery::{CreateMessage, CreateOutcome, Nonce, Reconciliatio
 use reach_discord::rest::{RECONCILE_SETTLE, RestClient};
 use reach_proto::core::v1::delivery_client::DeliveryClient;
 use reach_proto::core::v1::{
-    ClaimRequest, DeliveryIntent, DeliveryOutcome, MarkSubmittingRequest, ReconcileRequest,
-    SettleRequest,
+    ClaimRequest, DeliveryIntent, DeliveryOutcome, ListUnknownRequest, MarkSubmittingRequest,
+    ReconcileRequest, SettleRequest,
 };
 use reach_proto::ward::v1::RedeemDecisionRequest;
 use reach_proto::ward::v1::ward_client::WardClient;
@@ -50,7 +50,11 @@ pub async fn run(peers: Peers, rest: Arc<Rest>, stop: impl Future<Output = ()>) 
         base,
     } = peers;
     tokio::pin!(stop);
-    let mut unknown: Vec<Unknown> = Vec::new();
+    // What an earlier run of this gate left UNKNOWN is still ours to reconcile, never to resend.
+    let mut unknown = tokio::select! {
+        _ = &mut stop => return,
+        u = resume_unknown(&mut core) => u,
+    };
     let mut last_reconcile = Instant::now();
     loop {
         if last_reconcile.elapsed() > Duration::from_millis(500) && !unknown.is_empty() {
@@ -238,6 +242,46 @@ async fn deliver(
                     after,
                     since: Instant::now(),
                 });
+            }
+        }
+    }
+}
+
+/// Reads every UNKNOWN intent back from core, retrying until core answers: a gate that forgot
+/// them would leave the channel unreconciled for ever.
+async fn resume_unknown(core: &mut DeliveryClient<Channel>) -> Vec<Unknown> {
+    loop {
+        match core.list_unknown(ListUnknownRequest {}).await {
+            Ok(r) => {
+                let intents = r.into_inner().intents;
+                let resumed: Vec<Unknown> = intents
+                    .into_iter()
+                    .filter_map(|i| {
+                        let Some(message) = message(&i) else {
+                            tracing::warn!(intent = %i.intent_id, "unknown intent is not a Discord message");
+                            return None;
+                        };
+                        Some(Unknown {
+                            intent_id: i.intent_id,
+                            after: message.reply_to.unwrap_or(Snowflake(0)),
+                            message,
+                            // When the outcome became unknown is not known here: absence is
+                            // proved only after a full settle interval from now.
+                            since: Instant::now(),
+                        })
+                    })
+                    .collect();
+                if !resumed.is_empty() {
+                    tracing::info!(
+                        count = resumed.len(),
+                        "resuming reconciliation of unknown deliveries"
+                    );
+                }
+                return resumed;
+            }
+            Err(s) => {
+                tracing::warn!(code = ?s.code(), "cannot list unknown deliveries yet");
+                tokio::time::sleep(IDLE_POLL * 10).await;
             }
         }
     }
