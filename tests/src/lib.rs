@@ -56,6 +56,37 @@ impl TestBody {
         }
     }
 
+    /// Starts the checked-in manifest after `configure` adjusted it (role settings, files it
+    /// names in the state directory), with placeholder external credentials.
+    pub async fn start_configured(configure: impl FnOnce(&mut Manifest, &StateLayout)) -> Self {
+        let mut manifest =
+            reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
+        let dir = tempfile::Builder::new()
+            .prefix("rt")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let layout = StateLayout::new(dir.path());
+        std::fs::create_dir_all(layout.root()).expect("state root");
+        configure(&mut manifest, &layout);
+        write_placeholder_credentials(&manifest, &layout);
+        let body = Body::up(
+            &manifest,
+            &layout,
+            LaunchOptions {
+                log_level: "info".into(),
+                ..LaunchOptions::default()
+            },
+        )
+        .await
+        .expect("body comes up");
+        Self {
+            manifest,
+            layout,
+            body: Some(body),
+            _dir: dir,
+        }
+    }
+
     /// Starts the body wired to a loopback Discord emulator: ingress-edge on its Gateway,
     /// egress-discord on its REST API (an exact local road, trusting only the emulator's CA),
     /// both with the emulator's bot token. `channel` is admitted.
