@@ -137,7 +137,9 @@ pub async fn run(command: CorpusCommand) -> anyhow::Result<ExitCode> {
                 eprintln!("refused: {}: {}", r.refusal_code, r.detail);
                 return Ok(ExitCode::FAILURE);
             }
-            println!("added source {name} ({kind}); admit a revision with `reach corpus admit {name} <revision>`");
+            println!(
+                "added source {name} ({kind}); admit a revision with `reach corpus admit {name} <revision>`"
+            );
             Ok(ExitCode::SUCCESS)
         }
         CorpusCommand::Admit {
@@ -260,7 +262,10 @@ pub fn render_summary(s: &pb::Summary) -> String {
     t.set_header(vec!["build", "value"]);
     t.add_row(vec!["snapshot".to_string(), s.snapshot_id.clone()]);
     t.add_row(vec!["revision".to_string(), s.revision.clone()]);
-    t.add_row(vec!["files accepted".to_string(), s.files_accepted.to_string()]);
+    t.add_row(vec![
+        "files accepted".to_string(),
+        s.files_accepted.to_string(),
+    ]);
     for r in &s.skipped {
         t.add_row(vec![format!("skipped ({})", r.rule), r.files.to_string()]);
     }

@@ -154,30 +154,74 @@ async fn an_operator_adds_admits_and_searches_a_release_archive() {
     let out = reach(
         &body,
         &[
-            "add", "docs", &url, "--digest", &digest_arg, "--include", "docs/**",
-            "--citation-base", BASE,
+            "add",
+            "docs",
+            &url,
+            "--digest",
+            &digest_arg,
+            "--include",
+            "docs/**",
+            "--citation-base",
+            BASE,
         ],
     )
     .await;
     let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}{stderr}{}", body.log("corpus-builder"));
-    assert!(stdout.contains("added source docs (release_archive)"), "{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}{stderr}{}",
+        body.log("corpus-builder")
+    );
+    assert!(
+        stdout.contains("added source docs (release_archive)"),
+        "{stdout}"
+    );
 
     // A refused source: the typed code reaches the operator.
-    let out = reach(&body, &["add", "plain", "http://example.org/d.tar.gz", "--digest", &digest_arg]).await;
+    let out = reach(
+        &body,
+        &[
+            "add",
+            "plain",
+            "http://example.org/d.tar.gz",
+            "--digest",
+            &digest_arg,
+        ],
+    )
+    .await;
     assert!(!out.status.success());
-    assert!(text(&out).1.contains("refused: corpus/source-not-https"), "{:?}", text(&out));
+    assert!(
+        text(&out).1.contains("refused: corpus/source-not-https"),
+        "{:?}",
+        text(&out)
+    );
 
     let out = reach(&body, &["admit", "docs", &digest_arg]).await;
     let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}{stderr}{}", body.log("corpus-builder"));
+    assert!(
+        out.status.success(),
+        "{stdout}{stderr}{}",
+        body.log("corpus-builder")
+    );
     println!("{stdout}");
-    for row in ["| snapshot", "| files accepted | 2", "| passages", "| elapsed", "| fresh until"] {
+    for row in [
+        "| snapshot",
+        "| files accepted | 2",
+        "| passages",
+        "| elapsed",
+        "| fresh until",
+    ] {
         assert!(stdout.contains(row), "no `{row}` in\n{stdout}");
     }
-    assert!(stdout.contains(&format!("| revision       | {}", digest.hex())), "{stdout}");
+    assert!(
+        stdout.contains(&format!("| revision       | {}", digest.hex())),
+        "{stdout}"
+    );
     // Piped stderr: no bars drawn.
-    assert!(!stderr.contains("passages ") && !stderr.contains("fetch ["), "{stderr}");
+    assert!(
+        !stderr.contains("passages ") && !stderr.contains("fetch ["),
+        "{stderr}"
+    );
 
     let out = reach(&body, &["status"]).await;
     let (stdout, _) = text(&out);
@@ -191,8 +235,16 @@ async fn an_operator_adds_admits_and_searches_a_release_archive() {
         )),
         "{line}"
     );
-    assert!(line.contains(" fresh until ") && line.ends_with("last-failure -"), "{line}");
-    assert!(stdout.lines().any(|l| l.starts_with("reach-docs (release_archive)")), "{stdout}");
+    assert!(
+        line.contains(" fresh until ") && line.ends_with("last-failure -"),
+        "{line}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("reach-docs (release_archive)")),
+        "{stdout}"
+    );
 
     let out = reach(&body, &["search", "how long is a snapshot fresh"]).await;
     let (stdout, stderr) = text(&out);

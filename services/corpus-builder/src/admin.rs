@@ -46,7 +46,7 @@ pub struct Builder {
 #[derive(Debug)]
 enum Job {
     Embedded,
-    Configured(SourceSpec),
+    Configured(Box<SourceSpec>),
 }
 
 impl Builder {
@@ -86,7 +86,12 @@ impl Builder {
         }
         let (store, source) = (self.store.clone(), self.embedded.clone());
         tokio::task::spawn_blocking(move || {
-            store.refresh_archive(&source.spec, &source.bytes, &Policy::default(), &mut NoProgress)
+            store.refresh_archive(
+                &source.spec,
+                &source.bytes,
+                &Policy::default(),
+                &mut NoProgress,
+            )
         })
         .await?
         .map_err(|e| anyhow::anyhow!("default corpus did not build: {}: {e}", e.code()))?;
@@ -97,7 +102,7 @@ impl Builder {
         if name == self.embedded.spec.name {
             return Ok(Job::Embedded);
         }
-        Ok(Job::Configured(self.sources.get(name)?))
+        Ok(Job::Configured(Box::new(self.sources.get(name)?)))
     }
 
     fn stream(&self, job: Job) -> Response<BuildStream> {
@@ -112,24 +117,34 @@ impl Builder {
 
     /// Fetch, parse, index, validate and activate; the last event is the summary or the
     /// typed refusal (the previous snapshot stays active on any refusal).
-    async fn run(&self, job: Job, tx: mpsc::Sender<Result<pb::BuildEvent, Status>>) -> pb::BuildEvent {
+    async fn run(
+        &self,
+        job: Job,
+        tx: mpsc::Sender<Result<pb::BuildEvent, Status>>,
+    ) -> pb::BuildEvent {
         let _guard = self.build_lock.lock().await;
         let (spec, bytes) = match job {
-            Job::Embedded => (self.embedded.spec.clone(), Some(self.embedded.bytes.clone())),
+            Job::Embedded => (
+                self.embedded.spec.clone(),
+                Some(self.embedded.bytes.clone()),
+            ),
             Job::Configured(spec) => match &spec.origin {
                 Origin::ReleaseArchive { url, .. } => {
+                    let spec = *spec.clone();
                     ChannelProgress::phase(&tx, "fetch", 0, 0, false).await;
                     match self.fetcher.fetch(&spec, url).await {
                         Ok(b) => (spec, Some(b.to_vec())),
                         Err(e) => {
                             let code = e.code();
-                            let _ = self.store.record_failed_attempt(&spec.name, &code, &e.to_string());
+                            let _ =
+                                self.store
+                                    .record_failed_attempt(&spec.name, &code, &e.to_string());
                             return refusal(&code, &e.to_string());
                         }
                     }
                 }
                 Origin::Git { .. } => match self.pins(&spec).await {
-                    Ok(pins) => return self.run_git(spec, pins, tx).await,
+                    Ok(pins) => return self.run_git(*spec, pins, tx).await,
                     Err((code, detail)) => {
                         let _ = self.store.record_failed_attempt(&spec.name, &code, &detail);
                         return refusal(&code, &detail);
@@ -160,7 +175,14 @@ impl Builder {
         let outcome = tokio::task::spawn_blocking(move || {
             let mut progress = ChannelProgress::new(tx);
             store
-                .refresh_git_pinned(&spec, &cache, &tls, &pins, &Policy::default(), &mut progress)
+                .refresh_git_pinned(
+                    &spec,
+                    &cache,
+                    &tls,
+                    &pins,
+                    &Policy::default(),
+                    &mut progress,
+                )
                 .map(|(s, _)| (s, spec))
         })
         .await;
@@ -294,15 +316,17 @@ fn add_refused(code: &str, detail: impl std::fmt::Display) -> Response<pb::AddSo
 fn spec_json(r: &pb::AddSourceRequest) -> Result<serde_json::Value, (&'static str, String)> {
     let name_ok = !r.name.is_empty()
         && r.name.len() <= MAX_NAME
-        && r
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_' || b == b'.')
+        && r.name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_' || b == b'.'
+        })
         && !r.name.starts_with('.');
     if !name_ok {
         return Err((
             "corpus/source-name",
-            format!("`{}` is not a source name ([a-z0-9._-], at most {MAX_NAME})", r.name),
+            format!(
+                "`{}` is not a source name ([a-z0-9._-], at most {MAX_NAME})",
+                r.name
+            ),
         ));
     }
     let origin = match r.kind.as_str() {
@@ -390,10 +414,7 @@ impl CorpusAdmin for Builder {
 
     type AdmitStream = BuildStream;
 
-    async fn admit(
-        &self,
-        r: Request<pb::AdmitRequest>,
-    ) -> Result<Response<BuildStream>, Status> {
+    async fn admit(&self, r: Request<pb::AdmitRequest>) -> Result<Response<BuildStream>, Status> {
         let r = r.into_inner();
         let job = match self.job(&r.source) {
             Ok(j) => j,
@@ -407,9 +428,7 @@ impl CorpusAdmin for Builder {
             // Immutable archives: the only admissible revision is the published digest.
             Job::Embedded if published(&self.embedded.digest) => Job::Embedded,
             Job::Configured(spec) => match &spec.origin {
-                Origin::ReleaseArchive { digest, .. } if published(digest) => {
-                    Job::Configured(spec)
-                }
+                Origin::ReleaseArchive { digest, .. } if published(digest) => Job::Configured(spec),
                 Origin::Git { url, branch, .. } => {
                     if revision.len() != 40 || !revision.bytes().all(|b| b.is_ascii_hexdigit()) {
                         return Ok(once(refusal(
@@ -423,12 +442,12 @@ impl CorpusAdmin for Builder {
                             branch: branch.clone(),
                             admitted_commit: Some(revision.clone()),
                         },
-                        ..spec.clone()
+                        ..(*spec).clone()
                     };
                     if let Err(e) = self.sources.replace(admitted.clone()) {
                         return Ok(once(refusal(e.code(), &e.to_string())));
                     }
-                    Job::Configured(admitted)
+                    Job::Configured(Box::new(admitted))
                 }
                 Origin::ReleaseArchive { .. } => {
                     return Ok(once(refusal(

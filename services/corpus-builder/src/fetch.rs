@@ -111,7 +111,10 @@ impl ArchiveFetcher {
             let stream = self.connector.connect(&admitted).await?;
             let request = admitted
                 .request(Method::GET)
-                .header(USER_AGENT, concat!("reach-corpus-builder/", env!("CARGO_PKG_VERSION")))
+                .header(
+                    USER_AGENT,
+                    concat!("reach-corpus-builder/", env!("CARGO_PKG_VERSION")),
+                )
                 .body(Bytes::new())
                 .map_err(|e| ReturnError::Protocol(e.to_string()))?;
             let response = reach_bounded::fetch(stream, request, &bounds).await?;

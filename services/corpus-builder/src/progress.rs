@@ -69,7 +69,11 @@ impl ChannelProgress {
 
     fn send(&mut self, stage: Stage, finished: bool) {
         let now = Instant::now();
-        if !finished && self.last.is_some_and(|t| now.duration_since(t) < MIN_INTERVAL) {
+        if !finished
+            && self
+                .last
+                .is_some_and(|t| now.duration_since(t) < MIN_INTERVAL)
+        {
             return;
         }
         self.last = Some(now);

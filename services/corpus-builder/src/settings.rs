@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use reach_destination::{
-    Admission, AdmissionPolicy, Answers, DestinationError, HickoryConfig, HickoryResolver, Resolver,
-    StaticResolver,
+    Admission, AdmissionPolicy, Answers, DestinationError, HickoryConfig, HickoryResolver,
+    Resolver, StaticResolver,
 };
 
 /// An exact local road: `host` is admitted at exactly `addr` (loopback included), nothing else.
@@ -77,9 +77,9 @@ impl Settings {
                 self.local_roads.is_empty(),
                 "name_servers and local_roads are exclusive"
             );
-            SourceResolver::Hickory(HickoryResolver::new(&HickoryConfig::new(
+            SourceResolver::Hickory(Box::new(HickoryResolver::new(&HickoryConfig::new(
                 self.name_servers.clone(),
-            ))?)
+            ))?))
         };
         Ok(Admission::new(policy, resolver))
     }
@@ -90,7 +90,7 @@ impl Settings {
 #[derive(Debug)]
 pub enum SourceResolver {
     Static(StaticResolver),
-    Hickory(HickoryResolver),
+    Hickory(Box<HickoryResolver>),
 }
 
 impl Resolver for SourceResolver {

@@ -53,13 +53,21 @@ async fn serve(ca: &TestCa, routes: Routes) -> SocketAddr {
             let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
             let reply = routes.lock().unwrap().get(&path).cloned();
             let (status, headers, body) = match reply {
-                Some(Reply::Archive(b)) => ("200 OK", "Content-Type: application/gzip\r\n".to_string(), b),
+                Some(Reply::Archive(b)) => (
+                    "200 OK",
+                    "Content-Type: application/gzip\r\n".to_string(),
+                    b,
+                ),
                 Some(Reply::Redirect(to)) => (
                     "302 Found",
                     format!("Location: {to}\r\nContent-Type: text/plain\r\n"),
                     b"moved".to_vec(),
                 ),
-                None => ("404 Not Found", "Content-Type: text/plain\r\n".to_string(), b"no".to_vec()),
+                None => (
+                    "404 Not Found",
+                    "Content-Type: text/plain\r\n".to_string(),
+                    b"no".to_vec(),
+                ),
             };
             let resp = format!(
                 "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
@@ -202,7 +210,10 @@ async fn a_good_archive_behind_a_same_origin_redirect_activates_and_is_searchabl
     let digest = Sha256Digest::of(&bytes);
     f.route("/v1/docs.tar.gz", Reply::Archive(bytes));
     f.route("/latest.tar.gz", Reply::Redirect("/v1/docs.tar.gz".into()));
-    assert_eq!(f.add("docs", "/latest.tar.gz", &digest).await.refusal_code, "");
+    assert_eq!(
+        f.add("docs", "/latest.tar.gz", &digest).await.refusal_code,
+        ""
+    );
 
     let events = f.admit("docs", &digest.to_string()).await;
     let phases: Vec<&str> = events
@@ -239,7 +250,8 @@ async fn a_good_archive_behind_a_same_origin_redirect_activates_and_is_searchabl
     assert!(!hits.hits.is_empty());
     for h in &hits.hits {
         assert!(
-            h.url.starts_with(&format!("{BASE}/blob/{}/docs/", digest.hex())),
+            h.url
+                .starts_with(&format!("{BASE}/blob/{}/docs/", digest.hex())),
             "{}",
             h.url
         );
@@ -259,7 +271,10 @@ async fn a_digest_mismatch_and_refused_redirects_keep_the_previous_snapshot() {
     );
     f.route(
         "/to-mirror.tar.gz",
-        Reply::Redirect(format!("https://mirror.corpus.test:{}/v1/docs.tar.gz", f.port)),
+        Reply::Redirect(format!(
+            "https://mirror.corpus.test:{}/v1/docs.tar.gz",
+            f.port
+        )),
     );
 
     // The server's bytes are not the published release.
@@ -268,7 +283,10 @@ async fn a_digest_mismatch_and_refused_redirects_keep_the_previous_snapshot() {
     assert_eq!(refusal(&events), "corpus/digest-mismatch");
     assert_eq!(f.active(), before);
     let st = f.status("tampered").await;
-    assert!(st.last_failure.starts_with("corpus/digest-mismatch"), "{st:?}");
+    assert!(
+        st.last_failure.starts_with("corpus/digest-mismatch"),
+        "{st:?}"
+    );
     assert_eq!(st.active_snapshot_id, "");
 
     // Redirects are judged by the source rules before anything is re-admitted or dialed.
@@ -300,12 +318,22 @@ async fn sources_are_refused_by_code_and_kept_in_a_strict_file() {
         ..Default::default()
     };
     let cases = [
-        add("plain", "release_archive", "http://example.org/d.tar.gz", &d),
+        add(
+            "plain",
+            "release_archive",
+            "http://example.org/d.tar.gz",
+            &d,
+        ),
         add("gitproto", "git", "git://example.org/r.git", ""),
         add("ssh", "git", "git@example.org:o/r.git", ""),
         add("local", "git", "file:///srv/r.git", ""),
         add("creds", "git", "https://user:token@example.org/r.git", ""),
-        add("nodigest", "release_archive", "https://example.org/d.tar.gz", ""),
+        add(
+            "nodigest",
+            "release_archive",
+            "https://example.org/d.tar.gz",
+            "",
+        ),
         add("Bad Name", "git", "https://example.org/r.git", ""),
         add("svn", "svn", "https://example.org/r", ""),
         add("reach-docs", "git", "https://example.org/r.git", ""),
@@ -314,8 +342,17 @@ async fn sources_are_refused_by_code_and_kept_in_a_strict_file() {
     ];
     let mut out = String::new();
     for c in cases {
-        let r = f.builder.add_source(Request::new(c.clone())).await.unwrap().into_inner();
-        let verdict = if r.refusal_code.is_empty() { "added" } else { &r.refusal_code };
+        let r = f
+            .builder
+            .add_source(Request::new(c.clone()))
+            .await
+            .unwrap()
+            .into_inner();
+        let verdict = if r.refusal_code.is_empty() {
+            "added"
+        } else {
+            &r.refusal_code
+        };
         out.push_str(&format!("{:<10} {:<40} {verdict}\n", c.name, c.url));
     }
     expect_test::expect![[r#"
@@ -341,7 +378,10 @@ async fn sources_are_refused_by_code_and_kept_in_a_strict_file() {
         ("reach-docs", "sha256:00"),
     ] {
         let events = f.admit(source, revision).await;
-        out.push_str(&format!("{source:<10} {revision:<10} {}\n", refusal(&events)));
+        out.push_str(&format!(
+            "{source:<10} {revision:<10} {}\n",
+            refusal(&events)
+        ));
     }
     expect_test::expect![[r#"
         nope       abc        corpus/unknown-source
@@ -354,7 +394,18 @@ async fn sources_are_refused_by_code_and_kept_in_a_strict_file() {
     let path = f._dir.path().join("sources.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("schema = \"CorpusSources@1\""), "{text}");
-    std::fs::write(&path, text.replace("branch = \"main\"", "branch = \"main\"\ntoken = \"x\"")).unwrap();
-    let err = f.builder.status(Request::new(pb::StatusRequest {})).await.unwrap_err();
-    assert!(err.message().starts_with("corpus/credential-helper"), "{err:?}");
+    std::fs::write(
+        &path,
+        text.replace("branch = \"main\"", "branch = \"main\"\ntoken = \"x\""),
+    )
+    .unwrap();
+    let err = f
+        .builder
+        .status(Request::new(pb::StatusRequest {}))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message().starts_with("corpus/credential-helper"),
+        "{err:?}"
+    );
 }
