@@ -5,8 +5,10 @@
 //! ratio, not criterion's per-iteration statistics.
 //!
 //! Targets (issue 4): chain rate >= 25% of the bare insert rate, and >= 500 chains/s on SQLite.
-//! `REACH_BENCH_EVENTS` sets N (default 2000). PostgreSQL runs when `REACH_TEST_DATABASE_URL`
-//! is set.
+//! `REACH_BENCH_EVENTS` sets N (default 2000), `REACH_BENCH_WORKERS` the concurrent workers of
+//! the second comparison (default 8; the same for the bare loop and the chain). PostgreSQL runs
+//! when `REACH_TEST_DATABASE_URL` is set. The load average is printed before and after: other
+//! builds on the machine move every figure.
 #![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 use std::sync::Arc;
@@ -113,7 +115,7 @@ async fn measure(label: &str, p: &Phylactery, n: u64) {
     }
     let full = n as f64 / t.elapsed().as_secs_f64();
     println!(
-        "{label:<10} N={n:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%   (chain = 5 durable commits)",
+        "{label:<10} sequential   N={n:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%   (chain = 5 durable commits)",
         100.0 * full / bare
     );
     let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
@@ -129,6 +131,53 @@ async fn measure(label: &str, p: &Phylactery, n: u64) {
     );
 }
 
+/// The same comparison with `workers` concurrent tasks for both loops (same N, same workers),
+/// so commits of different events can share a flush on both sides alike.
+async fn measure_concurrent(label: &str, p: &Phylactery, n: u64, workers: u64) {
+    let per_worker = n / workers;
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let p = p.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..per_worker {
+                let id = 1_000_000 + (w * per_worker + i) as i64;
+                p.bench_baseline_insert(id).await.expect("baseline insert");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("bare worker");
+    }
+    let bare = (per_worker * workers) as f64 / t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let p = p.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut steps = Steps::default();
+            for i in 0..per_worker {
+                chain(&p, 1_000_000 + w * per_worker + i, &mut steps).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("chain worker");
+    }
+    let full = (per_worker * workers) as f64 / t.elapsed().as_secs_f64();
+    println!(
+        "{label:<10} {workers} workers    N={:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%",
+        per_worker * workers,
+        100.0 * full / bare
+    );
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs it with a tiny N as a smoke test.
     let smoke = !std::env::args().any(|a| a == "--bench");
@@ -141,19 +190,32 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    let workers: u64 = std::env::var("REACH_BENCH_WORKERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if smoke { 2 } else { 8 })
+        .max(1);
+    println!("load average before: {}", load_average());
     rt.block_on(async {
         let dir = tempfile::tempdir().expect("tempdir");
-        let p = open(VaultConfig::sqlite(dir.path().join("bench.db"))).await;
+        let mut cfg = VaultConfig::sqlite(dir.path().join("bench.db"));
+        cfg.max_connections = workers as u32;
+        let p = open(cfg).await;
         measure("sqlite", &p, n).await;
+        measure_concurrent("sqlite", &p, n, workers).await;
         p.close().await;
         match std::env::var("REACH_TEST_DATABASE_URL") {
             Ok(url) => {
                 let schema = format!("bench_{}", std::process::id());
-                let p = open(VaultConfig::postgres(url, Some(schema))).await;
+                let mut cfg = VaultConfig::postgres(url, Some(schema));
+                cfg.max_connections = workers as u32;
+                let p = open(cfg).await;
                 measure("postgres", &p, n).await;
+                measure_concurrent("postgres", &p, n, workers).await;
                 p.close().await;
             }
             Err(_) => println!("postgres   skipped: REACH_TEST_DATABASE_URL is not set"),
         }
     });
+    println!("load average after: {}", load_average());
 }

@@ -84,8 +84,9 @@ impl Admission {
 }
 
 impl Phylactery {
-    /// Reserves the event. Admission and its OPEN `ReachTurn@1` commit in one transaction, so an
-    /// admitted event always has a turn to finish (no lost turn after a crash).
+    /// Reserves the event. Admission and its OPEN `ReachTurn@1` commit in one statement (the
+    /// turn is written by the `admission_opens_turn` trigger), so an admitted event always has a
+    /// turn to finish (no lost turn after a crash).
     pub async fn admit(&self, req: &AdmissionRequest) -> Result<Admission> {
         self.require_serving().await?;
         if req.habitat.is_empty() || req.key.external_event_id.is_empty() {
@@ -98,8 +99,12 @@ impl Phylactery {
         let turn_id = ids::turn_id(&admission_id);
         let digest = req.payload_digest.to_string();
         let k = &req.key;
-        let mut tx = self.pool().begin().await?;
-        let inserted = tx
+        // One statement, atomic by itself: the `admission_opens_turn` trigger writes the OPEN
+        // turn (id `ids::turn_id`) with the admission, so there is no transaction to open and
+        // no second round trip. Nothing is written before the statement runs.
+        self.fault(FaultPoint::AdmissionBeforeCommit);
+        let inserted = self
+            .pool()
             .execute(
                 "INSERT INTO discord_event_admission (admission_id, platform, adapter_revision, application_id,
                     event_kind, external_event_id, payload_digest, habitat, admitted_at)
@@ -119,13 +124,6 @@ impl Phylactery {
             )
             .await?;
         if inserted == 1 {
-            tx.execute(
-                "INSERT INTO reach_turn (turn_id, admission_id, state, opened_at) VALUES ($1, $2, 'OPEN', $3)",
-                &args![&turn_id.0, &admission_id.0, now.0],
-            )
-            .await?;
-            self.fault(FaultPoint::AdmissionBeforeCommit);
-            tx.commit().await?;
             self.fault(FaultPoint::AdmissionCommitted);
             return Ok(Admission::Admitted(AdmissionStatus {
                 admission_id,
@@ -138,6 +136,7 @@ impl Phylactery {
                 delivery: DeliveryOutcome::NotAttempted,
             }));
         }
+        let mut tx = self.pool().begin().await?;
         // The key exists. Look it up by the key columns, not the derived id, so a digest collision
         // of ids could never make two keys share a row unnoticed.
         let row = tx

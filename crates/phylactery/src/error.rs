@@ -89,6 +89,15 @@ pub enum LedgerError {
 }
 
 impl LedgerError {
+    /// Whether this is the database refusing a write with the given trigger code (the text a
+    /// migration's `RAISE` carries).
+    pub(crate) fn is_database_refusal(&self, code: &str) -> bool {
+        match self {
+            Self::Database(sqlx::Error::Database(e)) => e.message().contains(code),
+            _ => false,
+        }
+    }
+
     /// The stable refusal code.
     pub fn code(&self) -> &'static str {
         match self {

@@ -6,7 +6,7 @@
 /// A durable step of admission -> turn -> intent -> claim -> submitting -> settle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FaultPoint {
-    /// Admission and its OPEN turn are written but not committed.
+    /// Admission and its OPEN turn are about to be committed (one statement: nothing durable yet).
     AdmissionBeforeCommit,
     /// Admission committed; the caller has not yet seen the answer.
     AdmissionCommitted,
@@ -18,7 +18,7 @@ pub enum FaultPoint {
     ClaimCommitted,
     /// SUBMITTING committed; the sender has not yet transmitted.
     SubmittingCommitted,
-    /// Settlement written but not committed.
+    /// Settlement about to be committed (one statement: nothing durable yet).
     SettleBeforeCommit,
     /// Settlement committed.
     SettleCommitted,

@@ -302,32 +302,34 @@ impl Phylactery {
                 "a sent delivery names its message id",
             ));
         }
-        let mut tx = self.pool().begin().await?;
-        let changed = tx
+        // One statement, atomic by itself: `ReachDelivery@1` is selected from the intent under
+        // the generation fence (so effect, digest, nonce and generation are the committed ones),
+        // and its `delivery_settles_intent` trigger moves the intent to the same outcome.
+        // Nothing is written before the statement runs.
+        self.fault(FaultPoint::SettleBeforeCommit);
+        let changed = self
+            .pool()
             .execute(
-                "UPDATE discord_delivery_intent SET state = $1, settled_at = $2
-                 WHERE intent_id = $3 AND state = 'SUBMITTING' AND generation = $4",
-                &args![state.as_str(), now.0, &lease.intent_id.0, lease.generation],
+                "INSERT INTO reach_delivery (intent_id, outcome, effect, payload_digest, nonce, claim_generation,
+                    platform_status, message_id, detail, settled_at)
+                 SELECT intent_id, $1, effect, payload_digest, nonce, generation, $2, $3, $4, $5
+                 FROM discord_delivery_intent WHERE intent_id = $6 AND state = 'SUBMITTING' AND generation = $7",
+                &args![
+                    state.as_str(),
+                    status,
+                    message_id,
+                    detail,
+                    now.0,
+                    &lease.intent_id.0,
+                    lease.generation
+                ],
             )
             .await?;
         if changed != 1 {
-            drop(tx);
             return Err(self
                 .fence_refusal(lease, IntentState::Submitting, now)
                 .await);
         }
-        insert_delivery(
-            &mut tx,
-            &lease.intent_id,
-            state,
-            status,
-            message_id,
-            detail,
-            now,
-        )
-        .await?;
-        self.fault(FaultPoint::SettleBeforeCommit);
-        tx.commit().await?;
         self.fault(FaultPoint::SettleCommitted);
         Ok(state)
     }

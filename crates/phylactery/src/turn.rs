@@ -45,7 +45,7 @@ pub struct CommittedTurn {
 }
 
 impl Phylactery {
-    /// Terminates the turn and commits its delivery intent in one transaction.
+    /// Terminates the turn and commits its delivery intent in one statement (one transaction).
     pub async fn commit_turn(
         &self,
         turn_id: &TurnId,
@@ -61,62 +61,54 @@ impl Phylactery {
         // Deferred (SQLite): lost only with the host, when recovery finds the turn OPEN and core
         // forms it again; the intent's SUBMITTING syncs this commit before anything is sent.
         // See `backend::Durability`.
-        let mut tx = self.pool().begin_with(Durability::Deferred).await?;
-        let changed = tx
-            .execute(
-                "UPDATE reach_turn SET state = $1, reason = $2, answer_digest = $3, terminal_at = $4
-                 WHERE turn_id = $5 AND state = 'OPEN'",
+        let intent = commit.intent.as_ref().map(|spec| {
+            let intent_id = ids::intent_id(turn_id, 1);
+            let nonce = ids::nonce(&intent_id, &spec.effect);
+            (intent_id, nonce, spec)
+        });
+        // One statement, atomic by itself: the `turn_commit` view's INSTEAD OF trigger
+        // terminates the OPEN turn and inserts the PENDING intent. Nothing is written before it
+        // runs.
+        self.fault(FaultPoint::TurnBeforeCommit);
+        let written = self
+            .pool()
+            .execute_with(
+                Durability::Deferred,
+                "INSERT INTO turn_commit (turn_id, outcome, reason, answer_digest, terminal_at,
+                    intent_id, effect, payload_digest, nonce)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 &args![
+                    &turn_id.0,
                     commit.outcome.as_str(),
                     commit.reason.clone(),
                     commit.answer_digest.map(|d| d.to_string()),
                     now.0,
-                    &turn_id.0
+                    intent.as_ref().map(|(id, _, _)| id.0.clone()),
+                    intent.as_ref().map(|(_, _, spec)| spec.effect.clone()),
+                    intent
+                        .as_ref()
+                        .map(|(_, _, spec)| spec.payload_digest.to_string()),
+                    intent.as_ref().map(|(_, nonce, _)| nonce.clone())
                 ],
             )
-            .await?;
-        if changed != 1 {
-            let row = tx
-                .fetch_optional(
-                    "SELECT state FROM reach_turn WHERE turn_id = $1",
-                    &args![&turn_id.0],
-                )
-                .await?;
-            return Err(match row {
-                Some(r) => LedgerError::TurnAlreadyTerminal {
+            .await;
+        match written {
+            Ok(_) => {}
+            Err(e) if e.is_database_refusal("turn/already-terminal") => {
+                return Err(LedgerError::TurnAlreadyTerminal {
                     turn_id: turn_id.0.clone(),
-                    state: r.text("state")?,
-                },
-                None => LedgerError::NotFound {
+                    state: self.turn_state(turn_id).await?.to_string(),
+                });
+            }
+            Err(e) if e.is_database_refusal("ledger/not-found") => {
+                return Err(LedgerError::NotFound {
                     record: "ReachTurn@1",
                     id: turn_id.0.clone(),
-                },
-            });
-        }
-        let intent = match &commit.intent {
-            Some(spec) => {
-                let intent_id = ids::intent_id(turn_id, 1);
-                let nonce = ids::nonce(&intent_id, &spec.effect);
-                tx.execute(
-                    "INSERT INTO discord_delivery_intent (intent_id, turn_id, seq, effect, payload_digest, nonce,
-                        state, generation, created_at)
-                     VALUES ($1, $2, 1, $3, $4, $5, 'PENDING', 0, $6)",
-                    &args![
-                        &intent_id.0,
-                        &turn_id.0,
-                        &spec.effect,
-                        spec.payload_digest.to_string(),
-                        &nonce,
-                        now.0
-                    ],
-                )
-                .await?;
-                Some((intent_id, nonce))
+                });
             }
-            None => None,
-        };
-        self.fault(FaultPoint::TurnBeforeCommit);
-        tx.commit().await?;
+            Err(e) => return Err(e),
+        }
+        let intent = intent.map(|(id, nonce, _)| (id, nonce));
         self.fault(FaultPoint::TurnCommitted);
         Ok(CommittedTurn {
             turn_id: turn_id.clone(),

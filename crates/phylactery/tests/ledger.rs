@@ -117,6 +117,11 @@ async fn turn_terminates_exactly_once(db: Db) {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "ledger/invalid-input");
+    let err = p
+        .commit_turn(&TurnId("turn_missing".into()), &success(1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "ledger/not-found");
     assert_eq!(p.turn_state(&turn).await.unwrap(), TurnState::Succeeded);
     assert_eq!(p.intents_of_turn(&turn).await.unwrap().len(), 1);
     let rec = p.intent(&intent).await.unwrap();

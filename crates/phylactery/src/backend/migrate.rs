@@ -28,6 +28,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "outbox_guards",
         sql: include_str!("../../migrations/sqlite/0002_outbox_guards.sql"),
     },
+    Migration {
+        version: 3,
+        name: "chain_statements",
+        sql: include_str!("../../migrations/sqlite/0003_chain_statements.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -40,6 +45,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 2,
         name: "outbox_guards",
         sql: include_str!("../../migrations/postgres/0002_outbox_guards.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "chain_statements",
+        sql: include_str!("../../migrations/postgres/0003_chain_statements.sql"),
     },
 ];
 
