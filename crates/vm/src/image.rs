@@ -28,7 +28,7 @@ use crate::spec::{ImageSpec, parse_mode};
 
 /// Names the builder logic; part of every manifest, so a change to how images are made
 /// changes the image digest even for the same spec.
-pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-3");
+pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-4");
 
 /// Kernel command line for direct boot: serial console, the virtio disk as root, no network
 /// configuration, panic → poweroff so a broken guest ends its QEMU instead of spinning.
@@ -61,6 +61,19 @@ const VOLATILE: &[&str] = &[
     "etc/group-",
     "etc/subuid-",
     "etc/subgid-",
+];
+
+/// Units masked in every guest: consoles nobody attaches to and periodic maintenance. Under
+/// TCG every unit started costs boot time, and a disposable instance never lives for a timer.
+const MASKED_UNITS: &[&str] = &[
+    "getty@.service",
+    "e2scrub_reap.service",
+    "e2scrub_all.timer",
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "dpkg-db-backup.timer",
+    "fstrim.timer",
+    "systemd-tmpfiles-clean.timer",
 ];
 
 /// Where a build is in its course, for progress display.
@@ -423,6 +436,12 @@ fn prepare_tree(spec: &ImageSpec, root: &Path) -> Result<(), BuildError> {
     // Empty: systemd generates the identity at first boot, so no two instances share one.
     write("etc/machine-id", "")?;
     write("etc/resolv.conf", "")?;
+    let system = root.join("etc/systemd/system");
+    for unit in MASKED_UNITS {
+        let link = system.join(unit);
+        let _ = fs::remove_file(&link);
+        std::os::unix::fs::symlink("/dev/null", &link).map_err(io("mask", &link))?;
+    }
     for rel in VOLATILE {
         let p = root.join(rel);
         if p.exists() {

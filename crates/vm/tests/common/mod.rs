@@ -38,3 +38,97 @@ pub fn image() -> &'static (PathBuf, ImageManifest, Sha256Digest) {
         .unwrap_or_else(|e| panic!("building the test image: {e}"))
     })
 }
+
+use reach_vm::instance::{
+    AccelChoice, Broker, BrokerConfig, CreateRequest, NetworkRequest, PinnedImage, StartReport,
+};
+use reach_vm::probe::{self, Accel};
+
+/// The accelerator, probed once per test process (the answer is cached per host boot).
+pub fn accel() -> Accel {
+    static ACCEL: OnceLock<Accel> = OnceLock::new();
+    *ACCEL.get_or_init(|| {
+        let (dir, m, _) = image();
+        let kernel = dir.join(&m.kernel.file);
+        // Its own thread: callers may already be inside a runtime.
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(probe::probe(
+                    Path::new("qemu-system-x86_64"),
+                    &kernel,
+                    Path::new(IMAGE_CACHE),
+                ))
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+pub fn config(run_dir: &Path) -> BrokerConfig {
+    let (dir, _, digest) = image();
+    let mut cfg = BrokerConfig::new(
+        run_dir,
+        vec![PinnedImage {
+            digest: *digest,
+            dir: dir.clone(),
+        }],
+    );
+    cfg.accel = AccelChoice::Force(accel());
+    cfg
+}
+
+pub async fn start(run_dir: &Path) -> (Broker, StartReport) {
+    Broker::start(
+        config(run_dir),
+        std::sync::Arc::new(reach_clock::SystemClock),
+    )
+    .await
+    .unwrap()
+}
+
+pub fn request(wait_ready: bool) -> CreateRequest {
+    CreateRequest {
+        image: image().2,
+        network: NetworkRequest::None,
+        memory_mib: 384,
+        cpus: 1,
+        wait_ready,
+    }
+}
+
+/// Live QEMU processes whose command line names `run_dir`.
+pub fn qemu_processes(run_dir: &Path) -> Vec<i32> {
+    let needle = run_dir.as_os_str().as_encoded_bytes().to_vec();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            !zombie
+                && cmd.starts_with(b"qemu-system")
+                && cmd.windows(needle.len()).any(|w| w == needle)
+        })
+        .collect()
+}
+
+/// Every file left under the instances directory (overlays, sockets, pidfiles).
+pub fn leftovers(run_dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![run_dir.join("instances")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            }
+            out.push(e.path());
+        }
+    }
+    out
+}
