@@ -8,6 +8,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut files = Vec::new();
     collect(&root.join("reach"), &mut files)?;
     files.sort();
+    // The directory too: cargo then rescans it, so a new `.proto` file also reruns this script.
+    println!("cargo:rerun-if-changed={}", root.join("reach").display());
     for f in &files {
         println!("cargo:rerun-if-changed={}", f.display());
     }
