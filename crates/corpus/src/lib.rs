@@ -28,6 +28,8 @@ pub mod retrieve;
 pub mod rules;
 pub mod source;
 pub mod store;
+#[cfg(feature = "test-support")]
+pub mod testing;
 pub mod tree;
 
 pub use archive::{pack_entries, pack_release_archive, unpack_release_archive};

@@ -21,6 +21,9 @@ use crate::settings::SourceResolver;
 pub const MAX_REDIRECTS: usize = 5;
 /// The purpose every corpus destination is admitted for (the manifest's `corpus-source`).
 pub const PURPOSE: &str = "corpus-acquisition";
+/// Most bytes of one archive held in memory: the download is buffered whole before its digest
+/// is checked, and the role's container has 256 MiB (manifest `limits.memory_mib`).
+pub const MAX_ARCHIVE_BYTES: u64 = 96 * 1024 * 1024;
 /// Statuses read: success, and the redirects this module judges itself.
 const STATUSES: [u16; 6] = [200, 301, 302, 303, 307, 308];
 /// Media types a release host sends for a `.tar.gz` (and for a redirect's small body). The
@@ -96,8 +99,8 @@ impl ArchiveFetcher {
         let bounds = Bounds {
             allowed_statuses: STATUSES.to_vec(),
             allowed_content_types: MEDIA_TYPES.iter().map(|t| t.to_string()).collect(),
-            max_wire_bytes: spec.ceilings.max_bytes,
-            max_expanded_bytes: spec.ceilings.max_bytes,
+            max_wire_bytes: spec.ceilings.max_bytes.min(MAX_ARCHIVE_BYTES),
+            max_expanded_bytes: spec.ceilings.max_bytes.min(MAX_ARCHIVE_BYTES),
             // An archive is not text: token bounds do not apply to it.
             max_tokens: u64::MAX,
             max_token_bytes: u64::MAX,

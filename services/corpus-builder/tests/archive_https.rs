@@ -32,6 +32,8 @@ const BASE: &str = "https://git.example.org/reach/docs";
 enum Reply {
     Archive(Vec<u8>),
     Redirect(String),
+    /// A redirect status without a Location header.
+    Bare302,
 }
 
 type Routes = Arc<Mutex<HashMap<String, Reply>>>;
@@ -57,6 +59,11 @@ async fn serve(ca: &TestCa, routes: Routes) -> SocketAddr {
                     "200 OK",
                     "Content-Type: application/gzip\r\n".to_string(),
                     b,
+                ),
+                Some(Reply::Bare302) => (
+                    "302 Found",
+                    "Content-Type: text/plain\r\n".to_string(),
+                    b"moved".to_vec(),
                 ),
                 Some(Reply::Redirect(to)) => (
                     "302 Found",
@@ -277,6 +284,9 @@ async fn a_digest_mismatch_and_refused_redirects_keep_the_previous_snapshot() {
         )),
     );
 
+    f.route("/loop.tar.gz", Reply::Redirect("/loop.tar.gz".into()));
+    f.route("/bare.tar.gz", Reply::Bare302);
+
     // The server's bytes are not the published release.
     f.add("tampered", "/v1/docs.tar.gz", &published).await;
     let events = f.admit("tampered", &published.to_string()).await;
@@ -295,6 +305,12 @@ async fn a_digest_mismatch_and_refused_redirects_keep_the_previous_snapshot() {
         ("downgrade", "/to-http.tar.gz", "corpus/source-not-https"),
         ("elsewhere", "/to-mirror.tar.gz", "corpus/redirect-origin"),
         ("missing", "/nothing.tar.gz", "bounded/status"),
+        ("circular", "/loop.tar.gz", "corpus/too-many-redirects"),
+        (
+            "nowhere",
+            "/bare.tar.gz",
+            "corpus/redirect-without-location",
+        ),
     ] {
         f.add(name, path, &digest).await;
         let events = f.admit(name, &digest.to_string()).await;
@@ -302,6 +318,25 @@ async fn a_digest_mismatch_and_refused_redirects_keep_the_previous_snapshot() {
         assert_eq!(f.active(), before, "{name}");
         assert!(f.status(name).await.last_failure.starts_with(code));
     }
+    // A host no road names: destination admission refuses before anything is dialed (the
+    // controlled resolver knows no public name here, and loopback needs an exact road).
+    let add = f
+        .builder
+        .add_source(Request::new(pb::AddSourceRequest {
+            name: "unrouted".into(),
+            kind: "release_archive".into(),
+            url: "https://unrouted.corpus.test/docs.tar.gz".into(),
+            digest: digest.to_string(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(add.refusal_code, "");
+    let events = f.admit("unrouted", &digest.to_string()).await;
+    assert!(refusal(&events).starts_with("destination/"), "{events:?}");
+    assert_eq!(f.active(), before);
+
     // The embedded default is still the active, fresh snapshot.
     assert_eq!(f.status("reach-docs").await.freshness, "fresh");
 }
