@@ -31,6 +31,9 @@ async fn open(cfg: VaultConfig) -> Phylactery {
     p
 }
 
+/// Bare and chain loops alternate in this many rounds.
+const ROUNDS: u64 = 10;
+
 /// Time spent in each step of the chain, summed over the timed loop.
 #[derive(Default)]
 struct Steps([Duration; 5]);
@@ -101,19 +104,29 @@ async fn measure(label: &str, p: &Phylactery, n: u64) {
             .expect("baseline warm-up");
         chain(p, u64::MAX - i, &mut Steps::default()).await;
     }
-    let t = Instant::now();
-    for i in 0..n {
-        p.bench_baseline_insert(i as i64)
-            .await
-            .expect("baseline insert");
-    }
-    let bare = n as f64 / t.elapsed().as_secs_f64();
+    // Interleaved rounds, so load drifting on the machine (other builds) weighs on both loops
+    // alike instead of on whichever ran second.
+    let mut bare_time = Duration::ZERO;
+    let mut chain_time = Duration::ZERO;
     let mut steps = Steps::default();
-    let t = Instant::now();
-    for i in 0..n {
-        chain(p, i, &mut steps).await;
+    let chunk = (n / ROUNDS).max(1);
+    for r in 0..ROUNDS {
+        let t = Instant::now();
+        for i in r * chunk..(r + 1) * chunk {
+            p.bench_baseline_insert(i as i64)
+                .await
+                .expect("baseline insert");
+        }
+        bare_time += t.elapsed();
+        let t = Instant::now();
+        for i in r * chunk..(r + 1) * chunk {
+            chain(p, i, &mut steps).await;
+        }
+        chain_time += t.elapsed();
     }
-    let full = n as f64 / t.elapsed().as_secs_f64();
+    let n = chunk * ROUNDS;
+    let bare = n as f64 / bare_time.as_secs_f64();
+    let full = n as f64 / chain_time.as_secs_f64();
     println!(
         "{label:<10} sequential   N={n:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%   (chain = 5 durable commits)",
         100.0 * full / bare
@@ -134,40 +147,48 @@ async fn measure(label: &str, p: &Phylactery, n: u64) {
 /// The same comparison with `workers` concurrent tasks for both loops (same N, same workers),
 /// so commits of different events can share a flush on both sides alike.
 async fn measure_concurrent(label: &str, p: &Phylactery, n: u64, workers: u64) {
-    let per_worker = n / workers;
-    let t = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..workers {
-        let p = p.clone();
-        tasks.push(tokio::spawn(async move {
-            for i in 0..per_worker {
-                let id = 1_000_000 + (w * per_worker + i) as i64;
-                p.bench_baseline_insert(id).await.expect("baseline insert");
-            }
-        }));
+    let per_worker = (n / workers / ROUNDS).max(1);
+    let mut bare_time = Duration::ZERO;
+    let mut chain_time = Duration::ZERO;
+    for r in 0..ROUNDS {
+        let base = 1_000_000 + r * workers * per_worker;
+        let t = Instant::now();
+        let mut tasks = Vec::new();
+        for w in 0..workers {
+            let p = p.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..per_worker {
+                    let id = (base + w * per_worker + i) as i64;
+                    p.bench_baseline_insert(id).await.expect("baseline insert");
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("bare worker");
+        }
+        bare_time += t.elapsed();
+        let t = Instant::now();
+        let mut tasks = Vec::new();
+        for w in 0..workers {
+            let p = p.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut steps = Steps::default();
+                for i in 0..per_worker {
+                    chain(&p, base + w * per_worker + i, &mut steps).await;
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("chain worker");
+        }
+        chain_time += t.elapsed();
     }
-    for task in tasks {
-        task.await.expect("bare worker");
-    }
-    let bare = (per_worker * workers) as f64 / t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..workers {
-        let p = p.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut steps = Steps::default();
-            for i in 0..per_worker {
-                chain(&p, 1_000_000 + w * per_worker + i, &mut steps).await;
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.expect("chain worker");
-    }
-    let full = (per_worker * workers) as f64 / t.elapsed().as_secs_f64();
+    let total = per_worker * workers * ROUNDS;
+    let bare = total as f64 / bare_time.as_secs_f64();
+    let full = total as f64 / chain_time.as_secs_f64();
     println!(
         "{label:<10} {workers} workers    N={:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%",
-        per_worker * workers,
+        total,
         100.0 * full / bare
     );
 }
