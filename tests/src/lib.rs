@@ -91,10 +91,23 @@ impl TestBody {
     /// egress-discord on its REST API (an exact local road, trusting only the emulator's CA),
     /// both with the emulator's bot token. `channel` is admitted.
     pub async fn start_with_discord(channel: u64) -> (Self, reach_discord_emulator::Emulator) {
-        let emulator = reach_discord_emulator::Emulator::start(Default::default())
+        Self::start_with_emulator(Default::default(), &[channel], |_| {}, "info").await
+    }
+
+    /// Like [`TestBody::start_with_discord`] with an emulator `config`, several admitted
+    /// `channels`, and `adjust` applied to the manifest last (e.g. ward's policy settings).
+    pub async fn start_with_emulator(
+        config: reach_discord_emulator::EmulatorConfig,
+        channels: &[u64],
+        adjust: impl FnOnce(&mut Manifest),
+        log_level: &str,
+    ) -> (Self, reach_discord_emulator::Emulator) {
+        let emulator = reach_discord_emulator::Emulator::start(config)
             .await
             .expect("emulator");
-        emulator.add_channel(channel, Some(emulator.config().default_guild_id));
+        for &channel in channels {
+            emulator.add_channel(channel, Some(emulator.config().default_guild_id));
+        }
         let mut manifest =
             reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
         let dir = tempfile::Builder::new()
@@ -102,7 +115,7 @@ impl TestBody {
             .tempdir_in("/tmp")
             .expect("tempdir");
         let layout = StateLayout::new(dir.path());
-        let endpoints = emulator_endpoints(&emulator, vec![channel]);
+        let endpoints = emulator_endpoints(&emulator, channels.to_vec());
         reach_launcher::discord::configure(
             &mut manifest,
             &layout,
@@ -110,12 +123,13 @@ impl TestBody {
             emulator.config().token.as_bytes(),
         )
         .expect("configure Discord roles");
+        adjust(&mut manifest);
         write_placeholder_credentials(&manifest, &layout);
         let body = Body::up(
             &manifest,
             &layout,
             LaunchOptions {
-                log_level: "info".into(),
+                log_level: log_level.into(),
                 ..LaunchOptions::default()
             },
         )

@@ -43,6 +43,7 @@ async fn claim_within(
             .claim(ClaimRequest {
                 lease_ms: 5_000,
                 destination_base: BASE.into(),
+                wait_ms: 0,
             })
             .await
             .unwrap()
@@ -275,6 +276,7 @@ async fn every_claim_carries_a_fresh_decision_bound_to_what_is_sent() {
             .claim(ClaimRequest {
                 lease_ms: 1,
                 destination_base: BASE.into(),
+                wait_ms: 0,
             })
             .await
             .unwrap()
@@ -304,6 +306,7 @@ async fn every_claim_carries_a_fresh_decision_bound_to_what_is_sent() {
         .claim(ClaimRequest {
             lease_ms: 1,
             destination_base: "http://discord.test/api/v10".into(),
+            wait_ms: 0,
         })
         .await;
     assert_eq!(bad.unwrap_err().code(), tonic::Code::InvalidArgument);

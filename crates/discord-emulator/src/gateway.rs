@@ -69,6 +69,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, inner: Arc<Inn
     }
     let (tx, mut rx) = mpsc::unbounded_channel::<Ctl>();
     let mut session_id: Option<String> = None;
+    let mut last_heartbeat: Option<std::time::Instant> = None;
     loop {
         tokio::select! {
             ctl = rx.recv() => {
@@ -107,6 +108,12 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, inner: Arc<Inn
                 let d = payload.get("d").cloned().unwrap_or(Value::Null);
                 match op {
                     1 => {
+                        let now = std::time::Instant::now();
+                        if let Some(prev) = last_heartbeat.replace(now) {
+                            let late = (now - prev).saturating_sub(inner.config.heartbeat_interval);
+                            let mut state = inner.lock();
+                            state.counts.heartbeat_late_max = state.counts.heartbeat_late_max.max(late);
+                        }
                         let ack = {
                             let mut state = inner.lock();
                             state.counts.heartbeats += 1;

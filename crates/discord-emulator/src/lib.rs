@@ -128,6 +128,8 @@ pub struct CreateRequest {
     pub channel_id: u64,
     /// The JSON body.
     pub body: Value,
+    /// When the request body had been read, for latency measurements.
+    pub received_at: Instant,
 }
 
 /// A scripted behaviour for the next Create Message request.
@@ -171,6 +173,9 @@ pub struct GatewayCounts {
     pub resumes: u64,
     /// HEARTBEAT payloads received.
     pub heartbeats: u64,
+    /// The longest gap between two consecutive heartbeats on one connection, beyond HELLO's
+    /// interval: how late the client's heartbeat ever was.
+    pub heartbeat_late_max: Duration,
     /// Intents of the last IDENTIFY.
     pub last_intents: u64,
 }

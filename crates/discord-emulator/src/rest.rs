@@ -108,6 +108,7 @@ fn create(inner: &Inner, channel: u64, body: &[u8]) -> Reply {
     state.creates.push(CreateRequest {
         channel_id: channel,
         body: body.clone(),
+        received_at: Instant::now(),
     });
     let fault = state.faults.pop_front();
     match &fault {

@@ -54,9 +54,22 @@ fn main() -> std::process::ExitCode {
             }
         };
         let ward = role.client("ward.authority")?;
-        let pipeline = pipeline::Pipeline::new(vault.clone(), corpus_root, ward.clone(), policy);
+        let committed = Arc::new(tokio::sync::Notify::new());
+        let pipeline = pipeline::Pipeline::new(
+            vault.clone(),
+            corpus_root,
+            ward.clone(),
+            policy,
+            committed.clone(),
+        );
         let authority = authority::DeliveryAuthority::new(ward, vault.clone());
-        let core = ports::Core::new(vault, role.config.habitat.clone(), pipeline, authority);
+        let core = ports::Core::new(
+            vault,
+            role.config.habitat.clone(),
+            pipeline,
+            authority,
+            committed,
+        );
         role.serve("core.admission", core.admission())?;
         role.serve("core.delivery", core.delivery())?;
         role.serve("core.trail", core.trail())?;

@@ -5,6 +5,7 @@
 //! A Sigil stays here: it is never forwarded to an egress role, a model or a peer.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use reach_corpus::{BundleOutcome, RetrievalLimits, RetrievalRefusal, Snapshot, extractive_answer};
@@ -15,6 +16,7 @@ use reach_phylactery::{Phylactery, TurnState};
 use reach_proto::core::v1::AdmitRequest;
 use reach_proto::ward::v1::AdmitScopeRequest;
 use reach_proto::ward::v1::ward_client::WardClient;
+use tokio::sync::Notify;
 use tonic::transport::Channel;
 
 use crate::ports::DiscordEffect;
@@ -31,6 +33,8 @@ pub struct Pipeline {
     corpus_root: PathBuf,
     ward: WardClient<Channel>,
     policy: ChannelPolicy,
+    /// Woken whenever a committed turn brings a new intent, so a waiting claimer sees it at once.
+    committed: Arc<Notify>,
 }
 
 struct Outcome {
@@ -45,12 +49,14 @@ impl Pipeline {
         corpus_root: PathBuf,
         ward: Channel,
         policy: ChannelPolicy,
+        committed: Arc<Notify>,
     ) -> Self {
         Self {
             vault,
             corpus_root,
             ward: WardClient::new(ward),
             policy,
+            committed,
         }
     }
 
@@ -91,7 +97,12 @@ impl Pipeline {
             intent,
         };
         match self.vault.commit_turn(&turn, &commit).await {
-            Ok(c) => tracing::info!(turn = %turn.0, state = c.state.as_str(), "turn committed"),
+            Ok(c) => {
+                tracing::info!(turn = %turn.0, state = c.state.as_str(), "turn committed");
+                if answer_digest.is_some() {
+                    self.committed.notify_waiters();
+                }
+            }
             Err(e) => tracing::warn!(turn = %turn.0, code = e.code(), "turn commit refused"),
         }
     }

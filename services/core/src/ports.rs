@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use reach_digest::Sha256Digest;
 use reach_phylactery as ledger;
@@ -12,6 +13,7 @@ use reach_proto::core::v1 as pb;
 use reach_proto::core::v1::admission_server::{Admission, AdmissionServer};
 use reach_proto::core::v1::delivery_server::{Delivery, DeliveryServer};
 use reach_proto::core::v1::trail_server::{Trail, TrailServer};
+use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
 use crate::authority::DeliveryAuthority;
@@ -20,6 +22,8 @@ use crate::pipeline::Pipeline;
 /// Longest lease a claimer may ask for; a crashed sender's pre-submit claim frees up after it.
 const MAX_LEASE_MS: u32 = 60_000;
 const DEFAULT_LEASE_MS: u32 = 15_000;
+/// Longest a claim may wait for an intent to be committed before answering "nothing".
+const MAX_WAIT_MS: u32 = 5_000;
 
 /// The effect a Discord delivery intent carries: what will be posted, where, and under which
 /// task Sigil. Committed with the turn; only `channel_id`, `reply_to_message_id` and `parts`
@@ -39,6 +43,8 @@ pub struct Core {
     habitat: String,
     pipeline: Pipeline,
     authority: DeliveryAuthority,
+    /// Woken by the pipeline when a turn commits an intent (see `Delivery::claim`'s wait).
+    committed: Arc<Notify>,
     /// Turns whose pipeline runs in this process, so a redelivery does not start a second one.
     running: Arc<Mutex<HashSet<String>>>,
 }
@@ -49,12 +55,14 @@ impl Core {
         habitat: String,
         pipeline: Pipeline,
         authority: DeliveryAuthority,
+        committed: Arc<Notify>,
     ) -> Self {
         Self {
             vault,
             habitat,
             pipeline,
             authority,
+            committed,
             running: Arc::default(),
         }
     }
@@ -186,11 +194,25 @@ impl Delivery for Core {
             0 => DEFAULT_LEASE_MS,
             n => n.min(MAX_LEASE_MS),
         };
-        let claimed = self
+        let lease_for = Duration::from_millis(u64::from(ms));
+        let wait = Duration::from_millis(u64::from(req.get_ref().wait_ms.min(MAX_WAIT_MS)));
+        // Registered before the first look, so a commit between the look and the wait wakes us.
+        let committed = self.committed.notified();
+        tokio::pin!(committed);
+        committed.as_mut().enable();
+        let mut claimed = self
             .vault
-            .claim_next(&owner, std::time::Duration::from_millis(u64::from(ms)))
+            .claim_next(&owner, lease_for)
             .await
             .map_err(status)?;
+        if claimed.is_none() && !wait.is_zero() {
+            let _ = tokio::time::timeout(wait, committed).await;
+            claimed = self
+                .vault
+                .claim_next(&owner, lease_for)
+                .await
+                .map_err(status)?;
+        }
         let Some(c) = claimed else {
             return Ok(Response::new(pb::ClaimResponse::default()));
         };

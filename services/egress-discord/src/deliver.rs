@@ -23,7 +23,10 @@ type Rest = RestClient<StaticResolver, TcpDialer>;
 
 /// How long a claim is leased; a crashed sender's pre-submit claim is reclaimable after it.
 const LEASE_MS: u32 = 15_000;
-/// Pause between empty claims.
+/// How long core holds an empty claim open for a commit; short enough to reconcile UNKNOWN
+/// outcomes on time.
+const CLAIM_WAIT_MS: u32 = 500;
+/// Pause after a refused or failed claim.
 const IDLE_POLL: Duration = Duration::from_millis(50);
 /// Sends of one attempt that Discord provably did not accept (429, nothing sent) before giving up.
 const MAX_UNACCEPTED_TRIES: u32 = 3;
@@ -63,7 +66,7 @@ pub async fn run(peers: Peers, rest: Arc<Rest>, stop: impl Future<Output = ()>) 
         }
         let claimed = tokio::select! {
             _ = &mut stop => return,
-            c = core.claim(ClaimRequest { lease_ms: LEASE_MS, destination_base: base.clone() }) => c,
+            c = core.claim(ClaimRequest { lease_ms: LEASE_MS, destination_base: base.clone(), wait_ms: CLAIM_WAIT_MS }) => c,
         };
         match claimed.map(|r| r.into_inner()) {
             Ok(r) if r.intent.is_some() => {
@@ -76,7 +79,7 @@ pub async fn run(peers: Peers, rest: Arc<Rest>, stop: impl Future<Output = ()>) 
                 tracing::warn!(code = %r.refusal_code, detail = %r.refusal_detail, "no EgressDecision for a claimable intent; nothing sent");
                 tokio::time::sleep(IDLE_POLL).await;
             }
-            Ok(_) => tokio::time::sleep(IDLE_POLL).await,
+            Ok(_) => {}
             Err(s) => {
                 tracing::warn!(code = ?s.code(), "claim failed");
                 tokio::time::sleep(IDLE_POLL * 10).await;

@@ -1,0 +1,370 @@
+//! The Discord pipeline under load (issue #7's benchmark): every role as a separate release
+//! process, the loopback Discord emulator on both sides, the local extractive cognition.
+//!
+//! ```text
+//! cargo build --release --bins && cargo bench -p reach-tests --bench discord_load
+//! ```
+//!
+//! Phases, each printed:
+//! 1. latency: questions one at a time, emulator MESSAGE_CREATE dispatch → Create Message
+//!    received (p50/p99);
+//! 2. sustained: `RATE` questions/s for `SECS` s across `CHANNELS` channels — replies, duplicates
+//!    (two visible replies to one question), resends (two Create Message requests) and lost
+//!    turns (no reply and no committed refusal);
+//! 3. overload: 5× ward's admitted application rate for `OVERLOAD_SECS` s — refused by ward
+//!    (typed, counted from the trail), heartbeat lateness, delivery latency of what was admitted;
+//! 4. RSS of every role idle and at its peak under load.
+//!
+//! Knobs (environment, bench only): REACH_LOAD_RATE (200), REACH_LOAD_SECS (60),
+//! REACH_LOAD_CHANNELS (50), REACH_LOAD_OVERLOAD_SECS (5), REACH_LOAD_LATENCY_N (200).
+#![allow(clippy::disallowed_methods)] // Benchmark knobs, never secrets.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reach_discord_emulator::{Emulator, EmulatorConfig, User};
+use reach_proto::core::v1::trail_client::TrailClient;
+use reach_proto::core::v1::{GetTrailRequest, ReconcileVaultRequest};
+use reach_tests::TestBody;
+
+const QUESTIONS: [&str; 6] = [
+    "How does a port authenticate a call?",
+    "How do I rotate the trust root?",
+    "What happens when a vault is lost?",
+    "How does reach demo work?",
+    "What does the phylactery record for a turn?",
+    "How are secrets stored?",
+];
+const FIRST_CHANNEL: u64 = 1_100_000_000_000_010_000;
+const USERS: u64 = 5_000;
+/// How long a phase waits for its last replies.
+const DRAIN: Duration = Duration::from_secs(30);
+
+fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// One question as posted.
+struct Asked {
+    id: u64,
+    at: Instant,
+}
+
+/// Posts `n` questions at `rate`/s, round-robin over channels and users.
+async fn post(em: &Emulator, channels: u64, rate: u64, n: u64, seq: &mut u64) -> Vec<Asked> {
+    let bot = em.config().bot_user_id;
+    let start = Instant::now();
+    let mut asked = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        // Pace by schedule, not by sleeping a fixed step: late ticks catch up.
+        let due = start + Duration::from_secs_f64(i as f64 / rate as f64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+        *seq += 1;
+        let channel = FIRST_CHANNEL + *seq % channels;
+        let user = User::human(1_100_000_000_000_100_000 + *seq % USERS, "asker");
+        let q = QUESTIONS[(*seq % QUESTIONS.len() as u64) as usize];
+        let at = Instant::now();
+        let id = em.post_user_message(channel, &user, &format!("<@{bot}> {q}"));
+        asked.push(Asked { id, at });
+    }
+    asked
+}
+
+/// What the emulator received for each question: Create Message times, visible replies.
+struct Replies {
+    creates: HashMap<u64, Vec<Instant>>,
+    visible: HashMap<u64, usize>,
+}
+
+fn replies(em: &Emulator, channels: u64) -> Replies {
+    let mut creates: HashMap<u64, Vec<Instant>> = HashMap::new();
+    for c in em.create_requests() {
+        let target = c.body["message_reference"]["message_id"]
+            .as_str()
+            .and_then(|s| s.parse().ok());
+        if let Some(t) = target {
+            creates.entry(t).or_default().push(c.received_at);
+        }
+    }
+    let mut visible: HashMap<u64, usize> = HashMap::new();
+    for ch in 0..channels {
+        for m in em.bot_messages(FIRST_CHANNEL + ch) {
+            if let Some(r) = m.reply_to {
+                *visible.entry(r).or_default() += 1;
+            }
+        }
+    }
+    Replies { creates, visible }
+}
+
+/// Waits until every question has a reply or the drain time passes.
+async fn drain(em: &Emulator, channels: u64, asked: &[Asked]) -> Replies {
+    let deadline = Instant::now() + DRAIN;
+    loop {
+        let r = replies(em, channels);
+        let done = asked.iter().all(|a| r.creates.contains_key(&a.id));
+        if done || Instant::now() >= deadline {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn latencies(asked: &[Asked], r: &Replies) -> Vec<Duration> {
+    let mut l: Vec<Duration> = asked
+        .iter()
+        .filter_map(|a| {
+            r.creates
+                .get(&a.id)
+                .and_then(|t| t.first())
+                .map(|t| *t - a.at)
+        })
+        .collect();
+    l.sort();
+    l
+}
+
+/// The committed turn state of each question without a reply, from the operator's trail.
+async fn unanswered_states(
+    operator: &mut TrailClient<tonic::transport::Channel>,
+    asked: &[Asked],
+    r: &Replies,
+) -> HashMap<String, u64> {
+    let mut states: HashMap<String, u64> = HashMap::new();
+    for a in asked.iter().filter(|a| !r.creates.contains_key(&a.id)) {
+        let edges = operator
+            .get_trail(GetTrailRequest {
+                key: a.id.to_string(),
+            })
+            .await
+            .map(|t| t.into_inner().edges)
+            .unwrap_or_default();
+        let turn = edges.iter().find(|e| e.record == "ReachTurn@1");
+        let key = match turn {
+            None => "no committed turn (lost)".to_owned(),
+            Some(t) => format!(
+                "{} {}",
+                t.fields.get("state").cloned().unwrap_or_default(),
+                t.fields.get("reason").cloned().unwrap_or_default()
+            ),
+        };
+        *states.entry(key).or_default() += 1;
+    }
+    states
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn ward_policy(admitted_per_s: u64) -> toml::Table {
+    let window = |limit: u64| {
+        let mut w = toml::Table::new();
+        w.insert("limit".into(), toml::Value::Integer(limit as i64));
+        w.insert("window_ms".into(), toml::Value::Integer(1_000));
+        w.insert("kind".into(), "sliding".into());
+        w
+    };
+    let mut limits = toml::Table::new();
+    limits.insert("application".into(), window(admitted_per_s).into());
+    // Only the application dimension limits this run; the others admit everything.
+    for d in ["guild", "channel", "subject"] {
+        limits.insert(d.into(), window(1_000_000).into());
+    }
+    let mut t = toml::Table::new();
+    t.insert("rate_limits".into(), limits.into());
+    t
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let rate = knob("REACH_LOAD_RATE", 200);
+    let secs = knob("REACH_LOAD_SECS", 60);
+    let channels = knob("REACH_LOAD_CHANNELS", 50);
+    let overload_secs = knob("REACH_LOAD_OVERLOAD_SECS", 5);
+    let latency_n = knob("REACH_LOAD_LATENCY_N", 200);
+    // Ward admits 10% above the sustained rate; overload is five times that.
+    let admitted = rate + rate / 10;
+    let ids: Vec<u64> = (0..channels).map(|c| FIRST_CHANNEL + c).collect();
+    let config = EmulatorConfig {
+        heartbeat_interval: Duration::from_millis(1_000),
+        ..Default::default()
+    };
+    let (mut body, em) = TestBody::start_with_emulator(
+        config,
+        &ids,
+        |m| {
+            let ward = m
+                .roles
+                .iter_mut()
+                .find(|r| r.name.as_str() == "ward")
+                .expect("ward");
+            ward.settings.extend(ward_policy(admitted));
+        },
+        "warn",
+    )
+    .await;
+    let mut operator = TrailClient::new(reach_port::connect_lazy(
+        body.socket("core.trail"),
+        &body.material("operator"),
+        body.manifest.principal("core"),
+    ));
+    operator
+        .reconcile_vault(ReconcileVaultRequest {
+            kind: "GENESIS".into(),
+            note: "load run".into(),
+        })
+        .await
+        .expect("genesis");
+    let pids = body.body.as_ref().expect("running").pids();
+    println!(
+        "discord_load: rate {rate}/s for {secs} s over {channels} channels; ward admits {admitted}/s; bins {}",
+        reach_launcher::default_bin_dir().display()
+    );
+
+    // Idle RSS after start-up settles.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle: Vec<(String, u64)> = pids.iter().map(|(r, p)| (r.clone(), rss_kib(*p))).collect();
+
+    // 1. Latency, one question at a time.
+    let mut seq = 0u64;
+    let mut lat = Vec::new();
+    for _ in 0..latency_n {
+        let asked = post(&em, channels, 1_000, 1, &mut seq).await;
+        let r = drain(&em, channels, &asked).await;
+        lat.extend(latencies(&asked, &r));
+    }
+    lat.sort();
+    println!(
+        "latency (dispatch -> Create Message, one at a time): n {} p50 {:.2} ms p99 {:.2} ms max {:.2} ms (targets p50 <= 15, p99 <= 50)",
+        lat.len(),
+        ms(pct(&lat, 0.5)),
+        ms(pct(&lat, 0.99)),
+        ms(pct(&lat, 1.0))
+    );
+
+    // 2. Sustained rate, sampling RSS.
+    let peak: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    let sampler = {
+        let (pids, peak) = (pids.clone(), peak.clone());
+        tokio::spawn(async move {
+            loop {
+                for (r, p) in &pids {
+                    let v = rss_kib(*p);
+                    let mut peak = peak.lock().unwrap();
+                    let e = peak.entry(r.clone()).or_default();
+                    *e = (*e).max(v);
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let asked = post(&em, channels, rate, rate * secs, &mut seq).await;
+    let posting = started.elapsed();
+    let r = drain(&em, channels, &asked).await;
+    let elapsed = started.elapsed();
+    let answered = asked
+        .iter()
+        .filter(|a| r.creates.contains_key(&a.id))
+        .count();
+    let duplicates = asked
+        .iter()
+        .filter(|a| r.visible.get(&a.id).copied().unwrap_or(0) > 1)
+        .count();
+    let resends = asked
+        .iter()
+        .filter(|a| r.creates.get(&a.id).map_or(0, Vec::len) > 1)
+        .count();
+    let sustained_lat = latencies(&asked, &r);
+    let states = unanswered_states(&mut operator, &asked, &r).await;
+    let lost = states
+        .iter()
+        .filter(|(k, _)| k.starts_with("no committed turn") || k.starts_with("OPEN"))
+        .map(|(_, n)| n)
+        .sum::<u64>();
+    println!(
+        "sustained: asked {} in {:.1} s ({:.0}/s offered), answered {answered} ({:.0}/s), duplicates {duplicates}, resends {resends}, lost {lost}, latency p50 {:.2} ms p99 {:.2} ms",
+        asked.len(),
+        posting.as_secs_f64(),
+        asked.len() as f64 / posting.as_secs_f64(),
+        answered as f64 / elapsed.as_secs_f64(),
+        ms(pct(&sustained_lat, 0.5)),
+        ms(pct(&sustained_lat, 0.99)),
+    );
+    for (state, n) in &states {
+        println!("  unanswered: {n} {state}");
+    }
+    sampler.abort();
+    let peak = peak.lock().unwrap().clone();
+
+    // 3. Overload: five times the admitted rate.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let hb_before = em.gateway_counts();
+    let over = post(
+        &em,
+        channels,
+        admitted * 5,
+        admitted * 5 * overload_secs,
+        &mut seq,
+    )
+    .await;
+    let r = drain(&em, channels, &over).await;
+    let over_lat = latencies(&over, &r);
+    let states = unanswered_states(&mut operator, &over, &r).await;
+    let hb = em.gateway_counts();
+    println!(
+        "overload ({}/s offered for {overload_secs} s): answered {} p50 {:.2} ms p99 {:.2} ms; heartbeats {} late max {:.1} ms",
+        admitted * 5,
+        over_lat.len(),
+        ms(pct(&over_lat, 0.5)),
+        ms(pct(&over_lat, 0.99)),
+        hb.heartbeats - hb_before.heartbeats,
+        ms(hb.heartbeat_late_max),
+    );
+    for (state, n) in &states {
+        println!("  unanswered: {n} {state}");
+    }
+
+    // 4. RSS.
+    let mut idle_total = 0;
+    for (role, kib) in &idle {
+        idle_total += kib;
+        println!(
+            "rss {role:<16} idle {:>6.1} MiB  peak under load {:>6.1} MiB",
+            *kib as f64 / 1024.0,
+            peak.get(role).copied().unwrap_or(0) as f64 / 1024.0
+        );
+    }
+    println!(
+        "rss all {} roles idle: {:.1} MiB (target < 150 MiB)",
+        idle.len(),
+        idle_total as f64 / 1024.0
+    );
+    body.body.take().expect("running").stop().await;
+}
