@@ -205,7 +205,11 @@ impl Phylactery {
                         .synchronous(SqliteSynchronous::Normal),
                 )
                 .await?;
-                Pool::Sqlite { synced, deferred }
+                Pool::Sqlite {
+                    synced,
+                    deferred,
+                    writer: Default::default(),
+                }
             }
             StoreLocation::Postgres { url, schema } => {
                 let mut opts: PgConnectOptions = url.parse()?;

@@ -8,7 +8,10 @@ pub(crate) mod migrate;
 
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
+use std::sync::Arc;
+
 use sqlx::{Postgres, Row as _, Sqlite, Transaction};
+use tokio::sync::OwnedMutexGuard;
 
 use crate::error::{LedgerError, Result};
 
@@ -58,10 +61,12 @@ pub(crate) enum Durability {
 
 #[derive(Debug, Clone)]
 pub(crate) enum Pool {
-    /// Two pools on the same WAL database that differ only in `synchronous`.
+    /// Two pools on the same WAL database that differ only in `synchronous`, and the one
+    /// in-process writer lock they share.
     Sqlite {
         synced: SqlitePool,
         deferred: SqlitePool,
+        writer: SqliteWriter,
     },
     Postgres(PgPool),
 }
@@ -158,17 +163,28 @@ impl Row {
     }
 }
 
+/// SQLite admits one writer at a time. Writers of this process queue on this (fair, FIFO) lock
+/// instead of on SQLite's busy handler, which sleeps in growing steps of milliseconds and made
+/// concurrent writers wait far longer than the write itself. Reads never take it (WAL readers
+/// run beside the writer); `busy_timeout` still covers other processes.
+pub(crate) type SqliteWriter = Arc<tokio::sync::Mutex<()>>;
+
 /// One driver pool, chosen by durability.
 enum Chosen<'a> {
-    Sqlite(&'a SqlitePool),
+    Sqlite(&'a SqlitePool, &'a SqliteWriter),
     Postgres(&'a PgPool),
 }
 
-/// An open write transaction.
+/// An open write transaction (on SQLite, holding the writer lock until it ends).
 #[derive(Debug)]
 pub(crate) enum Tx {
-    Sqlite(Transaction<'static, Sqlite>),
+    Sqlite(Transaction<'static, Sqlite>, OwnedMutexGuard<()>),
     Postgres(Transaction<'static, Postgres>),
+}
+
+/// Whether a statement only reads (a write with `RETURNING` starts with its verb).
+fn is_read(sql: &str) -> bool {
+    sql.trim_start().starts_with("SELECT")
 }
 
 impl Pool {
@@ -182,8 +198,15 @@ impl Pool {
     /// The driver pool whose commits have the given durability (PostgreSQL has one).
     fn choose(&self, durability: Durability) -> Chosen<'_> {
         match (self, durability) {
-            (Pool::Sqlite { synced, .. }, Durability::Synced) => Chosen::Sqlite(synced),
-            (Pool::Sqlite { deferred, .. }, Durability::Deferred) => Chosen::Sqlite(deferred),
+            (Pool::Sqlite { synced, writer, .. }, Durability::Synced) => {
+                Chosen::Sqlite(synced, writer)
+            }
+            (
+                Pool::Sqlite {
+                    deferred, writer, ..
+                },
+                Durability::Deferred,
+            ) => Chosen::Sqlite(deferred, writer),
             (Pool::Postgres(p), _) => Chosen::Postgres(p),
         }
     }
@@ -198,7 +221,10 @@ impl Pool {
     /// Begins a write transaction whose commit has the given [`Durability`].
     pub(crate) async fn begin_with(&self, durability: Durability) -> Result<Tx> {
         Ok(match self.choose(durability) {
-            Chosen::Sqlite(p) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
+            Chosen::Sqlite(p, writer) => {
+                let guard = writer.clone().lock_owned().await;
+                Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?, guard)
+            }
             Chosen::Postgres(p) => Tx::Postgres(p.begin().await?),
         })
     }
@@ -216,10 +242,13 @@ impl Pool {
         args: &[Value],
     ) -> Result<u64> {
         Ok(match self.choose(durability) {
-            Chosen::Sqlite(p) => bind_all!(sqlx::query(sql), args)
-                .execute(p)
-                .await?
-                .rows_affected(),
+            Chosen::Sqlite(p, writer) => {
+                let _guard = writer.lock().await;
+                bind_all!(sqlx::query(sql), args)
+                    .execute(p)
+                    .await?
+                    .rows_affected()
+            }
             Chosen::Postgres(p) => bind_all!(sqlx::query(sql), args)
                 .execute(p)
                 .await?
@@ -246,10 +275,17 @@ impl Pool {
         args: &[Value],
     ) -> Result<Option<Row>> {
         Ok(match self.choose(durability) {
-            Chosen::Sqlite(p) => bind_all!(sqlx::query(sql), args)
-                .fetch_optional(p)
-                .await?
-                .map(Row::Sqlite),
+            Chosen::Sqlite(p, writer) => {
+                let _guard = if is_read(sql) {
+                    None
+                } else {
+                    Some(writer.lock().await)
+                };
+                bind_all!(sqlx::query(sql), args)
+                    .fetch_optional(p)
+                    .await?
+                    .map(Row::Sqlite)
+            }
             Chosen::Postgres(p) => bind_all!(sqlx::query(sql), args)
                 .fetch_optional(p)
                 .await?
@@ -283,7 +319,9 @@ impl Pool {
 
     pub(crate) async fn close(&self) {
         match self {
-            Pool::Sqlite { synced, deferred } => {
+            Pool::Sqlite {
+                synced, deferred, ..
+            } => {
                 deferred.close().await;
                 synced.close().await;
             }
@@ -295,7 +333,7 @@ impl Pool {
 impl Tx {
     pub(crate) async fn execute(&mut self, sql: &'static str, args: &[Value]) -> Result<u64> {
         Ok(match self {
-            Tx::Sqlite(t) => bind_all!(sqlx::query(sql), args)
+            Tx::Sqlite(t, _) => bind_all!(sqlx::query(sql), args)
                 .execute(&mut **t)
                 .await?
                 .rows_affected(),
@@ -312,7 +350,7 @@ impl Tx {
         args: &[Value],
     ) -> Result<Option<Row>> {
         Ok(match self {
-            Tx::Sqlite(t) => bind_all!(sqlx::query(sql), args)
+            Tx::Sqlite(t, _) => bind_all!(sqlx::query(sql), args)
                 .fetch_optional(&mut **t)
                 .await?
                 .map(Row::Sqlite),
@@ -329,7 +367,7 @@ impl Tx {
         args: &[Value],
     ) -> Result<Vec<Row>> {
         Ok(match self {
-            Tx::Sqlite(t) => bind_all!(sqlx::query(sql), args)
+            Tx::Sqlite(t, _) => bind_all!(sqlx::query(sql), args)
                 .fetch_all(&mut **t)
                 .await?
                 .into_iter()
@@ -347,7 +385,7 @@ impl Tx {
     /// Runs a multi-statement script without parameters (migrations only).
     pub(crate) async fn execute_script(&mut self, sql: &'static str) -> Result<()> {
         match self {
-            Tx::Sqlite(t) => {
+            Tx::Sqlite(t, _) => {
                 sqlx::raw_sql(sql).execute(&mut **t).await?;
             }
             Tx::Postgres(t) => {
@@ -359,7 +397,11 @@ impl Tx {
 
     pub(crate) async fn commit(self) -> Result<()> {
         match self {
-            Tx::Sqlite(t) => t.commit().await?,
+            Tx::Sqlite(t, writer) => {
+                t.commit().await?;
+                // The next writer may start only once this commit is done.
+                drop(writer);
+            }
             Tx::Postgres(t) => t.commit().await?,
         }
         Ok(())
