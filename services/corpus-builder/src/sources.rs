@@ -7,6 +7,7 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use reach_corpus::{SourceRefusal, SourceSpec};
 
@@ -63,13 +64,20 @@ impl SourcesError {
 #[derive(Debug, Clone)]
 pub struct Sources {
     path: PathBuf,
+    /// Serializes read-modify-write, so two concurrent `AddSource` calls cannot lose one.
+    write: Arc<Mutex<()>>,
 }
 
 impl Sources {
     pub fn at(dir: &Path) -> Self {
         Sources {
             path: dir.join(SOURCES_FILE),
+            write: Arc::default(),
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.write.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Every source, each re-admitted. A missing file is an empty list.
@@ -99,6 +107,7 @@ impl Sources {
 
     /// Add a new source (refused if the name exists).
     pub fn add(&self, spec: SourceSpec, reserved: &[&str]) -> Result<(), SourcesError> {
+        let _guard = self.lock();
         let mut all = self.load()?;
         if reserved.contains(&spec.name.as_str()) || all.iter().any(|s| s.name == spec.name) {
             return Err(SourcesError::Exists(spec.name));
@@ -112,6 +121,7 @@ impl Sources {
 
     /// Replace the source of the same name (e.g. a newly admitted commit).
     pub fn replace(&self, spec: SourceSpec) -> Result<(), SourcesError> {
+        let _guard = self.lock();
         let mut all = self.load()?;
         let slot = all
             .iter_mut()

@@ -425,6 +425,34 @@ async fn sources_are_refused_by_code_and_kept_in_a_strict_file() {
     "#]]
     .assert_eq(&out);
 
+    // The file holds at most MAX_SOURCES.
+    for i in 1..reach_corpus_builder::sources::MAX_SOURCES {
+        let r = f
+            .builder
+            .add_source(Request::new(add(
+                &format!("s{i}"),
+                "git",
+                "https://example.org/r.git",
+                "",
+            )))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.refusal_code, "", "s{i}");
+    }
+    let r = f
+        .builder
+        .add_source(Request::new(add(
+            "one-more",
+            "git",
+            "https://example.org/r.git",
+            "",
+        )))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.refusal_code, "corpus/too-many-sources");
+
     // The file is strict: an edited source that smuggles a credential is refused when read.
     let path = f._dir.path().join("sources.toml");
     let text = std::fs::read_to_string(&path).unwrap();
@@ -443,4 +471,29 @@ async fn sources_are_refused_by_code_and_kept_in_a_strict_file() {
         err.message().starts_with("corpus/credential-helper"),
         "{err:?}"
     );
+    // And a file of another schema is not read as sources at all.
+    std::fs::write(&path, "schema = \"CorpusSources@2\"\n").unwrap();
+    let err = f
+        .builder
+        .status(Request::new(pb::StatusRequest {}))
+        .await
+        .unwrap_err();
+    assert!(err.message().starts_with("corpus/sources-file"), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_without_an_active_snapshot_is_refused_by_code() {
+    let f = fixture().await;
+    std::fs::remove_file(f.store_root.join("CURRENT")).unwrap();
+    let r = f
+        .builder
+        .search(Request::new(pb::SearchRequest {
+            query: "freshness".into(),
+            limit: 3,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.refusal_code, "corpus/dependency-unavailable");
+    assert!(r.hits.is_empty());
 }
