@@ -34,6 +34,12 @@ pub mod corpus {
     }
 }
 
+pub mod vm {
+    pub mod v1 {
+        tonic::include_proto!("reach.vm.v1");
+    }
+}
+
 include!(concat!(env!("OUT_DIR"), "/methods.rs"));
 
 /// The methods of `service` (full name, e.g. `reach.core.v1.Admission`), if it exists.

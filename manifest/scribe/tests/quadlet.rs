@@ -76,6 +76,7 @@ fn reference_output_matches_deploy_quadlet() {
         reach-port-egress-provider.health.volume
         reach-port-ingress-edge.health.volume
         reach-port-vm-broker.health.volume
+        reach-port-vm-broker.instances.volume
         reach-port-ward.authority.volume
         reach-port-ward.health.volume
         reach-port-workbench.health.volume
@@ -205,10 +206,10 @@ fn each_role_mounts_exactly_its_sockets_and_secrets() {
           volumes: reach-data-ingress-edge reach-port-core.admission(ro) reach-port-ingress-edge.health
           secrets: reach.ingress-edge.bundle.pem reach.ingress-edge.config reach.ingress-edge.discord-bot-token reach.ingress-edge.tls.crt reach.ingress-edge.tls.key
         workbench net=none after=[]
-          volumes: reach-data-workbench reach-port-workbench.health
+          volumes: reach-data-workbench reach-port-vm-broker.instances(ro) reach-port-workbench.health
           secrets: reach.workbench.bundle.pem reach.workbench.config reach.workbench.tls.crt reach.workbench.tls.key
         vm-broker net=none after=[]
-          volumes: reach-data-vm-broker reach-port-vm-broker.health
+          volumes: reach-data-vm-broker reach-port-vm-broker.health reach-port-vm-broker.instances
           secrets: reach.vm-broker.bundle.pem reach.vm-broker.config reach.vm-broker.tls.crt reach.vm-broker.tls.key
     "#]].assert_eq(&table);
 }

@@ -1,5 +1,24 @@
-//! reach-vm-broker: serves its health port; its work arrives with later issues (see ARCHITECTURE.md).
+//! reach-vm-broker: start the broker (reaping whatever an earlier run left), serve its port.
+
+mod port;
+mod settings;
+
+use std::sync::Arc;
 
 fn main() -> std::process::ExitCode {
-    reach_runtime::run("vm-broker", async |_role| Ok(()))
+    reach_runtime::run("vm-broker", async |role| {
+        let settings = settings::Settings::from_table(&role.config.settings)?;
+        let cfg = settings.broker_config(&role.config.data_dir.join(settings::RUN_DIR))?;
+        let (broker, report) =
+            reach_vm::instance::Broker::start(cfg, Arc::new(reach_clock::SystemClock)).await?;
+        tracing::info!(
+            accel = broker.accel().as_str(),
+            reaped = report.reaped.len(),
+            confirmed = report.confirmed.len(),
+            orphans = report.orphans.len(),
+            "vm broker started"
+        );
+        role.serve("vm-broker.instances", port::into_server(broker))?;
+        Ok(())
+    })
 }

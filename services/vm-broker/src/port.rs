@@ -1,0 +1,199 @@
+//! The `vm-broker.instances` port: reach.vm.v1.VmBroker over the broker, converted by hand.
+//!
+//! Refusals map to gRPC codes in one place ([`status`]); the message starts with the seed's
+//! code (`environment/image-mismatch: …`) so a caller can match it exactly.
+
+use std::sync::Arc;
+
+use reach_proto::vm::v1 as pb;
+use reach_proto::vm::v1::vm_broker_server::{VmBroker, VmBrokerServer};
+use reach_vm::agent::ExecOutcome;
+use reach_vm::instance::{Broker, CreateRequest, NetworkRequest};
+use reach_vm::refusal::BrokerError;
+use tonic::{Request, Response, Status};
+
+#[derive(Debug, Clone)]
+pub struct Port(Arc<Broker>);
+
+pub fn into_server(broker: Broker) -> VmBrokerServer<Port> {
+    VmBrokerServer::new(Port(Arc::new(broker)))
+}
+
+/// The one mapping from broker errors to gRPC status.
+fn status(e: BrokerError) -> Status {
+    let msg = e.to_string();
+    match e {
+        BrokerError::ImageMismatch(_)
+        | BrokerError::NotContained(_)
+        | BrokerError::CeilingExceeded(_)
+        | BrokerError::NotReady(..) => Status::failed_precondition(msg),
+        BrokerError::UnknownImage(_) | BrokerError::UnknownInstance(_) => Status::not_found(msg),
+        BrokerError::ProfileRefused(_) | BrokerError::PathRefused(_) => {
+            Status::invalid_argument(msg)
+        }
+        BrokerError::BootTimeout(_) => Status::deadline_exceeded(msg),
+        BrokerError::Host(_) | BrokerError::Agent(_) | BrokerError::Journal(_) => {
+            Status::internal(msg)
+        }
+    }
+}
+
+fn exec_response(o: ExecOutcome) -> pb::ExecResponse {
+    pb::ExecResponse {
+        argv: o.argv,
+        exited: o.exit_code.is_some(),
+        exit_code: o.exit_code.unwrap_or(-1),
+        signal: o.signal.unwrap_or(0),
+        stdout_sha256: o.stdout_sha256.to_string(),
+        stderr_sha256: o.stderr_sha256.to_string(),
+        stdout: o.stdout,
+        stderr: o.stderr,
+        stdout_truncated: o.stdout_truncated,
+        stderr_truncated: o.stderr_truncated,
+        timed_out: o.timed_out,
+        elapsed_ms: o.elapsed.as_millis() as u64,
+    }
+}
+
+#[tonic::async_trait]
+impl VmBroker for Port {
+    async fn create_instance(
+        &self,
+        req: Request<pb::CreateInstanceRequest>,
+    ) -> Result<Response<pb::CreateInstanceResponse>, Status> {
+        let r = req.into_inner();
+        let image = r
+            .image_digest
+            .parse()
+            .map_err(|e| Status::invalid_argument(format!("image_digest: {e}")))?;
+        let network = match r.network.as_str() {
+            "none" | "" => NetworkRequest::None,
+            other => NetworkRequest::Other(other.to_owned()),
+        };
+        let c = self
+            .0
+            .create(&CreateRequest {
+                image,
+                network,
+                memory_mib: r.memory_mib,
+                cpus: r.cpus,
+                wait_ready: r.wait_ready,
+            })
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::CreateInstanceResponse {
+            instance_id: c.id,
+            accel: c.accel.as_str().to_owned(),
+            state: c.state.as_str().to_owned(),
+            booted_after_ms: c.booted_after.as_millis() as u64,
+            ready_after_ms: c.ready_after.map(|d| d.as_millis() as u64).unwrap_or(0),
+        }))
+    }
+
+    async fn exec(
+        &self,
+        req: Request<pb::ExecRequest>,
+    ) -> Result<Response<pb::ExecResponse>, Status> {
+        let r = req.into_inner();
+        let o = self
+            .0
+            .exec(&r.instance_id, &r.profile, &r.args)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(exec_response(o)))
+    }
+
+    async fn read_file(
+        &self,
+        req: Request<pb::ReadFileRequest>,
+    ) -> Result<Response<pb::ReadFileResponse>, Status> {
+        let r = req.into_inner();
+        let f = self
+            .0
+            .read_file(&r.instance_id, &r.path)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::ReadFileResponse {
+            path: f.path,
+            sha256: f.sha256.to_string(),
+            content: f.bytes,
+        }))
+    }
+
+    async fn write_file(
+        &self,
+        req: Request<pb::WriteFileRequest>,
+    ) -> Result<Response<pb::WriteFileResponse>, Status> {
+        let r = req.into_inner();
+        let w = self
+            .0
+            .write_file(&r.instance_id, &r.path, &r.content, r.mode, r.uid, r.gid)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::WriteFileResponse {
+            path: w.path,
+            sha256: w.sha256.to_string(),
+            bytes: w.bytes,
+            mode: w.mode,
+            uid: w.uid,
+            gid: w.gid,
+        }))
+    }
+
+    async fn restart_service(
+        &self,
+        req: Request<pb::RestartServiceRequest>,
+    ) -> Result<Response<pb::ExecResponse>, Status> {
+        let r = req.into_inner();
+        let o = self
+            .0
+            .restart_service(&r.instance_id, &r.unit)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(exec_response(o)))
+    }
+
+    async fn destroy(
+        &self,
+        req: Request<pb::DestroyRequest>,
+    ) -> Result<Response<pb::DestroyResponse>, Status> {
+        let r = req.into_inner();
+        let c = self.0.destroy(&r.instance_id).await.map_err(status)?;
+        Ok(Response::new(pb::DestroyResponse {
+            instance_id: c.instance_id,
+            outcome: c.outcome.as_str().to_owned(),
+            process_gone: c.process_gone,
+            overlay_deleted: c.overlay_deleted,
+            sockets_deleted: c.sockets_deleted,
+            killed: c.killed,
+            stop_ms: c.stop_ms as u64,
+            total_ms: c.total_ms as u64,
+            at_unix_ms: c.at.0,
+            recovered: c.recovered,
+        }))
+    }
+
+    async fn status(
+        &self,
+        req: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        let r = req.into_inner();
+        let rec = self
+            .0
+            .journal()
+            .get(&r.instance_id)
+            .await
+            .map_err(|e| match e {
+                reach_vm::journal::JournalError::Unknown(_) => {
+                    status(BrokerError::UnknownInstance(r.instance_id.clone()))
+                }
+                other => status(other.into()),
+            })?;
+        Ok(Response::new(pb::StatusResponse {
+            instance_id: rec.id,
+            state: rec.state.as_str().to_owned(),
+            image_digest: rec.image_digest.to_string(),
+            accel: self.0.accel().as_str().to_owned(),
+        }))
+    }
+}

@@ -1,0 +1,64 @@
+//! vm-broker's role settings (the manifest's `settings` table for this role), strict.
+//!
+//! Production pins images by digest here; with none pinned, every create is refused as
+//! `environment/unknown-image`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use reach_digest::Sha256Digest;
+use reach_vm::instance::{BrokerConfig, PinnedImage};
+
+/// The broker's run directory (journal, instances) under the role's data directory.
+pub const RUN_DIR: &str = "vm";
+
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Image {
+    pub digest: Sha256Digest,
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub images: Vec<Image>,
+    /// Per-instance ceilings.
+    pub max_memory_mib: u32,
+    pub max_cpus: u32,
+    pub ready_timeout_s: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            images: Vec::new(),
+            max_memory_mib: 1024,
+            max_cpus: 2,
+            ready_timeout_s: 120,
+        }
+    }
+}
+
+impl Settings {
+    pub fn from_table(t: &toml::Table) -> anyhow::Result<Self> {
+        t.clone().try_into().context("vm-broker settings")
+    }
+
+    pub fn broker_config(&self, run_dir: &Path) -> anyhow::Result<BrokerConfig> {
+        let images = self
+            .images
+            .iter()
+            .map(|i| PinnedImage {
+                digest: i.digest,
+                dir: i.dir.clone(),
+            })
+            .collect();
+        let mut cfg = BrokerConfig::new(run_dir, images);
+        cfg.max_memory_mib = self.max_memory_mib;
+        cfg.max_cpus = self.max_cpus;
+        cfg.ready_timeout = Duration::from_secs(self.ready_timeout_s);
+        Ok(cfg)
+    }
+}
