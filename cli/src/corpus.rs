@@ -332,3 +332,69 @@ fn when(ms: u64) -> String {
     t.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines_show_admitted_candidate_active_and_failure() {
+        let sources = [
+            pb::SourceStatus {
+                source: "reach-docs".into(),
+                kind: "release_archive".into(),
+                admitted_revision: "ab12".into(),
+                ..Default::default()
+            },
+            pb::SourceStatus {
+                source: "docs".into(),
+                kind: "git".into(),
+                admitted_revision: "c0ffee".into(),
+                candidate_revision: "beef".into(),
+                active_snapshot_id: "snap-1".into(),
+                freshness: "degraded".into(),
+                fresh_until_ms: 1_767_225_600_000,
+                last_failure: "corpus/git: connection refused".into(),
+                ..Default::default()
+            },
+        ];
+        assert_eq!(
+            render_status(&sources),
+            "reach-docs (release_archive) admitted ab12 candidate - active - last-failure -\n\
+             docs (git) admitted c0ffee candidate beef active snap-1 degraded until \
+             2026-01-01T00:00:00Z last-failure corpus/git: connection refused\n"
+        );
+    }
+
+    #[test]
+    fn the_summary_table_lists_skipped_files_per_rule() {
+        let table = render_summary(&pb::Summary {
+            snapshot_id: "snap-1".into(),
+            revision: "c0ffee".into(),
+            files_accepted: 2,
+            skipped: vec![pb::SkippedRule {
+                rule: "corpus/unsupported-media".into(),
+                files: 1,
+            }],
+            passages: 3,
+            bytes: 214,
+            index_bytes: 6549,
+            elapsed_ms: 123,
+            fresh_until_ms: 1_767_225_600_000,
+        });
+        assert_eq!(
+            table,
+            "| build                              | value                |\n\
+             |------------------------------------|----------------------|\n\
+             | snapshot                           | snap-1               |\n\
+             | revision                           | c0ffee               |\n\
+             | files accepted                     | 2                    |\n\
+             | skipped (corpus/unsupported-media) | 1                    |\n\
+             | passages                           | 3                    |\n\
+             | bytes                              | 214                  |\n\
+             | index bytes                        | 6549                 |\n\
+             | elapsed                            | 123 ms               |\n\
+             | fresh until                        | 2026-01-01T00:00:00Z |\n"
+        );
+    }
+}
