@@ -26,7 +26,12 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
     let mut m = crate::load_manifest(None)?;
     let dir = tempfile::Builder::new().prefix("reach-demo-").tempdir()?;
     let layout = StateLayout::new(dir.path());
-    let em = Emulator::start(EmulatorConfig::default()).await?;
+    // TLS on both sides, as with Discord: wss:// gateway and https:// REST on local roads.
+    let em = Emulator::start(EmulatorConfig {
+        gateway_tls: true,
+        ..EmulatorConfig::default()
+    })
+    .await?;
     let cfg = em.config().clone();
     em.add_channel(CHANNEL, Some(cfg.default_guild_id));
     let endpoints = reach_launcher::discord::DiscordEndpoints {
@@ -38,6 +43,10 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
         rest_base_url: em.rest_base_url(),
         rest_road: em.rest_addr(),
         rest_host: reach_discord_emulator::REST_HOST.into(),
+        gateway_roads: {
+            let (identify, resume) = em.gateway_addrs();
+            vec![identify, resume]
+        },
         rest_ca_pem: em.ca_pem().into(),
     };
     reach_launcher::discord::configure(&mut m, &layout, &endpoints, cfg.token.as_bytes())?;
@@ -107,13 +116,21 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
             return Ok(false);
         };
         println!("Reach ‹ {}\n", reply.content.replace('\n', "\n        "));
-        let edges = trail
-            .get_trail(GetTrailRequest {
-                key: id.to_string(),
-            })
-            .await?
-            .into_inner()
-            .edges;
+        // The reply is visible before egress-discord's settlement commits; show the settled chain.
+        let settled = Instant::now() + Duration::from_secs(5);
+        let edges = loop {
+            let edges = trail
+                .get_trail(GetTrailRequest {
+                    key: id.to_string(),
+                })
+                .await?
+                .into_inner()
+                .edges;
+            if edges.iter().any(|e| e.record == "ReachDelivery@1") || Instant::now() > settled {
+                break edges;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        };
         println!("reach trail {id}:");
         for e in &edges {
             let mut f: Vec<String> = e

@@ -318,6 +318,12 @@ pub fn emulator_endpoints(
         rest_base_url: emulator.rest_base_url(),
         rest_road: emulator.rest_addr(),
         rest_host: reach_discord_emulator::REST_HOST.into(),
+        gateway_roads: if c.gateway_tls {
+            let (identify, resume) = emulator.gateway_addrs();
+            vec![identify, resume]
+        } else {
+            Vec::new()
+        },
         rest_ca_pem: emulator.ca_pem().into(),
     }
 }

@@ -166,3 +166,68 @@ async fn eventually_trail(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// TLS on both sides, as with Discord itself: the gateway is `wss://` and every connection to
+/// it, the resume URL from READY included, passes destination admission on exact local roads
+/// and trusts only the configured CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_over_wss_identifies_resumes_and_answers_once() {
+    let config = reach_discord_emulator::EmulatorConfig {
+        gateway_tls: true,
+        ..Default::default()
+    };
+    let (body, em) = TestBody::start_with_emulator(config, &[CHANNEL], |_| {}, "info").await;
+    assert!(em.gateway_url().starts_with("wss://"));
+    let mut operator = TrailClient::new(reach_port::connect_lazy(
+        body.socket("core.trail"),
+        &body.material("operator"),
+        body.manifest.principal("core"),
+    ));
+    operator
+        .reconcile_vault(ReconcileVaultRequest {
+            kind: "GENESIS".into(),
+            note: "emulated deployment over wss".into(),
+        })
+        .await
+        .unwrap();
+    let bot = em.config().bot_user_id;
+    let asker = User::human(1_100_000_000_000_000_501, "asker");
+    let q1 = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> How does a port authenticate a call?"),
+    );
+    eventually("the reply over wss", || {
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .find(|m| m.reply_to == Some(q1))
+    })
+    .await;
+
+    // Drop the connection: the client resumes at READY's wss:// resume URL (its own road).
+    em.script_redelivery_on_resume(1);
+    assert!(em.drop_connection());
+    let q2 = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> How do I rotate the trust root?"),
+    );
+    eventually("the reply after the resume", || {
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .find(|m| m.reply_to == Some(q2))
+    })
+    .await;
+    let counts = em.gateway_counts();
+    assert!(
+        counts.resume_connections >= 1 && counts.resumes >= 1,
+        "{counts:?}"
+    );
+    let to_q1 = em
+        .bot_messages(CHANNEL)
+        .into_iter()
+        .filter(|m| m.reply_to == Some(q1))
+        .count();
+    assert_eq!(to_q1, 1, "a resumed redelivery must not answer twice");
+    body.stop().await;
+}

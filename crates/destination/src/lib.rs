@@ -19,6 +19,7 @@ mod admission;
 mod connector;
 mod error;
 mod resolver;
+pub mod roads;
 pub mod special;
 #[cfg(feature = "test-support")]
 pub mod testing;

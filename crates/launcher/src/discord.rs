@@ -19,8 +19,12 @@ pub struct DiscordEndpoints {
     pub rest_base_url: String,
     /// An exact local road for the REST host (the loopback emulator).
     pub rest_road: SocketAddr,
+    /// The host name of the local roads (REST and a `wss://` gateway share it).
     pub rest_host: String,
-    /// The only CA egress-discord trusts for the REST host.
+    /// Exact local roads of a `wss://` gateway (identify and resume listeners); empty for a
+    /// loopback `ws://` gateway.
+    pub gateway_roads: Vec<SocketAddr>,
+    /// The only CA the Discord roles trust on their local roads.
     pub rest_ca_pem: String,
 }
 
@@ -48,13 +52,14 @@ pub fn configure(
                 );
                 let channels = d.channels.iter().map(|c| c.to_string().into()).collect();
                 s.insert("channels".into(), toml::Value::Array(channels));
+                if !d.gateway_roads.is_empty() {
+                    s.insert("roads".into(), roads(&d.rest_host, &d.gateway_roads, &ca));
+                }
             }
             "egress-discord" => {
                 s.insert("rest_base_url".into(), d.rest_base_url.clone().into());
                 s.insert("bot_user_id".into(), d.bot_user_id.to_string().into());
-                s.insert("local_road".into(), d.rest_road.to_string().into());
-                s.insert("local_road_host".into(), d.rest_host.clone().into());
-                s.insert("rest_ca_file".into(), ca.display().to_string().into());
+                s.insert("roads".into(), roads(&d.rest_host, &[d.rest_road], &ca));
             }
             _ => continue,
         }
@@ -64,4 +69,21 @@ pub fn configure(
             .map_err(std::io::Error::other)?;
     }
     Ok(())
+}
+
+/// A role's `roads` settings: `host` admitted at exactly `addrs`, trusting only `ca`.
+fn roads(host: &str, addrs: &[SocketAddr], ca: &std::path::Path) -> toml::Value {
+    let local: Vec<toml::Value> = addrs
+        .iter()
+        .map(|a| {
+            let mut road = toml::Table::new();
+            road.insert("host".into(), host.into());
+            road.insert("addr".into(), a.to_string().into());
+            road.into()
+        })
+        .collect();
+    let mut t = toml::Table::new();
+    t.insert("local_roads".into(), local.into());
+    t.insert("ca_file".into(), ca.display().to_string().into());
+    t.into()
 }

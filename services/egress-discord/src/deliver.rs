@@ -5,7 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reach_destination::{StaticResolver, TcpDialer};
+use reach_destination::TcpDialer;
+use reach_destination::roads::ConfiguredResolver;
 use reach_digest::Sha256Digest;
 use reach_discord::Snowflake;
 use reach_discord::delivery::{CreateMessage, CreateOutcome, Nonce, Reconciliation};
@@ -19,7 +20,7 @@ use reach_proto::ward::v1::RedeemDecisionRequest;
 use reach_proto::ward::v1::ward_client::WardClient;
 use tonic::transport::Channel;
 
-type Rest = RestClient<StaticResolver, TcpDialer>;
+type Rest = RestClient<ConfiguredResolver, TcpDialer>;
 
 /// How long a claim is leased; a crashed sender's pre-submit claim is reclaimable after it.
 const LEASE_MS: u32 = 15_000;

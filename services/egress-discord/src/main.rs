@@ -1,17 +1,17 @@
 //! reach-egress-discord: claims PENDING delivery intents from core, persists SUBMITTING through
 //! core before any byte leaves, sends Create Message with the intent's nonce and
 //! `enforce_nonce`, and settles the outcome. An UNKNOWN outcome is never resent: it is
-//! reconciled from a channel read that finds our nonce or proves its absence.
+//! reconciled from a channel read that finds our nonce or proves its absence. Public Discord is
+//! reached through the manifest's name servers only (`roads.name_servers`); the loopback
+//! emulator through an exact local road with its CA.
 
 mod deliver;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use reach_destination::{
-    Admission, AdmissionPolicy, Host, PinnedConnector, StaticResolver, TcpDialer,
-};
+use reach_destination::AdmissionPolicy;
+use reach_destination::roads::Roads;
 use reach_discord::rest::{RestClient, RestConfig};
 use reach_discord::{BotToken, Snowflake};
 use reach_manifest::CredentialKind;
@@ -24,11 +24,10 @@ struct Settings {
     /// `https://<host>[:port]/api/v10`.
     rest_base_url: String,
     bot_user_id: Snowflake,
-    /// An exact local road for the REST host, named by the manifest (the loopback emulator).
-    local_road: Option<SocketAddr>,
-    local_road_host: Option<String>,
-    /// A CA this role trusts for the REST host instead of the public roots (the emulator's).
-    rest_ca_file: Option<std::path::PathBuf>,
+    /// Where REST bytes may go: public Discord through the named name servers, or an exact
+    /// local road with its CA (the loopback emulator).
+    #[serde(default)]
+    roads: Roads,
 }
 
 fn main() -> std::process::ExitCode {
@@ -42,39 +41,27 @@ fn main() -> std::process::ExitCode {
             .settings
             .clone()
             .try_into()
-            .context("egress-discord settings (rest_base_url, bot_user_id)")?;
+            .context("egress-discord settings (rest_base_url, bot_user_id, roads)")?;
         let token = BotToken::from_bytes(
             role.credential(CredentialKind::DiscordBot)
                 .unwrap_or_default(),
         )
         .map_err(|_| anyhow::anyhow!("the discord-bot credential file is not a bot token"))?;
-        let (Some(road), Some(host)) = (settings.local_road, settings.local_road_host) else {
-            anyhow::bail!(
-                "public Discord REST is dialed through controlled DNS; that wiring lands with issue #7 \
-                 (set local_road and local_road_host for the loopback emulator)"
-            );
-        };
-        let roots = match &settings.rest_ca_file {
-            Some(path) => {
-                let pem = std::fs::read(path)
-                    .with_context(|| format!("rest_ca_file {}", path.display()))?;
-                let mut roots = rustls::RootCertStore::empty();
-                for cert in rustls_pemfile::certs(&mut &pem[..]) {
-                    roots.add(cert?)?;
-                }
-                roots
-            }
-            None => reach_destination::webpki_root_store(),
-        };
-        let policy = AdmissionPolicy::default().with_local_road(Host::Name(host.clone()), road);
-        let resolver = StaticResolver::new().with(&host, [road.ip()]);
+        let admission = settings
+            .roads
+            .admission(AdmissionPolicy::default())
+            .context("egress-discord roads")?;
+        let connector = reach_destination::PinnedConnector::new(
+            settings.roads.roots().context("egress-discord roads")?,
+            reach_destination::TcpDialer,
+        )?;
         let base_url = settings.rest_base_url.clone();
         let rest = RestClient::new(RestConfig {
             base_url: settings.rest_base_url,
             token,
             bot_user_id: settings.bot_user_id,
-            admission: Arc::new(Admission::new(policy, resolver)),
-            connector: PinnedConnector::new(roots, TcpDialer)?,
+            admission: Arc::new(admission),
+            connector,
         })?;
         let peers = deliver::Peers {
             core: DeliveryClient::new(role.client("core.delivery")?),

@@ -5,14 +5,29 @@
 //! answers it with the committed status.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
+use reach_destination::roads::Roads;
+use reach_destination::{AdmissionPolicy, PinnedConnector, TcpDialer};
 use reach_discord::edge::{self, EdgePolicy};
-use reach_discord::gateway::{self, GatewayConfig, GatewayEvent, GatewayUrl};
+use reach_discord::gateway::{self, Backoff, GatewayConfig, GatewayEvent, GatewayUrl, WssDialer};
 use reach_discord::{BotToken, Snowflake};
 use reach_manifest::CredentialKind;
 use reach_proto::core::v1::AdmitRequest;
 use reach_proto::core::v1::admission_client::AdmissionClient;
+
+/// Discord's guidance: reconnect after a short random wait; re-IDENTIFY after INVALID_SESSION
+/// between 1 and 5 s.
+const RECONNECT_DELAY: Backoff = Backoff {
+    min: Duration::from_millis(100),
+    max: Duration::from_millis(1_000),
+};
+const REIDENTIFY_DELAY: Backoff = Backoff {
+    min: Duration::from_secs(1),
+    max: Duration::from_secs(5),
+};
 
 /// Largest question accepted, in bytes, unless the manifest says less.
 const DEFAULT_MAX_QUESTION_BYTES: usize = 1_000;
@@ -30,6 +45,10 @@ struct Settings {
     /// The privileged Message Content intent, off unless the manifest enables it.
     #[serde(default)]
     message_content: bool,
+    /// Where a `wss://` gateway may be dialed: public Discord through the named name servers,
+    /// or an exact local road with its CA (the emulator). Unused for a loopback `ws://` one.
+    #[serde(default)]
+    roads: Roads,
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,10 +67,6 @@ fn main() -> std::process::ExitCode {
         .map_err(|_| anyhow::anyhow!("the discord-bot credential file is not a bot token"))?;
         let url = GatewayUrl::parse(&settings.gateway_url)
             .map_err(|e| anyhow::anyhow!("gateway_url: {e}"))?;
-        anyhow::ensure!(
-            !url.is_secure(),
-            "wss:// gateways are dialed through destination admission; that wiring lands with issue #7 (use the loopback emulator)"
-        );
         let policy = EdgePolicy {
             application_id: settings.application_id,
             bot_user_id: settings.bot_user_id,
@@ -63,11 +78,32 @@ fn main() -> std::process::ExitCode {
             adapter_revisions: [edge::ADAPTER_REVISION.to_owned()].into(),
         };
         let core = AdmissionClient::new(role.client("core.admission")?);
-        let (handle, mut events) = gateway::spawn(GatewayConfig::loopback(
-            url,
-            token,
-            gateway::intents(settings.message_content),
-        ));
+        let intents = gateway::intents(settings.message_content);
+        let (handle, mut events) = if url.is_secure() {
+            // Every wss:// gateway, including READY's resume URL, passes destination admission.
+            let roads = &settings.roads;
+            let wss = WssDialer {
+                admission: Arc::new(
+                    roads
+                        .admission(AdmissionPolicy::default())
+                        .context("ingress-edge roads")?,
+                ),
+                connector: PinnedConnector::new(
+                    roads.roots().context("ingress-edge roads")?,
+                    TcpDialer,
+                )?,
+            };
+            gateway::spawn(GatewayConfig {
+                url,
+                token,
+                intents,
+                wss: Some(wss),
+                reconnect_delay: RECONNECT_DELAY,
+                reidentify_delay: REIDENTIFY_DELAY,
+            })
+        } else {
+            gateway::spawn(GatewayConfig::loopback(url, token, intents))
+        };
         let stop = role.shutdown_signal();
         tokio::spawn(async move {
             tokio::pin!(stop);
