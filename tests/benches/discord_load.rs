@@ -24,8 +24,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reach_discord_emulator::{Emulator, EmulatorConfig, User};
+use reach_proto::core::v1::GetTrailRequest;
 use reach_proto::core::v1::trail_client::TrailClient;
-use reach_proto::core::v1::{GetTrailRequest, ReconcileVaultRequest};
 use reach_tests::TestBody;
 
 const QUESTIONS: [&str; 6] = [
@@ -229,18 +229,7 @@ async fn main() {
         "warn",
     )
     .await;
-    let mut operator = TrailClient::new(reach_port::connect_lazy(
-        body.socket("core.trail"),
-        &body.material("operator"),
-        body.manifest.principal("core"),
-    ));
-    operator
-        .reconcile_vault(ReconcileVaultRequest {
-            kind: "GENESIS".into(),
-            note: "load run".into(),
-        })
-        .await
-        .expect("genesis");
+    let mut operator = body.operator_after_genesis("load run").await;
     let pids = body.body.as_ref().expect("running").pids();
     println!(
         "discord_load: rate {rate}/s for {secs} s over {channels} channels; ward admits {admitted}/s; bins {}",

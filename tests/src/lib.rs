@@ -13,6 +13,8 @@ use reach_launcher::{Body, LaunchOptions};
 use reach_manifest::Manifest;
 use reach_manifest::plan::StateLayout;
 use reach_port::{PortAddress, PortMaterial};
+use reach_proto::core::v1::trail_client::TrailClient;
+use reach_proto::core::v1::{GetTrailRequest, ReconcileVaultRequest};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
@@ -29,62 +31,13 @@ pub struct TestBody {
 impl TestBody {
     /// Starts the checked-in reach.vps.public@1 manifest with placeholder external credentials.
     pub async fn start() -> Self {
-        let manifest =
-            reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
-        // Short path: Unix socket paths are limited to 108 bytes.
-        let dir = tempfile::Builder::new()
-            .prefix("rt")
-            .tempdir_in("/tmp")
-            .expect("tempdir");
-        let layout = StateLayout::new(dir.path());
-        write_placeholder_credentials(&manifest, &layout);
-        let body = Body::up(
-            &manifest,
-            &layout,
-            LaunchOptions {
-                log_level: "warn".into(),
-                ..LaunchOptions::default()
-            },
-        )
-        .await
-        .expect("body comes up");
-        Self {
-            manifest,
-            layout,
-            body: Some(body),
-            _dir: dir,
-        }
+        Self::launch(|_, _| {}, "warn").await
     }
 
     /// Starts the checked-in manifest after `configure` adjusted it (role settings, files it
     /// names in the state directory), with placeholder external credentials.
     pub async fn start_configured(configure: impl FnOnce(&mut Manifest, &StateLayout)) -> Self {
-        let mut manifest =
-            reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
-        let dir = tempfile::Builder::new()
-            .prefix("rt")
-            .tempdir_in("/tmp")
-            .expect("tempdir");
-        let layout = StateLayout::new(dir.path());
-        std::fs::create_dir_all(layout.root()).expect("state root");
-        configure(&mut manifest, &layout);
-        write_placeholder_credentials(&manifest, &layout);
-        let body = Body::up(
-            &manifest,
-            &layout,
-            LaunchOptions {
-                log_level: "info".into(),
-                ..LaunchOptions::default()
-            },
-        )
-        .await
-        .expect("body comes up");
-        Self {
-            manifest,
-            layout,
-            body: Some(body),
-            _dir: dir,
-        }
+        Self::launch(configure, "info").await
     }
 
     /// Starts the body wired to a loopback Discord emulator: ingress-edge on its Gateway,
@@ -108,6 +61,24 @@ impl TestBody {
         for &channel in channels {
             emulator.add_channel(channel, Some(emulator.config().default_guild_id));
         }
+        let endpoints = emulator_endpoints(&emulator, channels.to_vec());
+        let token = emulator.config().token.clone();
+        let body = Self::launch(
+            |manifest, layout| {
+                reach_launcher::discord::configure(manifest, layout, &endpoints, token.as_bytes())
+                    .expect("configure Discord roles");
+                adjust(manifest);
+            },
+            log_level,
+        )
+        .await;
+        (body, emulator)
+    }
+
+    /// The one way a test body comes up: the checked-in manifest on a short temporary state
+    /// directory (Unix socket paths are limited to 108 bytes), `configure`d, with placeholder
+    /// external credentials.
+    async fn launch(configure: impl FnOnce(&mut Manifest, &StateLayout), log_level: &str) -> Self {
         let mut manifest =
             reach_manifest::load(reach_manifest::VPS_PUBLIC).expect("checked-in manifest");
         let dir = tempfile::Builder::new()
@@ -115,15 +86,8 @@ impl TestBody {
             .tempdir_in("/tmp")
             .expect("tempdir");
         let layout = StateLayout::new(dir.path());
-        let endpoints = emulator_endpoints(&emulator, channels.to_vec());
-        reach_launcher::discord::configure(
-            &mut manifest,
-            &layout,
-            &endpoints,
-            emulator.config().token.as_bytes(),
-        )
-        .expect("configure Discord roles");
-        adjust(&mut manifest);
+        std::fs::create_dir_all(layout.root()).expect("state root");
+        configure(&mut manifest, &layout);
         write_placeholder_credentials(&manifest, &layout);
         let body = Body::up(
             &manifest,
@@ -135,13 +99,33 @@ impl TestBody {
         )
         .await
         .expect("body comes up");
-        let this = Self {
+        Self {
             manifest,
             layout,
             body: Some(body),
             _dir: dir,
-        };
-        (this, emulator)
+        }
+    }
+
+    /// The operator's client of core's trail port, after it recorded the genesis reconciliation
+    /// a fresh vault needs before it serves.
+    pub async fn operator_after_genesis(
+        &self,
+        note: &str,
+    ) -> TrailClient<tonic::transport::Channel> {
+        let mut operator = TrailClient::new(reach_port::connect_lazy(
+            self.socket("core.trail"),
+            &self.material("operator"),
+            self.manifest.principal("core"),
+        ));
+        operator
+            .reconcile_vault(ReconcileVaultRequest {
+                kind: "GENESIS".into(),
+                note: note.into(),
+            })
+            .await
+            .expect("genesis reconciliation");
+        operator
     }
 
     /// The role's log so far (JSON lines), for diagnosing a failed expectation.
@@ -325,5 +309,49 @@ pub fn emulator_endpoints(
             Vec::new()
         },
         rest_ca_pem: emulator.ca_pem().into(),
+    }
+}
+
+/// The committed chain of `key` (an event, admission or turn id) as lines
+/// `Record id field=value …`, fields sorted.
+pub async fn trail_text(
+    operator: &mut TrailClient<tonic::transport::Channel>,
+    key: &str,
+) -> String {
+    let edges = operator
+        .get_trail(GetTrailRequest { key: key.into() })
+        .await
+        .expect("trail")
+        .into_inner()
+        .edges;
+    edges
+        .iter()
+        .map(|e| {
+            let mut f: Vec<_> = e.fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            f.sort();
+            format!("{} {} {}", e.record, e.id, f.join(" "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Polls the trail of `key` until it contains `want`; panics with the trail after `wait`.
+pub async fn trail_until(
+    operator: &mut TrailClient<tonic::transport::Channel>,
+    key: &str,
+    want: &str,
+    wait: std::time::Duration,
+) -> String {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let text = trail_text(operator, key).await;
+        if text.contains(want) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{want} never appeared on the trail of {key}:\n{text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }

@@ -4,8 +4,6 @@
 use std::time::{Duration, Instant};
 
 use reach_discord_emulator::User;
-use reach_proto::core::v1::ReconcileVaultRequest;
-use reach_proto::core::v1::trail_client::TrailClient;
 use reach_tests::TestBody;
 
 const CHANNEL: u64 = 1_100_000_000_000_000_200;
@@ -14,19 +12,7 @@ const WAIT: Duration = Duration::from_secs(30);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_core_mid_turn_never_doubles_the_reply() {
     let (mut body, em) = TestBody::start_with_discord(CHANNEL).await;
-    let core = body.manifest.principal("core");
-    let mut operator = TrailClient::new(reach_port::connect_lazy(
-        body.socket("core.trail"),
-        &body.material("operator"),
-        core,
-    ));
-    operator
-        .reconcile_vault(ReconcileVaultRequest {
-            kind: "GENESIS".into(),
-            note: "crash drill".into(),
-        })
-        .await
-        .unwrap();
+    let _operator = body.operator_after_genesis("crash drill").await;
     let bot = em.config().bot_user_id;
     let asker = User::human(1_100_000_000_000_000_500, "asker");
 

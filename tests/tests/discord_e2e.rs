@@ -6,9 +6,7 @@
 use std::time::{Duration, Instant};
 
 use reach_discord_emulator::{Fault, User};
-use reach_proto::core::v1::trail_client::TrailClient;
-use reach_proto::core::v1::{GetTrailRequest, ReconcileVaultRequest};
-use reach_tests::TestBody;
+use reach_tests::{TestBody, trail_until};
 
 const CHANNEL: u64 = 1_100_000_000_000_000_200;
 const OTHER_CHANNEL: u64 = 1_100_000_000_000_000_999;
@@ -33,19 +31,7 @@ async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
 async fn one_question_one_cited_reply_and_no_duplicates() {
     let (body, em) = TestBody::start_with_discord(CHANNEL).await;
     em.add_channel(OTHER_CHANNEL, Some(em.config().default_guild_id));
-    let core = body.manifest.principal("core");
-    let mut operator = TrailClient::new(reach_port::connect_lazy(
-        body.socket("core.trail"),
-        &body.material("operator"),
-        core,
-    ));
-    operator
-        .reconcile_vault(ReconcileVaultRequest {
-            kind: "GENESIS".into(),
-            note: "emulated deployment".into(),
-        })
-        .await
-        .unwrap();
+    let mut operator = body.operator_after_genesis("emulated deployment").await;
     let bot = em.config().bot_user_id;
     let asker = User::human(1_100_000_000_000_000_500, "asker");
 
@@ -120,7 +106,7 @@ async fn one_question_one_cited_reply_and_no_duplicates() {
             .find(|m| m.reply_to == Some(q3))
     })
     .await;
-    let trail = eventually_trail(&mut operator, &q3.to_string()).await;
+    let trail = trail_until(&mut operator, &q3.to_string(), "KNOWN_SENT", WAIT).await;
     assert!(
         trail.contains("KNOWN_SENT"),
         "the unknown delivery must be reconciled as sent:\n{trail}"
@@ -139,34 +125,6 @@ async fn one_question_one_cited_reply_and_no_duplicates() {
     body.stop().await;
 }
 
-async fn eventually_trail(
-    operator: &mut TrailClient<tonic::transport::Channel>,
-    key: &str,
-) -> String {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let edges = operator
-            .get_trail(GetTrailRequest { key: key.into() })
-            .await
-            .unwrap()
-            .into_inner()
-            .edges;
-        let text = edges
-            .iter()
-            .map(|e| {
-                let mut f: Vec<_> = e.fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                f.sort();
-                format!("{} {} {}", e.record, e.id, f.join(" "))
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        if text.contains("KNOWN_SENT") || Instant::now() >= deadline {
-            return text;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// TLS on both sides, as with Discord itself: the gateway is `wss://` and every connection to
 /// it, the resume URL from READY included, passes destination admission on exact local roads
 /// and trusts only the configured CA.
@@ -178,18 +136,9 @@ async fn the_gateway_over_wss_identifies_resumes_and_answers_once() {
     };
     let (body, em) = TestBody::start_with_emulator(config, &[CHANNEL], |_| {}, "info").await;
     assert!(em.gateway_url().starts_with("wss://"));
-    let mut operator = TrailClient::new(reach_port::connect_lazy(
-        body.socket("core.trail"),
-        &body.material("operator"),
-        body.manifest.principal("core"),
-    ));
-    operator
-        .reconcile_vault(ReconcileVaultRequest {
-            kind: "GENESIS".into(),
-            note: "emulated deployment over wss".into(),
-        })
-        .await
-        .unwrap();
+    let mut operator = body
+        .operator_after_genesis("emulated deployment over wss")
+        .await;
     let bot = em.config().bot_user_id;
     let asker = User::human(1_100_000_000_000_000_501, "asker");
     let q1 = em.post_user_message(
@@ -203,6 +152,7 @@ async fn the_gateway_over_wss_identifies_resumes_and_answers_once() {
             .find(|m| m.reply_to == Some(q1))
     })
     .await;
+    trail_until(&mut operator, &q1.to_string(), "KNOWN_SENT", WAIT).await;
 
     // Drop the connection: the client resumes at READY's wss:// resume URL (its own road).
     em.script_redelivery_on_resume(1);

@@ -2,65 +2,18 @@
 //! Discord's reads are down, and the restarted gate reads the UNKNOWN intent back from core and
 //! reconciles it from a channel read. The reply exists exactly once and is never resent.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reach_discord_emulator::{Fault, User};
-use reach_proto::core::v1::trail_client::TrailClient;
-use reach_proto::core::v1::{GetTrailRequest, ReconcileVaultRequest};
-use reach_tests::TestBody;
+use reach_tests::{TestBody, trail_until};
 
 const CHANNEL: u64 = 1_100_000_000_000_000_300;
 const WAIT: Duration = Duration::from_secs(30);
 
-async fn trail_until(
-    operator: &mut TrailClient<tonic::transport::Channel>,
-    key: &str,
-    want: &str,
-) -> String {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let edges = operator
-            .get_trail(GetTrailRequest { key: key.into() })
-            .await
-            .unwrap()
-            .into_inner()
-            .edges;
-        let text = edges
-            .iter()
-            .map(|e| {
-                let mut f: Vec<_> = e.fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                f.sort();
-                format!("{} {} {}", e.record, e.id, f.join(" "))
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        if text.contains(want) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{want} never appeared on the trail:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_delivery_is_reconciled_after_the_gate_restarts() {
     let (mut body, em) = TestBody::start_with_discord(CHANNEL).await;
-    let core = body.manifest.principal("core");
-    let mut operator = TrailClient::new(reach_port::connect_lazy(
-        body.socket("core.trail"),
-        &body.material("operator"),
-        core,
-    ));
-    operator
-        .reconcile_vault(ReconcileVaultRequest {
-            kind: "GENESIS".into(),
-            note: "gate restart drill".into(),
-        })
-        .await
-        .unwrap();
+    let mut operator = body.operator_after_genesis("gate restart drill").await;
     let bot = em.config().bot_user_id;
     let asker = User::human(1_100_000_000_000_000_600, "asker");
 
@@ -72,7 +25,7 @@ async fn an_unknown_delivery_is_reconciled_after_the_gate_restarts() {
         &asker,
         &format!("<@{bot}> How does a port authenticate a call?"),
     );
-    let trail = trail_until(&mut operator, &q.to_string(), "outcome=UNKNOWN").await;
+    let trail = trail_until(&mut operator, &q.to_string(), "outcome=UNKNOWN", WAIT).await;
     assert!(!trail.contains("KNOWN_SENT"), "{trail}");
 
     // The gate dies holding the only in-memory memory of that UNKNOWN; reads come back.
@@ -87,7 +40,7 @@ async fn an_unknown_delivery_is_reconciled_after_the_gate_restarts() {
         .await
         .expect("egress-discord restarts");
 
-    let trail = trail_until(&mut operator, &q.to_string(), "KNOWN_SENT").await;
+    let trail = trail_until(&mut operator, &q.to_string(), "KNOWN_SENT", WAIT).await;
     let replies = em
         .bot_messages(CHANNEL)
         .into_iter()
