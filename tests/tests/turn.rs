@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use reach_proto::core::v1::admission_client::AdmissionClient;
 use reach_proto::core::v1::delivery_client::DeliveryClient;
-use reach_proto::core::v1::trail_client::TrailClient;
 use reach_proto::core::v1::*;
 use reach_proto::ward::v1::RedeemDecisionRequest;
 use reach_proto::ward::v1::ward_client::WardClient;
@@ -66,23 +65,12 @@ async fn a_question_becomes_one_cited_intent_and_an_unknown_one_is_refused() {
         &body.material("ingress-edge"),
         core.clone(),
     ));
-    let mut operator = TrailClient::new(reach_port::connect_lazy(
-        body.socket("core.trail"),
-        &body.material("operator"),
-        core.clone(),
-    ));
     let mut sender = DeliveryClient::new(reach_port::connect_lazy(
         body.socket("core.delivery"),
         &body.material("egress-discord"),
         core,
     ));
-    operator
-        .reconcile_vault(ReconcileVaultRequest {
-            kind: "GENESIS".into(),
-            note: "test deployment".into(),
-        })
-        .await
-        .unwrap();
+    let mut operator = body.operator_after_genesis("test deployment").await;
 
     let admitted = edge
         .admit(question("m-10", "How does a port authenticate a call?"))
@@ -160,20 +148,9 @@ async fn every_claim_carries_a_fresh_decision_bound_to_what_is_sent() {
         &body.material("ingress-edge"),
         core.clone(),
     ));
-    let mut operator = TrailClient::new(reach_port::connect_lazy(
-        body.socket("core.trail"),
-        &body.material("operator"),
-        core.clone(),
-    ));
     let mut sender = DeliveryClient::new(as_gate("core.delivery", core));
     let mut ward = WardClient::new(as_gate("ward.authority", body.manifest.principal("ward")));
-    operator
-        .reconcile_vault(ReconcileVaultRequest {
-            kind: "GENESIS".into(),
-            note: "test deployment".into(),
-        })
-        .await
-        .unwrap();
+    let mut operator = body.operator_after_genesis("test deployment").await;
     edge.admit(question("m-20", "How does a port authenticate a call?"))
         .await
         .unwrap();
