@@ -140,7 +140,7 @@ async fn an_operator_adds_admits_and_searches_a_release_archive() {
             .unwrap();
         // The settings table, parsed from TOML text (this crate does not name toml itself).
         role.settings = format!(
-            "source_ca_file = {:?}\nlocal_roads = [{{ host = {HOST:?}, addr = {:?} }}]\n",
+            "[roads]\nca_file = {:?}\nlocal_roads = [{{ host = {HOST:?}, addr = {:?} }}]\n",
             ca.display().to_string(),
             addr.to_string()
         )

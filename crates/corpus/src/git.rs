@@ -43,6 +43,8 @@ pub enum GitTls {
     WebPki,
     /// Exactly these roots (e.g. a test CA).
     Roots(Vec<CertificateDer<'static>>),
+    /// Exactly this root store (the role's configured CA file).
+    Store(rustls::RootCertStore),
 }
 
 impl GitTls {
@@ -50,6 +52,7 @@ impl GitTls {
         let mut roots = rustls::RootCertStore::empty();
         match self {
             GitTls::WebPki => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+            GitTls::Store(store) => roots = store.clone(),
             GitTls::Roots(certs) => {
                 for c in certs {
                     roots

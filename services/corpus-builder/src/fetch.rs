@@ -15,7 +15,7 @@ use reach_destination::{
     Admission, Destination, DestinationError, PinnedConnector, Purpose, TcpDialer,
 };
 
-use crate::settings::SourceResolver;
+use reach_destination::roads::ConfiguredResolver;
 
 /// Most redirects one download may follow (each admitted again from scratch).
 pub const MAX_REDIRECTS: usize = 5;
@@ -74,13 +74,13 @@ impl FetchError {
 /// Downloads release archives through admitted, pinned connections.
 #[derive(Debug)]
 pub struct ArchiveFetcher {
-    admission: Admission<SourceResolver>,
+    admission: Admission<ConfiguredResolver>,
     connector: PinnedConnector<TcpDialer>,
 }
 
 impl ArchiveFetcher {
     pub fn new(
-        admission: Admission<SourceResolver>,
+        admission: Admission<ConfiguredResolver>,
         roots: rustls::RootCertStore,
     ) -> Result<Self, DestinationError> {
         Ok(ArchiveFetcher {
@@ -89,7 +89,7 @@ impl ArchiveFetcher {
         })
     }
 
-    pub fn admission(&self) -> &Admission<SourceResolver> {
+    pub fn admission(&self) -> &Admission<ConfiguredResolver> {
         &self.admission
     }
 

@@ -14,7 +14,8 @@ use reach_corpus::{CorpusStore, SystemClock, pack_entries};
 use reach_corpus_builder::admin::Builder;
 use reach_corpus_builder::embedded::Source;
 use reach_corpus_builder::fetch::ArchiveFetcher;
-use reach_corpus_builder::settings::{Road, Settings};
+use reach_corpus_builder::settings::Settings;
+use reach_destination::roads::{Road, Roads};
 use reach_destination::testing::{TestCa, serve_tls};
 use reach_digest::Sha256Digest;
 use reach_proto::corpus::v1 as pb;
@@ -116,11 +117,13 @@ async fn fixture() -> Fixture {
     let addr = serve(&ca, routes.clone()).await;
     let dir = tempfile::tempdir().unwrap();
     let settings = Settings {
-        local_roads: vec![Road {
-            host: HOST.into(),
-            addr,
-        }],
-        ..Settings::default()
+        roads: Roads {
+            local_roads: vec![Road {
+                host: HOST.into(),
+                addr,
+            }],
+            ..Roads::default()
+        },
     };
     let fetcher = ArchiveFetcher::new(settings.admission().unwrap(), ca.root_store()).unwrap();
     let store_root = dir.path().join("corpus");

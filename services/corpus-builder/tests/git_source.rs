@@ -13,7 +13,8 @@ use reach_corpus::{CorpusStore, SystemClock};
 use reach_corpus_builder::admin::Builder;
 use reach_corpus_builder::embedded::Source;
 use reach_corpus_builder::fetch::ArchiveFetcher;
-use reach_corpus_builder::settings::{Road, Settings};
+use reach_corpus_builder::settings::Settings;
+use reach_destination::roads::{Road, Roads};
 use reach_proto::corpus::v1 as pb;
 use reach_proto::corpus::v1::build_event::Event;
 use reach_proto::corpus::v1::corpus_admin_server::CorpusAdmin;
@@ -70,11 +71,13 @@ async fn a_git_source_activates_only_the_admitted_commit() {
     let ca = mint();
     let port = serve(served.clone(), &ca);
     let settings = Settings {
-        local_roads: vec![Road {
-            host: "localhost".into(),
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        }],
-        ..Settings::default()
+        roads: Roads {
+            local_roads: vec![Road {
+                host: "localhost".into(),
+                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            }],
+            ..Roads::default()
+        },
     };
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.ca.clone()).unwrap();
