@@ -62,3 +62,28 @@ impl Settings {
         Ok(cfg)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_settings() {
+        let t: toml::Table = toml::from_str(
+            "max_cpus = 1\n[[images]]\ndigest = \"sha256:0000000000000000000000000000000000000000000000000000000000000000\"\ndir = \"/srv/img\"\n",
+        )
+        .unwrap();
+        let s = Settings::from_table(&t).unwrap();
+        assert_eq!(s.images.len(), 1);
+        let cfg = s.broker_config(Path::new("/run/vm")).unwrap();
+        assert_eq!((cfg.max_cpus, cfg.max_memory_mib), (1, 1024));
+        assert_eq!(cfg.journal, Path::new("/run/vm/journal.db"));
+        for bad in [
+            "network = \"isolated\"",
+            "[[images]]\ndigest = \"md5:00\"\ndir = \"/x\"",
+        ] {
+            let t: toml::Table = toml::from_str(bad).unwrap();
+            assert!(Settings::from_table(&t).is_err(), "{bad}");
+        }
+    }
+}
