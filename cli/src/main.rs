@@ -141,6 +141,18 @@ enum VaultCommand {
         #[command(flatten)]
         target: Target,
     },
+    /// After a service compromise: revoke a principal's leases and mark its in-flight work
+    /// tainted (never resent; settled only from independent evidence).
+    Taint {
+        /// The compromised principal, e.g. spiffe://reach.local/egress-discord.
+        #[arg(long)]
+        principal: String,
+        /// Why (kept in the trail).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        target: Target,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -275,6 +287,17 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         } => {
             let m = load_manifest(target.manifest.as_deref())?;
             vault::reconcile(&m, &StateLayout::new(&target.state), genesis, &note).await
+        }
+        Command::Vault {
+            command:
+                VaultCommand::Taint {
+                    principal,
+                    reason,
+                    target,
+                },
+        } => {
+            let m = load_manifest(target.manifest.as_deref())?;
+            vault::taint(&m, &StateLayout::new(&target.state), &principal, &reason).await
         }
         Command::Manifest { path } => {
             let m = load_manifest(path.as_deref())?;

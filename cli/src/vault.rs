@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use reach_manifest::Manifest;
 use reach_manifest::plan::StateLayout;
 use reach_proto::core::v1::trail_client::TrailClient;
-use reach_proto::core::v1::{GetTrailRequest, ReconcileVaultRequest, VaultStatusRequest};
+use reach_proto::core::v1::{
+    GetTrailRequest, MarkTaintedRequest, ReconcileVaultRequest, VaultStatusRequest,
+};
 
 async fn client(
     m: &Manifest,
@@ -83,5 +85,33 @@ pub async fn reconcile(
         .await?
         .into_inner();
     println!("vault {} (reconciliation {kind} recorded)", r.status);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn taint(
+    m: &Manifest,
+    layout: &StateLayout,
+    principal: &str,
+    reason: &str,
+) -> anyhow::Result<ExitCode> {
+    let r = client(m, layout)
+        .await?
+        .mark_tainted(MarkTaintedRequest {
+            principal: principal.into(),
+            reason: reason.into(),
+        })
+        .await?
+        .into_inner();
+    println!(
+        "taint {} recorded for {principal}: {} record(s)",
+        r.taint_id,
+        r.records.len()
+    );
+    for t in &r.records {
+        println!(
+            "  {:<26} {}  {} -> {}",
+            t.record, t.id, t.state_at_taint, t.action
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

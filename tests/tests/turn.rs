@@ -289,3 +289,71 @@ async fn every_claim_carries_a_fresh_decision_bound_to_what_is_sent() {
     assert_eq!(bad.unwrap_err().code(), tonic::Code::InvalidArgument);
     body.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tainted_gate_cannot_submit_what_it_claimed() {
+    let body = TestBody::start().await;
+    let core = body.manifest.principal("core");
+    let gate = body.manifest.principal("egress-discord");
+    let mut edge = AdmissionClient::new(reach_port::connect_lazy(
+        body.socket("core.admission"),
+        &body.material("ingress-edge"),
+        core.clone(),
+    ));
+    let mut sender = DeliveryClient::new(reach_port::connect_lazy(
+        body.socket("core.delivery"),
+        &body.material("egress-discord"),
+        core,
+    ));
+    let mut operator = body.operator_after_genesis("test deployment").await;
+    edge.admit(question("m-30", "How does a port authenticate a call?"))
+        .await
+        .unwrap();
+    let intent = claim_within(&mut sender, Duration::from_secs(20)).await;
+
+    // The operator must say who and why.
+    let blank = operator
+        .mark_tainted(MarkTaintedRequest {
+            principal: gate.to_string(),
+            reason: " ".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(blank.code(), tonic::Code::InvalidArgument);
+
+    // The gate is compromised: its live lease is revoked before it could submit.
+    let report = operator
+        .mark_tainted(MarkTaintedRequest {
+            principal: gate.to_string(),
+            reason: "egress-discord host compromised".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let touched: Vec<_> = report
+        .records
+        .iter()
+        .map(|r| (r.id.as_str(), r.action.as_str()))
+        .collect();
+    assert!(
+        touched.contains(&(intent.intent_id.as_str(), "LEASE_REVOKED")),
+        "{touched:?}"
+    );
+    let refused = sender
+        .mark_submitting(MarkSubmittingRequest {
+            intent_id: intent.intent_id.clone(),
+            generation: intent.generation,
+            egress_decision_id: intent.egress_decision_id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+
+    let trail = reach_tests::trail_text(&mut operator, "m-30").await;
+    assert!(trail.contains("Tainted"), "{trail}");
+    body.stop().await;
+}

@@ -22,7 +22,9 @@ fn main() -> std::process::ExitCode {
                 let url = role.credential(CredentialKind::Database).ok_or_else(|| {
                     anyhow::anyhow!("vault = \"postgres\" needs a database credential file")
                 })?;
+                // The high-water mark lives beside core's state, outside the database it guards.
                 VaultConfig::postgres(String::from_utf8(url.to_vec())?.trim().to_owned(), None)
+                    .with_high_water(role.config.data_dir.join("phylactery.high-water"))
             }
             Some(other) => {
                 anyhow::bail!("settings.vault must be \"sqlite\" or \"postgres\", not {other:?}")

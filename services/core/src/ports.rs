@@ -392,6 +392,10 @@ impl Trail for Core {
         let s = self.vault.vault_status().await.map_err(status)?;
         let text = match s {
             ledger::VaultStatus::Serving { .. } => "SERVING",
+            ledger::VaultStatus::AwaitingReconciliation {
+                rolled_back: Some(_),
+                ..
+            } => "ROLLED_BACK",
             ledger::VaultStatus::AwaitingReconciliation { .. } => "AWAITING_RECONCILIATION",
         };
         Ok(Response::new(pb::VaultStatusResponse {
@@ -415,7 +419,7 @@ impl Trail for Core {
                 ));
             }
         };
-        require_note(&r.note)?;
+        require_text(&r.note, "a reconciliation states what was checked (note)")?;
         self.vault
             .record_operator_reconciliation(&ledger::OperatorReconciliation {
                 kind,
@@ -428,13 +432,41 @@ impl Trail for Core {
             status: "SERVING".into(),
         }))
     }
+
+    async fn mark_tainted(
+        &self,
+        req: Request<pb::MarkTaintedRequest>,
+    ) -> Result<Response<pb::MarkTaintedResponse>, Status> {
+        let operator = peer(&req)?;
+        let r = req.into_inner();
+        require_text(&r.principal, "a taint names the principal")?;
+        require_text(&r.reason, "a taint states its reason")?;
+        let report = self
+            .vault
+            .mark_tainted(&r.principal, &r.reason, &operator)
+            .await
+            .map_err(status)?;
+        tracing::warn!(principal = %r.principal, records = report.records.len(), "operator marked a principal tainted");
+        Ok(Response::new(pb::MarkTaintedResponse {
+            taint_id: report.taint_id,
+            records: report
+                .records
+                .into_iter()
+                .map(|t| pb::TaintedRecord {
+                    record: t.record.to_owned(),
+                    id: t.id,
+                    state_at_taint: t.state_at_taint,
+                    action: t.action.as_str().to_owned(),
+                })
+                .collect(),
+        }))
+    }
 }
 
-fn require_note(note: &str) -> Result<(), Status> {
-    if note.trim().is_empty() {
-        return Err(Status::invalid_argument(
-            "a reconciliation states what was checked (note)",
-        ));
+/// Refuses an empty or blank operator text (a note, a principal, a reason).
+fn require_text(text: &str, refusal: &'static str) -> Result<(), Status> {
+    if text.trim().is_empty() {
+        return Err(Status::invalid_argument(refusal));
     }
     Ok(())
 }
