@@ -28,7 +28,7 @@ use crate::spec::{ImageSpec, parse_mode};
 
 /// Names the builder logic; part of every manifest, so a change to how images are made
 /// changes the image digest even for the same spec.
-pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-4");
+pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-5");
 
 /// Kernel command line for direct boot: serial console, the virtio disk as root, no network
 /// configuration, panic → poweroff so a broken guest ends its QEMU instead of spinning.
@@ -352,6 +352,7 @@ pub fn build(
         .arg(&rootfs)
         .arg(format!("{}M", spec.rootfs_mib));
     run_streamed("mkfs.ext4", mkfs, progress)?;
+    clamp_inode_ctimes(&rootfs, spec.source_date_epoch, progress)?;
 
     progress.stage(Stage::Digest);
     let artifact = |file: &str| -> Result<Artifact, BuildError> {
@@ -412,6 +413,7 @@ fn nondeterminism_notes(spec: &ImageSpec) -> Vec<String> {
     let mut v = vec![
         "package set: resolved against the mirror at build time; the same spec built after an archive update installs newer versions (pin the mirror to a snapshot.debian.org URL to freeze it)".to_owned(),
         "rootfs inode order: mkfs.ext4 -d allocates inodes in the build directory's readdir order, which depends on the host filesystem; builds on one host agree".to_owned(),
+        "rootfs ctimes: mkfs.ext4 -d copies each file's ctime (the moment of the build); the builder resets every used inode's ctime to source_date_epoch with debugfs afterwards".to_owned(),
     ];
     if !spec.mirror.contains("snapshot.debian.org") {
         v.push(format!("mirror {} is not a snapshot URL", spec.mirror));
@@ -573,6 +575,85 @@ fn guest_agent_identity(root: &Path, packages: &[Package]) -> Result<GuestAgent,
     })
 }
 
+/// `mkfs.ext4 -d` copies each source file's ctime, which is the moment the bootstrap wrote it
+/// and cannot be set from userspace; so every used inode's ctime is set to `epoch` afterwards
+/// with debugfs (`sif <ino> ctime @epoch`), the used inodes read from dumpe2fs's bitmaps.
+fn clamp_inode_ctimes(
+    rootfs: &Path,
+    epoch: u64,
+    progress: &dyn Progress,
+) -> Result<(), BuildError> {
+    let out = std::process::Command::new("dumpe2fs")
+        .arg(rootfs)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| BuildError::Tool {
+            tool: "dumpe2fs",
+            status: "spawn".into(),
+            tail: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(BuildError::Tool {
+            tool: "dumpe2fs",
+            status: out.status.to_string(),
+            tail: String::new(),
+        });
+    }
+    let used = used_inodes(&String::from_utf8_lossy(&out.stdout))
+        .ok_or_else(|| BuildError::Tree("dumpe2fs output has no inode bitmaps".into()))?;
+    let script: String = used
+        .iter()
+        .map(|i| format!("sif <{i}> ctime @{epoch}\n"))
+        .collect();
+    let path = rootfs.with_extension("debugfs");
+    fs::write(&path, script).map_err(io("write", &path))?;
+    let mut cmd = Command::new("debugfs");
+    cmd.env("E2FSPROGS_FAKE_TIME", epoch.to_string())
+        .arg("-w")
+        .arg("-f")
+        .arg(&path)
+        .arg(rootfs);
+    // debugfs echoes every command; only failures matter.
+    cmd.stdout(Stdio::null());
+    let r = run_streamed("debugfs", cmd, &Quiet);
+    let _ = fs::remove_file(&path);
+    progress.line(&format!("clamped the ctime of {} inodes", used.len()));
+    r
+}
+
+/// Used inode numbers from `dumpe2fs` output: every inode of every group minus its free ranges.
+fn used_inodes(dump: &str) -> Option<Vec<u64>> {
+    let per_group: u64 = dump
+        .lines()
+        .find_map(|l| l.strip_prefix("Inodes per group:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    let mut used = Vec::new();
+    let mut group: Option<u64> = None;
+    for line in dump.lines() {
+        if let Some(rest) = line.strip_prefix("Group ") {
+            group = rest.split(':').next()?.trim().parse().ok();
+        } else if let (Some(g), Some(free), true) = (
+            group,
+            line.trim_start().strip_prefix("Free inodes:"),
+            line.starts_with(' '),
+        ) {
+            let first = g * per_group + 1;
+            let mut free_set = std::collections::BTreeSet::new();
+            for r in free.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+                let (a, b) = r.split_once('-').unwrap_or((r, r));
+                let (a, b): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
+                free_set.extend(a..=b);
+            }
+            used.extend((first..first + per_group).filter(|i| !free_set.contains(i)));
+            group = None;
+        }
+    }
+    (!used.is_empty()).then_some(used)
+}
+
 /// Sets every mtime later than `epoch` to `epoch` (symlinks included, not followed).
 fn clamp_mtimes(root: &Path, epoch: i64) -> Result<(), BuildError> {
     use nix::sys::stat::{UtimensatFlags, utimensat};
@@ -618,6 +699,32 @@ fn clamp_mtimes(root: &Path, epoch: i64) -> Result<(), BuildError> {
     Ok(())
 }
 
+/// Reuses `cache_root/<spec digest hex>` when its manifest names this spec and builder and
+/// its artifacts verify; builds it otherwise. Tests and benches share one build this way.
+pub fn cached_build(
+    spec: &ImageSpec,
+    spec_dir: &Path,
+    cache_root: &Path,
+    progress: &dyn Progress,
+) -> Result<(PathBuf, ImageManifest, Sha256Digest), BuildError> {
+    let dir = cache_root.join(spec.digest().hex());
+    if let Ok(m) = ImageManifest::read(&dir)
+        && m.spec_digest == spec.digest()
+        && m.builder_revision == BUILDER_REVISION
+        && m.verify_artifacts(&dir).is_ok()
+    {
+        let d = m.digest();
+        return Ok((dir, m, d));
+    }
+    if dir.exists() {
+        // A stale or half-written build: the read-only artifacts need their mode back first.
+        let _ = Command::new("chmod").args(["-R", "u+w"]).arg(&dir).status();
+        fs::remove_dir_all(&dir).map_err(io("clear", &dir))?;
+    }
+    let built = build(spec, spec_dir, &dir, progress)?;
+    Ok((built.dir, built.manifest, built.digest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -631,34 +738,14 @@ mod tests {
     }
 
     #[test]
+    fn used_inodes_from_dumpe2fs() {
+        let dump = "Inodes per group:         4\nGroup 0: (Blocks 0-9)\n  Free inodes: 3-4\nGroup 1: (Blocks 10-19) [INODE_UNINIT]\n  Free inodes: 5-8\nGroup 2: (Blocks 20-29)\n  Free inodes: 10, 12\n";
+        assert_eq!(used_inodes(dump).unwrap(), [1, 2, 9, 11]);
+        assert_eq!(used_inodes("nothing"), None);
+    }
+
+    #[test]
     fn shell_quoting() {
         assert_eq!(sh_quote("a'b"), "'a'\\''b'");
     }
-}
-
-/// Reuses `cache_root/<spec digest hex>` when its manifest names this spec and builder and
-/// its artifacts verify; builds it otherwise. Tests and benches share one build this way.
-pub fn cached_build(
-    spec: &ImageSpec,
-    spec_dir: &Path,
-    cache_root: &Path,
-    progress: &dyn Progress,
-) -> Result<(PathBuf, ImageManifest, Sha256Digest), BuildError> {
-    let dir = cache_root.join(spec.digest().hex());
-    if let Ok(m) = ImageManifest::read(&dir) {
-        if m.spec_digest == spec.digest()
-            && m.builder_revision == BUILDER_REVISION
-            && m.verify_artifacts(&dir).is_ok()
-        {
-            let d = m.digest();
-            return Ok((dir, m, d));
-        }
-    }
-    if dir.exists() {
-        // A stale or half-written build: the read-only artifacts need their mode back first.
-        let _ = Command::new("chmod").args(["-R", "u+w"]).arg(&dir).status();
-        fs::remove_dir_all(&dir).map_err(io("clear", &dir))?;
-    }
-    let built = build(spec, spec_dir, &dir, progress)?;
-    Ok((built.dir, built.manifest, built.digest))
 }

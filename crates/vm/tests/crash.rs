@@ -62,10 +62,10 @@ fn spawn_child(mode: &str, run: &Path) -> Child {
 fn wait_for_id(run: &Path, child: &mut Child) -> String {
     let until = Instant::now() + Duration::from_secs(120);
     loop {
-        if let Ok(id) = std::fs::read_to_string(run.join("child-id")) {
-            if !id.is_empty() {
-                return id;
-            }
+        if let Ok(id) = std::fs::read_to_string(run.join("child-id"))
+            && !id.is_empty()
+        {
+            return id;
         }
         assert!(child.try_wait().unwrap().is_none(), "child exited early");
         assert!(Instant::now() < until, "child never created its instance");
@@ -90,7 +90,7 @@ async fn a_killed_brokers_live_instance_is_reaped_and_recorded() {
     assert_eq!(common::qemu_processes(run.path()).len(), 1);
 
     let (broker, report) = common::start(run.path()).await;
-    assert_eq!(report.reaped, [id.clone()]);
+    assert_eq!(report.reaped, std::slice::from_ref(&id));
     assert!(report.confirmed.is_empty());
     assert!(common::qemu_processes(run.path()).is_empty());
     assert!(
@@ -130,7 +130,7 @@ async fn a_destroy_whose_reply_was_lost_is_confirmed_exactly_once() {
     );
 
     let (broker, report) = common::start(run.path()).await;
-    assert_eq!(report.confirmed, [id.clone()]);
+    assert_eq!(report.confirmed, std::slice::from_ref(&id));
     assert!(report.reaped.is_empty());
     let c = broker.journal().confirmation(&id).await.unwrap().unwrap();
     assert_eq!(c.outcome, InstanceState::Destroyed);
