@@ -17,6 +17,7 @@ use reach_vm::instance::{
 use reach_vm::spec::ImageSpec;
 
 const CYCLES: usize = 10;
+// `REACH_VM_BENCH_CYCLES=0` measures only the image (reproducibility checks).
 const CACHE: &str = "/var/tmp/reach-vm-images";
 
 fn pct(mut v: Vec<Duration>) -> (Duration, Duration) {
@@ -73,6 +74,20 @@ fn main() {
                 b.sha256
             );
         }
+        if manifest.rootfs.sha256 != built.manifest.rootfs.sha256 {
+            // Keep the differing build for a byte-level comparison (debugfs rdump, cmp).
+            let keep = Path::new(CACHE).join("fresh-differs");
+            let _ = std::process::Command::new("rm")
+                .arg("-rf")
+                .arg(&keep)
+                .status();
+            let _ = std::process::Command::new("cp")
+                .args(["-r", "--sparse=always"])
+                .arg(&built.dir)
+                .arg(&keep)
+                .status();
+            println!("kept the differing build in {}", keep.display());
+        }
         let _ = std::process::Command::new("chmod")
             .args(["-R", "u+w"])
             .arg(tmp.path())
@@ -113,7 +128,14 @@ fn main() {
         };
         let mut ready = Vec::new();
         let mut destroyed = Vec::new();
-        for i in 0..CYCLES {
+        let cycles = std::env::var("REACH_VM_BENCH_CYCLES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(CYCLES);
+        if cycles == 0 {
+            return;
+        }
+        for i in 0..cycles {
             let c = broker.create(&req).await.unwrap();
             let r = c.ready_after.unwrap();
             let t = Instant::now();
@@ -132,12 +154,12 @@ fn main() {
         let (rp, rm) = pct(ready);
         let (dp, dm) = pct(destroyed);
         println!(
-            "create→guest-agent-ready over {CYCLES}: p50 {:.2} s, max {:.2} s",
+            "create→guest-agent-ready over {cycles}: p50 {:.2} s, max {:.2} s",
             rp.as_secs_f64(),
             rm.as_secs_f64()
         );
         println!(
-            "destroy→confirmed over {CYCLES}: p50 {:.0} ms, max {:.0} ms",
+            "destroy→confirmed over {cycles}: p50 {:.0} ms, max {:.0} ms",
             dp.as_secs_f64() * 1000.0,
             dm.as_secs_f64() * 1000.0
         );

@@ -28,7 +28,7 @@ use crate::spec::{ImageSpec, parse_mode};
 
 /// Names the builder logic; part of every manifest, so a change to how images are made
 /// changes the image digest even for the same spec.
-pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-5");
+pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-6");
 
 /// Kernel command line for direct boot: serial console, the virtio disk as root, no network
 /// configuration, panic → poweroff so a broken guest ends its QEMU instead of spinning.
@@ -413,7 +413,7 @@ fn nondeterminism_notes(spec: &ImageSpec) -> Vec<String> {
     let mut v = vec![
         "package set: resolved against the mirror at build time; the same spec built after an archive update installs newer versions (pin the mirror to a snapshot.debian.org URL to freeze it)".to_owned(),
         "rootfs inode order: mkfs.ext4 -d allocates inodes in the build directory's readdir order, which depends on the host filesystem; builds on one host agree".to_owned(),
-        "rootfs ctimes: mkfs.ext4 -d copies each file's ctime (the moment of the build); the builder resets every used inode's ctime to source_date_epoch with debugfs afterwards".to_owned(),
+        "rootfs ctimes and atimes: mkfs.ext4 -d copies each file's ctime (the moment of the build) and its atime (moved to now by mkfs's own read); the builder resets both to source_date_epoch on every used inode with debugfs afterwards".to_owned(),
     ];
     if !spec.mirror.contains("snapshot.debian.org") {
         v.push(format!("mirror {} is not a snapshot URL", spec.mirror));
@@ -576,8 +576,10 @@ fn guest_agent_identity(root: &Path, packages: &[Package]) -> Result<GuestAgent,
 }
 
 /// `mkfs.ext4 -d` copies each source file's ctime, which is the moment the bootstrap wrote it
-/// and cannot be set from userspace; so every used inode's ctime is set to `epoch` afterwards
-/// with debugfs (`sif <ino> ctime @epoch`), the used inodes read from dumpe2fs's bitmaps.
+/// and cannot be set from userspace, and its atime, which mkfs's own read just moved to now
+/// (relatime updates an atime older than a day); so every used inode's ctime and atime are set
+/// to `epoch` afterwards with debugfs (`sif <ino> ctime @epoch`), the used inodes read from
+/// dumpe2fs's bitmaps.
 fn clamp_inode_ctimes(
     rootfs: &Path,
     epoch: u64,
@@ -604,7 +606,7 @@ fn clamp_inode_ctimes(
         .ok_or_else(|| BuildError::Tree("dumpe2fs output has no inode bitmaps".into()))?;
     let script: String = used
         .iter()
-        .map(|i| format!("sif <{i}> ctime @{epoch}\n"))
+        .map(|i| format!("sif <{i}> ctime @{epoch}\nsif <{i}> atime @{epoch}\n"))
         .collect();
     let path = rootfs.with_extension("debugfs");
     fs::write(&path, script).map_err(io("write", &path))?;
