@@ -415,6 +415,11 @@ fn nondeterminism_notes(spec: &ImageSpec) -> Vec<String> {
         "rootfs inode order: mkfs.ext4 -d allocates inodes in the build directory's readdir order, which depends on the host filesystem; builds on one host agree".to_owned(),
         "rootfs ctimes and atimes: mkfs.ext4 -d copies each file's ctime (the moment of the build) and its atime (moved to now by mkfs's own read); the builder resets both to source_date_epoch on every used inode with debugfs afterwards".to_owned(),
     ];
+    if spec.all_packages().iter().any(|p| p == "postfix") {
+        // Found by comparing two builds byte for byte (after the timestamp resets).
+        v.push("/etc/ssl/private/ssl-cert-snakeoil.key and /etc/ssl/certs/ssl-cert-snakeoil.pem: ssl-cert (a postfix dependency) generates a fresh key pair from randomness in its postinst, so every build has its own".to_owned());
+        v.push("/etc/aliases.db: the Berkeley DB hash postfix's postinst writes differs between builds in a few page bytes".to_owned());
+    }
     if !spec.mirror.contains("snapshot.debian.org") {
         v.push(format!("mirror {} is not a snapshot URL", spec.mirror));
     }
