@@ -77,6 +77,7 @@ fn wait_for_id(run: &Path, child: &mut Child) -> String {
 async fn a_killed_brokers_live_instance_is_reaped_and_recorded() {
     common::image();
     let run = tempfile::tempdir().unwrap();
+    let _reaper = common::Reaper(run.path().to_owned());
     let mut child = spawn_child("live", run.path());
     let id = wait_for_id(run.path(), &mut child);
     assert_eq!(
@@ -120,6 +121,7 @@ async fn a_killed_brokers_live_instance_is_reaped_and_recorded() {
 async fn a_destroy_whose_reply_was_lost_is_confirmed_exactly_once() {
     common::image();
     let run = tempfile::tempdir().unwrap();
+    let _reaper = common::Reaper(run.path().to_owned());
     let mut child = spawn_child("destroy", run.path());
     let id = wait_for_id(run.path(), &mut child);
     let status = child.wait().unwrap();
@@ -162,6 +164,7 @@ async fn a_destroy_whose_reply_was_lost_is_confirmed_exactly_once() {
 async fn a_stray_directory_and_process_without_a_record_are_reaped() {
     common::image();
     let run = tempfile::tempdir().unwrap();
+    let _reaper = common::Reaper(run.path().to_owned());
     let (broker, _) = common::start(run.path()).await;
     drop(broker);
     // A directory with no journal record, and a process naming the instances directory.

@@ -14,6 +14,7 @@ fn text(b: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postfix_guest_through_the_agent_then_confirmed_destruction() {
     let run = tempfile::tempdir().unwrap();
+    let _reaper = common::Reaper(run.path().to_owned());
     let (broker, report) = common::start(run.path()).await;
     assert!(report.reaped.is_empty() && report.orphans.is_empty());
     let created = broker.create(&common::request(true)).await.unwrap();
@@ -148,6 +149,7 @@ async fn postfix_guest_through_the_agent_then_confirmed_destruction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_create_destroy_cycles_leave_no_process_overlay_or_socket() {
     let run = tempfile::tempdir().unwrap();
+    let _reaper = common::Reaper(run.path().to_owned());
     let (broker, _) = common::start(run.path()).await;
     for _ in 0..20 {
         let created = broker.create(&common::request(false)).await.unwrap();
@@ -188,6 +190,7 @@ fn copy_image(to: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn substituted_image_and_network_requests_are_refused_before_boot() {
     let run = tempfile::tempdir().unwrap();
+    let _reaper = common::Reaper(run.path().to_owned());
     let (broker, _) = common::start(run.path()).await;
 
     let mut req = common::request(false);

@@ -132,3 +132,18 @@ pub fn leftovers(run_dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Kills any QEMU still naming `run_dir` when a test ends early (a failed assertion between
+/// create and destroy), so a failing test does not leave a daemonized guest behind.
+pub struct Reaper(pub PathBuf);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in qemu_processes(&self.0) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
