@@ -15,6 +15,7 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
+command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "setup: need root to install: ${need[*]}" >&2
