@@ -2,7 +2,7 @@
 //! SUBMITTING, send, settle; and reconciliation of UNKNOWN outcomes.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reach_destination::TcpDialer;
@@ -18,6 +18,7 @@ use reach_proto::core::v1::{
 };
 use reach_proto::ward::v1::RedeemDecisionRequest;
 use reach_proto::ward::v1::ward_client::WardClient;
+use tokio::sync::watch;
 use tonic::transport::Channel;
 
 type Rest = RestClient<ConfiguredResolver, TcpDialer>;
@@ -47,33 +48,63 @@ pub struct Peers {
     pub base: String,
 }
 
+/// Deliveries in flight at once. Each one waits on several durable commits (claim, decision,
+/// redemption, SUBMITTING, settlement) and a TLS round trip; one at a time caps the gate far
+/// below the admitted rate. Every worker claims its own intent under its own lease.
+const WORKERS: usize = 8;
+
 pub async fn run(peers: Peers, rest: Arc<Rest>, stop: impl Future<Output = ()>) {
     let Peers {
         mut core,
-        mut ward,
+        ward,
         base,
     } = peers;
     tokio::pin!(stop);
     // What an earlier run of this gate left UNKNOWN is still ours to reconcile, never to resend.
-    let mut unknown = tokio::select! {
+    let resumed = tokio::select! {
         _ = &mut stop => return,
         u = resume_unknown(&mut core) => u,
     };
-    let mut last_reconcile = Instant::now();
-    loop {
-        if last_reconcile.elapsed() > Duration::from_millis(500) && !unknown.is_empty() {
-            reconcile(&mut core, &rest, &mut unknown).await;
-            last_reconcile = Instant::now();
-        }
+    let unknown = Arc::new(Mutex::new(resumed));
+    let (stopping, stopped) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..WORKERS {
+        let (core, ward, rest, base) = (core.clone(), ward.clone(), rest.clone(), base.clone());
+        let (unknown, stopped) = (unknown.clone(), stopped.clone());
+        tasks.spawn(worker(core, ward, rest, base, unknown, stopped));
+    }
+    tasks.spawn(reconciler(core, rest, unknown, stopped));
+    stop.await;
+    // Workers finish the delivery in hand (never leaving a send half-reported), then exit.
+    let _ = stopping.send(true);
+    while tasks.join_next().await.is_some() {}
+}
+
+type Unknowns = Arc<Mutex<Vec<Unknown>>>;
+
+async fn worker(
+    mut core: DeliveryClient<Channel>,
+    mut ward: WardClient<Channel>,
+    rest: Arc<Rest>,
+    base: String,
+    unknown: Unknowns,
+    mut stopped: watch::Receiver<bool>,
+) {
+    while !*stopped.borrow() {
+        let request = ClaimRequest {
+            lease_ms: LEASE_MS,
+            destination_base: base.clone(),
+            wait_ms: CLAIM_WAIT_MS,
+        };
         let claimed = tokio::select! {
-            _ = &mut stop => return,
-            c = core.claim(ClaimRequest { lease_ms: LEASE_MS, destination_base: base.clone(), wait_ms: CLAIM_WAIT_MS }) => c,
+            _ = stopped.changed() => return,
+            c = core.claim(request) => c,
         };
         match claimed.map(|r| r.into_inner()) {
             Ok(r) if r.intent.is_some() => {
                 let intent = r.intent.expect("checked");
                 if let Some(u) = deliver(&mut core, &mut ward, &rest, &base, intent).await {
-                    unknown.push(u);
+                    lock(&unknown).push(u);
                 }
             }
             Ok(r) if !r.refusal_code.is_empty() => {
@@ -87,6 +118,31 @@ pub async fn run(peers: Peers, rest: Arc<Rest>, stop: impl Future<Output = ()>) 
             }
         }
     }
+}
+
+/// Reconciles UNKNOWN outcomes from channel reads every half second.
+async fn reconciler(
+    mut core: DeliveryClient<Channel>,
+    rest: Arc<Rest>,
+    unknown: Unknowns,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = stopped.changed() => return,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+        let mut pending = std::mem::take(&mut *lock(&unknown));
+        if pending.is_empty() {
+            continue;
+        }
+        reconcile(&mut core, &rest, &mut pending).await;
+        lock(&unknown).extend(pending);
+    }
+}
+
+fn lock(u: &Unknowns) -> std::sync::MutexGuard<'_, Vec<Unknown>> {
+    u.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn message(intent: &DeliveryIntent) -> Option<CreateMessage> {
