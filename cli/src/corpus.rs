@@ -44,6 +44,17 @@ pub enum CorpusCommand {
         /// An extra origin redirects may go to (`https://host[:port]`, repeatable).
         #[arg(long = "redirect-origin")]
         redirect_origins: Vec<String>,
+        /// Ceilings of this source (0 keeps the default).
+        #[arg(long, default_value_t = 0)]
+        max_files: u64,
+        #[arg(long, default_value_t = 0)]
+        max_bytes: u64,
+        #[arg(long, default_value_t = 0)]
+        max_expansion_ratio: u64,
+        #[arg(long, default_value_t = 0)]
+        max_depth: u32,
+        #[arg(long, default_value_t = 0)]
+        max_work_time_secs: u64,
         #[command(flatten)]
         target: Target,
     },
@@ -113,6 +124,11 @@ pub async fn run(command: CorpusCommand) -> anyhow::Result<ExitCode> {
             include,
             citation_base,
             redirect_origins,
+            max_files,
+            max_bytes,
+            max_expansion_ratio,
+            max_depth,
+            max_work_time_secs,
             ..
         } => {
             let kind = if digest.is_some() {
@@ -130,6 +146,13 @@ pub async fn run(command: CorpusCommand) -> anyhow::Result<ExitCode> {
                     include,
                     citation_base: citation_base.unwrap_or_default(),
                     redirect_origins,
+                    ceilings: Some(pb::SourceCeilings {
+                        max_files,
+                        max_bytes,
+                        max_expansion_ratio,
+                        max_depth,
+                        max_work_time_secs,
+                    }),
                 })
                 .await?
                 .into_inner();

@@ -371,7 +371,59 @@ fn spec_json(r: &pb::AddSourceRequest) -> Result<serde_json::Value, (&'static st
     if !r.citation_base.is_empty() {
         v["citation_base"] = r.citation_base.clone().into();
     }
+    if let Some(c) = &r.ceilings {
+        v["ceilings"] = serde_json::to_value(ceilings(c)?).expect("ceilings serialize");
+    }
     Ok(v)
+}
+
+/// Largest ceilings an operator may set: the role's container (memory, disk) bounds the rest.
+const CEILING_MAX: pb::SourceCeilings = pb::SourceCeilings {
+    max_files: 200_000,
+    max_bytes: 2 * 1024 * 1024 * 1024,
+    max_expansion_ratio: 1_000,
+    max_depth: 64,
+    max_work_time_secs: 3_600,
+};
+
+/// The operator's ceilings over the defaults; a zero field keeps the default.
+fn ceilings(c: &pb::SourceCeilings) -> Result<reach_corpus::Ceilings, (&'static str, String)> {
+    fn pick<T: Copy + PartialOrd + Default + std::fmt::Display>(
+        name: &str,
+        asked: T,
+        default: T,
+        max: T,
+    ) -> Result<T, (&'static str, String)> {
+        if asked == T::default() {
+            Ok(default)
+        } else if asked > max {
+            Err((
+                "corpus/ceiling-out-of-range",
+                format!("{name} {asked} is above the most this role may take ({max})"),
+            ))
+        } else {
+            Ok(asked)
+        }
+    }
+    let d = reach_corpus::Ceilings::default();
+    Ok(reach_corpus::Ceilings {
+        max_files: pick("max_files", c.max_files, d.max_files, CEILING_MAX.max_files)?,
+        max_bytes: pick("max_bytes", c.max_bytes, d.max_bytes, CEILING_MAX.max_bytes)?,
+        max_expansion_ratio: pick(
+            "max_expansion_ratio",
+            c.max_expansion_ratio,
+            d.max_expansion_ratio,
+            CEILING_MAX.max_expansion_ratio,
+        )?,
+        max_depth: pick("max_depth", c.max_depth, d.max_depth, CEILING_MAX.max_depth)?,
+        max_work_time_secs: pick(
+            "max_work_time_secs",
+            c.max_work_time_secs,
+            d.max_work_time_secs,
+            CEILING_MAX.max_work_time_secs,
+        )?,
+        ..d
+    })
 }
 
 #[tonic::async_trait]

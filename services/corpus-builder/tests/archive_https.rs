@@ -377,6 +377,21 @@ async fn sources_are_refused_by_code_and_kept_in_a_strict_file() {
         add("reach-docs", "git", "https://example.org/r.git", ""),
         add("repo", "git", "https://example.org/r.git", ""),
         add("repo", "git", "https://example.org/r.git", ""),
+        pb::AddSourceRequest {
+            ceilings: Some(pb::SourceCeilings {
+                max_files: 1_000_000,
+                ..Default::default()
+            }),
+            ..add("huge", "git", "https://example.org/h.git", "")
+        },
+        pb::AddSourceRequest {
+            ceilings: Some(pb::SourceCeilings {
+                max_files: 50,
+                max_depth: 4,
+                ..Default::default()
+            }),
+            ..add("tight", "git", "https://example.org/t.git", "")
+        },
     ];
     let mut out = String::new();
     for c in cases {
@@ -405,6 +420,8 @@ async fn sources_are_refused_by_code_and_kept_in_a_strict_file() {
         reach-docs https://example.org/r.git                corpus/source-exists
         repo       https://example.org/r.git                added
         repo       https://example.org/r.git                corpus/source-exists
+        huge       https://example.org/h.git                corpus/ceiling-out-of-range
+        tight      https://example.org/t.git                added
     "#]]
     .assert_eq(&out);
 
@@ -428,8 +445,8 @@ async fn sources_are_refused_by_code_and_kept_in_a_strict_file() {
     "#]]
     .assert_eq(&out);
 
-    // The file holds at most MAX_SOURCES.
-    for i in 1..reach_corpus_builder::sources::MAX_SOURCES {
+    // The file holds at most MAX_SOURCES ("repo" and "tight" are two of them).
+    for i in 2..reach_corpus_builder::sources::MAX_SOURCES {
         let r = f
             .builder
             .add_source(Request::new(add(
