@@ -58,7 +58,10 @@ fn close(code: u16, reason: &str) -> Message {
     }))
 }
 
-async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, inner: Arc<Inner>) {
+async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
+    inner: Arc<Inner>,
+) {
     let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
         return;
     };
@@ -67,6 +70,18 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, inner: Arc<Inn
     if ws.send(Message::text(hello.to_string())).await.is_err() {
         return;
     }
+    // Reading and writing are independent, as on Discord's side: a client that is slow to read
+    // dispatches still has its heartbeats read (and timed) on arrival.
+    let (mut sink, mut ws) = ws.split();
+    let (out, mut out_rx) = mpsc::unbounded_channel::<Message>();
+    let writer = tokio::spawn(async move {
+        while let Some(m) = out_rx.recv().await {
+            if sink.send(m).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut abrupt = false;
     let (tx, mut rx) = mpsc::unbounded_channel::<Ctl>();
     let mut session_id: Option<String> = None;
     let mut last_heartbeat: Option<std::time::Instant> = None;
@@ -76,12 +91,15 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, inner: Arc<Inn
                 let Some(ctl) = ctl else { break };
                 match ctl {
                     Ctl::Send(text) => {
-                        if ws.send(Message::text(text)).await.is_err() { break; }
+                        if out.send(Message::text(text)).is_err() { break; }
                     }
                     Ctl::Reconnect => {
-                        let _ = ws.send(Message::text(json!({"op": 7, "d": null}).to_string())).await;
+                        let _ = out.send(Message::text(json!({"op": 7, "d": null}).to_string()));
                     }
-                    Ctl::Drop => break,
+                    Ctl::Drop => {
+                        abrupt = true;
+                        break;
+                    }
                     Ctl::Invalidate => {
                         if let Some(id) = session_id.take() {
                             let mut state = inner.lock();
@@ -90,7 +108,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, inner: Arc<Inn
                                 state.current_session = None;
                             }
                         }
-                        let _ = ws.send(Message::text(json!({"op": 9, "d": false}).to_string())).await;
+                        let _ = out.send(Message::text(json!({"op": 9, "d": false}).to_string()));
                     }
                 }
             }
@@ -101,7 +119,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, inner: Arc<Inn
                     _ => break,
                 };
                 let Ok(payload) = serde_json::from_str::<Value>(text.as_str()) else {
-                    let _ = ws.send(close(4002, "decode error")).await;
+                    let _ = out.send(close(4002, "decode error"));
                     break;
                 };
                 let op = payload.get("op").and_then(Value::as_u64).unwrap_or(u64::MAX);
@@ -119,14 +137,14 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, inner: Arc<Inn
                             state.counts.heartbeats += 1;
                             !state.stop_acking
                         };
-                        if ack && ws.send(Message::text(json!({"op": 11}).to_string())).await.is_err() {
+                        if ack && out.send(Message::text(json!({"op": 11}).to_string())).is_err() {
                             break;
                         }
                     }
                     2 => {
                         if !token_ok(&inner, &d) {
                             inner.lock().counts.bad_tokens += 1;
-                            let _ = ws.send(close(4004, "Authentication failed.")).await;
+                            let _ = out.send(close(4004, "Authentication failed."));
                             break;
                         }
                         let id = identify(&inner, &d, conn_id, &tx);
@@ -135,23 +153,31 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, inner: Arc<Inn
                     6 => {
                         if !token_ok(&inner, &d) {
                             inner.lock().counts.bad_tokens += 1;
-                            let _ = ws.send(close(4004, "Authentication failed.")).await;
+                            let _ = out.send(close(4004, "Authentication failed."));
                             break;
                         }
                         match resume(&inner, &d, conn_id, &tx) {
                             Some(id) => session_id = Some(id),
                             None => {
-                                let _ = ws.send(Message::text(json!({"op": 9, "d": false}).to_string())).await;
+                                let _ = out.send(Message::text(json!({"op": 9, "d": false}).to_string()));
                             }
                         }
                     }
                     _ => {
-                        let _ = ws.send(close(4001, "Unknown opcode.")).await;
+                        let _ = out.send(close(4001, "Unknown opcode."));
                         break;
                     }
                 }
             }
         }
+    }
+    // A dropped connection ends without a close frame; otherwise what was queued (a close
+    // frame included) is written first.
+    if abrupt {
+        writer.abort();
+    } else {
+        drop(out);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer).await;
     }
     // Detach this connection from its session (if it is still the attached one).
     if let Some(id) = session_id {
