@@ -162,3 +162,14 @@ pub enum Reconciliation {
         reason: String,
     },
 }
+
+/// The attempt id an EgressDecision binds for one delivery claim: an intent at one claim
+/// generation. Core issues under it and egress-discord checks it on redemption.
+pub fn decision_attempt_id(intent_id: &str, generation: u64) -> String {
+    format!("{intent_id}#g{generation}")
+}
+
+/// The Create Message URL a delivery's EgressDecision binds, under the gate's REST base.
+pub fn create_message_url(base: &str, channel_id: &str) -> String {
+    format!("{base}/channels/{channel_id}/messages")
+}

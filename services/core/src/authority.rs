@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use reach_digest::Sha256Digest;
+use reach_discord::delivery::{create_message_url, decision_attempt_id};
 use reach_phylactery as ledger;
 use reach_phylactery::{ClaimedIntent, Phylactery, UnixMillis};
 use reach_proto::ward::v1::IssueDecisionRequest;
@@ -47,11 +48,6 @@ pub struct Refused {
     pub detail: String,
 }
 
-/// The attempt id ward binds: one intent at one claim generation.
-pub fn attempt_id(intent: &ledger::IntentId, generation: i64) -> String {
-    format!("{}#g{generation}", intent.0)
-}
-
 /// Refuses a claimer's base URL that could not be a decision's destination.
 pub fn check_base(base: &str) -> Result<(), Status> {
     if base.len() > MAX_BASE_BYTES
@@ -64,11 +60,6 @@ pub fn check_base(base: &str) -> Result<(), Status> {
         ));
     }
     Ok(())
-}
-
-/// The Create Message URL for a channel under the gate's base.
-pub fn destination(base: &str, channel_id: &str) -> String {
-    format!("{base}/channels/{channel_id}/messages")
 }
 
 /// One claim: (intent id, generation).
@@ -105,7 +96,7 @@ impl DeliveryAuthority {
             .parts
             .first()
             .ok_or_else(|| Status::internal("intent effect has no content"))?;
-        let destination = destination(base, &effect.channel_id);
+        let destination = create_message_url(base, &effect.channel_id);
         let content_digest = Sha256Digest::of(content);
         let run = ledger::ids::run_id(&claimed.turn_id, PATTERN.0, PATTERN.1);
         let generation = claimed.lease.generation;
@@ -116,7 +107,7 @@ impl DeliveryAuthority {
                 sigil_id: effect.sigil_id.clone(),
                 // Ward knows the task by the turn id it admitted the scope for.
                 run_id: claimed.turn_id.0.clone(),
-                attempt_id: attempt_id(&claimed.lease.intent_id, generation),
+                attempt_id: decision_attempt_id(&claimed.lease.intent_id.0, generation as u64),
                 destination: destination.clone(),
                 purpose: PURPOSE.into(),
                 payload_digest: content_digest.to_string(),

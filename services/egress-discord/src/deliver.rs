@@ -9,7 +9,9 @@ use reach_destination::TcpDialer;
 use reach_destination::roads::ConfiguredResolver;
 use reach_digest::Sha256Digest;
 use reach_discord::Snowflake;
-use reach_discord::delivery::{CreateMessage, CreateOutcome, Nonce, Reconciliation};
+use reach_discord::delivery::{
+    CreateMessage, CreateOutcome, Nonce, Reconciliation, create_message_url, decision_attempt_id,
+};
 use reach_discord::rest::{RECONCILE_SETTLE, RestClient};
 use reach_proto::core::v1::delivery_client::DeliveryClient;
 use reach_proto::core::v1::{
@@ -185,7 +187,7 @@ async fn redeem(
     intent: &DeliveryIntent,
     msg: &CreateMessage,
 ) -> Result<(), String> {
-    let destination = format!("{base}/channels/{}/messages", msg.channel_id);
+    let destination = create_message_url(base, &msg.channel_id.to_string());
     let r = ward
         .redeem_decision(RedeemDecisionRequest {
             decision_id: intent.egress_decision_id.clone(),
@@ -199,7 +201,7 @@ async fn redeem(
         return Err(r.refusal_code);
     }
     // The decision names the one physical attempt it admits: this intent at this generation.
-    let attempt = format!("{}#g{}", intent.intent_id, intent.generation);
+    let attempt = decision_attempt_id(&intent.intent_id, intent.generation);
     if r.attempt_id != attempt {
         return Err(format!("decision/attempt-mismatch: {}", r.attempt_id));
     }
