@@ -50,5 +50,9 @@ su postgres -c "psql -Atqc \"select 1 from pg_database where datname='reach_test
 if [ -x scripts/quadlet-setup.sh ]; then
   scripts/quadlet-setup.sh
 fi
+# Rootless Podman for the container end-to-end tests (issue #3): its own script, idempotent.
+if [ -x scripts/podman-setup.sh ]; then
+  scripts/podman-setup.sh
+fi
 
 echo "postgres://root@%2Fvar%2Frun%2Fpostgresql/reach_test" >&3
