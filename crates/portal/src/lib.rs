@@ -1,0 +1,33 @@
+//! The model Portal (issue #6, item 5): a model is a separate E2E case under the same
+//! egress/attempt/quarantine/delivery law as everything else that leaves the body.
+//!
+//! - [`cut`]: the Privacy Cut core makes after grounding — the question and the bounded
+//!   evidence bundle only, with a digest-bearing receipt of what was cut.
+//! - [`openai`]: the OpenAI-compatible chat completions wire, reduced to one
+//!   [`ProviderReturn`](openai::ProviderReturn).
+//! - [`quarantine`]: the judgement of a return before core adopts it, with the seed's codes.
+//! - `client` and `key` (feature `net`, egress-provider only): the adapter over destination
+//!   admission and bounded reading, holding only its API key.
+//!
+//! **Architecture Invariant:** without the `net` feature this crate links no HTTP client, so
+//! core (which cuts and quarantines) stays offline.
+
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "net")]
+mod client;
+pub mod cut;
+#[cfg(feature = "net")]
+mod key;
+pub mod openai;
+pub mod quarantine;
+
+#[cfg(feature = "net")]
+pub use client::{CallFailure, PURPOSE, PortalClient, PortalConfig, portal_bounds};
+pub use cut::{CutInput, CutPayload, CutReceipt, CutRefusal, EvidenceIn, PrivacyCut, cut};
+#[cfg(feature = "net")]
+pub use key::{ApiKey, KeyError};
+pub use openai::ProviderReturn;
+pub use quarantine::{Adopted, AdoptedCitation, Expectation, Quarantine, quarantine};
+#[cfg(feature = "net")]
+pub use reach_bounded::Bounds;
