@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use reach_destination::TcpDialer;
 use reach_destination::roads::ConfiguredResolver;
-use reach_digest::Sha256Digest;
 use reach_discord::Snowflake;
 use reach_discord::delivery::{
     CreateMessage, CreateOutcome, Nonce, Reconciliation, create_message_url, decision_attempt_id,
@@ -18,7 +17,6 @@ use reach_proto::core::v1::{
     ClaimRequest, DeliveryIntent, DeliveryOutcome, ListUnknownRequest, MarkSubmittingRequest,
     ReconcileRequest, SettleRequest,
 };
-use reach_proto::ward::v1::RedeemDecisionRequest;
 use reach_proto::ward::v1::ward_client::WardClient;
 use tokio::sync::watch;
 use tonic::transport::Channel;
@@ -180,7 +178,8 @@ async fn settle(
 }
 
 /// Redeems the claim's decision at ward for exactly what this gate is about to send: the URL it
-/// dials and the digest of the content bytes, computed here rather than taken from core.
+/// dials and the digest of the content bytes, computed by `reach_egress_gate` rather than taken
+/// from core.
 async fn redeem(
     ward: &mut WardClient<Channel>,
     base: &str,
@@ -188,22 +187,21 @@ async fn redeem(
     msg: &CreateMessage,
 ) -> Result<(), String> {
     let destination = create_message_url(base, &msg.channel_id.to_string());
-    let r = ward
-        .redeem_decision(RedeemDecisionRequest {
-            decision_id: intent.egress_decision_id.clone(),
-            destination,
-            payload_digest: Sha256Digest::of(&msg.content).to_string(),
-        })
-        .await
-        .map_err(|s| format!("ward: {:?}", s.code()))?
-        .into_inner();
-    if !r.admitted {
-        return Err(r.refusal_code);
-    }
+    let redeemed = reach_egress_gate::redeem(
+        ward,
+        &intent.egress_decision_id,
+        &destination,
+        msg.content.as_bytes(),
+    )
+    .await
+    .map_err(|r| r.code())?;
     // The decision names the one physical attempt it admits: this intent at this generation.
     let attempt = decision_attempt_id(&intent.intent_id, intent.generation);
-    if r.attempt_id != attempt {
-        return Err(format!("decision/attempt-mismatch: {}", r.attempt_id));
+    if redeemed.attempt_id() != attempt {
+        return Err(format!(
+            "decision/attempt-mismatch: {}",
+            redeemed.attempt_id()
+        ));
     }
     Ok(())
 }

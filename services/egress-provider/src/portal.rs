@@ -1,0 +1,88 @@
+//! The model Portal adapter of this instance: settings, and one redeemed attempt.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use reach_destination::roads::{ConfiguredResolver, Roads};
+use reach_destination::{AdmissionPolicy, PinnedConnector, TcpDialer};
+use reach_egress_gate::RedeemedDecision;
+use reach_portal::{ApiKey, CallFailure, CutPayload, PortalClient, PortalConfig, ProviderReturn};
+
+/// Tokens asked for when neither the settings nor the decision say less: an answer is at most
+/// 1,200 characters, about 300 tokens.
+const DEFAULT_MAX_TOKENS: u64 = 512;
+
+/// `settings.portal` of the role config.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortalSettings {
+    /// The chat completions URL, canonical; core's `settings.portal.endpoint` must be the same
+    /// string, since every decision binds it.
+    pub endpoint: String,
+    /// The model asked for.
+    pub model: String,
+    /// Ask for a server-sent-events stream.
+    #[serde(default)]
+    pub streaming: bool,
+    /// Most tokens asked for per attempt.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u64,
+    /// Where the bytes may go: public name servers, or an exact local road with its CA.
+    #[serde(default)]
+    pub roads: Roads,
+}
+
+fn default_max_tokens() -> u64 {
+    DEFAULT_MAX_TOKENS
+}
+
+/// The configured adapter.
+#[derive(Debug)]
+pub struct Portal {
+    client: PortalClient<ConfiguredResolver, TcpDialer>,
+    max_tokens: u64,
+}
+
+impl Portal {
+    pub fn new(s: PortalSettings, key: &[u8]) -> anyhow::Result<Arc<Self>> {
+        let key = ApiKey::from_bytes(key).context("the provider-api-key credential")?;
+        let admission = s
+            .roads
+            .admission(AdmissionPolicy::default())
+            .context("settings.portal.roads")?;
+        let connector =
+            PinnedConnector::new(s.roads.roots().context("settings.portal.roads")?, TcpDialer)?;
+        let client = PortalClient::new(PortalConfig {
+            endpoint: s.endpoint,
+            model: s.model,
+            key,
+            streaming: s.streaming,
+            admission: Arc::new(admission),
+            connector,
+            bounds: reach_portal::portal_bounds(),
+        })
+        .context("settings.portal.endpoint")?;
+        Ok(Arc::new(Portal {
+            client,
+            max_tokens: s.max_tokens,
+        }))
+    }
+
+    /// The destination every decision for this adapter must bind.
+    pub fn destination(&self) -> String {
+        self.client.destination()
+    }
+
+    /// One physical attempt under `decision`, asking for no more tokens than it admits.
+    pub async fn attempt(
+        &self,
+        decision: &RedeemedDecision,
+        payload: &CutPayload,
+    ) -> Result<ProviderReturn, CallFailure> {
+        let max_tokens = match decision.max_tokens() {
+            0 => self.max_tokens,
+            admitted => admitted.min(self.max_tokens),
+        };
+        self.client.complete(payload, max_tokens).await
+    }
+}
