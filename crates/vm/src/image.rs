@@ -28,7 +28,7 @@ use crate::spec::{ImageSpec, parse_mode};
 
 /// Names the builder logic; part of every manifest, so a change to how images are made
 /// changes the image digest even for the same spec.
-pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-6");
+pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-7");
 
 /// Kernel command line for direct boot: serial console, the virtio disk as root, no network
 /// configuration, panic → poweroff so a broken guest ends its QEMU instead of spinning.
@@ -316,6 +316,7 @@ pub fn build(
 
     progress.stage(Stage::Prepare);
     prepare_tree(spec, &root)?;
+    let left_out = leave_out_generated(&root)?;
 
     progress.stage(Stage::ExtractKernel);
     let (kernel_src, initrd_src) = find_kernel(&root)?;
@@ -380,6 +381,8 @@ pub fn build(
         local_debs,
         guest_agent,
         nondeterminism: nondeterminism_notes(spec),
+        unpinned_inputs: unpinned_inputs(spec),
+        reproducibility_notes: reproducibility_notes(&left_out),
     };
     let digest = manifest.digest();
     let mpath = out.join(MANIFEST_FILE);
@@ -408,22 +411,125 @@ pub fn build(
     })
 }
 
-/// What is known to vary between two builds of one spec.
-fn nondeterminism_notes(spec: &ImageSpec) -> Vec<String> {
-    let mut v = vec![
-        "package set: resolved against the mirror at build time; the same spec built after an archive update installs newer versions (pin the mirror to a snapshot.debian.org URL to freeze it)".to_owned(),
-        "rootfs inode order: mkfs.ext4 -d allocates inodes in the build directory's readdir order, which depends on the host filesystem; builds on one host agree".to_owned(),
-        "rootfs ctimes and atimes: mkfs.ext4 -d copies each file's ctime (the moment of the build) and its atime (moved to now by mkfs's own read); the builder resets both to source_date_epoch on every used inode with debugfs afterwards".to_owned(),
-    ];
-    if spec.all_packages().iter().any(|p| p == "postfix") {
-        // Found by comparing two builds byte for byte (after the timestamp resets).
-        v.push("/etc/ssl/private/ssl-cert-snakeoil.key and /etc/ssl/certs/ssl-cert-snakeoil.pem: ssl-cert (a postfix dependency) generates a fresh key pair from randomness in its postinst, so every build has its own".to_owned());
-        v.push("/etc/aliases.db: the Berkeley DB hash postfix's postinst writes differs between builds in a few page bytes".to_owned());
+/// Known byte differences between two builds of one spec from one package set on one host:
+/// none since `builder-7` (two builds compared byte for byte by the lifecycle bench with
+/// `REACH_VM_BENCH_FRESH_BUILD=1`); what used to differ is regenerated at first boot
+/// instead (see [`FIRST_BOOT_UNIT`]).
+fn nondeterminism_notes(_spec: &ImageSpec) -> Vec<String> {
+    Vec::new()
+}
+
+/// Inputs the spec leaves unpinned.
+fn unpinned_inputs(spec: &ImageSpec) -> Vec<String> {
+    if spec.mirror.contains("snapshot.debian.org") {
+        return Vec::new();
     }
-    if !spec.mirror.contains("snapshot.debian.org") {
-        v.push(format!("mirror {} is not a snapshot URL", spec.mirror));
+    vec![format!(
+        "package set: mirror {} is not a snapshot.debian.org URL, so the same spec built after an archive update installs newer versions",
+        spec.mirror
+    )]
+}
+
+/// What the builder does so that builds agree, and what still depends on the build host.
+fn reproducibility_notes(removed: &[&str]) -> Vec<String> {
+    let mut v = vec![
+        "rootfs inode order: mkfs.ext4 -d allocates inodes in the build directory's readdir order, which depends on the host filesystem; builds on one host agree".to_owned(),
+        "rootfs ctimes and atimes: mkfs.ext4 -d copies each file's ctime and atime; the builder resets both to source_date_epoch on every used inode with debugfs afterwards".to_owned(),
+    ];
+    for r in removed {
+        v.push(format!(
+            "{r}: generated from randomness by a maintainer script; left out of the image and generated at first boot by {FIRST_BOOT_UNIT}"
+        ));
     }
     v
+}
+
+/// The unit that regenerates, at first boot, what the builder leaves out of the image because
+/// a maintainer script generated it from randomness (ssl-cert's snakeoil key pair; postfix's
+/// aliases.db, a Berkeley DB hash whose page bytes differ between runs).
+pub const FIRST_BOOT_UNIT: &str = "reach-first-boot.service";
+
+/// One left-out file and the command that makes it again in the guest.
+struct Regenerated {
+    /// Present in the tree when the package that generates it is installed.
+    marker: &'static str,
+    /// Removed from the tree (relative to the root).
+    remove: &'static [&'static str],
+    /// Symlinks in this directory that point at one of the removed files are removed too.
+    link_dir: Option<&'static str>,
+    /// Runs in the guest when `marker` is absent.
+    command: &'static str,
+}
+
+const REGENERATED: &[Regenerated] = &[
+    Regenerated {
+        marker: "etc/ssl/private/ssl-cert-snakeoil.key",
+        remove: &[
+            "etc/ssl/private/ssl-cert-snakeoil.key",
+            "etc/ssl/certs/ssl-cert-snakeoil.pem",
+        ],
+        // The subject-hash link names the build host in its hash.
+        link_dir: Some("etc/ssl/certs"),
+        command: "/usr/sbin/make-ssl-cert generate-default-snakeoil",
+    },
+    Regenerated {
+        marker: "etc/aliases.db",
+        remove: &["etc/aliases.db"],
+        link_dir: None,
+        command: "/usr/bin/newaliases",
+    },
+];
+
+/// Removes what maintainer scripts generated from randomness and installs the first-boot
+/// unit that regenerates it; returns the removed markers.
+fn leave_out_generated(root: &Path) -> Result<Vec<&'static str>, BuildError> {
+    let mut removed = Vec::new();
+    let mut exec = String::new();
+    for r in REGENERATED {
+        if fs::symlink_metadata(root.join(r.marker)).is_err() {
+            continue;
+        }
+        if let Some(dir) = r.link_dir {
+            let d = root.join(dir);
+            for e in fs::read_dir(&d).map_err(io("read", &d))? {
+                let p = e.map_err(io("read", &d))?.path();
+                if let Ok(target) = fs::read_link(&p)
+                    && r.remove.iter().any(|rm| {
+                        Path::new(rm).file_name() == target.file_name()
+                    })
+                {
+                    fs::remove_file(&p).map_err(io("remove", &p))?;
+                }
+            }
+        }
+        for rm in r.remove {
+            let p = root.join(rm);
+            if fs::symlink_metadata(&p).is_ok() {
+                fs::remove_file(&p).map_err(io("remove", &p))?;
+            }
+        }
+        exec.push_str(&format!(
+            "ExecStart=/bin/sh -c 'test -e /{} || exec {}'\n",
+            r.marker, r.command
+        ));
+        removed.push(r.marker);
+    }
+    if removed.is_empty() {
+        return Ok(removed);
+    }
+    let unit = format!(
+        "[Unit]\nDescription=Regenerate what the reproducible image leaves out\nDefaultDependencies=no\nRequires=local-fs.target\nAfter=local-fs.target\nBefore=sysinit.target postfix.service\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n{exec}\n[Install]\nWantedBy=sysinit.target\n"
+    );
+    let system = root.join("etc/systemd/system");
+    let path = system.join(FIRST_BOOT_UNIT);
+    fs::write(&path, unit).map_err(io("write", &path))?;
+    let wants = system.join("sysinit.target.wants");
+    fs::create_dir_all(&wants).map_err(io("create", &wants))?;
+    let link = wants.join(FIRST_BOOT_UNIT);
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(format!("/etc/systemd/system/{FIRST_BOOT_UNIT}"), &link)
+        .map_err(io("enable", &link))?;
+    Ok(removed)
 }
 
 /// Places the spec's files and the guest's fixed configuration; removes volatile files.

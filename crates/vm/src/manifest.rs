@@ -74,8 +74,13 @@ pub struct ImageManifest {
     pub packages: Vec<Package>,
     pub local_debs: Vec<LocalDebRecord>,
     pub guest_agent: GuestAgent,
-    /// Every known reason two builds of the same spec may differ.
+    /// Every known byte that differs between two builds of the same spec from the same
+    /// package set on the same host. The builder's goal is an empty list.
     pub nondeterminism: Vec<String>,
+    /// Inputs the spec does not pin (an unpinned mirror resolves newer packages later).
+    pub unpinned_inputs: Vec<String>,
+    /// What the builder does to make builds agree, and what depends on the build host.
+    pub reproducibility_notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
