@@ -1,0 +1,341 @@
+//! The driver (feature `net`): moves an [`OutboundTask`] through its phases, one physical
+//! attempt at a time, each under its own decision.
+//!
+//! - [`Intercom::send`]: Committed → (decision, redemption, connection) → Sending → Submitted,
+//!   a terminal, or Uncertain.
+//! - [`Intercom::poll`]: Submitted/Polling → GetTask under the poll budget and the local
+//!   deadline → a terminal, Expired, Revoked or Lost; a spent budget is a typed refusal with no
+//!   further request.
+//! - [`Intercom::reconcile`]: Uncertain → Resending only when the enrollment receipt admits
+//!   that the same envelope resolves to the original task; otherwise a typed refusal and no
+//!   request.
+//!
+//! **Invariant:** no request is written without a redeemed decision obtained for exactly that
+//! attempt (body digest, destination, attempt id).
+
+use std::sync::Arc;
+
+use reach_clock::Clock;
+use reach_destination::{Dialer, Resolver};
+use reach_digest::Sha256Digest;
+
+use crate::client::{PeerClient, Transmitted};
+use crate::decision::{Attempt, AttemptKind, DecisionAuthority, DecisionRefusal, authorize};
+use crate::receipt::EnrollmentReceipt;
+use crate::refusal::IntercomRefusal;
+use crate::state::Phase;
+use crate::task::{
+    Answer, OutboundTask, PollVerdict, SendVerdict, Step, classify_poll, classify_send,
+};
+
+/// One peer's client, the decision authority and the clock.
+#[derive(Debug)]
+pub struct Intercom<'a, R, D, A> {
+    pub client: &'a PeerClient<R, D>,
+    pub authority: &'a A,
+    pub receipt: &'a EnrollmentReceipt,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
+    fn step(&self, code: impl Into<String>) -> Step {
+        Step {
+            code: code.into(),
+            at: self.clock.now(),
+            ..Step::default()
+        }
+    }
+
+    fn deadline_passed(&self, task: &OutboundTask) -> bool {
+        self.clock.now() >= task.spec().deadline
+    }
+
+    /// Sends the task's SendMessage once, then polls it to a terminal. Returns the phase it
+    /// ended in (a terminal or Uncertain), or the refusal that stopped it.
+    pub async fn run(&self, task: &mut OutboundTask) -> Result<Phase, IntercomRefusal> {
+        self.send(task).await?;
+        if matches!(task.phase(), Phase::Submitted | Phase::Polling) {
+            self.poll(task).await?;
+        }
+        Ok(task.phase())
+    }
+
+    /// The initial SendMessage.
+    pub async fn send(&self, task: &mut OutboundTask) -> Result<Phase, IntercomRefusal> {
+        if task.phase() != Phase::Committed {
+            return Err(IntercomRefusal::WrongPhase {
+                phase: task.phase(),
+            });
+        }
+        if self.deadline_passed(task) {
+            task.advance(
+                Phase::AbandonedBeforeSubmit,
+                self.step("intercom/deadline-before-send"),
+            )?;
+            return Ok(task.phase());
+        }
+        let attempt = Attempt {
+            task_id: task.spec().task_id.clone(),
+            kind: AttemptKind::Send,
+            destination: self.client.url(),
+            payload_digest: task.envelope_digest(),
+        };
+        let redeemed = match authorize(self.authority, attempt).await {
+            Ok(r) => r,
+            Err(DecisionRefusal::Revoked { code }) => {
+                task.advance(Phase::AbandonedBeforeSubmit, self.step(code))?;
+                return Ok(task.phase());
+            }
+            Err(DecisionRefusal::Refused { code }) => {
+                return Err(IntercomRefusal::DecisionRefused { code });
+            }
+        };
+        let decision = redeemed.decision().clone();
+        let attempt_id = redeemed.attempt().attempt_id();
+        let prepared = self
+            .client
+            .prepare(redeemed, task.envelope().to_vec())
+            .await?;
+        task.advance(
+            Phase::Sending,
+            Step {
+                attempt_id: Some(attempt_id.clone()),
+                decision: Some(decision.clone()),
+                ..self.step("intercom/sending")
+            },
+        )?;
+        let sent = self.client.transmit(prepared).await;
+        self.settle_send(task, sent, attempt_id, decision)?;
+        Ok(task.phase())
+    }
+
+    /// Applies what a SendMessage (or an admitted resend) came back with.
+    fn settle_send(
+        &self,
+        task: &mut OutboundTask,
+        sent: Transmitted,
+        attempt_id: String,
+        decision: crate::decision::DecisionId,
+    ) -> Result<(), IntercomRefusal> {
+        let (verdict, digest) = match sent {
+            Transmitted::Answered {
+                status,
+                body,
+                digest,
+            } => (
+                classify_send(status, &body, &task.send_rpc_id()),
+                Some(digest),
+            ),
+            Transmitted::Ambiguous { code } => (SendVerdict::Uncertain { code }, None),
+        };
+        let step = |code: String| Step {
+            attempt_id: Some(attempt_id.clone()),
+            decision: Some(decision.clone()),
+            response_digest: digest,
+            ..self.step(code)
+        };
+        match verdict {
+            SendVerdict::Live { remote_task_id } => {
+                task.set_remote(remote_task_id);
+                task.advance(Phase::Submitted, step("a2a/task-accepted".into()))
+            }
+            SendVerdict::Settle {
+                phase,
+                code,
+                remote_task_id,
+                answer,
+            } => {
+                if let Some(id) = remote_task_id {
+                    task.set_remote(id);
+                }
+                if let Some(a) = answer {
+                    task.set_answer(*a);
+                }
+                task.advance(phase, step(code))
+            }
+            SendVerdict::Uncertain { code } => task.advance(Phase::Uncertain, step(code)),
+        }
+    }
+
+    /// Polls a parked task with GetTask until a terminal, the deadline, a revocation, the
+    /// peer's loss of the task, or the poll budget.
+    pub async fn poll(&self, task: &mut OutboundTask) -> Result<Phase, IntercomRefusal> {
+        loop {
+            if !matches!(task.phase(), Phase::Submitted | Phase::Polling) {
+                return Err(IntercomRefusal::WrongPhase {
+                    phase: task.phase(),
+                });
+            }
+            if self.deadline_passed(task) {
+                task.advance(Phase::Expired, self.step("intercom/deadline"))?;
+                return Ok(task.phase());
+            }
+            let max = task.spec().polls.max_polls;
+            if task.polls() >= max {
+                return Err(IntercomRefusal::PollBudgetExhausted {
+                    polls: task.polls(),
+                });
+            }
+            let n = task.polls() + 1;
+            let Some((rpc_id, body)) = task.poll_request(n) else {
+                return Err(IntercomRefusal::WrongPhase {
+                    phase: task.phase(),
+                });
+            };
+            let attempt = Attempt {
+                task_id: task.spec().task_id.clone(),
+                kind: AttemptKind::Poll(n),
+                destination: self.client.url(),
+                payload_digest: Sha256Digest::of(&body),
+            };
+            let redeemed = match authorize(self.authority, attempt).await {
+                Ok(r) => r,
+                Err(DecisionRefusal::Revoked { code }) => {
+                    task.advance(Phase::Revoked, self.step(code))?;
+                    return Ok(task.phase());
+                }
+                Err(DecisionRefusal::Refused { code }) => {
+                    return Err(IntercomRefusal::DecisionRefused { code });
+                }
+            };
+            task.count_poll();
+            let decision = redeemed.decision().clone();
+            let attempt_id = redeemed.attempt().attempt_id();
+            let step = |code: String, digest: Option<Sha256Digest>| Step {
+                attempt_id: Some(attempt_id.clone()),
+                decision: Some(decision.clone()),
+                response_digest: digest,
+                ..self.step(code)
+            };
+            let verdict = match self.client.prepare(redeemed, body).await {
+                // A poll that could not connect is spent (its decision was redeemed).
+                Err(e) => PollVerdict::Inconclusive {
+                    code: e.to_string(),
+                },
+                Ok(prepared) => match self.client.transmit(prepared).await {
+                    Transmitted::Answered {
+                        status,
+                        body,
+                        digest,
+                    } => {
+                        let remote = task.remote_task_id().unwrap_or_default().to_owned();
+                        let v = classify_poll(status, &body, &rpc_id, &remote);
+                        match v {
+                            PollVerdict::Settle {
+                                phase,
+                                code,
+                                answer,
+                            } => {
+                                task.set_answer(*answer);
+                                task.advance(phase, step(code, Some(digest)))?;
+                                return Ok(task.phase());
+                            }
+                            PollVerdict::Lost { code } => {
+                                task.advance(Phase::Lost, step(code, Some(digest)))?;
+                                return Ok(task.phase());
+                            }
+                            other => other,
+                        }
+                    }
+                    Transmitted::Ambiguous { code } => PollVerdict::Inconclusive { code },
+                },
+            };
+            let code = match verdict {
+                PollVerdict::Inconclusive { code } => code,
+                _ => "a2a/task-live".to_owned(),
+            };
+            task.advance(Phase::Polling, step(code, None))?;
+            tokio::time::sleep(task.spec().polls.interval).await;
+        }
+    }
+
+    /// Reconciles an uncertain task: resends the exact same envelope only when the peer's
+    /// enrollment receipt admits that it resolves to the original task.
+    pub async fn reconcile(&self, task: &mut OutboundTask) -> Result<Phase, IntercomRefusal> {
+        if task.phase() != Phase::Uncertain {
+            return Err(IntercomRefusal::WrongPhase {
+                phase: task.phase(),
+            });
+        }
+        let admitted = self.receipt.resends_admitted(&self.client.url());
+        if admitted == 0 {
+            return Err(IntercomRefusal::ResendNotAdmitted);
+        }
+        if task.resends() >= admitted {
+            return Err(IntercomRefusal::ResendsExhausted {
+                resends: task.resends(),
+            });
+        }
+        if self.deadline_passed(task) {
+            task.advance(Phase::Expired, self.step("intercom/deadline"))?;
+            return Ok(task.phase());
+        }
+        let n = task.resends() + 1;
+        let attempt = Attempt {
+            task_id: task.spec().task_id.clone(),
+            kind: AttemptKind::Resend(n),
+            destination: self.client.url(),
+            payload_digest: task.envelope_digest(),
+        };
+        let redeemed = match authorize(self.authority, attempt).await {
+            Ok(r) => r,
+            Err(DecisionRefusal::Revoked { code }) => {
+                task.advance(Phase::Revoked, self.step(code))?;
+                return Ok(task.phase());
+            }
+            Err(DecisionRefusal::Refused { code }) => {
+                return Err(IntercomRefusal::DecisionRefused { code });
+            }
+        };
+        let decision = redeemed.decision().clone();
+        let attempt_id = redeemed.attempt().attempt_id();
+        let prepared = self
+            .client
+            .prepare(redeemed, task.envelope().to_vec())
+            .await?;
+        task.count_resend();
+        task.advance(
+            Phase::Resending,
+            Step {
+                attempt_id: Some(attempt_id.clone()),
+                decision: Some(decision.clone()),
+                ..self.step("intercom/resending-under-receipt")
+            },
+        )?;
+        let sent = self.client.transmit(prepared).await;
+        self.settle_send(task, sent, attempt_id, decision)?;
+        Ok(task.phase())
+    }
+
+    /// Settles an uncertain task as LOST with operator-supplied evidence (for example, the
+    /// peer's ListTasks shows no task for the message id). No request is sent.
+    pub fn settle_lost(
+        &self,
+        task: &mut OutboundTask,
+        evidence: &str,
+    ) -> Result<Phase, IntercomRefusal> {
+        if evidence.is_empty() {
+            return Err(IntercomRefusal::InvalidSpec("evidence"));
+        }
+        task.advance(Phase::Lost, self.step(evidence))?;
+        Ok(task.phase())
+    }
+}
+
+/// The content of a settled task, if the peer gave one (quarantined: validate before use).
+pub fn answer_text(answer: &Answer) -> String {
+    let parts = match answer {
+        Answer::Task(t) => t
+            .artifacts
+            .iter()
+            .flat_map(|a| a.parts.iter())
+            .chain(t.status.message.iter().flat_map(|m| m.parts.iter()))
+            .collect::<Vec<_>>(),
+        Answer::Message(m) => m.parts.iter().collect(),
+    };
+    parts
+        .iter()
+        .filter_map(|p| p.text.as_deref())
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,2 @@
+//! Persisting an outbound task through the Phylactery's Intercom task/outbox table (feature
+//! `ledger`). In progress.

@@ -1,0 +1,54 @@
+//! Intercom: Reach's outbound A2A 1.0 client (issue #6 item 6; seed 001, "Outbound A2A without
+//! an inbound edge").
+//!
+//! Reach only calls out: `SendMessage` with `A2A-Version: 1.0` and
+//! `configuration.returnImmediately = true`, then `GetTask` polling under a budget and a local
+//! deadline. No push notification config is ever sent and nothing here listens.
+//!
+//! - [`wire`]: the A2A 1.0 JSON-RPC shapes, with the spec passages they follow.
+//! - [`state`]: the checked [`Phase`] machine and the task-state mapping (COMPLETED → success,
+//!   REJECTED → refusal, FAILED → failure, CANCELED → cancellation, INPUT_REQUIRED and
+//!   AUTH_REQUIRED refuse one-shot work).
+//! - [`task`]: one [`OutboundTask`] (its fixed envelope, phase and evidence trail) and the pure
+//!   classification of peer answers.
+//! - [`decision`]: one decision per physical attempt, through the caller's
+//!   [`DecisionAuthority`].
+//! - [`receipt`]: the peer's [`EnrollmentReceipt`], the only thing that admits a resend of an
+//!   ambiguous send.
+//! - `client` and `driver` (feature `net`): the HTTPS exchange over `reach-destination` and
+//!   `reach-bounded`, and the [`Intercom`] driver.
+//! - `ledger` (feature `ledger`): persisting the task through the Phylactery's Intercom
+//!   task/outbox table.
+//!
+//! **Architecture Invariant:** an ambiguous initial send is never resent unless the receipt
+//! admits it; every physical attempt (send, resend, poll) carries its own redeemed decision.
+
+#![forbid(unsafe_code)]
+
+pub mod decision;
+pub mod receipt;
+pub mod refusal;
+pub mod state;
+pub mod task;
+pub mod wire;
+
+#[cfg(feature = "net")]
+mod client;
+#[cfg(feature = "net")]
+mod driver;
+#[cfg(feature = "ledger")]
+pub mod ledger;
+
+#[cfg(feature = "net")]
+pub use client::{
+    PURPOSE, PeerClient, PeerConfig, PeerCredential, Prepared, Transmitted, a2a_bounds,
+};
+pub use decision::{
+    Attempt, AttemptKind, DecisionAuthority, DecisionId, DecisionRefusal, Redeemed,
+};
+#[cfg(feature = "net")]
+pub use driver::{Intercom, answer_text};
+pub use receipt::{EnrollmentReceipt, RECEIPT_BINDING, ResendGuarantee};
+pub use refusal::IntercomRefusal;
+pub use state::{Phase, StateMeaning, meaning};
+pub use task::{Answer, Evidence, OutboundTask, PollBudget, PollVerdict, SendVerdict, TaskSpec};
