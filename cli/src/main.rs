@@ -107,6 +107,8 @@ enum ScribeCommand {
         #[arg(long, value_enum, default_value = "if-needed")]
         rotate: RotateArg,
     },
+    /// Build one image per role from `scratch` (stripped binary, its libraries, a non-root user).
+    Images(scribe::ImagesArgs),
     /// Write the rootless Quadlet units, volumes, networks, configs and secrets script.
     Quadlet(scribe::QuadletArgs),
     /// Write the body's nftables egress ruleset.
@@ -236,6 +238,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Scribe {
+            command: ScribeCommand::Images(args),
+        } => scribe::images(args),
         Command::Scribe {
             command: ScribeCommand::Quadlet(args),
         } => scribe::quadlet(args),

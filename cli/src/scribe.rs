@@ -1,4 +1,4 @@
-//! `reach scribe quadlet | nftables | check`: the operator's side of Scribe's materialization.
+//! `reach scribe images | quadlet | nftables | check`: the operator's side of Scribe's materialization.
 //!
 //! The work is in `reach-scribe`; this module parses arguments, binds the host's facts (image
 //! digests, uids, resolved addresses) and prints what happened.
@@ -13,6 +13,7 @@ use anyhow::{Context, bail};
 use reach_manifest::Manifest;
 use reach_manifest::plan::StateLayout;
 use reach_scribe::check::{CheckOptions, check};
+use reach_scribe::image_build::{Podman, build_all, digests_file};
 use reach_scribe::images::{DigestSource, pin_images};
 use reach_scribe::nftables::{FirewallBinding, Identity, render};
 use reach_scribe::quadlet::{QuadletInput, derive, write_out};
@@ -33,6 +34,23 @@ pub struct Source {
     #[arg(long)]
     pin_local_images: bool,
     /// The podman binary used for --pin-local-images and `check --podman`.
+    #[arg(long, default_value = "podman")]
+    podman: PathBuf,
+}
+
+/// `reach scribe images`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ImagesArgs {
+    /// The ApplicationDeploymentManifest@1 file; the embedded reach.vps.public@1 if omitted.
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// The directory holding the role binaries (`cargo build --bins` output, e.g. target/release).
+    #[arg(long)]
+    bins: PathBuf,
+    /// Where to write the digests file (`role = "sha256:…"`) for `quadlet --digests`.
+    #[arg(long)]
+    digests_out: Option<PathBuf>,
+    /// The podman binary that builds and stores the images.
     #[arg(long, default_value = "podman")]
     podman: PathBuf,
 }
@@ -106,6 +124,29 @@ fn pinned(
         (None, false) => DigestSource::Manifest,
     };
     Ok(pin_images(m, &digests)?)
+}
+
+/// Builds one image per role from `scratch` and prints (and writes) their digests.
+pub fn images(args: ImagesArgs) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let m = crate::load_manifest(args.manifest.as_deref())?;
+    let work = tempfile::tempdir().context("a build directory")?;
+    let built = build_all(&m, &args.bins, &Podman::new(&args.podman), work.path())?;
+    let total: u64 = built.iter().map(|b| b.size_bytes).sum();
+    for b in &built {
+        println!("{b}");
+    }
+    if let Some(path) = &args.digests_out {
+        write_if_changed(path, &digests_file(&built))?;
+        println!("digests in {}", path.display());
+    }
+    println!(
+        "{} images, {:.1} MiB in all, in {:.1} s",
+        built.len(),
+        total as f64 / (1024.0 * 1024.0),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Writes the Quadlet units for the manifest.

@@ -181,13 +181,14 @@ pub fn vet_unit_text(input: &QuadletInput<'_>, file: &str, role: &str, text: &st
         };
         match key.trim() {
             "PodmanArgs" => {
-                // Scribe's own ceilings lead every PodmanArgs line; skip them, vet the rest.
+                // Scribe's own ceilings and umask lead every PodmanArgs line; skip them, vet the rest.
                 let words: Vec<String> = split_words(value)
                     .into_iter()
                     .filter(|w| {
                         !(w.starts_with("--memory=")
                             || w.starts_with("--memory-swap=")
-                            || w.starts_with("--cpus="))
+                            || w.starts_with("--cpus=")
+                            || w.starts_with("--umask="))
                     })
                     .collect();
                 if let Err(r) = vet_podman_args(role, &words, &owners, |_| at.clone()) {

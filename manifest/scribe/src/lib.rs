@@ -3,7 +3,8 @@
 //! * [`identities`] mints the deployment's identities: one trust root (kept in Scribe's own
 //!   directory) and one short-lived SPIFFE leaf per role and for the operator, each written
 //!   0600 into that principal's secret directory, plus the generated (non-external) role keys.
-//! * [`images`] pins every role's image by digest; [`quadlet`] derives the rootless Quadlet
+//! * [`image_build`] builds one image per role from `scratch` (stripped binary, its libraries,
+//!   the loader, a non-root user); [`images`] pins every role's image by digest; [`quadlet`] derives the rootless Quadlet
 //!   units, volumes, networks, container-side configs and the Podman secrets script.
 //! * [`refusal`] holds the rules every unit must pass (no privileges, no host namespaces, no
 //!   volume or secret outside the manifest, no credential in the environment), with stable codes.
@@ -18,6 +19,7 @@
 
 pub mod check;
 pub mod identities;
+pub mod image_build;
 pub mod images;
 pub mod nftables;
 pub mod quadlet;

@@ -36,6 +36,37 @@ pub const STOP_TIMEOUT_SECS: u32 = 15;
 /// The mode of every mounted secret: the role's own user reads it; group and others nothing
 /// (roles refuse secret files group or others can read).
 const SECRET_MODE: &str = "0400";
+/// The user every role runs as inside its container (the images' `USER`, the units' `User=`).
+/// Not root: with `UserNS=auto` each container's 1000 is a different host id anyway, and a
+/// non-root user owns nothing in the read-only image.
+pub const ROLE_UID: u32 = 1000;
+/// The group every role runs as: the body's group. Under `UserNS=auto` each container gets a
+/// disjoint range of host ids, so a socket one role binds is owned by an id no other
+/// container maps, and connecting to a Unix socket needs write access to it. The units map
+/// this one container gid onto the rootless user's own group (`gidmapping=2000:0:1`: id 0 of
+/// the rootless namespace, never handed out by `auto`), and roles run with umask
+/// [`ROLE_UMASK`], so a port's socket is group-writable for the body's roles and nothing for
+/// others. Which roles can reach a socket at all is decided by which containers mount the
+/// port's volume: only its server and its allowed callers.
+pub const BODY_GID: u32 = 2000;
+/// The ids each `UserNS=auto` container takes from the rootless user's subordinate range.
+/// Podman sizes an unsized `auto` namespace from the image and, here, took the whole 65536
+/// range for the first container; a fixed size lets thirty containers share a default range.
+/// The role images use only ids 0 (file owner) and [`ROLE_UID`].
+pub const USERNS_AUTO_SIZE: u32 = 2048;
+/// The umask of every role: group keeps write (sockets, see [`BODY_GID`]), others get nothing.
+/// Quadlet 5.4 has no `Umask=` key; it is Podman's own flag on the `PodmanArgs=` line.
+pub const ROLE_UMASK: &str = "0007";
+
+/// The user namespace a unit asks for: the manifest's, with the size and the body's group
+/// mapping added to a plain `auto` (see [`BODY_GID`]).
+pub fn unit_user_ns(manifest_user_ns: &str) -> String {
+    if manifest_user_ns == "auto" {
+        format!("auto:size={USERNS_AUTO_SIZE},gidmapping={BODY_GID}:0:1")
+    } else {
+        manifest_user_ns.to_owned()
+    }
+}
 
 /// What Scribe materializes units from.
 #[derive(Debug)]
@@ -301,7 +332,7 @@ pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
             role: name.to_owned(),
             image: image.to_string(),
             exec,
-            user_ns: role.user_ns.clone(),
+            user_ns: unit_user_ns(&role.user_ns),
             network,
             volumes,
             secrets: role_secrets(input, name),
@@ -455,6 +486,7 @@ fn render_container(m: &Manifest, c: &ContainerUnit) -> String {
     s.push_str("NoNewPrivileges=true\n");
     s.push_str("DropCapability=all\n");
     s.push_str(&format!("UserNS={}\n", c.user_ns));
+    s.push_str(&format!("User={ROLE_UID}\nGroup={BODY_GID}\n"));
     s.push_str(&format!(
         "Network={}\n",
         c.network.as_deref().unwrap_or("none")
@@ -466,6 +498,7 @@ fn render_container(m: &Manifest, c: &ContainerUnit) -> String {
     let mut args = vec![
         format!("--memory={}m", c.memory_mib),
         format!("--memory-swap={}m", c.memory_mib),
+        format!("--umask={ROLE_UMASK}"),
     ];
     if let Some(cpu) = c.cpu_millis {
         args.push(format!("--cpus={}.{:03}", cpu / 1000, cpu % 1000));
@@ -489,7 +522,7 @@ fn render_container(m: &Manifest, c: &ContainerUnit) -> String {
     }
     for sec in &c.secrets {
         s.push_str(&format!(
-            "Secret={},type=mount,target={},mode={SECRET_MODE}\n",
+            "Secret={},type=mount,target={},mode={SECRET_MODE},uid={ROLE_UID},gid={BODY_GID}\n",
             sec.name, sec.target
         ));
     }

@@ -80,21 +80,21 @@ fn a_hand_edit_is_refused_with_the_rule_it_breaks() {
     let unit = out.path().join("reach-egress-discord.container");
     let text = std::fs::read_to_string(&unit).unwrap();
     let text = text
-        .replace("PodmanArgs=--memory=64m --memory-swap=64m\n", "PodmanArgs=--memory=64m --memory-swap=64m --privileged\n")
+        .replace("PodmanArgs=--memory=64m --memory-swap=64m --umask=0007\n", "PodmanArgs=--memory=64m --memory-swap=64m --umask=0007 --privileged\n")
         .replace(
             "Secret=reach.egress-discord.tls.key,",
-            "Secret=reach.core.tls.key,type=mount,target=/stolen,mode=0400\nSecret=reach.egress-discord.tls.key,",
+            "Secret=reach.core.tls.key,type=mount,target=/stolen,mode=0400,uid=1000,gid=2000\nSecret=reach.egress-discord.tls.key,",
         );
     std::fs::write(&unit, text).unwrap();
     let core = out.path().join("reach-core.container");
     let text = std::fs::read_to_string(&core).unwrap();
     std::fs::write(&core, text.replace("Network=none\n", "Network=host\n")).unwrap();
     expect![[r#"
-        changed: reach-core.container line 21: expected `Network=none`, found `Network=host`
-        changed: reach-egress-discord.container line 22: expected `PodmanArgs=--memory=64m --memory-swap=64m`, found `PodmanArgs=--memory=64m --memory-swap=64m --privileged`
-        refused: reach-core.container: scribe/host-namespace: reach-core.container:21: `Network=host` joins a host namespace
-        refused: reach-egress-discord.container: scribe/privileged: reach-egress-discord.container:22: `--privileged` gives the container every capability and device
-        refused: reach-egress-discord.container: scribe/foreign-secret: reach-egress-discord.container:32: `reach.core.tls.key` belongs to `core`, not to role `egress-discord`
+        changed: reach-core.container line 23: expected `Network=none`, found `Network=host`
+        changed: reach-egress-discord.container line 24: expected `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007`, found `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007 --privileged`
+        refused: reach-core.container: scribe/host-namespace: reach-core.container:23: `Network=host` joins a host namespace
+        refused: reach-egress-discord.container: scribe/privileged: reach-egress-discord.container:24: `--privileged` gives the container every capability and device
+        refused: reach-egress-discord.container: scribe/foreign-secret: reach-egress-discord.container:34: `reach.core.tls.key` belongs to `core`, not to role `egress-discord`
     "#]].assert_eq(&drift(state.path(), out.path(), &CheckOptions::default()));
 }
 

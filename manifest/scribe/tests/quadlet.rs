@@ -111,11 +111,13 @@ fn the_core_unit_in_full() {
         ReadOnly=true
         NoNewPrivileges=true
         DropCapability=all
-        UserNS=auto
+        UserNS=auto:size=2048,gidmapping=2000:0:1
+        User=1000
+        Group=2000
         Network=none
         Notify=true
         PidsLimit=64
-        PodmanArgs=--memory=128m --memory-swap=128m
+        PodmanArgs=--memory=128m --memory-swap=128m --umask=0007
         StopTimeout=15
         Volume=reach-data-core.volume:/reach/data/core
         Volume=reach-data-corpus-builder.volume:/reach/data/corpus-builder:ro
@@ -125,10 +127,10 @@ fn the_core_unit_in_full() {
         Volume=reach-port-core.trail.volume:/reach/sockets/core.trail
         Volume=reach-port-egress-provider.call.volume:/reach/sockets/egress-provider.call:ro
         Volume=reach-port-ward.authority.volume:/reach/sockets/ward.authority:ro
-        Secret=reach.core.bundle.pem,type=mount,target=/reach/secrets/core/bundle.pem,mode=0400
-        Secret=reach.core.config,type=mount,target=/reach/config/core.toml,mode=0400
-        Secret=reach.core.tls.crt,type=mount,target=/reach/secrets/core/tls.crt,mode=0400
-        Secret=reach.core.tls.key,type=mount,target=/reach/secrets/core/tls.key,mode=0400
+        Secret=reach.core.bundle.pem,type=mount,target=/reach/secrets/core/bundle.pem,mode=0400,uid=1000,gid=2000
+        Secret=reach.core.config,type=mount,target=/reach/config/core.toml,mode=0400,uid=1000,gid=2000
+        Secret=reach.core.tls.crt,type=mount,target=/reach/secrets/core/tls.crt,mode=0400,uid=1000,gid=2000
+        Secret=reach.core.tls.key,type=mount,target=/reach/secrets/core/tls.key,mode=0400,uid=1000,gid=2000
 
         [Service]
         Restart=on-failure
@@ -556,8 +558,7 @@ fn refuses_podman_arg_not_on_the_allow_list() {
         Path::new(REFERENCE_STATE),
     )
     .unwrap();
-    assert!(
-        out.files["reach-core.container"]
-            .contains("PodmanArgs=--memory=128m --memory-swap=128m --log-opt max-size=1m\n")
-    );
+    assert!(out.files["reach-core.container"].contains(
+        "PodmanArgs=--memory=128m --memory-swap=128m --umask=0007 --log-opt max-size=1m\n"
+    ));
 }

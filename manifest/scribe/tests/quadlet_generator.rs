@@ -108,7 +108,15 @@ fn real_quadlet_generates_hardened_podman_run_lines() {
             c.role
         );
         assert!(has("--sdnotify=container"), "{}", c.role);
-        assert_eq!(values(&words, "--userns"), ["auto"], "{}", c.role);
+        // A sized `auto` namespace with the body's group mapped in (sockets across roles).
+        assert_eq!(
+            values(&words, "--userns"),
+            ["auto:size=2048,gidmapping=2000:0:1"],
+            "{}",
+            c.role
+        );
+        assert_eq!(values(&words, "--user"), ["1000:2000"], "{}", c.role);
+        assert!(has("--umask=0007"), "{}: {words:?}", c.role);
         assert_eq!(
             values(&words, "--pids-limit"),
             [role.limits.pids.to_string()],
@@ -155,7 +163,7 @@ fn real_quadlet_generates_hardened_podman_run_lines() {
         }
         assert_eq!(secrets, expected, "{}", c.role);
         for s in values(&words, "--secret") {
-            assert!(s.ends_with(",mode=0400"), "{s}");
+            assert!(s.ends_with(",mode=0400,uid=1000,gid=2000"), "{s}");
         }
 
         // Only permitted sockets: served ports writable, called ports read-only, nothing else.
