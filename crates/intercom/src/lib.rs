@@ -52,3 +52,4 @@ pub use receipt::{EnrollmentReceipt, RECEIPT_BINDING, ResendGuarantee};
 pub use refusal::IntercomRefusal;
 pub use state::{Phase, StateMeaning, meaning};
 pub use task::{Answer, Evidence, OutboundTask, PollBudget, PollVerdict, SendVerdict, TaskSpec};
+pub use wire::{Part, TaskState};
