@@ -1,6 +1,11 @@
 //! Ledger throughput: the full chain (admission + turn + intent commit + claim + submitting +
 //! settle) against a bare single-row insert loop on the same database in the same run.
 //!
+//! The bare loop is a plain sqlx `INSERT` on its own connection (SQLite `synchronous=FULL`,
+//! PostgreSQL's synchronous commit), outside the Phylactery: the storage floor, not our code.
+//! With concurrent workers the chain's synced steps share WAL flushes (group commit); the bare
+//! loop's commits on SQLite's single writer each pay their own.
+//!
 //! A plain bench binary (`harness = false`) because the figures of interest are rates and their
 //! ratio, not criterion's per-iteration statistics.
 //!
@@ -16,6 +21,63 @@ use std::time::{Duration, Instant};
 
 use reach_digest::Sha256Digest;
 use reach_phylactery::*;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+/// A bare single-row insert into the `bench_baseline` table, on its own connection(s).
+#[derive(Clone)]
+enum Bare {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+impl Bare {
+    async fn sqlite(path: &std::path::Path) -> Self {
+        let opts = SqliteConnectOptions::new()
+            .filename(path)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full);
+        // One connection: concurrent workers queue on the pool, as writers must on SQLite.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(opts)
+            .await
+            .expect("bare sqlite pool");
+        Bare::Sqlite(pool)
+    }
+
+    async fn postgres(url: &str, schema: &str, connections: u32) -> Self {
+        let pool = PgPoolOptions::new()
+            .max_connections(connections)
+            .connect_with(
+                url.parse::<sqlx::postgres::PgConnectOptions>()
+                    .expect("url")
+                    .options([("search_path", schema)]),
+            )
+            .await
+            .expect("bare postgres pool");
+        Bare::Postgres(pool)
+    }
+
+    async fn insert(&self, id: i64) {
+        const SQL: &str = "INSERT INTO bench_baseline (id, payload) VALUES ($1, $2)";
+        match self {
+            Bare::Sqlite(p) => sqlx::query(SQL)
+                .bind(id)
+                .bind("baseline")
+                .execute(p)
+                .await
+                .map(drop),
+            Bare::Postgres(p) => sqlx::query(SQL)
+                .bind(id)
+                .bind("baseline")
+                .execute(p)
+                .await
+                .map(drop),
+        }
+        .expect("bare insert");
+    }
+}
 
 async fn open(cfg: VaultConfig) -> Phylactery {
     let p = Phylactery::open(cfg, Arc::new(SystemClock))
@@ -96,12 +158,19 @@ async fn chain(p: &Phylactery, n: u64, steps: &mut Steps) {
     lap(4);
 }
 
-async fn measure(label: &str, p: &Phylactery, n: u64) {
+/// Runs [`measure_here`] in a runtime task, where core's handlers run (the `block_on` thread is
+/// not a runtime worker, so every wake-up there is an extra thread hand-off).
+async fn measure(label: &'static str, p: &Phylactery, bare_db: &Bare, n: u64) {
+    let (p, bare_db) = (p.clone(), bare_db.clone());
+    tokio::spawn(async move { measure_here(label, &p, &bare_db, n).await })
+        .await
+        .expect("sequential loop");
+}
+
+async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64) {
     // Warm both paths (statement caches, pool connections) outside the timed loops.
     for i in 0..20 {
-        p.bench_baseline_insert(-(i as i64) - 1)
-            .await
-            .expect("baseline warm-up");
+        bare_db.insert(-(i as i64) - 1).await;
         chain(p, u64::MAX - i, &mut Steps::default()).await;
     }
     // Interleaved rounds, so load drifting on the machine (other builds) weighs on both loops
@@ -113,9 +182,7 @@ async fn measure(label: &str, p: &Phylactery, n: u64) {
     for r in 0..ROUNDS {
         let t = Instant::now();
         for i in r * chunk..(r + 1) * chunk {
-            p.bench_baseline_insert(i as i64)
-                .await
-                .expect("baseline insert");
+            bare_db.insert(i as i64).await;
         }
         bare_time += t.elapsed();
         let t = Instant::now();
@@ -146,7 +213,7 @@ async fn measure(label: &str, p: &Phylactery, n: u64) {
 
 /// The same comparison with `workers` concurrent tasks for both loops (same N, same workers),
 /// so commits of different events can share a flush on both sides alike.
-async fn measure_concurrent(label: &str, p: &Phylactery, n: u64, workers: u64) {
+async fn measure_concurrent(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, workers: u64) {
     let per_worker = (n / workers / ROUNDS).max(1);
     let mut bare_time = Duration::ZERO;
     let mut chain_time = Duration::ZERO;
@@ -155,11 +222,11 @@ async fn measure_concurrent(label: &str, p: &Phylactery, n: u64, workers: u64) {
         let t = Instant::now();
         let mut tasks = Vec::new();
         for w in 0..workers {
-            let p = p.clone();
+            let bare_db = bare_db.clone();
             tasks.push(tokio::spawn(async move {
                 for i in 0..per_worker {
                     let id = (base + w * per_worker + i) as i64;
-                    p.bench_baseline_insert(id).await.expect("baseline insert");
+                    bare_db.insert(id).await;
                 }
             }));
         }
@@ -219,20 +286,23 @@ fn main() {
     println!("load average before: {}", load_average());
     rt.block_on(async {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut cfg = VaultConfig::sqlite(dir.path().join("bench.db"));
+        let path = dir.path().join("bench.db");
+        let mut cfg = VaultConfig::sqlite(&path);
         cfg.max_connections = workers as u32;
         let p = open(cfg).await;
-        measure("sqlite", &p, n).await;
-        measure_concurrent("sqlite", &p, n, workers).await;
+        let bare_db = Bare::sqlite(&path).await;
+        measure("sqlite", &p, &bare_db, n).await;
+        measure_concurrent("sqlite", &p, &bare_db, n, workers).await;
         p.close().await;
         match std::env::var("REACH_TEST_DATABASE_URL") {
             Ok(url) => {
                 let schema = format!("bench_{}", std::process::id());
-                let mut cfg = VaultConfig::postgres(url, Some(schema));
+                let mut cfg = VaultConfig::postgres(url.clone(), Some(schema.clone()));
                 cfg.max_connections = workers as u32;
                 let p = open(cfg).await;
-                measure("postgres", &p, n).await;
-                measure_concurrent("postgres", &p, n, workers).await;
+                let bare_db = Bare::postgres(&url, &schema, workers as u32).await;
+                measure("postgres", &p, &bare_db, n).await;
+                measure_concurrent("postgres", &p, &bare_db, n, workers).await;
                 p.close().await;
             }
             Err(_) => println!("postgres   skipped: REACH_TEST_DATABASE_URL is not set"),

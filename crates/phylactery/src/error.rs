@@ -83,6 +83,9 @@ pub enum LedgerError {
     /// a stored value is not one this build understands
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// the write-ahead log could not be flushed: a synced commit is not proved durable
+    #[error("durability: {0}")]
+    Durability(String),
     /// the database failed
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
@@ -119,6 +122,7 @@ impl LedgerError {
             Self::MigrationMismatch { .. } => "vault/migration-mismatch",
             Self::InvalidInput(_) => "ledger/invalid-input",
             Self::Corrupt(_) => "ledger/corrupt-row",
+            Self::Durability(_) => "ledger/durability",
             Self::Database(_) => "ledger/database",
         }
     }

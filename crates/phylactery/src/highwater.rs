@@ -186,6 +186,9 @@ impl Phylactery {
             vault_id: self.vault_id().await?,
             seq: self.commit_seq().await?,
         };
+        // The sequence read may include deferred commits: make them durable before the mark
+        // names them, or a host loss would leave the mark ahead of the vault (a false rollback).
+        self.pool().sync().await?;
         if !accept_lower
             && let Some(old) = HighWaterMark::read(path)?
             && old.vault_id == mark.vault_id

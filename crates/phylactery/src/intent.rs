@@ -307,9 +307,12 @@ impl Phylactery {
         // and its `delivery_settles_intent` trigger moves the intent to the same outcome.
         // Nothing is written before the statement runs.
         self.fault(FaultPoint::SettleBeforeCommit);
+        // Deferred: a settlement lost with the host leaves SUBMITTING, which recovery turns
+        // UNKNOWN and reconciles from evidence, never by resending (`backend::Durability`).
         let changed = self
             .pool()
-            .execute(
+            .execute_with(
+                Durability::Deferred,
                 "INSERT INTO reach_delivery (intent_id, outcome, effect, payload_digest, nonce, claim_generation,
                     platform_status, message_id, detail, settled_at)
                  SELECT intent_id, $1, effect, payload_digest, nonce, generation, $2, $3, $4, $5

@@ -178,37 +178,49 @@ impl Phylactery {
                     .filename(path)
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Wal)
-                    // FULL: a committed SUBMITTING must survive power loss, not only a crash.
-                    .synchronous(SqliteSynchronous::Full)
+                    // NORMAL: a commit appends to the WAL without a flush; synced commits are
+                    // flushed by the group commit (`backend::GroupCommit`), which is what
+                    // FULL would do, shared between concurrent commits.
+                    .synchronous(SqliteSynchronous::Normal)
                     .foreign_keys(true)
                     .busy_timeout(SQLITE_BUSY_TIMEOUT)
                     // Checkpoint every 4096 WAL pages (16 MiB) instead of 1000: a checkpoint
                     // copies pages into the database file and syncs it, and a chain writes
                     // several index pages per step, so the default ran one every few dozen
-                    // chains inside a commit. Durability is the WAL's (synced per commit);
-                    // checkpoints only bound its size and recovery time.
+                    // chains inside a commit. Durability is the WAL's (flushed per synced
+                    // commit); checkpoints only bound its size and recovery time.
                     .pragma("wal_autocheckpoint", "4096");
-                let pool = |opts: SqliteConnectOptions| {
-                    SqlitePoolOptions::new()
-                        .max_connections(config.max_connections.max(1))
-                        // An embedded connection cannot be dropped by a server: the liveness
-                        // ping before every acquire would only add a worker round trip.
-                        .test_before_acquire(false)
-                        .connect_with(opts)
-                };
-                // The synced pool creates the file and switches it to WAL before the deferred
-                // pool opens it.
-                let synced = pool(opts.clone()).await?;
-                // NORMAL (in WAL mode): only for the commits `Durability::Deferred` lists.
-                let deferred = pool(
-                    opts.create_if_missing(false)
-                        .synchronous(SqliteSynchronous::Normal),
-                )
-                .await?;
+                // One writer connection for the vault's life: it keeps its page cache warm
+                // between commits (two writer connections re-read each other's pages), and the
+                // WAL file the group commit flushes stays in place while it is open.
+                let writer_pool = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+                    // An embedded connection cannot be dropped by a server: the liveness
+                    // ping before every acquire would only add a worker round trip.
+                    .test_before_acquire(false)
+                    .connect_with(opts.clone())
+                    .await?;
+                // Readers open the file the writer created and switched to WAL.
+                let readers = SqlitePoolOptions::new()
+                    .max_connections(config.max_connections.max(1))
+                    .test_before_acquire(false)
+                    .connect_with(
+                        // Read-only: no journal-mode or sync pragmas (WAL is a property of the
+                        // file the writer switched), and a misrouted write fails loudly.
+                        SqliteConnectOptions::new()
+                            .filename(path)
+                            .read_only(true)
+                            .busy_timeout(SQLITE_BUSY_TIMEOUT),
+                    )
+                    .await?;
                 Pool::Sqlite {
-                    synced,
-                    deferred,
+                    writer_pool,
+                    readers,
                     writer: Default::default(),
+                    flush: Arc::new(backend::GroupCommit::new(path)),
                 }
             }
             StoreLocation::Postgres { url, schema } => {
@@ -338,18 +350,5 @@ impl Phylactery {
 
     pub(crate) fn set_serving_cached(&self) {
         self.inner.serving.store(true, Ordering::Release);
-    }
-
-    /// Runs the bare single-row insert the benchmark compares the chain against, on the same
-    /// database and settings. Not part of the ledger.
-    #[doc(hidden)]
-    pub async fn bench_baseline_insert(&self, id: i64) -> Result<()> {
-        self.pool()
-            .execute(
-                "INSERT INTO bench_baseline (id, payload) VALUES ($1, $2)",
-                &backend::args![id, "baseline"],
-            )
-            .await?;
-        Ok(())
     }
 }

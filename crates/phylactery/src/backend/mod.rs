@@ -4,7 +4,10 @@
 //! **Architecture Invariant:** SQL text is `&'static str` with `$N` placeholders, which both
 //! SQLite and PostgreSQL accept; nothing is ever formatted into SQL.
 
+mod group_commit;
 pub(crate) mod migrate;
+
+pub(crate) use group_commit::GroupCommit;
 
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
@@ -24,49 +27,60 @@ pub enum BackendKind {
 
 /// How durable a commit must be when it returns.
 ///
+/// On SQLite every commit is appended to the WAL with `synchronous=NORMAL` under the one
+/// writer; a [`Durability::Synced`] commit then waits, after releasing the writer, for a
+/// [`GroupCommit`] flush of the WAL that began after it, so concurrent synced commits share one
+/// `fsync`. On PostgreSQL both are the same synchronous commit (the server groups flushes).
+///
 /// **Architecture Invariant:** every commit is [`Durability::Synced`] unless it is listed here
-/// with the reason its loss is harmless. [`Durability::Deferred`] exists for SQLite only (on
-/// PostgreSQL both are the same synchronous commit), because only there does a lost commit imply
-/// that every process which could have acted on it died too:
+/// with the reason its loss is harmless. [`Durability::Deferred`] returns without waiting for a
+/// flush, because only on SQLite does a lost commit imply that every process which could have
+/// acted on it died too:
 ///
 /// - A deferred commit is written to the WAL (the OS page cache) before it returns, so it
 ///   survives the death of any process, including core's (SIGKILL: the crash harness). It is
 ///   lost only when the host itself loses its page cache (power loss, kernel crash).
 /// - SQLite's WAL is recovered as a *prefix*: frames carry cumulative checksums and recovery stops
 ///   at the first frame that does not match, so a later commit that survives implies every
-///   earlier one survives. A synced commit (fsync of the WAL) therefore makes every deferred
+///   earlier one survives. A synced commit (a flush of the WAL) therefore makes every deferred
 ///   commit before it durable too.
 /// - The vault is embedded in core, and every role that holds a lease or acts on a turn reaches
 ///   core over a Unix socket on the same host. A host loss that drops a deferred commit kills
 ///   all of them, so nobody survives holding what was lost.
 /// - Every step that precedes an effect outside the host is synced: admission (the edge stops
 ///   redelivering), attempt SUBMITTING (bytes to a provider), intent SUBMITTING (bytes to
-///   Discord) and every settlement and reconciliation. Since each of them syncs the WAL, a
-///   deferred commit is durable before anything leaves the host because of it.
+///   Discord) and every reconciliation. Since each of them flushes the WAL, a deferred commit is
+///   durable before anything leaves the host because of it.
 ///
 /// Deferred commits, and what a host loss before the next synced commit means for each:
 /// - the terminal turn with its PENDING intent: the turn is OPEN again after restart, recovery
 ///   returns it in `open_turns` and core forms it again (nothing was sent: sending needs
 ///   SUBMITTING, which would have synced this commit first);
 /// - a claim: the intent is PENDING (or CLAIMED by an older, expired generation) again, and the
-///   holder of the lost generation died with the host, so no stale holder can present it.
+///   holder of the lost generation died with the host, so no stale holder can present it;
+/// - a delivery settlement (KNOWN_SENT, KNOWN_REJECTED, UNKNOWN): the intent is SUBMITTING again,
+///   held by a gate that died with the host; recovery turns it UNKNOWN, which is reconciled only
+///   from independent evidence (the nonce in the channel) and never resent. The loss costs a
+///   reconciliation read, never a second message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Durability {
-    /// `synchronous=FULL`: on stable storage when the commit returns.
+    /// On stable storage when the commit returns.
     Synced,
-    /// `synchronous=NORMAL` in WAL mode: survives any process crash; on stable storage at the
-    /// next synced commit or checkpoint. See the type's documentation for where it is allowed.
+    /// Survives any process crash; on stable storage at the next synced commit or checkpoint.
+    /// See the type's documentation for where it is allowed.
     Deferred,
 }
 
 #[derive(Debug, Clone)]
 pub(crate) enum Pool {
-    /// Two pools on the same WAL database that differ only in `synchronous`, and the one
-    /// in-process writer lock they share.
+    /// One writer connection (a single connection keeps its page cache across commits), a pool
+    /// of readers beside it (WAL readers never wait for the writer), the in-process writer lock,
+    /// and the group commit that makes synced commits durable.
     Sqlite {
-        synced: SqlitePool,
-        deferred: SqlitePool,
+        writer_pool: SqlitePool,
+        readers: SqlitePool,
         writer: SqliteWriter,
+        flush: Arc<GroupCommit>,
     },
     Postgres(PgPool),
 }
@@ -169,16 +183,25 @@ impl Row {
 /// run beside the writer); `busy_timeout` still covers other processes.
 pub(crate) type SqliteWriter = Arc<tokio::sync::Mutex<()>>;
 
-/// One driver pool, chosen by durability.
+/// Where a write goes: on SQLite the writer, its lock, and the flush to wait for when synced.
 enum Chosen<'a> {
-    Sqlite(&'a SqlitePool, &'a SqliteWriter),
+    Sqlite(
+        &'a SqlitePool,
+        &'a SqliteWriter,
+        Option<&'a Arc<GroupCommit>>,
+    ),
     Postgres(&'a PgPool),
 }
 
-/// An open write transaction (on SQLite, holding the writer lock until it ends).
+/// An open write transaction (on SQLite, holding the writer lock until it ends, and the flush
+/// its commit waits for when synced).
 #[derive(Debug)]
 pub(crate) enum Tx {
-    Sqlite(Transaction<'static, Sqlite>, OwnedMutexGuard<()>),
+    Sqlite(
+        Transaction<'static, Sqlite>,
+        OwnedMutexGuard<()>,
+        Option<Arc<GroupCommit>>,
+    ),
     Postgres(Transaction<'static, Postgres>),
 }
 
@@ -195,19 +218,29 @@ impl Pool {
         }
     }
 
-    /// The driver pool whose commits have the given durability (PostgreSQL has one).
+    /// Where a write with the given durability goes (PostgreSQL has one pool).
     fn choose(&self, durability: Durability) -> Chosen<'_> {
-        match (self, durability) {
-            (Pool::Sqlite { synced, writer, .. }, Durability::Synced) => {
-                Chosen::Sqlite(synced, writer)
-            }
-            (
-                Pool::Sqlite {
-                    deferred, writer, ..
-                },
-                Durability::Deferred,
-            ) => Chosen::Sqlite(deferred, writer),
-            (Pool::Postgres(p), _) => Chosen::Postgres(p),
+        match self {
+            Pool::Sqlite {
+                writer_pool,
+                writer,
+                flush,
+                ..
+            } => Chosen::Sqlite(
+                writer_pool,
+                writer,
+                (durability == Durability::Synced).then_some(flush),
+            ),
+            Pool::Postgres(p) => Chosen::Postgres(p),
+        }
+    }
+
+    /// Returns once every commit that returned before this call is on stable storage (on
+    /// PostgreSQL every commit already is).
+    pub(crate) async fn sync(&self) -> Result<()> {
+        match self {
+            Pool::Sqlite { flush, .. } => flush.sync().await,
+            Pool::Postgres(_) => Ok(()),
         }
     }
 
@@ -221,9 +254,13 @@ impl Pool {
     /// Begins a write transaction whose commit has the given [`Durability`].
     pub(crate) async fn begin_with(&self, durability: Durability) -> Result<Tx> {
         Ok(match self.choose(durability) {
-            Chosen::Sqlite(p, writer) => {
+            Chosen::Sqlite(p, writer, flush) => {
                 let guard = writer.clone().lock_owned().await;
-                Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?, guard)
+                Tx::Sqlite(
+                    p.begin_with("BEGIN IMMEDIATE").await?,
+                    guard,
+                    flush.cloned(),
+                )
             }
             Chosen::Postgres(p) => Tx::Postgres(p.begin().await?),
         })
@@ -242,12 +279,18 @@ impl Pool {
         args: &[Value],
     ) -> Result<u64> {
         Ok(match self.choose(durability) {
-            Chosen::Sqlite(p, writer) => {
-                let _guard = writer.lock().await;
-                bind_all!(sqlx::query(sql), args)
-                    .execute(p)
-                    .await?
-                    .rows_affected()
+            Chosen::Sqlite(p, writer, flush) => {
+                let affected = {
+                    let _guard = writer.lock().await;
+                    bind_all!(sqlx::query(sql), args)
+                        .execute(p)
+                        .await?
+                        .rows_affected()
+                };
+                if let Some(flush) = flush {
+                    flush.sync().await?;
+                }
+                affected
             }
             Chosen::Postgres(p) => bind_all!(sqlx::query(sql), args)
                 .execute(p)
@@ -274,17 +317,27 @@ impl Pool {
         sql: &'static str,
         args: &[Value],
     ) -> Result<Option<Row>> {
+        if let Pool::Sqlite { readers, .. } = self
+            && is_read(sql)
+        {
+            return Ok(bind_all!(sqlx::query(sql), args)
+                .fetch_optional(readers)
+                .await?
+                .map(Row::Sqlite));
+        }
         Ok(match self.choose(durability) {
-            Chosen::Sqlite(p, writer) => {
-                let _guard = if is_read(sql) {
-                    None
-                } else {
-                    Some(writer.lock().await)
+            Chosen::Sqlite(p, writer, flush) => {
+                let row = {
+                    let _guard = writer.lock().await;
+                    bind_all!(sqlx::query(sql), args)
+                        .fetch_optional(p)
+                        .await?
+                        .map(Row::Sqlite)
                 };
-                bind_all!(sqlx::query(sql), args)
-                    .fetch_optional(p)
-                    .await?
-                    .map(Row::Sqlite)
+                if let Some(flush) = flush {
+                    flush.sync().await?;
+                }
+                row
             }
             Chosen::Postgres(p) => bind_all!(sqlx::query(sql), args)
                 .fetch_optional(p)
@@ -295,8 +348,8 @@ impl Pool {
 
     pub(crate) async fn fetch_all(&self, sql: &'static str, args: &[Value]) -> Result<Vec<Row>> {
         Ok(match self {
-            Pool::Sqlite { synced, .. } => bind_all!(sqlx::query(sql), args)
-                .fetch_all(synced)
+            Pool::Sqlite { readers, .. } => bind_all!(sqlx::query(sql), args)
+                .fetch_all(readers)
                 .await?
                 .into_iter()
                 .map(Row::Sqlite)
@@ -312,7 +365,7 @@ impl Pool {
 
     pub(crate) fn is_closed(&self) -> bool {
         match self {
-            Pool::Sqlite { synced, .. } => synced.is_closed(),
+            Pool::Sqlite { writer_pool, .. } => writer_pool.is_closed(),
             Pool::Postgres(p) => p.is_closed(),
         }
     }
@@ -320,10 +373,12 @@ impl Pool {
     pub(crate) async fn close(&self) {
         match self {
             Pool::Sqlite {
-                synced, deferred, ..
+                writer_pool,
+                readers,
+                ..
             } => {
-                deferred.close().await;
-                synced.close().await;
+                readers.close().await;
+                writer_pool.close().await;
             }
             Pool::Postgres(p) => p.close().await,
         }
@@ -333,7 +388,7 @@ impl Pool {
 impl Tx {
     pub(crate) async fn execute(&mut self, sql: &'static str, args: &[Value]) -> Result<u64> {
         Ok(match self {
-            Tx::Sqlite(t, _) => bind_all!(sqlx::query(sql), args)
+            Tx::Sqlite(t, _, _) => bind_all!(sqlx::query(sql), args)
                 .execute(&mut **t)
                 .await?
                 .rows_affected(),
@@ -350,7 +405,7 @@ impl Tx {
         args: &[Value],
     ) -> Result<Option<Row>> {
         Ok(match self {
-            Tx::Sqlite(t, _) => bind_all!(sqlx::query(sql), args)
+            Tx::Sqlite(t, _, _) => bind_all!(sqlx::query(sql), args)
                 .fetch_optional(&mut **t)
                 .await?
                 .map(Row::Sqlite),
@@ -367,7 +422,7 @@ impl Tx {
         args: &[Value],
     ) -> Result<Vec<Row>> {
         Ok(match self {
-            Tx::Sqlite(t, _) => bind_all!(sqlx::query(sql), args)
+            Tx::Sqlite(t, _, _) => bind_all!(sqlx::query(sql), args)
                 .fetch_all(&mut **t)
                 .await?
                 .into_iter()
@@ -385,7 +440,7 @@ impl Tx {
     /// Runs a multi-statement script without parameters (migrations only).
     pub(crate) async fn execute_script(&mut self, sql: &'static str) -> Result<()> {
         match self {
-            Tx::Sqlite(t, _) => {
+            Tx::Sqlite(t, _, _) => {
                 sqlx::raw_sql(sql).execute(&mut **t).await?;
             }
             Tx::Postgres(t) => {
@@ -397,10 +452,14 @@ impl Tx {
 
     pub(crate) async fn commit(self) -> Result<()> {
         match self {
-            Tx::Sqlite(t, writer) => {
+            Tx::Sqlite(t, writer, flush) => {
                 t.commit().await?;
-                // The next writer may start only once this commit is done.
+                // The next writer may start once this commit is in the WAL; the flush that
+                // makes it durable runs beside the writers that follow.
                 drop(writer);
+                if let Some(flush) = flush {
+                    flush.sync().await?;
+                }
             }
             Tx::Postgres(t) => t.commit().await?,
         }

@@ -1,0 +1,192 @@
+//! Group commit for SQLite: many synced commits, one `fsync` of the write-ahead log.
+//!
+//! Every SQLite commit is written to the WAL with `synchronous=NORMAL` (frames handed to the OS,
+//! no flush), under the single writer. A commit that must be [`super::Durability::Synced`] then
+//! waits here, *after* releasing the writer, for a flush of the WAL file that **started after
+//! its commit returned**. One flush covers every commit written before it began, so concurrent
+//! chains share flushes instead of queueing one `fsync` each behind the writer, and the writer
+//! keeps appending while a flush is in progress (the way PostgreSQL's WAL writer groups
+//! commits).
+//!
+//! Why this is as durable as `synchronous=FULL`, which is exactly "append the frames, then
+//! `fsync` the WAL file":
+//! - `fsync` flushes every byte written to the file's inode before the call, whichever
+//!   connection wrote it; so a commit's frames, and the WAL header of a restarted log, are on
+//!   stable storage when a flush that began after the commit ends.
+//! - WAL recovery replays a prefix (cumulative frame checksums), so a durable commit implies
+//!   every earlier one is durable too.
+//! - With `NORMAL`, SQLite itself syncs the WAL before a checkpoint copies it and the database
+//!   after; a checkpoint never makes durable data depend on an unsynced frame.
+//! - The WAL file exists for as long as a connection is open. The writer pool keeps its one
+//!   connection for the vault's life; a flush still opens the file by path each time, and a
+//!   missing file means the last connection closed, which checkpoints and syncs the database.
+//!
+//! A failed `fsync` poisons the gate: after one, the kernel may have dropped the dirty pages
+//! ("fsyncgate"), so no later flush can prove anything and every synced commit fails until the
+//! vault is reopened.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use tokio::sync::watch;
+
+use crate::error::{LedgerError, Result};
+
+/// Flushes of one vault's WAL, numbered; see the module documentation.
+#[derive(Debug)]
+pub(crate) struct GroupCommit {
+    wal: PathBuf,
+    state: Mutex<State>,
+    /// The number of the last completed flush (`u64::MAX` once poisoned).
+    completed: watch::Sender<u64>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The number of the last flush that began.
+    started: u64,
+    /// Whether a flush is in progress (it has number `started`).
+    running: bool,
+    poisoned: bool,
+}
+
+const POISONED: u64 = u64::MAX;
+
+impl GroupCommit {
+    /// The gate for the database at `db` (its WAL is `<db>-wal`, SQLite's fixed name).
+    pub(crate) fn new(db: &std::path::Path) -> Self {
+        let mut wal = db.as_os_str().to_owned();
+        wal.push("-wal");
+        Self {
+            wal: PathBuf::from(wal),
+            state: Mutex::new(State::default()),
+            completed: watch::channel(0).0,
+        }
+    }
+
+    /// Returns once every commit that returned before this call is on stable storage.
+    pub(crate) async fn sync(&self) -> Result<()> {
+        let mut completed = self.completed.subscribe();
+        // Any flush numbered `need` or later begins after this point, so it covers our commit.
+        let need = self.lock().started + 1;
+        loop {
+            let lead = {
+                let mut s = self.lock();
+                if s.poisoned {
+                    return Err(poisoned());
+                }
+                if *completed.borrow_and_update() >= need {
+                    return Ok(());
+                }
+                if s.running {
+                    None
+                } else {
+                    s.running = true;
+                    s.started += 1;
+                    Some(s.started)
+                }
+            };
+            match lead {
+                Some(n) => return self.flush(n).await,
+                None => {
+                    // The running flush began before us (or is ours to wait for): wait for it
+                    // to end, then look again.
+                    if completed.changed().await.is_err() {
+                        return Err(poisoned());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs flush number `n` and publishes its outcome to every waiter.
+    async fn flush(&self, n: u64) -> Result<()> {
+        let wal = self.wal.clone();
+        let outcome = tokio::task::spawn_blocking(move || match std::fs::File::open(&wal) {
+            Ok(f) => f.sync_data(),
+            // No WAL: the last connection closed, checkpointing into a synced database file.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        let mut s = self.lock();
+        s.running = false;
+        match outcome {
+            Ok(()) => {
+                self.completed.send_replace(n);
+                Ok(())
+            }
+            Err(e) => {
+                s.poisoned = true;
+                self.completed.send_replace(POISONED);
+                tracing::error!(error = %e, "fsync of the vault's write-ahead log failed; synced commits refuse until the vault is reopened");
+                Err(LedgerError::Durability(e.to_string()))
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // The state is a few integers updated in place: a panic cannot leave it half-written.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn poisoned() -> LedgerError {
+    LedgerError::Durability("an earlier fsync of the write-ahead log failed".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn concurrent_waiters_share_flushes_and_each_waits_for_one_that_began_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("v.sqlite");
+        std::fs::write(dir.path().join("v.sqlite-wal"), b"frames").unwrap();
+        let g = Arc::new(GroupCommit::new(&db));
+        g.sync().await.unwrap();
+        assert_eq!(*g.completed.borrow(), 1, "a lone waiter leads one flush");
+        let waiters: Vec<_> = (0..64)
+            .map(|_| {
+                let g = g.clone();
+                tokio::spawn(async move { g.sync().await })
+            })
+            .collect();
+        for w in waiters {
+            w.await.unwrap().unwrap();
+        }
+        let flushes = *g.completed.borrow() - 1;
+        assert!(
+            (1..=64).contains(&flushes),
+            "64 waiters took {flushes} flushes"
+        );
+        // A waiter arriving after all of that still needs a new flush.
+        let before = *g.completed.borrow();
+        g.sync().await.unwrap();
+        assert_eq!(*g.completed.borrow(), before + 1);
+    }
+
+    #[tokio::test]
+    async fn a_missing_wal_is_nothing_to_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = GroupCommit::new(&dir.path().join("absent.sqlite"));
+        g.sync().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_failed_flush_poisons_every_later_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        // A WAL path that cannot be opened for reading as a file: a directory opens, but make it
+        // fail by placing the WAL "under" a regular file (ENOTDIR).
+        let file = dir.path().join("plain");
+        std::fs::write(&file, b"x").unwrap();
+        let g = GroupCommit::new(&file.join("v.sqlite"));
+        let err = g.sync().await.unwrap_err();
+        assert_eq!(err.code(), "ledger/durability");
+        let again = g.sync().await.unwrap_err();
+        assert_eq!(again.code(), "ledger/durability");
+    }
+}
