@@ -55,6 +55,17 @@ impl TestBody {
         adjust: impl FnOnce(&mut Manifest),
         log_level: &str,
     ) -> (Self, reach_discord_emulator::Emulator) {
+        Self::start_with_emulator_configured(config, channels, |m, _| adjust(m), log_level).await
+    }
+
+    /// Like [`TestBody::start_with_emulator`], with `configure` also given the state layout (to
+    /// write files the adjusted settings name, such as another emulator's CA or a credential).
+    pub async fn start_with_emulator_configured(
+        config: reach_discord_emulator::EmulatorConfig,
+        channels: &[u64],
+        configure: impl FnOnce(&mut Manifest, &StateLayout),
+        log_level: &str,
+    ) -> (Self, reach_discord_emulator::Emulator) {
         let emulator = reach_discord_emulator::Emulator::start(config)
             .await
             .expect("emulator");
@@ -67,7 +78,7 @@ impl TestBody {
             |manifest, layout| {
                 reach_launcher::discord::configure(manifest, layout, &endpoints, token.as_bytes())
                     .expect("configure Discord roles");
-                adjust(manifest);
+                configure(manifest, layout);
             },
             log_level,
         )

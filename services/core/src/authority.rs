@@ -7,6 +7,9 @@
 //! (exactly once, only as `egress-discord`) before it marks SUBMITTING, and core accepts
 //! SUBMITTING only with the decision it issued for that generation. A reclaim after a pre-submit
 //! failure is a new generation and so needs a new decision.
+//!
+//! [`ModelAuthority`] does the same for a model Portal call: a decision bound to the run's one
+//! model attempt, the configured endpoint, the Cut payload's digest and the Cut receipt.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -168,5 +171,88 @@ impl DeliveryAuthority {
                 "egress/decision-mismatch: SUBMITTING needs the EgressDecision core issued for this claim",
             )),
         }
+    }
+}
+
+/// The purpose ward's policy maps to `egress-provider`, with a Cut receipt required.
+pub const MODEL_PURPOSE: &str = "model-completion";
+/// Tokens one model attempt may consume, reserved against the task's budget at issue.
+pub const MODEL_MAX_TOKENS: u64 = 512;
+
+/// What one model attempt's decision binds.
+#[derive(Debug)]
+pub struct ModelAttempt<'a> {
+    pub sigil_id: &'a str,
+    pub turn_id: &'a str,
+    pub run: &'a ledger::RunId,
+    pub attempt_id: &'a str,
+    pub destination: &'a str,
+    pub payload_digest: Sha256Digest,
+    pub cut_receipt_digest: Sha256Digest,
+}
+
+/// The EgressDecision for a model Portal call: issued by ward immediately before core hands the
+/// payload to egress-provider, recorded on the run, and redeemed by egress-provider alone.
+#[derive(Debug, Clone)]
+pub struct ModelAuthority {
+    ward: WardClient<Channel>,
+    vault: Phylactery,
+}
+
+impl ModelAuthority {
+    pub fn new(ward: Channel, vault: Phylactery) -> Self {
+        Self {
+            ward: WardClient::new(ward),
+            vault,
+        }
+    }
+
+    /// Obtains and records the decision for one model attempt.
+    pub async fn issue(&self, a: &ModelAttempt<'_>) -> Result<Result<Issued, Refused>, Status> {
+        let r = self
+            .ward
+            .clone()
+            .issue_decision(IssueDecisionRequest {
+                sigil_id: a.sigil_id.to_owned(),
+                run_id: a.turn_id.to_owned(),
+                attempt_id: a.attempt_id.to_owned(),
+                destination: a.destination.to_owned(),
+                purpose: MODEL_PURPOSE.into(),
+                payload_digest: a.payload_digest.to_string(),
+                labels: LABELS.iter().map(|l| (*l).to_owned()).collect(),
+                cut_receipt_digest: a.cut_receipt_digest.to_string(),
+                policy_revision: POLICY_REVISION.into(),
+                max_tokens: MODEL_MAX_TOKENS,
+                max_spend_micros: 0,
+            })
+            .await
+            .map_err(|s| Status::unavailable(format!("ward: {:?}", s.code())))?
+            .into_inner();
+        if !r.refusal_code.is_empty() {
+            return Ok(Err(Refused {
+                code: r.refusal_code,
+                detail: r.refusal_detail,
+            }));
+        }
+        let expires_at = UnixMillis(i64::try_from(r.expires_at_ms).unwrap_or(i64::MAX));
+        self.vault
+            .record_egress_decision(
+                a.run,
+                &ledger::EgressDecisionRef {
+                    decision_id: ledger::DecisionId(r.decision_id.clone()),
+                    destination: a.destination.to_owned(),
+                    purpose: MODEL_PURPOSE.into(),
+                    payload_digest: a.payload_digest,
+                    expires_at,
+                },
+            )
+            .await
+            .map_err(|e| Status::unavailable(format!("{}: {e}", e.code())))?;
+        Ok(Ok(Issued {
+            decision_id: r.decision_id,
+            expires_at_ms: r.expires_at_ms,
+            destination: a.destination.to_owned(),
+            content_digest: a.payload_digest,
+        }))
     }
 }

@@ -9,6 +9,16 @@ use std::time::Duration;
 
 use reach_manifest::CredentialKind;
 use reach_phylactery::{Phylactery, SystemClock, VaultConfig};
+use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
+
+/// `settings.portal`: the model Portal core forms remotely through. The endpoint must be the
+/// exact string egress-provider's `settings.portal.endpoint` names: every decision binds it.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PortalSettings {
+    endpoint: String,
+    model: String,
+}
 
 fn main() -> std::process::ExitCode {
     reach_runtime::run("core", async |role| {
@@ -56,6 +66,22 @@ fn main() -> std::process::ExitCode {
             }
         };
         let ward = role.client("ward.authority")?;
+        let portal = match role.config.settings.get("portal") {
+            // Off by default: the embedded cognition stays local and needs no provider.
+            None => None,
+            Some(v) => {
+                let s: PortalSettings = v
+                    .clone()
+                    .try_into()
+                    .map_err(|e| anyhow::anyhow!("settings.portal: {e}"))?;
+                Some(pipeline::PortalRoute {
+                    endpoint: s.endpoint,
+                    model: s.model,
+                    provider: ProviderCallClient::new(role.client("egress-provider.call")?),
+                    authority: authority::ModelAuthority::new(ward.clone(), vault.clone()),
+                })
+            }
+        };
         let committed = Arc::new(tokio::sync::Notify::new());
         let pipeline = pipeline::Pipeline::new(
             vault.clone(),
@@ -63,6 +89,7 @@ fn main() -> std::process::ExitCode {
             ward.clone(),
             policy,
             committed.clone(),
+            portal,
         );
         let authority = authority::DeliveryAuthority::new(ward, vault.clone());
         let core = ports::Core::new(

@@ -2,6 +2,12 @@
 //! the active corpus snapshot, the local extractive cognition, and the one transaction that
 //! commits ReachTurn@1 with its DiscordDeliveryIntent@1.
 //!
+//! When core's config names a model Portal, the grounded turn is formed remotely instead: the
+//! Privacy Cut (question and bundle only, with its receipt), a fresh EgressDecision, the
+//! persisted ServiceJobAttempt@1 marked SUBMITTING, one call to egress-provider, and the
+//! quarantine of the return before adoption. A quarantined return is refused honestly; it is
+//! never replaced by the local answer, so the trail says what the user saw and why.
+//!
 //! A Sigil stays here: it is never forwarded to an egress role, a model or a peer.
 
 use std::path::PathBuf;
@@ -13,12 +19,16 @@ use reach_digest::Sha256Digest;
 use reach_discord::render::{ChannelPolicy, Citation, TurnView, render};
 use reach_phylactery as ledger;
 use reach_phylactery::{Phylactery, TurnState};
+use reach_portal::{CutInput, EvidenceIn, Expectation, ProviderReturn};
 use reach_proto::core::v1::AdmitRequest;
+use reach_proto::egress::v1::CallRequest;
+use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
 use reach_proto::ward::v1::AdmitScopeRequest;
 use reach_proto::ward::v1::ward_client::WardClient;
 use tokio::sync::Notify;
 use tonic::transport::Channel;
 
+use crate::authority::{ModelAttempt, ModelAuthority};
 use crate::ports::DiscordEffect;
 
 /// How long the task may live: answering plus delivery. The Sigil expires with it, and with it
@@ -35,7 +45,31 @@ pub struct Pipeline {
     policy: ChannelPolicy,
     /// Woken whenever a committed turn brings a new intent, so a waiting claimer sees it at once.
     committed: Arc<Notify>,
+    /// The model Portal, when core's config names one; `None` keeps cognition local.
+    portal: Option<PortalRoute>,
 }
+
+/// Where a remote formation goes: the endpoint and model egress-provider is configured with
+/// (the same strings, since every decision binds the endpoint), and the two ports it needs.
+#[derive(Debug, Clone)]
+pub struct PortalRoute {
+    pub endpoint: String,
+    pub model: String,
+    pub provider: ProviderCallClient<Channel>,
+    pub authority: ModelAuthority,
+}
+
+/// The turn fields the Privacy Cut withholds from a model (named in its receipt).
+const WITHHELD: [&str; 8] = [
+    "platform",
+    "application_id",
+    "guild_id",
+    "channel_id",
+    "subject_id",
+    "event_id",
+    "reply_to_message_id",
+    "sigil_id",
+];
 
 struct Outcome {
     state: TurnState,
@@ -50,6 +84,7 @@ impl Pipeline {
         ward: Channel,
         policy: ChannelPolicy,
         committed: Arc<Notify>,
+        portal: Option<PortalRoute>,
     ) -> Self {
         Self {
             vault,
@@ -57,6 +92,7 @@ impl Pipeline {
             ward: WardClient::new(ward),
             policy,
             committed,
+            portal,
         }
     }
 
@@ -223,6 +259,14 @@ impl Pipeline {
             );
         }
 
+        // Form remotely when a Portal is configured (never for an out-of-corpus question: that
+        // was refused above, before any model call).
+        if let Some(portal) = &self.portal {
+            return self
+                .form_remotely(portal, turn, &run, req, &bundle, sigil)
+                .await;
+        }
+
         // Form: the embedded local cognition answers extractively, citing only bundle passages.
         let answer = extractive_answer(&req.question, &bundle);
         if answer.not_in_docs {
@@ -247,6 +291,205 @@ impl Pipeline {
                 }),
             },
             Err(_) => refused(TurnState::Failed, "render/invalid-citation".into(), None),
+        }
+    }
+}
+
+fn refusal(state: TurnState, reason: String, view: Option<TurnView>) -> Outcome {
+    Outcome {
+        state,
+        reason: Some(reason),
+        view,
+    }
+}
+
+fn refused(code: String) -> Outcome {
+    refusal(TurnState::Refused, code, Some(TurnView::Refused))
+}
+
+fn unavailable(code: String) -> Outcome {
+    refusal(
+        TurnState::DependencyUnavailable,
+        code,
+        Some(TurnView::DependencyUnavailable),
+    )
+}
+
+impl Pipeline {
+    /// Cut, decision, attempt, call, quarantine, adoption.
+    async fn form_remotely(
+        &self,
+        portal: &PortalRoute,
+        turn: &ledger::TurnId,
+        run: &ledger::RunId,
+        req: &AdmitRequest,
+        bundle: &reach_corpus::CorpusEvidenceBundle,
+        sigil: &str,
+    ) -> Outcome {
+        let input = CutInput {
+            question: req.question.clone(),
+            bundle_digest: bundle.bundle_digest,
+            revision: bundle.revision.clone(),
+            passages: bundle
+                .passages
+                .iter()
+                .map(|p| EvidenceIn {
+                    passage_id: p.passage_id.clone(),
+                    digest: p.digest,
+                    section: p.section.clone(),
+                    url: p.url.clone(),
+                    text: p.text.clone(),
+                })
+                .collect(),
+            withheld: WITHHELD.to_vec(),
+        };
+        let cut = match reach_portal::cut(&input) {
+            Ok(c) => c,
+            Err(e) => return refused(e.code()),
+        };
+        let receipt_digest = cut.receipt.digest();
+        let lineage = ledger::ContextLineage {
+            lineage_digest: Sha256Digest::of_parts([
+                bundle.bundle_digest.as_bytes().as_slice(),
+                cut.receipt.question_digest.as_bytes().as_slice(),
+            ]),
+            labels: "public".into(),
+            cut_receipt_digest: receipt_digest,
+        };
+        if let Err(e) = self.vault.record_context(run, &lineage).await {
+            return refusal(TurnState::Failed, e.code().into(), None);
+        }
+        // One model attempt per run: a retry would need its own decision and attempt.
+        let attempt_id = format!("{}/model/1", run.0);
+        let issued = portal
+            .authority
+            .issue(&ModelAttempt {
+                sigil_id: sigil,
+                turn_id: &turn.0,
+                run,
+                attempt_id: &attempt_id,
+                destination: &portal.endpoint,
+                payload_digest: cut.payload_digest(),
+                cut_receipt_digest: receipt_digest,
+            })
+            .await;
+        let decision = match issued {
+            Ok(Ok(d)) => d,
+            Ok(Err(r)) => return refused(r.code),
+            Err(s) => return unavailable(format!("ward: {}", s.message())),
+        };
+        let spec = ledger::AttemptSpec {
+            channel: ledger::AttemptChannel::ServiceJob,
+            destination: portal.endpoint.clone(),
+            request_digest: cut.payload_digest(),
+            protocol_id: attempt_id.clone(),
+        };
+        let decision_id = ledger::DecisionId(decision.decision_id.clone());
+        let attempt = match self.vault.persist_attempt(run, &decision_id, &spec).await {
+            Ok(a) => a,
+            Err(e) => return refusal(TurnState::Failed, e.code().into(), None),
+        };
+        // SUBMITTING is durable before the payload leaves core.
+        if let Err(e) = self
+            .vault
+            .mark_attempt_submitting(&attempt.attempt_id)
+            .await
+        {
+            return refusal(TurnState::Failed, e.code().into(), None);
+        }
+        let call = portal
+            .provider
+            .clone()
+            .call(CallRequest {
+                decision_id: decision.decision_id,
+                attempt_id,
+                payload: cut.bytes.clone(),
+                kind: crate::authority::MODEL_PURPOSE.into(),
+            })
+            .await;
+        let settle = |s: ledger::AttemptSettlement| {
+            let (vault, id) = (self.vault.clone(), attempt.attempt_id.clone());
+            async move {
+                if let Err(e) = vault.settle_attempt(&id, &s).await {
+                    tracing::warn!(attempt = %id.0, code = e.code(), "attempt settlement refused");
+                }
+            }
+        };
+        let response = match call {
+            Ok(r) => r.into_inner(),
+            Err(s) => {
+                // The call may have reached the provider: the attempt's outcome is unknown.
+                settle(ledger::AttemptSettlement::Indeterminate {
+                    detail: format!("egress-provider: {:?}", s.code()),
+                })
+                .await;
+                return unavailable("provider/indeterminate".into());
+            }
+        };
+        if !response.failure_code.is_empty() {
+            let code = response.failure_code;
+            settle(ledger::AttemptSettlement::Failed {
+                detail: if response.transmitted {
+                    code.clone()
+                } else {
+                    format!("not-transmitted: {code}")
+                },
+            })
+            .await;
+            tracing::info!(turn = %turn.0, %code, "model call failed");
+            return match reach_portal::Quarantine::from_code(&code) {
+                Some(_) => refused(code),
+                None => unavailable(code),
+            };
+        }
+        settle(ledger::AttemptSettlement::Completed {
+            response_digest: Sha256Digest::of(&response.body),
+        })
+        .await;
+        let mut withheld: Vec<String> = [
+            &req.application_id,
+            &req.guild_id,
+            &req.channel_id,
+            &req.subject_id,
+            &req.reply_to_message_id,
+        ]
+        .into_iter()
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .collect();
+        withheld.push(sigil.to_owned());
+        let judged = ProviderReturn::from_bytes(&response.body).and_then(|ret| {
+            reach_portal::quarantine(
+                &ret,
+                &Expectation {
+                    model: &portal.model,
+                    payload: &cut.payload,
+                    withheld: &withheld,
+                },
+            )
+        });
+        let adopted = match judged {
+            Ok(a) => a,
+            Err(q) => {
+                tracing::info!(turn = %turn.0, code = %q, "model return quarantined");
+                return refused(q.code());
+            }
+        };
+        let citations: Result<Vec<Citation>, _> = adopted
+            .citations
+            .iter()
+            .map(|c| Citation::new(&c.url))
+            .collect();
+        match citations {
+            Ok(citations) => Outcome {
+                state: TurnState::Succeeded,
+                reason: None,
+                view: Some(TurnView::Answer {
+                    text: adopted.text,
+                    citations,
+                }),
+            },
+            Err(_) => refusal(TurnState::Failed, "render/invalid-citation".into(), None),
         }
     }
 }

@@ -1,0 +1,227 @@
+//! The model Portal end to end (issue #6 item 5, issue #7's Portal test): all eight roles as
+//! processes, the Discord emulator, and the OpenAI-compatible model emulator over TLS on an
+//! admitted local road. A question is answered through the Privacy Cut, an EgressDecision
+//! redeemed by egress-provider, one ServiceJobAttempt, the quarantine and adoption; a
+//! hallucinated citation is quarantined and the asker gets the refusal text; an out-of-corpus
+//! question is refused before any model call; a Sigil never reaches egress-provider.
+
+use std::time::{Duration, Instant};
+
+use reach_digest::Sha256Digest;
+use reach_discord_emulator::User;
+use reach_model_emulator::{HOST, KEY, ModelEmulator, Script};
+use reach_proto::egress::v1::CallRequest;
+use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
+use reach_tests::{TestBody, trail_until};
+
+const CHANNEL: u64 = 1_100_000_000_000_000_200;
+/// A bound on waiting for an effect, so a failure is a clear message rather than a hang.
+const WAIT: Duration = Duration::from_secs(30);
+/// What the model emulator answers as (core and egress-provider name the same model).
+const MODEL: &str = reach_model_emulator::MODEL;
+
+async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Points core and egress-provider at the model emulator: the same endpoint string in both,
+/// egress-provider on an exact local road trusting only the emulator's CA, with its key file.
+fn configure_portal(
+    manifest: &mut reach_manifest::Manifest,
+    layout: &reach_manifest::plan::StateLayout,
+    model: &ModelEmulator,
+) {
+    let ca = layout.root().join("model-ca.pem");
+    std::fs::write(&ca, model.ca_pem()).unwrap();
+    for role in manifest.roles.iter_mut() {
+        let mut portal = toml::Table::new();
+        portal.insert("endpoint".into(), model.endpoint().into());
+        portal.insert("model".into(), MODEL.into());
+        match role.name.as_str() {
+            "core" => {}
+            "egress-provider" => {
+                portal.insert("streaming".into(), true.into());
+                let mut road = toml::Table::new();
+                road.insert("host".into(), HOST.into());
+                road.insert("addr".into(), model.addr().to_string().into());
+                let mut roads = toml::Table::new();
+                roads.insert("local_roads".into(), vec![toml::Value::from(road)].into());
+                roads.insert("ca_file".into(), ca.display().to_string().into());
+                portal.insert("roads".into(), roads.into());
+                let dir = layout.secret_dir("egress-provider");
+                reach_identity::files::ensure_secret_dir(&dir).unwrap();
+                reach_identity::files::write_secret(&dir.join("provider-api-key"), KEY.as_bytes())
+                    .unwrap();
+            }
+            _ => continue,
+        }
+        role.settings.insert("portal".into(), portal.into());
+    }
+}
+
+/// Whether `text` holds a ward Sigil id.
+fn has_sigil(text: &str) -> bool {
+    reach_portal::cut::contains_sigil(text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_go_through_cut_decision_quarantine_and_adoption() {
+    let model = ModelEmulator::start().await.expect("model emulator");
+    let (body, em) = TestBody::start_with_emulator_configured(
+        Default::default(),
+        &[CHANNEL],
+        |manifest, layout| configure_portal(manifest, layout, &model),
+        "info",
+    )
+    .await;
+    let mut operator = body.operator_after_genesis("portal deployment").await;
+    let bot = em.config().bot_user_id;
+    let asker = User::human(1_100_000_000_000_000_500, "asker");
+    let reply_to = |q: u64| {
+        let em = &em;
+        move || {
+            em.bot_messages(CHANNEL)
+                .into_iter()
+                .find(|m| m.reply_to == Some(q))
+        }
+    };
+
+    // A good answer: cut, decided, attempted, quarantined, adopted, delivered with citations.
+    let q1 = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> How does a port authenticate a call?"),
+    );
+    let reply = eventually("the adopted answer", reply_to(q1)).await;
+    assert!(
+        reply.content.contains("never resent [1]") && reply.content.contains("[2] <https://"),
+        "{}",
+        reply.content
+    );
+    let trail = trail_until(&mut operator, &q1.to_string(), "KNOWN_SENT", WAIT).await;
+    for want in [
+        "ContextLineage+CutReceipt",
+        "purpose=model-completion",
+        "ServiceJobAttempt@1",
+        "state=COMPLETED",
+        "state=SUCCEEDED",
+    ] {
+        assert!(
+            trail.contains(want),
+            "{want} missing from the trail:\n{trail}"
+        );
+    }
+    let seen = model.requests();
+    assert_eq!(seen.len(), 1, "one physical attempt");
+    assert!(seen[0].streaming());
+    assert!(
+        seen[0]
+            .user_message()
+            .contains("How does a port authenticate a call?")
+    );
+
+    // A hallucinated citation ([7] with the bundle's passages) is quarantined: the asker gets
+    // the honest refusal, and the trail names the quarantine code.
+    model.script(Script::Cites(7));
+    let q2 = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> How do I rotate the trust root?"),
+    );
+    let reply = eventually("the refusal", reply_to(q2)).await;
+    assert!(reply.content.contains("won't guess"), "{}", reply.content);
+    let trail = trail_until(
+        &mut operator,
+        &q2.to_string(),
+        "reason=quarantine/citation-out-of-bundle",
+        WAIT,
+    )
+    .await;
+    assert!(trail.contains("state=REFUSED"), "{trail}");
+    assert_eq!(model.requests().len(), 2);
+
+    // Out of corpus: refused before any model call.
+    let q3 = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> What is the airspeed velocity of an unladen swallow?"),
+    );
+    let reply = eventually("the out-of-corpus refusal", reply_to(q3)).await;
+    assert!(reply.content.contains("won't guess"), "{}", reply.content);
+    trail_until(
+        &mut operator,
+        &q3.to_string(),
+        "reason=corpus/not-in-docs",
+        WAIT,
+    )
+    .await;
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "no model call for an out-of-corpus question"
+    );
+
+    // No Sigil ever reached egress-provider or the model, nor its log.
+    for r in model.requests() {
+        assert!(!has_sigil(&r.body));
+        assert_eq!(r.authorization.as_deref(), Some("Bearer sk-emulator-key"));
+    }
+    assert!(!has_sigil(&body.log("egress-provider")));
+
+    // Presented directly (as core, the only admitted caller): a payload carrying a Sigil, and a
+    // Cut payload under a decision ward never issued. Both refused, nothing transmitted.
+    let mut provider = ProviderCallClient::new(reach_port::connect_lazy(
+        body.socket("egress-provider.call"),
+        &body.material("core"),
+        body.manifest.principal("egress-provider"),
+    ));
+    let cut = reach_portal::cut(&reach_portal::CutInput {
+        question: "How does a port authenticate a call?".into(),
+        bundle_digest: Sha256Digest::of(b"bundle"),
+        revision: "r".into(),
+        passages: vec![reach_portal::EvidenceIn {
+            passage_id: "p-1".into(),
+            digest: Sha256Digest::of(b"A port checks the peer."),
+            section: "Ports".into(),
+            url: "https://reach.invalid/p".into(),
+            text: "A port checks the peer.".into(),
+        }],
+        withheld: vec![],
+    })
+    .unwrap();
+    // The Cut's JSON object with one more field: the task's Sigil.
+    let mut with_sigil = cut.bytes.clone();
+    assert_eq!(with_sigil.pop(), Some(b'}'));
+    with_sigil
+        .extend_from_slice(format!(",\"sigil_id\":\"sigil_{}\"}}", "0a".repeat(16)).as_bytes());
+    let cases = [
+        (with_sigil, "egress/sigil-presented"),
+        (cut.bytes.clone(), "decision/unknown"),
+    ];
+    for (payload, want) in cases {
+        let r = provider
+            .call(CallRequest {
+                decision_id: format!("dec_{}", "1".repeat(32)),
+                attempt_id: "a-1".into(),
+                payload,
+                kind: "model-completion".into(),
+            })
+            .await
+            .expect("the handler answers")
+            .into_inner();
+        assert_eq!(r.failure_code, want);
+        assert!(!r.transmitted && r.body.is_empty());
+    }
+    assert_eq!(model.requests().len(), 2, "refused calls send nothing");
+    body.stop().await;
+}
