@@ -29,6 +29,9 @@ const REIDENTIFY_DELAY: Backoff = Backoff {
     max: Duration::from_secs(5),
 };
 
+/// Admissions in flight to core at once.
+const MAX_IN_FLIGHT: usize = 64;
+
 /// Largest question accepted, in bytes, unless the manifest says less.
 const DEFAULT_MAX_QUESTION_BYTES: usize = 1_000;
 
@@ -105,15 +108,28 @@ fn main() -> std::process::ExitCode {
             gateway::spawn(GatewayConfig::loopback(url, token, intents))
         };
         let stop = role.shutdown_signal();
+        let policy = Arc::new(policy);
         tokio::spawn(async move {
             tokio::pin!(stop);
+            // Admissions run concurrently up to a bound, so the gateway keeps being read while
+            // core commits; beyond the bound the edge waits rather than queueing without limit.
+            let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
             loop {
                 let event = tokio::select! {
                     e = events.recv() => match e { Some(e) => e, None => break },
                     _ = &mut stop => break,
                 };
-                relay(&policy, &core, event).await;
+                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                    break;
+                };
+                let (policy, core) = (policy.clone(), core.clone());
+                tokio::spawn(async move {
+                    relay(&policy, &core, event).await;
+                    drop(permit);
+                });
             }
+            // Let admissions in flight finish before the gateway closes.
+            let _ = in_flight.acquire_many(MAX_IN_FLIGHT as u32).await;
             handle.shutdown().await;
         });
         Ok(())
