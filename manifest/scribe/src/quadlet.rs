@@ -456,6 +456,20 @@ pub fn quote(word: &str) -> String {
     }
 }
 
+/// `:ro` for a read-only mount; `:U` for a writable volume Scribe manages. `UserNS=auto`
+/// gives a container a new range of host ids on every start, and Podman chowns a named volume
+/// only on its first mount, so after a restart the role would no longer own its own data or
+/// socket directory. `:U` chowns it to the role's user at every start; read-only mounts (a
+/// caller's view of a socket directory, core's view of the snapshots) are never chowned.
+fn volume_options(v: &VolumeMount) -> &'static str {
+    let managed = v.source.starts_with("reach-data-") || v.source.starts_with("reach-port-");
+    match (v.read_only, managed) {
+        (true, _) => ":ro",
+        (false, true) => ":U",
+        (false, false) => "",
+    }
+}
+
 fn render_container(m: &Manifest, c: &ContainerUnit) -> String {
     let mut s = header(m);
     s.push_str("[Unit]\n");
@@ -517,7 +531,7 @@ fn render_container(m: &Manifest, c: &ContainerUnit) -> String {
             "Volume={}:{}{}\n",
             v.source,
             v.target,
-            if v.read_only { ":ro" } else { "" }
+            volume_options(v)
         ));
     }
     for sec in &c.secrets {

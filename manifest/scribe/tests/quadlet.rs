@@ -119,12 +119,12 @@ fn the_core_unit_in_full() {
         PidsLimit=64
         PodmanArgs=--memory=128m --memory-swap=128m --umask=0007
         StopTimeout=15
-        Volume=reach-data-core.volume:/reach/data/core
+        Volume=reach-data-core.volume:/reach/data/core:U
         Volume=reach-data-corpus-builder.volume:/reach/data/corpus-builder:ro
-        Volume=reach-port-core.admission.volume:/reach/sockets/core.admission
-        Volume=reach-port-core.delivery.volume:/reach/sockets/core.delivery
-        Volume=reach-port-core.health.volume:/reach/sockets/core.health
-        Volume=reach-port-core.trail.volume:/reach/sockets/core.trail
+        Volume=reach-port-core.admission.volume:/reach/sockets/core.admission:U
+        Volume=reach-port-core.delivery.volume:/reach/sockets/core.delivery:U
+        Volume=reach-port-core.health.volume:/reach/sockets/core.health:U
+        Volume=reach-port-core.trail.volume:/reach/sockets/core.trail:U
         Volume=reach-port-egress-provider.call.volume:/reach/sockets/egress-provider.call:ro
         Volume=reach-port-ward.authority.volume:/reach/sockets/ward.authority:ro
         Secret=reach.core.bundle.pem,type=mount,target=/reach/secrets/core/bundle.pem,mode=0400,uid=1000,gid=2000

@@ -170,7 +170,7 @@ fn real_quadlet_generates_hardened_podman_run_lines() {
         let mut expected_sockets = BTreeSet::new();
         for p in &m.ports {
             if p.server == role.name {
-                expected_sockets.insert(format!("reach-port-{0}:/reach/sockets/{0}", p.name));
+                expected_sockets.insert(format!("reach-port-{0}:/reach/sockets/{0}:U", p.name));
             } else if p.grants.iter().any(|g| g.caller == c.role) {
                 expected_sockets.insert(format!("reach-port-{0}:/reach/sockets/{0}:ro", p.name));
             }
@@ -187,7 +187,7 @@ fn real_quadlet_generates_hardened_podman_run_lines() {
             .filter(|v| !v.starts_with("reach-port-"))
             .collect();
         // Its own data writable; another role's snapshots read-only where the manifest says so.
-        let mut expected_data = vec![format!("reach-data-{0}:/reach/data/{0}", c.role)];
+        let mut expected_data = vec![format!("reach-data-{0}:/reach/data/{0}:U", c.role)];
         if let Some(from) = role.settings.get("corpus_from").and_then(|v| v.as_str()) {
             expected_data.push(format!("reach-data-{from}:/reach/data/{from}:ro"));
         }
@@ -250,7 +250,9 @@ fn core_calls_ward_but_never_mounts_discord_sockets() {
     assert!(
         core.contains(&"reach-port-ward.authority:/reach/sockets/ward.authority:ro".to_owned())
     );
-    assert!(core.contains(&"reach-port-core.admission:/reach/sockets/core.admission".to_owned()));
+    assert!(
+        core.contains(&"reach-port-core.admission:/reach/sockets/core.admission:U".to_owned())
+    );
     assert!(!core.iter().any(|w| w.contains("discord-bot-token")));
     assert_eq!(values(&core, "--network"), ["none"]);
     let edge = exec_start(&services["reach-ingress-edge.service"]);
