@@ -12,6 +12,8 @@ use reach_discord_emulator::User;
 use reach_model_emulator::{HOST, KEY, ModelEmulator, Script};
 use reach_proto::egress::v1::CallRequest;
 use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
+use reach_proto::ward::v1::ward_client::WardClient;
+use reach_proto::ward::v1::{AdmitScopeRequest, IssueDecisionRequest};
 use reach_tests::{TestBody, trail_until};
 
 const CHANNEL: u64 = 1_100_000_000_000_000_200;
@@ -185,20 +187,7 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
         &body.material("core"),
         body.manifest.principal("egress-provider"),
     ));
-    let cut = reach_portal::cut(&reach_portal::CutInput {
-        question: "How does a port authenticate a call?".into(),
-        bundle_digest: Sha256Digest::of(b"bundle"),
-        revision: "r".into(),
-        passages: vec![reach_portal::EvidenceIn {
-            passage_id: "p-1".into(),
-            digest: Sha256Digest::of(b"A port checks the peer."),
-            section: "Ports".into(),
-            url: "https://reach.invalid/p".into(),
-            text: "A port checks the peer.".into(),
-        }],
-        withheld: vec![],
-    })
-    .unwrap();
+    let cut = cut_for("How does a port authenticate a call?");
     // The Cut's JSON object with one more field: the task's Sigil.
     let mut with_sigil = cut.bytes.clone();
     assert_eq!(with_sigil.pop(), Some(b'}'));
@@ -223,5 +212,177 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
         assert!(!r.transmitted && r.body.is_empty());
     }
     assert_eq!(model.requests().len(), 2, "refused calls send nothing");
+
+    // Kinds: an instance without an A2A adapter says so; an unknown kind is malformed.
+    let r = provider
+        .call(CallRequest {
+            kind: "a2a-task".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (r.failure_code.as_str(), r.transmitted),
+        ("egress/adapter-not-configured", false)
+    );
+    let status = provider
+        .call(CallRequest {
+            kind: "telepathy".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+
+    // Decisions ward issued (as core would), presented to egress-provider: each refusal sends
+    // nothing; the one matching call sends exactly once.
+    direct_decisions(&body, &model, &mut provider, &cut).await;
+
+    // A provider failure is a dependency failure: the asker is told, the attempt is FAILED.
+    model.script(Script::Status(503));
+    let q4 = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> How does a port authenticate a call?"),
+    );
+    let reply = eventually("the unavailable reply", reply_to(q4)).await;
+    assert!(
+        reply.content.contains("ask again later"),
+        "{}",
+        reply.content
+    );
+    let trail = trail_until(
+        &mut operator,
+        &q4.to_string(),
+        "reason=provider/http-503",
+        WAIT,
+    )
+    .await;
+    assert!(
+        trail.contains("state=FAILED") && trail.contains("state=DEPENDENCY_UNAVAILABLE"),
+        "{trail}"
+    );
     body.stop().await;
+}
+
+async fn direct_decisions(
+    body: &TestBody,
+    model: &ModelEmulator,
+    provider: &mut ProviderCallClient<tonic::transport::Channel>,
+    cut: &reach_portal::PrivacyCut,
+) {
+    let mut ward = WardClient::new(reach_port::connect_lazy(
+        body.socket("ward.authority"),
+        &body.material("core"),
+        body.manifest.principal("ward"),
+    ));
+    let sigil = ward
+        .admit_scope(AdmitScopeRequest {
+            platform: "discord".into(),
+            application_id: "111".into(),
+            guild_id: "222".into(),
+            channel_id: "333".into(),
+            subject_id: "444".into(),
+            run_id: "run-direct".into(),
+            expires_at_ms: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .sigil_id;
+    let mut issue = async |attempt: &str, destination: &str, payload: &[u8]| {
+        let r = ward
+            .issue_decision(IssueDecisionRequest {
+                sigil_id: sigil.clone(),
+                run_id: "run-direct".into(),
+                attempt_id: attempt.into(),
+                destination: destination.into(),
+                purpose: "model-completion".into(),
+                payload_digest: Sha256Digest::of(payload).to_string(),
+                labels: vec!["public".into()],
+                cut_receipt_digest: cut.receipt.digest().to_string(),
+                policy_revision: "reach.public-answer/1".into(),
+                max_tokens: 256,
+                max_spend_micros: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.refusal_code, "");
+        r.decision_id
+    };
+    let endpoint = model.endpoint();
+    let other = cut_for("Which roles hold no credential?");
+    let d_attempt = issue("att-1", &endpoint, &cut.bytes).await;
+    let d_elsewhere = issue(
+        "att-2",
+        "https://elsewhere.test/v1/chat/completions",
+        &cut.bytes,
+    )
+    .await;
+    let d_good = issue("att-3", &endpoint, &cut.bytes).await;
+    let before = model.requests().len();
+    let cases = [
+        (&d_attempt, "att-9", &cut.bytes, "decision/attempt-mismatch"),
+        (
+            &d_elsewhere,
+            "att-2",
+            &cut.bytes,
+            "decision/destination-mismatch",
+        ),
+        (&d_good, "att-3", &other.bytes, "decision/payload-mismatch"),
+    ];
+    for (decision, attempt, payload, want) in cases {
+        let r = provider
+            .call(CallRequest {
+                decision_id: decision.clone(),
+                attempt_id: attempt.into(),
+                payload: payload.clone(),
+                kind: "model-completion".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!((r.failure_code.as_str(), r.transmitted), (want, false));
+    }
+    assert_eq!(
+        model.requests().len(),
+        before,
+        "nothing sent on a refused decision"
+    );
+    let call = CallRequest {
+        decision_id: d_good.clone(),
+        attempt_id: "att-3".into(),
+        payload: cut.bytes.clone(),
+        kind: "model-completion".into(),
+    };
+    let r = provider.call(call.clone()).await.unwrap().into_inner();
+    assert!(r.failure_code.is_empty() && r.transmitted && !r.body.is_empty());
+    assert_eq!(model.requests().len(), before + 1);
+    // Exactly one physical attempt per decision.
+    let r = provider.call(call).await.unwrap().into_inner();
+    assert_eq!(
+        (r.failure_code.as_str(), r.transmitted),
+        ("decision/already-redeemed", false)
+    );
+    assert_eq!(model.requests().len(), before + 1);
+}
+
+fn cut_for(question: &str) -> reach_portal::PrivacyCut {
+    let text = "A port checks the peer.";
+    reach_portal::cut(&reach_portal::CutInput {
+        question: question.into(),
+        bundle_digest: Sha256Digest::of(b"bundle"),
+        revision: "r".into(),
+        passages: vec![reach_portal::EvidenceIn {
+            passage_id: "p-1".into(),
+            digest: Sha256Digest::of(text.as_bytes()),
+            section: "Ports".into(),
+            url: "https://reach.invalid/p".into(),
+            text: text.into(),
+        }],
+        withheld: vec![],
+    })
+    .unwrap()
 }
