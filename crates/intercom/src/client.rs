@@ -23,8 +23,7 @@ use crate::decision::Redeemed;
 use crate::refusal::IntercomRefusal;
 use crate::wire::{A2A_VERSION, A2A_VERSION_HEADER};
 
-/// The purpose destination admission records for peer calls.
-pub const PURPOSE: &str = "a2a-task";
+pub use crate::decision::PURPOSE;
 
 /// A bearer credential for the peer, read from the egress role's own secret file. Its value
 /// never appears in Debug output.

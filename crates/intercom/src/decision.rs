@@ -13,6 +13,9 @@ use std::future::Future;
 
 use reach_digest::Sha256Digest;
 
+/// The purpose every Intercom decision and admission names (ward's `a2a-task` rule).
+pub const PURPOSE: &str = "a2a-task";
+
 /// Which physical attempt of a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttemptKind {
@@ -120,6 +123,15 @@ pub async fn authorize<A: DecisionAuthority>(
     attempt: Attempt,
 ) -> Result<Redeemed, DecisionRefusal> {
     let decision = authority.obtain_decision(&attempt).await?;
+    redeem(authority, decision, attempt).await
+}
+
+/// Redeems an obtained `decision` for `attempt`.
+pub async fn redeem<A: DecisionAuthority>(
+    authority: &A,
+    decision: DecisionId,
+    attempt: Attempt,
+) -> Result<Redeemed, DecisionRefusal> {
     authority.redeem(&decision, &attempt).await?;
     Ok(Redeemed { decision, attempt })
 }

@@ -20,7 +20,10 @@ use reach_destination::{Dialer, Resolver};
 use reach_digest::Sha256Digest;
 
 use crate::client::{PeerClient, Transmitted};
-use crate::decision::{Attempt, AttemptKind, DecisionAuthority, DecisionRefusal, authorize};
+use crate::decision::{
+    Attempt, AttemptKind, DecisionAuthority, DecisionId, DecisionRefusal, authorize, redeem,
+};
+use crate::journal::{Journal, NoJournal};
 use crate::receipt::EnrollmentReceipt;
 use crate::refusal::IntercomRefusal;
 use crate::state::Phase;
@@ -28,16 +31,42 @@ use crate::task::{
     Answer, OutboundTask, PollVerdict, SendVerdict, Step, classify_poll, classify_send,
 };
 
-/// One peer's client, the decision authority and the clock.
+/// One peer's client, the decision authority, the peer's enrollment receipt, the journal and
+/// the clock.
 #[derive(Debug)]
-pub struct Intercom<'a, R, D, A> {
+pub struct Intercom<'a, R, D, A, J = NoJournal> {
     pub client: &'a PeerClient<R, D>,
     pub authority: &'a A,
     pub receipt: &'a EnrollmentReceipt,
+    pub journal: &'a J,
     pub clock: Arc<dyn Clock>,
 }
 
-impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
+fn refusal_code(e: IntercomRefusal) -> String {
+    match e {
+        IntercomRefusal::NotSent { code } => code,
+        other => other.code().to_owned(),
+    }
+}
+
+impl<R: Resolver, D: Dialer, A: DecisionAuthority, J: Journal> Intercom<'_, R, D, A, J> {
+    /// Applies a checked transition and journals it.
+    async fn move_to(
+        &self,
+        task: &mut OutboundTask,
+        to: Phase,
+        step: Step,
+    ) -> Result<(), IntercomRefusal> {
+        task.advance(to, step)?;
+        if let Some(evidence) = task.trail().last().cloned() {
+            self.journal
+                .transitioned(task, &evidence)
+                .await
+                .map_err(|e| IntercomRefusal::Journal { code: e.code })?;
+        }
+        Ok(())
+    }
+
     fn step(&self, code: impl Into<String>) -> Step {
         Step {
             code: code.into(),
@@ -68,10 +97,12 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
             });
         }
         if self.deadline_passed(task) {
-            task.advance(
+            self.move_to(
+                task,
                 Phase::AbandonedBeforeSubmit,
                 self.step("intercom/deadline-before-send"),
-            )?;
+            )
+            .await?;
             return Ok(task.phase());
         }
         let attempt = Attempt {
@@ -80,42 +111,67 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
             destination: self.client.url(),
             payload_digest: task.envelope_digest(),
         };
-        let redeemed = match authorize(self.authority, attempt).await {
-            Ok(r) => r,
+        let decision = match self.authority.obtain_decision(&attempt).await {
+            Ok(d) => d,
             Err(DecisionRefusal::Revoked { code }) => {
-                task.advance(Phase::AbandonedBeforeSubmit, self.step(code))?;
+                self.move_to(task, Phase::AbandonedBeforeSubmit, self.step(code))
+                    .await?;
                 return Ok(task.phase());
             }
             Err(DecisionRefusal::Refused { code }) => {
                 return Err(IntercomRefusal::DecisionRefused { code });
             }
         };
-        let decision = redeemed.decision().clone();
-        let attempt_id = redeemed.attempt().attempt_id();
-        let prepared = self
+        // Committed to the outbox under its decision before the decision is redeemed.
+        self.journal
+            .committed(task, &attempt, &decision)
+            .await
+            .map_err(|e| IntercomRefusal::Journal { code: e.code })?;
+        let attempt_id = attempt.attempt_id();
+        let unsent = |code: String| Step {
+            attempt_id: Some(attempt_id.clone()),
+            decision: Some(decision.clone()),
+            ..self.step(code)
+        };
+        let redeemed = match redeem(self.authority, decision.clone(), attempt).await {
+            Ok(r) => r,
+            Err(e) => {
+                let step = unsent(e.code().to_owned());
+                self.move_to(task, Phase::AbandonedBeforeSubmit, step)
+                    .await?;
+                return Ok(task.phase());
+            }
+        };
+        let prepared = match self
             .client
             .prepare(redeemed, task.envelope().to_vec())
+            .await
+        {
+            Ok(p) => p,
+            Err(e) => {
+                // Nothing was written: the task is abandoned unsent (a retry is a new task
+                // under a new decision).
+                let step = unsent(refusal_code(e));
+                self.move_to(task, Phase::AbandonedBeforeSubmit, step)
+                    .await?;
+                return Ok(task.phase());
+            }
+        };
+        // SENDING is durable before the first byte.
+        self.move_to(task, Phase::Sending, unsent("intercom/sending".into()))
             .await?;
-        task.advance(
-            Phase::Sending,
-            Step {
-                attempt_id: Some(attempt_id.clone()),
-                decision: Some(decision.clone()),
-                ..self.step("intercom/sending")
-            },
-        )?;
         let sent = self.client.transmit(prepared).await;
-        self.settle_send(task, sent, attempt_id, decision)?;
+        self.settle_send(task, sent, attempt_id, decision).await?;
         Ok(task.phase())
     }
 
     /// Applies what a SendMessage (or an admitted resend) came back with.
-    fn settle_send(
+    async fn settle_send(
         &self,
         task: &mut OutboundTask,
         sent: Transmitted,
         attempt_id: String,
-        decision: crate::decision::DecisionId,
+        decision: DecisionId,
     ) -> Result<(), IntercomRefusal> {
         let (verdict, digest) = match sent {
             Transmitted::Answered {
@@ -137,7 +193,8 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
         match verdict {
             SendVerdict::Live { remote_task_id } => {
                 task.set_remote(remote_task_id);
-                task.advance(Phase::Submitted, step("a2a/task-accepted".into()))
+                self.move_to(task, Phase::Submitted, step("a2a/task-accepted".into()))
+                    .await
             }
             SendVerdict::Settle {
                 phase,
@@ -151,9 +208,11 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
                 if let Some(a) = answer {
                     task.set_answer(*a);
                 }
-                task.advance(phase, step(code))
+                self.move_to(task, phase, step(code)).await
             }
-            SendVerdict::Uncertain { code } => task.advance(Phase::Uncertain, step(code)),
+            SendVerdict::Uncertain { code } => {
+                self.move_to(task, Phase::Uncertain, step(code)).await
+            }
         }
     }
 
@@ -167,7 +226,8 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
                 });
             }
             if self.deadline_passed(task) {
-                task.advance(Phase::Expired, self.step("intercom/deadline"))?;
+                self.move_to(task, Phase::Expired, self.step("intercom/deadline"))
+                    .await?;
                 return Ok(task.phase());
             }
             let max = task.spec().polls.max_polls;
@@ -191,7 +251,7 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
             let redeemed = match authorize(self.authority, attempt).await {
                 Ok(r) => r,
                 Err(DecisionRefusal::Revoked { code }) => {
-                    task.advance(Phase::Revoked, self.step(code))?;
+                    self.move_to(task, Phase::Revoked, self.step(code)).await?;
                     return Ok(task.phase());
                 }
                 Err(DecisionRefusal::Refused { code }) => {
@@ -227,11 +287,12 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
                                 answer,
                             } => {
                                 task.set_answer(*answer);
-                                task.advance(phase, step(code, Some(digest)))?;
+                                self.move_to(task, phase, step(code, Some(digest))).await?;
                                 return Ok(task.phase());
                             }
                             PollVerdict::Lost { code } => {
-                                task.advance(Phase::Lost, step(code, Some(digest)))?;
+                                self.move_to(task, Phase::Lost, step(code, Some(digest)))
+                                    .await?;
                                 return Ok(task.phase());
                             }
                             other => other,
@@ -244,7 +305,7 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
                 PollVerdict::Inconclusive { code } => code,
                 _ => "a2a/task-live".to_owned(),
             };
-            task.advance(Phase::Polling, step(code, None))?;
+            self.move_to(task, Phase::Polling, step(code, None)).await?;
             tokio::time::sleep(task.spec().polls.interval).await;
         }
     }
@@ -267,7 +328,8 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
             });
         }
         if self.deadline_passed(task) {
-            task.advance(Phase::Expired, self.step("intercom/deadline"))?;
+            self.move_to(task, Phase::Expired, self.step("intercom/deadline"))
+                .await?;
             return Ok(task.phase());
         }
         let n = task.resends() + 1;
@@ -280,7 +342,7 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
         let redeemed = match authorize(self.authority, attempt).await {
             Ok(r) => r,
             Err(DecisionRefusal::Revoked { code }) => {
-                task.advance(Phase::Revoked, self.step(code))?;
+                self.move_to(task, Phase::Revoked, self.step(code)).await?;
                 return Ok(task.phase());
             }
             Err(DecisionRefusal::Refused { code }) => {
@@ -294,22 +356,24 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
             .prepare(redeemed, task.envelope().to_vec())
             .await?;
         task.count_resend();
-        task.advance(
+        self.move_to(
+            task,
             Phase::Resending,
             Step {
                 attempt_id: Some(attempt_id.clone()),
                 decision: Some(decision.clone()),
                 ..self.step("intercom/resending-under-receipt")
             },
-        )?;
+        )
+        .await?;
         let sent = self.client.transmit(prepared).await;
-        self.settle_send(task, sent, attempt_id, decision)?;
+        self.settle_send(task, sent, attempt_id, decision).await?;
         Ok(task.phase())
     }
 
     /// Settles an uncertain task as LOST with operator-supplied evidence (for example, the
     /// peer's ListTasks shows no task for the message id). No request is sent.
-    pub fn settle_lost(
+    pub async fn settle_lost(
         &self,
         task: &mut OutboundTask,
         evidence: &str,
@@ -317,7 +381,7 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority> Intercom<'_, R, D, A> {
         if evidence.is_empty() {
             return Err(IntercomRefusal::InvalidSpec("evidence"));
         }
-        task.advance(Phase::Lost, self.step(evidence))?;
+        self.move_to(task, Phase::Lost, self.step(evidence)).await?;
         Ok(task.phase())
     }
 }

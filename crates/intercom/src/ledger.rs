@@ -1,2 +1,190 @@
-//! Persisting an outbound task through the Phylactery's Intercom task/outbox table (feature
-//! `ledger`). In progress.
+//! The Phylactery as the driver's journal (feature `ledger`): the outbound task is the
+//! Phylactery's Intercom task/outbox record (`reach_phylactery::intercom`), committed with its
+//! attempt under the initial send's decision before that decision is redeemed, SUBMITTING
+//! before the first byte, then parked and settled with evidence.
+//!
+//! Phase → ledger state: Committed → OUTBOX, Sending → SUBMITTING, Submitted/Polling → PARKED,
+//! Uncertain/Resending → UNCERTAIN, and every terminal to its namesake. The ledger checks each
+//! transition again (in Rust and by its trigger); a refusal there stops the driver.
+//!
+//! The ledger records the initial send's decision; the decisions of polls and resends are
+//! ward's records and the task's evidence trail.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reach_clock::Clock;
+use reach_phylactery::{
+    AttemptSettlement, EgressDecisionRef, IntercomTaskSpec, IntercomTaskState, IntercomUpdate,
+    LedgerError, Phylactery, RunId,
+};
+
+use crate::decision::{Attempt, DecisionId};
+use crate::journal::{Journal, JournalError};
+use crate::state::Phase;
+use crate::task::{Evidence, OutboundTask};
+
+/// How long the ledger keeps the send decision usable for persisting (ward's decision TTL).
+pub const DECISION_TTL: Duration = Duration::from_secs(30);
+
+/// The ledger state a phase is recorded as.
+pub fn ledger_state(phase: Phase) -> IntercomTaskState {
+    match phase {
+        Phase::Committed => IntercomTaskState::Outbox,
+        Phase::Sending => IntercomTaskState::Submitting,
+        Phase::Submitted | Phase::Polling => IntercomTaskState::Parked,
+        Phase::Uncertain | Phase::Resending => IntercomTaskState::Uncertain,
+        Phase::Succeeded => IntercomTaskState::Succeeded,
+        Phase::Refused => IntercomTaskState::Refused,
+        Phase::Failed => IntercomTaskState::Failed,
+        Phase::Cancelled => IntercomTaskState::Cancelled,
+        Phase::Expired => IntercomTaskState::Expired,
+        Phase::Revoked => IntercomTaskState::Revoked,
+        Phase::Lost => IntercomTaskState::Lost,
+        Phase::AbandonedBeforeSubmit => IntercomTaskState::AbandonedBeforeSubmit,
+    }
+}
+
+/// Journals one run's outbound tasks in the Phylactery.
+#[derive(Debug, Clone)]
+pub struct PhylacteryJournal {
+    pub vault: Arc<Phylactery>,
+    /// The run the tasks belong to.
+    pub run: RunId,
+    pub clock: Arc<dyn Clock>,
+}
+
+fn failed(e: LedgerError) -> JournalError {
+    JournalError {
+        code: e.code().to_owned(),
+    }
+}
+
+fn evidence_text(e: &Evidence) -> String {
+    let mut text = e.code.clone();
+    if let Some(a) = &e.attempt_id {
+        text.push_str(&format!(" attempt={a}"));
+    }
+    if let Some(d) = &e.decision {
+        text.push_str(&format!(" decision={d}"));
+    }
+    if let Some(d) = &e.response_digest {
+        text.push_str(&format!(" response={d}"));
+    }
+    text
+}
+
+impl Journal for PhylacteryJournal {
+    async fn committed(
+        &self,
+        task: &OutboundTask,
+        send: &Attempt,
+        decision: &DecisionId,
+    ) -> Result<(), JournalError> {
+        let decision = reach_phylactery::DecisionId(decision.0.clone());
+        self.vault
+            .record_egress_decision(
+                &self.run,
+                &EgressDecisionRef {
+                    decision_id: decision.clone(),
+                    destination: send.destination.clone(),
+                    purpose: crate::decision::PURPOSE.into(),
+                    payload_digest: send.payload_digest,
+                    expires_at: self.clock.now().plus(DECISION_TTL),
+                },
+            )
+            .await
+            .map_err(failed)?;
+        self.vault
+            .persist_intercom_task(
+                &self.run,
+                &decision,
+                &IntercomTaskSpec {
+                    task_id: task.spec().task_id.clone(),
+                    peer: send.destination.clone(),
+                    message_id: task.spec().message_id.clone(),
+                    payload_digest: task.envelope_digest(),
+                },
+            )
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+
+    async fn transitioned(&self, task: &OutboundTask, e: &Evidence) -> Result<(), JournalError> {
+        let task_id = &task.spec().task_id;
+        let record = match self.vault.intercom_task(task_id).await {
+            Ok(r) => r,
+            // Abandoned before the outbox commit (deadline, revocation before a decision):
+            // there is no record to move.
+            Err(LedgerError::NotFound { .. })
+                if e.from == Phase::Committed && e.to == Phase::AbandonedBeforeSubmit =>
+            {
+                return Ok(());
+            }
+            Err(err) => return Err(failed(err)),
+        };
+        let attempt = record.attempt_id.clone();
+        let text = evidence_text(e);
+        match (e.from, e.to) {
+            (Phase::Committed, Phase::Sending) => self
+                .vault
+                .mark_attempt_submitting(&attempt)
+                .await
+                .map_err(failed),
+            (Phase::Committed, Phase::AbandonedBeforeSubmit) => self
+                .vault
+                .settle_attempt(
+                    &attempt,
+                    &AttemptSettlement::AbandonedBeforeSubmit { detail: text },
+                )
+                .await
+                .map_err(failed),
+            // Re-polls and a resend in flight change nothing durable.
+            (Phase::Submitted | Phase::Polling, Phase::Polling)
+            | (Phase::Uncertain, Phase::Resending)
+            | (Phase::Resending, Phase::Uncertain) => Ok(()),
+            (Phase::Sending, to) => {
+                let settlement = match (to, e.response_digest) {
+                    (Phase::Uncertain, _) => AttemptSettlement::Indeterminate {
+                        detail: text.clone(),
+                    },
+                    (_, Some(response_digest)) => AttemptSettlement::Completed { response_digest },
+                    (_, None) => AttemptSettlement::Failed {
+                        detail: text.clone(),
+                    },
+                };
+                self.vault
+                    .settle_attempt(&attempt, &settlement)
+                    .await
+                    .map_err(failed)?;
+                self.advance(task, to, text).await
+            }
+            (_, to) => self.advance(task, to, text).await,
+        }
+    }
+}
+
+impl PhylacteryJournal {
+    async fn advance(
+        &self,
+        task: &OutboundTask,
+        to: Phase,
+        evidence: String,
+    ) -> Result<(), JournalError> {
+        let to = ledger_state(to);
+        let remote = task.remote_task_id().map(str::to_owned);
+        self.vault
+            .advance_intercom_task(
+                &task.spec().task_id,
+                &IntercomUpdate {
+                    to,
+                    remote_task_id: remote,
+                    evidence: Some(evidence),
+                },
+            )
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+}

@@ -13,6 +13,7 @@
 //!   classification of peer answers.
 //! - [`decision`]: one decision per physical attempt, through the caller's
 //!   [`DecisionAuthority`].
+//! - [`journal`]: where each step is made durable before the driver acts on it.
 //! - [`receipt`]: the peer's [`EnrollmentReceipt`], the only thing that admits a resend of an
 //!   ambiguous send.
 //! - `client` and `driver` (feature `net`): the HTTPS exchange over `reach-destination` and
@@ -26,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod decision;
+pub mod journal;
 pub mod receipt;
 pub mod refusal;
 pub mod state;
@@ -48,6 +50,7 @@ pub use decision::{
 };
 #[cfg(feature = "net")]
 pub use driver::{Intercom, answer_text};
+pub use journal::{Journal, JournalError, NoJournal};
 pub use receipt::{EnrollmentReceipt, RECEIPT_BINDING, ResendGuarantee};
 pub use refusal::IntercomRefusal;
 pub use state::{Phase, StateMeaning, meaning};

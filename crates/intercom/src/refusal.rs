@@ -29,6 +29,9 @@ pub enum IntercomRefusal {
     /// UNCERTAIN for reconciliation.
     #[error("intercom/resend-not-admitted")]
     ResendNotAdmitted,
+    /// The journal could not record a step; nothing further was sent.
+    #[error("intercom/journal: {code}")]
+    Journal { code: String },
     /// Every resend the receipt admits was used.
     #[error("intercom/resends-exhausted after {resends}")]
     ResendsExhausted { resends: u32 },
@@ -45,6 +48,7 @@ impl IntercomRefusal {
             IntercomRefusal::DecisionRefused { .. } => "intercom/decision-refused",
             IntercomRefusal::NotSent { .. } => "intercom/not-sent",
             IntercomRefusal::ResendNotAdmitted => "intercom/resend-not-admitted",
+            IntercomRefusal::Journal { .. } => "intercom/journal",
             IntercomRefusal::ResendsExhausted { .. } => "intercom/resends-exhausted",
         }
     }

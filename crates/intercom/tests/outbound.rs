@@ -130,7 +130,11 @@ async fn a_dropped_response_leaves_the_task_uncertain_and_it_is_never_resent() {
 
     // Reconciled only with evidence.
     assert_eq!(
-        f.intercom().settle_lost(&mut task, "").unwrap_err().code(),
+        f.intercom()
+            .settle_lost(&mut task, "")
+            .await
+            .unwrap_err()
+            .code(),
         "intercom/invalid-spec"
     );
     assert_eq!(
@@ -139,6 +143,7 @@ async fn a_dropped_response_leaves_the_task_uncertain_and_it_is_never_resent() {
                 &mut task,
                 "operator: peer ListTasks shows no task for msg-t-drop"
             )
+            .await
             .unwrap(),
         Phase::Lost
     );
@@ -183,6 +188,40 @@ async fn the_receipt_admits_one_resend_that_resolves_to_the_original_task() {
     assert_eq!(sends[0].body, task.envelope());
     assert_eq!(task.resends(), 1);
     assert_conforming(&f);
+}
+
+#[tokio::test]
+async fn an_admitted_resend_that_cannot_connect_sends_nothing_and_stays_uncertain() {
+    let mut f = Fixture::new(Script {
+        drop_after_commit: 1,
+        message_id_guarantee: true,
+        ..Script::default()
+    })
+    .await;
+    let mut task = f.task("t-resend-unadmitted", 10);
+    assert_eq!(
+        f.intercom().send(&mut task).await.unwrap(),
+        Phase::Uncertain
+    );
+    // The receipt covers an endpoint no road admits.
+    let url = format!("https://a2a-peer.test:{}/a2a", f.peer.addr().port() + 1);
+    f.receipt = EnrollmentReceipt::with_resend(url.clone(), 1);
+    let client = client_for(&f.peer, &url);
+    let ic = reach_intercom::Intercom {
+        client: &client,
+        ..f.intercom()
+    };
+    let e = ic.reconcile(&mut task).await.unwrap_err();
+    assert_eq!(
+        e,
+        IntercomRefusal::NotSent {
+            code: "destination/port-not-admitted".into()
+        }
+    );
+    assert_eq!(e.code(), "intercom/not-sent");
+    assert_eq!(task.phase(), Phase::Uncertain);
+    assert_eq!(client.connector().dialer().dials().len(), 0);
+    assert_eq!(f.peer.count("SendMessage"), 1);
 }
 
 #[tokio::test]
@@ -375,14 +414,15 @@ async fn an_unadmitted_peer_is_never_dialed() {
         ..f.intercom()
     };
     let mut task = f.task("t-unadmitted", 3);
-    let e = ic.run(&mut task).await.unwrap_err();
-    assert!(matches!(e, IntercomRefusal::NotSent { .. }), "{e:?}");
-    assert_eq!(e.code(), "intercom/not-sent");
+    // The decision was redeemed, nothing was written: abandoned unsent, with the typed
+    // destination refusal as evidence.
     assert_eq!(
-        task.phase(),
-        Phase::Committed,
-        "nothing left: still committed"
+        ic.run(&mut task).await.unwrap(),
+        Phase::AbandonedBeforeSubmit
     );
+    let last = task.trail().last().unwrap();
+    assert_eq!(last.code, "destination/port-not-admitted");
+    assert!(last.decision.is_some());
     assert_eq!(client.connector().dialer().dials().len(), 0);
     assert!(f.peer.requests().is_empty());
 }

@@ -12,7 +12,7 @@ use reach_destination::{AdmissionPolicy, PinnedConnector, RecordingDialer};
 use reach_digest::Sha256Digest;
 use reach_intercom::{
     Attempt, DecisionAuthority, DecisionId, DecisionRefusal, EnrollmentReceipt, Intercom,
-    OutboundTask, Part, PeerClient, PeerConfig, PollBudget, TaskSpec, a2a_bounds,
+    NoJournal, OutboundTask, Part, PeerClient, PeerConfig, PollBudget, TaskSpec, a2a_bounds,
 };
 use reach_ward_desk::{
     Desk, DeskError, GuestEvent, ManualClock, Refusal, RunRef, TaskBudgets, UnixMillis, WardKey,
@@ -234,6 +234,7 @@ impl Fixture {
             client: &self.client,
             authority: &self.authority,
             receipt: &self.receipt,
+            journal: &NoJournal,
             clock: Arc::new(self.clock.clone()),
         }
     }

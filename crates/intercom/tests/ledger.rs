@@ -1,0 +1,248 @@
+//! The outbound task persisted through the Phylactery's Intercom task/outbox table on real
+//! SQLite: committed (OUTBOX) with its decision before the decision is redeemed, SUBMITTING
+//! before the first byte, then PARKED and settled with evidence; an ambiguous send is UNCERTAIN
+//! in the ledger too; a journal refusal stops the send.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use reach_a2a_peer::{A2aPeer, Script, state};
+use reach_digest::Sha256Digest;
+use reach_intercom::ledger::{PhylacteryJournal, ledger_state};
+use reach_intercom::{
+    Attempt, DecisionId, Evidence, Intercom, IntercomRefusal, Journal, JournalError, OutboundTask,
+    Phase,
+};
+use reach_phylactery::{
+    AdmissionRequest, EventKey, IntercomTaskState, OperatorReconciliation, PatternRevision,
+    Phylactery, ReconciliationKind, VaultConfig,
+};
+
+async fn vault(f: &Fixture) -> (Arc<Phylactery>, PhylacteryJournal) {
+    let p = Phylactery::open(
+        VaultConfig::sqlite(f.dir.path().join("vault.db")),
+        Arc::new(f.clock.clone()),
+    )
+    .await
+    .unwrap();
+    p.record_operator_reconciliation(&OperatorReconciliation {
+        kind: ReconciliationKind::Genesis,
+        operator: "test-operator".into(),
+        note: "fresh test vault".into(),
+    })
+    .await
+    .unwrap();
+    let admitted = p
+        .admit(&AdmissionRequest {
+            key: EventKey {
+                platform: "discord".into(),
+                adapter_revision: "gw-v10/1".into(),
+                application_id: "app-1".into(),
+                event_kind: "MESSAGE_CREATE".into(),
+                external_event_id: "evt-1".into(),
+            },
+            payload_digest: Sha256Digest::of("question"),
+            habitat: "habitat-docs".into(),
+        })
+        .await
+        .unwrap();
+    let run = p
+        .begin_run(
+            &admitted.status().turn_id,
+            &PatternRevision {
+                pattern_id: "public-answer".into(),
+                revision: "r1".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let p = Arc::new(p);
+    let journal = PhylacteryJournal {
+        vault: Arc::clone(&p),
+        run,
+        clock: Arc::new(f.clock.clone()),
+    };
+    (p, journal)
+}
+
+/// What the ledger and the peer looked like at each journal call.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    step: String,
+    peer_requests: usize,
+    ledger: Option<IntercomTaskState>,
+}
+
+/// Delegates to the Phylactery journal and records, after each write, the ledger state and how
+/// many requests the peer had received.
+struct Checking<'a> {
+    inner: &'a PhylacteryJournal,
+    peer: &'a A2aPeer,
+    seen: Mutex<Vec<Seen>>,
+}
+
+impl Checking<'_> {
+    async fn note(&self, task: &OutboundTask, step: String) {
+        let ledger = self
+            .inner
+            .vault
+            .intercom_task(&task.spec().task_id)
+            .await
+            .ok()
+            .map(|r| r.state);
+        self.seen.lock().unwrap().push(Seen {
+            step,
+            peer_requests: self.peer.requests().len(),
+            ledger,
+        });
+    }
+}
+
+impl Journal for Checking<'_> {
+    async fn committed(
+        &self,
+        task: &OutboundTask,
+        send: &Attempt,
+        decision: &DecisionId,
+    ) -> Result<(), JournalError> {
+        self.inner.committed(task, send, decision).await?;
+        self.note(task, "committed".into()).await;
+        Ok(())
+    }
+
+    async fn transitioned(&self, task: &OutboundTask, e: &Evidence) -> Result<(), JournalError> {
+        self.inner.transitioned(task, e).await?;
+        self.note(task, e.to.to_string()).await;
+        Ok(())
+    }
+}
+
+fn intercom<'a, J: Journal>(
+    f: &'a Fixture,
+    journal: &'a J,
+) -> Intercom<'a, ConfiguredResolver, reach_destination::RecordingDialer, WardAuthority, J> {
+    Intercom {
+        client: &f.client,
+        authority: &f.authority,
+        receipt: &f.receipt,
+        journal,
+        clock: Arc::new(f.clock.clone()),
+    }
+}
+
+#[tokio::test]
+async fn the_task_is_committed_before_sending_and_settled_in_the_ledger() {
+    let f = Fixture::new(Script::ending(state::COMPLETED, 1)).await;
+    let (vault, journal) = vault(&f).await;
+    let checking = Checking {
+        inner: &journal,
+        peer: &f.peer,
+        seen: Mutex::new(Vec::new()),
+    };
+    let mut task = f.task("t-ledger", 10);
+    assert_eq!(
+        intercom(&f, &checking).run(&mut task).await.unwrap(),
+        Phase::Succeeded
+    );
+    let seen = checking.seen.lock().unwrap().clone();
+    let at = |step: &str| seen.iter().find(|s| s.step == step).unwrap().clone();
+    // OUTBOX and SUBMITTING were durable while the peer had received nothing.
+    assert_eq!(
+        at("committed"),
+        Seen {
+            step: "committed".into(),
+            peer_requests: 0,
+            ledger: Some(IntercomTaskState::Outbox)
+        }
+    );
+    assert_eq!(
+        at("SENDING"),
+        Seen {
+            step: "SENDING".into(),
+            peer_requests: 0,
+            ledger: Some(IntercomTaskState::Submitting)
+        }
+    );
+    assert_eq!(at("SUBMITTED").ledger, Some(IntercomTaskState::Parked));
+    // Every journaled phase is its ledger state.
+    for s in &seen[1..] {
+        let phase = Phase::ALL.iter().find(|p| p.as_str() == s.step).unwrap();
+        assert_eq!(s.ledger, Some(ledger_state(*phase)), "{}", s.step);
+    }
+
+    let record = vault.intercom_task("t-ledger").await.unwrap();
+    assert_eq!(record.state, IntercomTaskState::Succeeded);
+    assert_eq!(record.remote_task_id.as_deref(), Some("peer-task-1"));
+    assert_eq!(record.message_id, "msg-t-ledger");
+    assert_eq!(record.peer, f.client.url());
+    assert_eq!(record.payload_digest, task.envelope_digest().to_string());
+    assert_eq!(record.decision_id.0, f.authority.granted()[0].decision.0);
+    let evidence = record.evidence.unwrap();
+    assert!(
+        evidence.starts_with("a2a/TASK_STATE_COMPLETED attempt=t-ledger/poll-2"),
+        "{evidence}"
+    );
+    assert!(evidence.contains("response=sha256:"), "{evidence}");
+}
+
+#[tokio::test]
+async fn an_ambiguous_send_is_uncertain_in_the_ledger_and_revocation_settles_it() {
+    let mut f = Fixture::new(Script {
+        drop_after_commit: 1,
+        ..Script::default()
+    })
+    .await;
+    let (vault, journal) = vault(&f).await;
+    let mut task = f.task("t-ledger-drop", 10);
+    assert_eq!(
+        intercom(&f, &journal).run(&mut task).await.unwrap(),
+        Phase::Uncertain
+    );
+    let record = vault.intercom_task("t-ledger-drop").await.unwrap();
+    assert_eq!(record.state, IntercomTaskState::Uncertain);
+    assert!(record.evidence.unwrap().starts_with("bounded/protocol"));
+    // A receipt now admits a resend, but the Sigil is revoked first: REVOKED, nothing sent.
+    f.receipt = reach_intercom::EnrollmentReceipt::with_resend(f.peer.url(), 1);
+    f.authority
+        .desk
+        .revoke(CORE, &f.authority.sigil)
+        .await
+        .unwrap();
+    assert_eq!(
+        intercom(&f, &journal).reconcile(&mut task).await.unwrap(),
+        Phase::Revoked
+    );
+    let record = vault.intercom_task("t-ledger-drop").await.unwrap();
+    assert_eq!(record.state, IntercomTaskState::Revoked);
+    assert_eq!(record.evidence.as_deref(), Some("sigil/revoked"));
+    assert_eq!(f.peer.count("SendMessage"), 1);
+}
+
+#[tokio::test]
+async fn a_journal_refusal_stops_the_send_before_any_byte() {
+    let f = Fixture::new(Script::default()).await;
+    let (vault, journal) = vault(&f).await;
+    let mut first = f.task("t-ledger-dup", 10);
+    assert_eq!(
+        intercom(&f, &journal).run(&mut first).await.unwrap(),
+        Phase::Succeeded
+    );
+    // The same task id again: the ledger refuses the outbox commit.
+    let mut again = f.task("t-ledger-dup", 10);
+    let e = intercom(&f, &journal).run(&mut again).await.unwrap_err();
+    assert_eq!(
+        e,
+        IntercomRefusal::Journal {
+            code: "ledger/invalid-input".into()
+        }
+    );
+    assert_eq!(e.code(), "intercom/journal");
+    assert_eq!(again.phase(), Phase::Committed);
+    assert_eq!(f.peer.count("SendMessage"), 1);
+    assert_eq!(
+        vault.intercom_task("t-ledger-dup").await.unwrap().state,
+        IntercomTaskState::Succeeded
+    );
+}
