@@ -270,7 +270,7 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority, J: Journal> Intercom<'_, R, D
             let verdict = match self.client.prepare(redeemed, body).await {
                 // A poll that could not connect is spent (its decision was redeemed).
                 Err(e) => PollVerdict::Inconclusive {
-                    code: e.to_string(),
+                    code: refusal_code(e),
                 },
                 Ok(prepared) => match self.client.transmit(prepared).await {
                     Transmitted::Answered {
