@@ -337,6 +337,34 @@ impl Phylactery {
         Ok(state)
     }
 
+    /// Settles a claimed intent NOT_ATTEMPTED: ward refused its EgressDecision for good, so no
+    /// byte was sent and none ever will be. Writes `ReachDelivery@1` with that outcome and the
+    /// refusal as detail; only the current generation, and only before SUBMITTING.
+    pub async fn settle_not_attempted(&self, lease: &Lease, refusal: &str) -> Result<()> {
+        if refusal.is_empty() {
+            return Err(LedgerError::InvalidInput(
+                "a NOT_ATTEMPTED delivery names why",
+            ));
+        }
+        let now = self.now();
+        // One statement, as `settle`: the record is selected from the intent under the fence,
+        // and `delivery_settles_intent` moves the intent from CLAIMED in the same statement.
+        let changed = self
+            .pool()
+            .execute(
+                "INSERT INTO reach_delivery (intent_id, outcome, effect, payload_digest, nonce, claim_generation,
+                    platform_status, message_id, detail, settled_at)
+                 SELECT intent_id, 'NOT_ATTEMPTED', effect, payload_digest, nonce, generation, NULL, NULL, $1, $2
+                 FROM discord_delivery_intent WHERE intent_id = $3 AND state = 'CLAIMED' AND generation = $4",
+                &args![refusal, now.0, &lease.intent_id.0, lease.generation],
+            )
+            .await?;
+        if changed != 1 {
+            return Err(self.fence_refusal(lease, IntentState::Claimed, now).await);
+        }
+        Ok(())
+    }
+
     /// Settles an UNKNOWN intent from independent evidence. Proved absence opens a successor
     /// intent (next sequence, new nonce) for the same turn and effect, which is returned.
     pub async fn reconcile_delivery(

@@ -62,7 +62,8 @@ impl TurnState {
 
 str_enum!(
     /// State of a `DiscordDeliveryIntent@1`:
-    /// PENDING -> CLAIMED -> SUBMITTING -> KNOWN_SENT | KNOWN_REJECTED | UNKNOWN.
+    /// PENDING -> CLAIMED -> SUBMITTING -> KNOWN_SENT | KNOWN_REJECTED | UNKNOWN, or
+    /// CLAIMED -> NOT_ATTEMPTED when ward will never issue the claim's EgressDecision.
     IntentState {
         /// Committed with its turn; nobody holds it.
         Pending = "PENDING",
@@ -76,6 +77,9 @@ str_enum!(
         KnownRejected = "KNOWN_REJECTED",
         /// A send may have happened; only independent evidence settles it.
         Unknown = "UNKNOWN",
+        /// Never sent, and never will be: ward refused the claim's EgressDecision for good (the
+        /// task's Sigil expired or was revoked, or a task budget is spent).
+        NotAttempted = "NOT_ATTEMPTED",
     }
 );
 
@@ -91,11 +95,20 @@ impl IntentState {
 
     /// Once SUBMITTING is durable, the effect may exist: no path leads back to a send.
     pub fn may_have_sent(self) -> bool {
-        !matches!(self, IntentState::Pending | IntentState::Claimed)
+        matches!(
+            self,
+            IntentState::Submitting
+                | IntentState::KnownSent
+                | IntentState::KnownRejected
+                | IntentState::Unknown
+        )
     }
 
     pub fn is_settled(self) -> bool {
-        matches!(self, IntentState::KnownSent | IntentState::KnownRejected)
+        matches!(
+            self,
+            IntentState::KnownSent | IntentState::KnownRejected | IntentState::NotAttempted
+        )
     }
 
     /// The transition table, identical to the database trigger.
@@ -105,7 +118,7 @@ impl IntentState {
             (self, to),
             (Pending, Claimed)
                 | (Claimed, Claimed)
-                | (Claimed, Submitting)
+                | (Claimed, Submitting | NotAttempted)
                 | (Submitting, KnownSent | KnownRejected | Unknown)
                 | (Unknown, KnownSent | KnownRejected)
         )
@@ -265,6 +278,23 @@ mod tests {
         }
         assert!(!IntercomTaskState::Outbox.is_terminal());
         assert!(IntercomTaskState::Lost.is_terminal());
+    }
+
+    #[test]
+    fn not_attempted_is_final_and_never_sent() {
+        use IntentState::*;
+        assert!(!NotAttempted.may_have_sent() && NotAttempted.is_settled());
+        assert!(!NotAttempted.claimable(true));
+        assert!(
+            IntentState::ALL
+                .iter()
+                .all(|&t| !NotAttempted.can_become(t))
+        );
+        let from: Vec<_> = IntentState::ALL
+            .iter()
+            .filter(|&&s| s.can_become(NotAttempted))
+            .collect();
+        assert_eq!(from, [&Claimed], "only a claim ends NOT_ATTEMPTED");
     }
 
     #[test]

@@ -151,6 +151,13 @@ async fn database_alone_refuses_forbidden_transitions(db: Db) {
     .await
     .unwrap();
 
+    // Intent 4 ends NOT_ATTEMPTED.
+    let i4 = admitted_intent(&p, 4).await;
+    let c4 = p.claim(&i4, "edge", LEASE).await.unwrap();
+    p.settle_not_attempted(&c4.lease, "sigil/expired")
+        .await
+        .unwrap();
+
     let raw = Raw::of(&cfg).await;
     // Sanity: the raw connection can write where the rules allow (a new bench row).
     assert_eq!(
@@ -158,7 +165,17 @@ async fn database_alone_refuses_forbidden_transitions(db: Db) {
             .await,
         None
     );
-    let cases: [(&str, &'static str, &str); 12] = [
+    let cases: [(&str, &'static str, &str); 14] = [
+        (
+            "NOT_ATTEMPTED -> CLAIMED (handed out again)",
+            "UPDATE discord_delivery_intent SET state = 'CLAIMED', generation = generation + 1 WHERE state = 'NOT_ATTEMPTED'",
+            "intent/invalid-transition",
+        ),
+        (
+            "NOT_ATTEMPTED -> SUBMITTING",
+            "UPDATE discord_delivery_intent SET state = 'SUBMITTING', submitting_at = 1 WHERE state = 'NOT_ATTEMPTED'",
+            "intent/invalid-transition",
+        ),
         (
             "SUBMITTING -> PENDING",
             "UPDATE discord_delivery_intent SET state = 'PENDING', generation = 0 WHERE state = 'SUBMITTING'",

@@ -695,7 +695,63 @@ async fn database_refuses_forbidden_transitions(db: Db) {
     );
 }
 
+async fn a_claim_ward_never_authorizes_ends_not_attempted(db: Db) {
+    let (p, clock, _g) = open(db, "not_attempted").await;
+    let intent = admitted_intent(&p, 1).await;
+    let c = p.claim(&intent, "edge", LEASE).await.unwrap();
+    assert_eq!(
+        p.settle_not_attempted(&c.lease, "")
+            .await
+            .unwrap_err()
+            .code(),
+        "ledger/invalid-input"
+    );
+    // Only the current generation: a stale claim cannot end a reclaimed intent.
+    clock.advance(LEASE);
+    let c2 = p.claim_next("edge", LEASE).await.unwrap().unwrap();
+    assert_eq!(
+        p.settle_not_attempted(&c.lease, "sigil/expired")
+            .await
+            .unwrap_err()
+            .code(),
+        "ledger/stale-generation"
+    );
+    p.settle_not_attempted(&c2.lease, "sigil/expired")
+        .await
+        .unwrap();
+    let rec = p.intent(&intent).await.unwrap();
+    assert_eq!(rec.state, IntentState::NotAttempted);
+    // Final: never claimed again, never submitted, never settled otherwise.
+    clock.advance(LEASE * 10);
+    assert!(p.claim_next("edge", LEASE).await.unwrap().is_none());
+    assert_eq!(
+        p.mark_submitting(&c2.lease).await.unwrap_err().code(),
+        "ledger/wrong-state"
+    );
+    assert_eq!(
+        p.settle_not_attempted(&c2.lease, "again")
+            .await
+            .unwrap_err()
+            .code(),
+        "ledger/wrong-state"
+    );
+    let r = p.recover().await.unwrap();
+    assert!(r.marked_unknown.is_empty() && r.awaiting_evidence.is_empty());
+    // After SUBMITTING a send may have happened: NOT_ATTEMPTED is refused.
+    let other = admitted_intent(&p, 2).await;
+    let c = p.claim(&other, "edge", LEASE).await.unwrap();
+    p.mark_submitting(&c.lease).await.unwrap();
+    assert_eq!(
+        p.settle_not_attempted(&c.lease, "sigil/expired")
+            .await
+            .unwrap_err()
+            .code(),
+        "ledger/wrong-state"
+    );
+}
+
 on_both!(
+    a_claim_ward_never_authorizes_ends_not_attempted,
     exact_replay_returns_committed_status,
     changed_payload_is_a_security_fault,
     other_partition_is_a_security_fault,

@@ -33,6 +33,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "chain_statements",
         sql: include_str!("../../migrations/sqlite/0003_chain_statements.sql"),
     },
+    Migration {
+        version: 4,
+        name: "not_attempted",
+        sql: include_str!("../../migrations/sqlite/0004_not_attempted.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -51,6 +56,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "chain_statements",
         sql: include_str!("../../migrations/postgres/0003_chain_statements.sql"),
     },
+    Migration {
+        version: 4,
+        name: "not_attempted",
+        sql: include_str!("../../migrations/postgres/0004_not_attempted.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS phylactery_migration (
@@ -61,7 +71,27 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS phylactery_migration (
 )";
 
 /// Applies every missing migration, each in its own transaction; returns how many ran.
+///
+/// On SQLite the runner works as SQLite's table-rebuild procedure requires
+/// (<https://sqlite.org/lang_altertable.html#otheralter>): foreign keys off outside the
+/// transactions (the pragma is a no-op inside one), `legacy_alter_table` on so a rename leaves
+/// triggers and views naming tables as they did, and `PRAGMA foreign_key_check` empty before
+/// each commit. The writer pool has one connection, so the pragmas and the transactions share it.
 pub(crate) async fn run(pool: &Pool, now_ms: i64) -> Result<usize> {
+    let sqlite = matches!(pool, Pool::Sqlite { .. });
+    if sqlite {
+        pool.execute("PRAGMA foreign_keys = OFF", &[]).await?;
+        pool.execute("PRAGMA legacy_alter_table = ON", &[]).await?;
+    }
+    let applied = apply(pool, now_ms).await;
+    if sqlite {
+        pool.execute("PRAGMA legacy_alter_table = OFF", &[]).await?;
+        pool.execute("PRAGMA foreign_keys = ON", &[]).await?;
+    }
+    applied
+}
+
+async fn apply(pool: &Pool, now_ms: i64) -> Result<usize> {
     let set = match pool {
         Pool::Sqlite { .. } => SQLITE,
         Pool::Postgres(_) => POSTGRES,
@@ -96,6 +126,17 @@ pub(crate) async fn run(pool: &Pool, now_ms: i64) -> Result<usize> {
                 .await?;
                 applied += 1;
             }
+        }
+        if let Tx::Sqlite(..) = tx
+            && !tx
+                .fetch_all("PRAGMA foreign_key_check", &[])
+                .await?
+                .is_empty()
+        {
+            return Err(LedgerError::Corrupt(format!(
+                "migration {} ({}) leaves foreign keys unsatisfied",
+                m.version, m.name
+            )));
         }
         tx.commit().await?;
     }
