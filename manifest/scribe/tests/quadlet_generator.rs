@@ -5,68 +5,12 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::collections::BTreeSet;
+use std::path::Path;
 
 use common::*;
 use reach_manifest::VPS_PUBLIC;
 use reach_scribe::quadlet::{service_name, write_out};
-
-/// The generator: `REACH_QUADLET`, else where scripts/quadlet-setup.sh installs it.
-fn quadlet_binary() -> PathBuf {
-    let path = std::env::var_os("REACH_QUADLET")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/local/libexec/reach/quadlet"));
-    assert!(
-        path.is_file(),
-        "the Quadlet generator is not at {} — run scripts/quadlet-setup.sh (as root) or set REACH_QUADLET",
-        path.display()
-    );
-    path
-}
-
-/// Runs `quadlet -dryrun` on `dir`; returns each generated service's text by name.
-fn dryrun(dir: &Path) -> BTreeMap<String, String> {
-    let out = Command::new(quadlet_binary())
-        .arg("-dryrun")
-        .env("QUADLET_UNIT_DIRS", dir)
-        .output()
-        .expect("quadlet runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "quadlet failed: {stderr}");
-    assert!(
-        !stderr.contains("converting"),
-        "quadlet refused a unit: {stderr}"
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let mut services = BTreeMap::new();
-    let mut current: Option<(String, String)> = None;
-    for line in stdout.lines() {
-        if let Some(name) = line.strip_prefix("---").and_then(|l| l.strip_suffix("---")) {
-            if let Some((n, t)) = current.take() {
-                services.insert(n, t);
-            }
-            current = Some((name.to_owned(), String::new()));
-        } else if let Some((_, t)) = current.as_mut() {
-            t.push_str(line);
-            t.push('\n');
-        }
-    }
-    if let Some((n, t)) = current {
-        services.insert(n, t);
-    }
-    services
-}
-
-/// The words of the `ExecStart=` line of a service.
-fn exec_start(service: &str) -> Vec<String> {
-    let line = service
-        .lines()
-        .find_map(|l| l.strip_prefix("ExecStart="))
-        .expect("ExecStart");
-    line.split_whitespace().map(str::to_owned).collect()
-}
 
 /// Values of every occurrence of `flag` (`--flag value` form, as Quadlet writes them).
 fn values(words: &[String], flag: &str) -> Vec<String> {
@@ -250,9 +194,7 @@ fn core_calls_ward_but_never_mounts_discord_sockets() {
     assert!(
         core.contains(&"reach-port-ward.authority:/reach/sockets/ward.authority:ro".to_owned())
     );
-    assert!(
-        core.contains(&"reach-port-core.admission:/reach/sockets/core.admission:U".to_owned())
-    );
+    assert!(core.contains(&"reach-port-core.admission:/reach/sockets/core.admission:U".to_owned()));
     assert!(!core.iter().any(|w| w.contains("discord-bot-token")));
     assert_eq!(values(&core, "--network"), ["none"]);
     let edge = exec_start(&services["reach-ingress-edge.service"]);

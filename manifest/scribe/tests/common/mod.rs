@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use reach_manifest::plan::StateLayout;
 use reach_manifest::{Manifest, VPS_PUBLIC};
@@ -54,3 +55,61 @@ pub fn with_role_lines(role: &str, extra: &str) -> String {
         &format!("image = \"localhost/reach/{role}\"\n{extra}\n"),
     )
 }
+
+/// The generator: `REACH_QUADLET`, else where scripts/quadlet-setup.sh installs it.
+#[allow(clippy::disallowed_methods)] // A test knob naming a binary, never a secret.
+pub fn quadlet_binary() -> PathBuf {
+    let path = std::env::var_os("REACH_QUADLET")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/local/libexec/reach/quadlet"));
+    assert!(
+        path.is_file(),
+        "the Quadlet generator is not at {} — run scripts/quadlet-setup.sh (as root) or set REACH_QUADLET",
+        path.display()
+    );
+    path
+}
+
+/// Runs `quadlet -dryrun` on `dir`; returns each generated service's text by name.
+pub fn dryrun(dir: &Path) -> BTreeMap<String, String> {
+    let out = Command::new(quadlet_binary())
+        .arg("-dryrun")
+        .env("QUADLET_UNIT_DIRS", dir)
+        .output()
+        .expect("quadlet runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "quadlet failed: {stderr}");
+    assert!(
+        !stderr.contains("converting"),
+        "quadlet refused a unit: {stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut services = BTreeMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in stdout.lines() {
+        if let Some(name) = line.strip_prefix("---").and_then(|l| l.strip_suffix("---")) {
+            if let Some((n, t)) = current.take() {
+                services.insert(n, t);
+            }
+            current = Some((name.to_owned(), String::new()));
+        } else if let Some((_, t)) = current.as_mut() {
+            t.push_str(line);
+            t.push('\n');
+        }
+    }
+    if let Some((n, t)) = current {
+        services.insert(n, t);
+    }
+    services
+}
+
+/// The words of the `ExecStart=` line of a service.
+pub fn exec_start(service: &str) -> Vec<String> {
+    let line = service
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("ExecStart");
+    line.split_whitespace().map(str::to_owned).collect()
+}
+
+pub mod podman;

@@ -1,0 +1,235 @@
+//! The container end-to-end test (issue #3): every role of the checked-in manifest runs as a
+//! rootless container, as the unprivileged test user, from an image Scribe built from
+//! `scratch` and pinned by digest, with exactly the `podman run` line the real Quadlet
+//! generator writes for its unit (see tests/common/podman.rs for the substitutions systemd
+//! would make). Then, across distinct user namespaces: an allowed mTLS call between two
+//! containers succeeds, a disallowed one is refused, a role cannot open another role's socket
+//! directory, data or secret, and `podman inspect` shows the hardening.
+//!
+//! Skipped, loudly, when rootless Podman is absent and `REACH_REQUIRE_PODMAN` is unset.
+#![allow(clippy::disallowed_methods)] // Test knobs (REACH_REQUIRE_PODMAN), never secrets.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::podman::{Cleanup, clean, materialize, probe, rootless_or_skip, start};
+use common::*;
+use reach_manifest::{NetworkClass, VPS_PUBLIC};
+
+/// Every role in manifest order (servers start before their callers).
+fn roles(m: &reach_manifest::Manifest) -> Vec<String> {
+    m.roles.iter().map(|r| r.name.as_str().to_owned()).collect()
+}
+
+#[test]
+fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
+    let Some(r) = rootless_or_skip(
+        "containers::every_role_runs_as_a_hardened_rootless_container_from_its_unit",
+    ) else {
+        return;
+    };
+    let m = load(VPS_PUBLIC);
+    clean(&r, &m);
+    let _cleanup = Cleanup {
+        rootless: &r,
+        manifest: &m,
+    };
+    let mat = materialize(&r, &m);
+    let names = roles(&m);
+    let order: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ready = start(&r, &mat, &order);
+    assert_eq!(ready.len(), 8);
+
+    // The images are what Scribe pinned, and nothing but the role: non-root, no shell.
+    for b in &mat.images {
+        let unit =
+            std::fs::read_to_string(mat.out.join(format!("reach-{}.container", b.role))).unwrap();
+        assert!(
+            unit.contains(&format!("\nImage={}\n", b.pinned)),
+            "{}: {unit}",
+            b.role
+        );
+        assert_eq!(b.files.len(), 5, "{}: {:?}", b.role, b.files);
+        let user = r.podman_out(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Config.User}}",
+            &b.pinned.to_string(),
+        ]);
+        assert_eq!(
+            String::from_utf8_lossy(&user.stdout).trim(),
+            "1000:2000",
+            "{}",
+            b.role
+        );
+    }
+
+    // An allowed call between two containers: egress-discord (its own egress network, its own
+    // user namespace) asks core (no network, another user namespace) over core.delivery.
+    let lines = probe(
+        &r,
+        &mat,
+        "egress-discord",
+        &[
+            "call",
+            "/reach/sockets/core.delivery/port.sock",
+            "core",
+            "/reach.core.v1.Delivery/ListUnknown",
+            // ward.authority allows egress-discord RedeemDecision only.
+            "call",
+            "/reach/sockets/ward.authority/port.sock",
+            "ward",
+            "/reach.ward.v1.Ward/AdmitScope",
+            "call",
+            "/reach/sockets/ward.authority/port.sock",
+            "ward",
+            "/reach.ward.v1.Ward/RedeemDecision",
+            "open",
+            "/reach/secrets/egress-discord/tls.key",
+            "open",
+            "/reach/secrets/core/tls.key",
+            "open",
+            "/reach/sockets/core.admission",
+            "open",
+            "/reach/sockets/egress-provider.call",
+            "open",
+            "/reach/data/core",
+        ],
+    );
+    assert_eq!(
+        lines,
+        [
+            "call /reach.core.v1.Delivery/ListUnknown Ok",
+            "call /reach.ward.v1.Ward/AdmitScope PermissionDenied",
+            // Authorized: ward's handler refuses the empty message itself.
+            "call /reach.ward.v1.Ward/RedeemDecision InvalidArgument",
+            "open /reach/secrets/egress-discord/tls.key ok",
+            "open /reach/secrets/core/tls.key NotFound",
+            "open /reach/sockets/core.admission NotFound",
+            "open /reach/sockets/egress-provider.call NotFound",
+            "open /reach/data/core NotFound",
+        ]
+    );
+
+    // Core calls ward and egress-provider; it holds no ward key, no bot token, no admin socket.
+    let lines = probe(
+        &r,
+        &mat,
+        "core",
+        &[
+            "call",
+            "/reach/sockets/ward.authority/port.sock",
+            "ward",
+            "/reach.ward.v1.Ward/RedeemDecision",
+            "open",
+            "/reach/secrets/ward/ward-key",
+            "open",
+            "/reach/secrets/egress-discord/discord-bot-token",
+            "open",
+            "/reach/sockets/corpus-builder.admin",
+            "open",
+            "/reach/sockets/vm-broker.instances",
+            "open",
+            "/reach/data/ward",
+            // Core reads corpus-builder's activated snapshots (read-only, the body's group).
+            "open",
+            "/reach/data/corpus-builder",
+        ],
+    );
+    assert_eq!(
+        lines,
+        [
+            "call /reach.ward.v1.Ward/RedeemDecision PermissionDenied",
+            "open /reach/secrets/ward/ward-key NotFound",
+            "open /reach/secrets/egress-discord/discord-bot-token NotFound",
+            "open /reach/sockets/corpus-builder.admin NotFound",
+            "open /reach/sockets/vm-broker.instances NotFound",
+            "open /reach/data/ward NotFound",
+            "open /reach/data/corpus-builder ok",
+        ]
+    );
+
+    // podman inspect: read-only rootfs, no capabilities, no-new-privileges, the role user, no
+    // network unless egress, and user namespaces that share no host id.
+    let cgroup_v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let mut ranges: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for role in &m.roles {
+        let name = format!("reach-{}", role.name);
+        let o = r.podman_out(&[
+            "inspect",
+            "--format",
+            "{{.HostConfig.ReadonlyRootfs}}|{{.EffectiveCaps}}|{{.BoundingCaps}}|{{.HostConfig.SecurityOpt}}|{{.Config.User}}|{{.HostConfig.NetworkMode}}|{{.HostConfig.Memory}}|{{.HostConfig.PidsLimit}}|{{.HostConfig.IDMappings.UIDMap}}|{{.HostConfig.IDMappings.GIDMap}}|{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}",
+            &name,
+        ]);
+        let text = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+        let f: Vec<&str> = text.split('|').collect();
+        assert_eq!(f.len(), 11, "{name}: {text}");
+        assert_eq!(f[0], "true", "{name}: read-only rootfs");
+        assert_eq!(f[1], "[]", "{name}: effective capabilities");
+        assert_eq!(f[2], "[]", "{name}: bounding capabilities");
+        assert!(f[3].contains("no-new-privileges"), "{name}: {}", f[3]);
+        assert_eq!(f[4], "1000:2000", "{name}: user");
+        match &role.network {
+            NetworkClass::None => assert_eq!((f[5], f[10].trim()), ("none", ""), "{name}"),
+            NetworkClass::Egress(_) => assert_eq!(
+                (f[5], f[10].trim()),
+                ("bridge", format!("reach-egress-{}", role.name).as_str()),
+                "{name}: its own network only"
+            ),
+        }
+        let (memory, pids): (u64, u64) = (f[6].parse().unwrap(), f[7].parse().unwrap());
+        if cgroup_v2 {
+            assert_eq!(
+                memory,
+                u64::from(role.limits.memory_mib) << 20,
+                "{name}: memory"
+            );
+            assert_eq!(pids, u64::from(role.limits.pids), "{name}: pids");
+        } else {
+            // FIXME(#3): rootless Podman on a cgroup v1 host (this sandbox is hybrid v1) ignores
+            // every resource limit ("Resource limits are not supported and ignored on cgroups V1
+            // rootless systems"): the units ask for the ceilings (the generator test asserts
+            // `--memory` and `--pids-limit`), but nothing enforces them here.
+            assert_eq!(
+                (memory, pids),
+                (0, 0),
+                "{name}: cgroup v1 rootless enforces no ceiling"
+            );
+        }
+        // The body's group is the rootless user's own group in every container.
+        assert!(
+            f[9].split_whitespace()
+                .any(|g| g.trim_matches(|c| c == '[' || c == ']') == "2000:0:1"),
+            "{name}: gid map {}",
+            f[9]
+        );
+        // `[0:HOST:SIZE]`: the container's ids start at HOST in the rootless namespace.
+        let map = f[8].trim_matches(|c| c == '[' || c == ']');
+        let parts: Vec<u64> = map
+            .split(':')
+            .map(|n| {
+                n.parse()
+                    .unwrap_or_else(|_| panic!("{name}: uid map `{}`", f[8]))
+            })
+            .collect();
+        assert_eq!(parts.len(), 3, "{name}: one uid range, {map}");
+        assert_eq!(parts[0], 0, "{name}: {map}");
+        ranges.insert(
+            role.name.as_str().to_owned(),
+            (parts[1], parts[1] + parts[2]),
+        );
+    }
+    let list: Vec<_> = ranges.iter().collect();
+    for (i, (a, ra)) in list.iter().enumerate() {
+        assert!(ra.0 > 0, "{a}: maps the rootless user itself");
+        for (b, rb) in &list[i + 1..] {
+            assert!(
+                ra.1 <= rb.0 || rb.1 <= ra.0,
+                "{a} {ra:?} and {b} {rb:?} share host ids"
+            );
+        }
+    }
+}
