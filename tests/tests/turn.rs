@@ -357,3 +357,101 @@ async fn a_tainted_gate_cannot_submit_what_it_claimed() {
     assert!(trail.contains("Tainted"), "{trail}");
     body.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_whose_sigil_expired_ends_not_attempted_and_is_never_sent() {
+    // Ward lets a task live 1.5 s: the intent is committed, then nobody claims it in time.
+    let body = TestBody::start_configured(|m, _| {
+        let ward = m
+            .roles
+            .iter_mut()
+            .find(|r| r.name.as_str() == "ward")
+            .expect("ward");
+        let mut budgets = toml::Table::new();
+        budgets.insert("time_ms".into(), toml::Value::Integer(1_500));
+        ward.settings.insert("budgets".into(), budgets.into());
+    })
+    .await;
+    let core = body.manifest.principal("core");
+    let mut edge = AdmissionClient::new(reach_port::connect_lazy(
+        body.socket("core.admission"),
+        &body.material("ingress-edge"),
+        core.clone(),
+    ));
+    let mut sender = DeliveryClient::new(reach_port::connect_lazy(
+        body.socket("core.delivery"),
+        &body.material("egress-discord"),
+        core,
+    ));
+    let mut operator = body.operator_after_genesis("test deployment").await;
+    edge.admit(question("m-30", "How does a port authenticate a call?"))
+        .await
+        .unwrap();
+    // The turn commits its PENDING intent well inside the task's life...
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let trail = operator
+            .get_trail(GetTrailRequest { key: "m-30".into() })
+            .await
+            .unwrap()
+            .into_inner();
+        if has(&trail.edges, "DiscordDeliveryIntent@1", "state", "PENDING") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no intent: {:?}", trail.edges);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // ...and is claimed only after it: ward refuses the decision for good.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let r = sender
+        .claim(ClaimRequest {
+            lease_ms: 5_000,
+            destination_base: BASE.into(),
+            wait_ms: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        r.intent.is_none(),
+        "an expired task's intent was handed out"
+    );
+    assert_eq!(r.refusal_code, "sigil/expired");
+    // The intent ended NOT_ATTEMPTED: nothing to claim, ever, and the trail says why.
+    let again = sender
+        .claim(ClaimRequest {
+            lease_ms: 5_000,
+            destination_base: BASE.into(),
+            wait_ms: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        again.intent.is_none() && again.refusal_code.is_empty(),
+        "{again:?}"
+    );
+    let trail = operator
+        .get_trail(GetTrailRequest { key: "m-30".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        has(
+            &trail.edges,
+            "DiscordDeliveryIntent@1",
+            "state",
+            "NOT_ATTEMPTED"
+        ) && has(&trail.edges, "ReachDelivery@1", "outcome", "NOT_ATTEMPTED"),
+        "{:?}",
+        trail.edges
+    );
+    body.stop().await;
+}
+
+/// Whether the trail holds `record` with `field` = `value`.
+fn has(edges: &[TrailEdge], record: &str, field: &str, value: &str) -> bool {
+    edges
+        .iter()
+        .any(|e| e.record == record && e.fields.get(field).map(String::as_str) == Some(value))
+}

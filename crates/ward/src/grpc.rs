@@ -170,6 +170,7 @@ impl Ward for WardService {
             Err(refusal) => IssueDecisionResponse {
                 refusal_code: refusal.code().to_owned(),
                 refusal_detail: refusal.detail().to_owned(),
+                refusal_final: refusal.is_final(),
                 ..Default::default()
             },
         };

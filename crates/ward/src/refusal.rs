@@ -141,6 +141,31 @@ impl Refusal {
         }
     }
 
+    /// Whether a decision refused with this can never be issued for the same task: its Sigil
+    /// is gone or not the task's, a budget other than concurrency is spent, or the policy
+    /// refuses the purpose or payload. Rate limits and concurrency lift with time.
+    pub fn is_final(&self) -> bool {
+        match self {
+            Self::SigilExpired
+            | Self::SigilRevoked
+            | Self::UnknownSigil
+            | Self::RunMismatch
+            | Self::PurposeNotAdmitted
+            | Self::CutReceiptMissing
+            | Self::LabelRefused => true,
+            Self::OverBudget(b) => !matches!(b, Budget::Concurrency),
+            Self::RateLimited(_) => false,
+            // Redemption refusals: a new decision is the remedy, not the end of the task.
+            Self::DecisionExpired
+            | Self::AlreadyRedeemed
+            | Self::DecisionRevoked
+            | Self::PayloadMismatch
+            | Self::DestinationMismatch
+            | Self::WrongRedeemer
+            | Self::UnknownDecision => false,
+        }
+    }
+
     /// What the refusal names beyond its code (a dimension or budget), or `""`.
     pub fn detail(&self) -> &'static str {
         match self {

@@ -49,6 +49,8 @@ pub struct Issued {
 pub struct Refused {
     pub code: String,
     pub detail: String,
+    /// Ward says asking again cannot succeed while the task lives.
+    pub is_final: bool,
 }
 
 /// Refuses a claimer's base URL that could not be a decision's destination.
@@ -127,6 +129,7 @@ impl DeliveryAuthority {
             return Ok(Err(Refused {
                 code: r.refusal_code,
                 detail: r.refusal_detail,
+                is_final: r.refusal_final,
             }));
         }
         let expires_at = UnixMillis(i64::try_from(r.expires_at_ms).unwrap_or(i64::MAX));
@@ -232,6 +235,7 @@ impl ModelAuthority {
             return Ok(Err(Refused {
                 code: r.refusal_code,
                 detail: r.refusal_detail,
+                is_final: r.refusal_final,
             }));
         }
         let expires_at = UnixMillis(i64::try_from(r.expires_at_ms).unwrap_or(i64::MAX));

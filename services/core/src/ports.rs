@@ -218,11 +218,19 @@ impl Delivery for Core {
         };
         let effect: DiscordEffect = serde_json::from_str(&c.effect)
             .map_err(|e| Status::internal(format!("intent effect is not a Discord effect: {e}")))?;
-        // No decision, no send: the intent stays leased (unsent) and the gate is told why.
+        // No decision, no send. A refusal that can never lift ends the intent NOT_ATTEMPTED;
+        // otherwise it stays leased (unsent) and a reclaim after the lease asks again.
         let issued = match self.authority.issue(&c, &effect, &base).await? {
             Ok(d) => d,
             Err(refused) => {
                 tracing::warn!(intent = %c.lease.intent_id.0, code = %refused.code, "ward refused the delivery's EgressDecision");
+                if refused.is_final {
+                    let why = format!("{} {}", refused.code, refused.detail);
+                    self.vault
+                        .settle_not_attempted(&c.lease, why.trim_end())
+                        .await
+                        .map_err(status)?;
+                }
                 return Ok(Response::new(pb::ClaimResponse {
                     intent: None,
                     refusal_code: refused.code,
