@@ -194,3 +194,35 @@ pub enum DeskError {
 }
 
 pub type Result<T, E = DeskError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_refusals_that_cannot_lift_are_final() {
+        let final_: Vec<_> = [
+            Refusal::SigilExpired,
+            Refusal::SigilRevoked,
+            Refusal::OverBudget(Budget::Retries),
+            Refusal::OverBudget(Budget::Tokens),
+            Refusal::PurposeNotAdmitted,
+        ]
+        .iter()
+        .filter(|r| !r.is_final())
+        .map(Refusal::code)
+        .collect();
+        assert!(final_.is_empty(), "{final_:?}");
+        let passing: Vec<_> = [
+            Refusal::OverBudget(Budget::Concurrency),
+            Refusal::RateLimited(Dimension::Channel),
+            Refusal::DecisionExpired,
+            Refusal::AlreadyRedeemed,
+        ]
+        .iter()
+        .filter(|r| r.is_final())
+        .map(Refusal::code)
+        .collect();
+        assert!(passing.is_empty(), "{passing:?}");
+    }
+}
