@@ -1,9 +1,12 @@
 //! Lifecycle load binary: create → guest-agent-ready and destroy → confirmed over 10 cycles
-//! (p50/max), the image's build time and size, and whether KVM was used.
+//! (p50/max) for instances restored from the prepared system, and for reference a few cold
+//! boots of the base image; the image's build time and size, the prepared layer's capture
+//! time and size, and whether KVM was used.
 //!
 //! `cargo bench -p reach-vm --bench lifecycle`; with `REACH_VM_BENCH_FRESH_BUILD=1` it also
-//! builds the image a second time into a temporary directory and compares the rootfs digest
-//! with the cached build (reproducibility) and times that build.
+//! builds the image a second time into a temporary directory, compares every artifact and
+//! the manifest with the cached build byte for byte (reproducibility) and times that build.
+//! `REACH_VM_BENCH_CYCLES` and `REACH_VM_BENCH_COLD_CYCLES` change the cycle counts.
 #![allow(clippy::disallowed_methods)] // Benchmark knobs, never secrets.
 
 use std::path::Path;
@@ -14,9 +17,11 @@ use reach_vm::image::{self, Quiet};
 use reach_vm::instance::{
     AccelChoice, Broker, BrokerConfig, CreateRequest, NetworkRequest, PinnedImage,
 };
+use reach_vm::prepared::{self, PrepareInputs, PreparedSpec};
 use reach_vm::spec::ImageSpec;
 
 const CYCLES: usize = 10;
+const COLD_CYCLES: usize = 3;
 // `REACH_VM_BENCH_CYCLES=0` measures only the image (reproducibility checks).
 const CACHE: &str = "/var/tmp/reach-vm-images";
 
@@ -62,6 +67,10 @@ fn main() {
         )
         .unwrap();
         println!("image build (fresh): {:.1} s", built.elapsed.as_secs_f64());
+        println!(
+            "reproducible manifest (packages, artifacts, notes): {}",
+            built.manifest.digest() == manifest.digest()
+        );
         for (name, a, b) in [
             ("kernel", &manifest.kernel, &built.manifest.kernel),
             ("initrd", &manifest.initrd, &built.manifest.initrd),
@@ -101,6 +110,34 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let run = tempfile::tempdir().unwrap();
+        let accel =
+            reach_vm::probe::probe(Path::new("qemu-system-x86_64"), &dir.join(&manifest.kernel.file), Path::new(CACHE)).await;
+        let pspec_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("images/postfix-prepared.toml");
+        let pspec = PreparedSpec::parse(&std::fs::read_to_string(&pspec_path).unwrap()).unwrap();
+        let t = Instant::now();
+        let (pdir, pm, pdigest) = prepared::cached_prepare(
+            &pspec,
+            &PrepareInputs {
+                base_dir: &dir,
+                qemu: Path::new("qemu-system-x86_64"),
+                qemu_img: Path::new("qemu-img"),
+                accel,
+            },
+            Path::new(CACHE),
+            &Quiet,
+        )
+        .await
+        .unwrap();
+        println!("prepared system {pdigest}");
+        println!(
+            "prepared layer: disk {} MiB allocated, state {} MiB, shape {} MiB / {} CPU (obtained in {:.1} s{})",
+            allocated(&pdir.join(&pm.disk.file)) >> 20,
+            pm.state.bytes >> 20,
+            pm.memory_mib,
+            pm.cpus,
+            t.elapsed().as_secs_f64(),
+            if t.elapsed() < Duration::from_secs(20) { ", reused from cache" } else { ", captured" }
+        );
         let mut cfg = BrokerConfig::new(
             run.path(),
             vec![PinnedImage {
@@ -108,7 +145,11 @@ fn main() {
                 dir: dir.clone(),
             }],
         );
-        cfg.accel = AccelChoice::Probe;
+        cfg.prepared.push(PinnedImage {
+            digest: pdigest,
+            dir: pdir.clone(),
+        });
+        cfg.accel = AccelChoice::Force(accel);
         let t = Instant::now();
         let (broker, _) = Broker::start(cfg, Arc::new(reach_clock::SystemClock))
             .await
@@ -119,49 +160,64 @@ fn main() {
             broker.accel() == reach_vm::probe::Accel::Kvm,
             t.elapsed().as_secs_f64()
         );
-        let req = CreateRequest {
-            image: digest,
+        let count = |var: &str, default: usize| {
+            std::env::var(var)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        let restored = CreateRequest {
+            image: pdigest,
             network: NetworkRequest::None,
-            memory_mib: 384,
-            cpus: 1,
+            memory_mib: 0,
+            cpus: 0,
             wait_ready: true,
         };
-        let mut ready = Vec::new();
-        let mut destroyed = Vec::new();
-        let cycles = std::env::var("REACH_VM_BENCH_CYCLES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(CYCLES);
-        if cycles == 0 {
-            return;
-        }
-        for i in 0..cycles {
-            let c = broker.create(&req).await.unwrap();
-            let r = c.ready_after.unwrap();
-            let t = Instant::now();
-            let conf = broker.destroy(&c.id).await.unwrap();
-            let d = t.elapsed();
-            println!(
-                "cycle {i}: ready {:.2} s, destroy confirmed {:.0} ms (stop {} ms, killed {})",
-                r.as_secs_f64(),
-                d.as_secs_f64() * 1000.0,
-                conf.stop_ms,
-                conf.killed
-            );
-            ready.push(r);
-            destroyed.push(d);
-        }
-        let (rp, rm) = pct(ready);
-        let (dp, dm) = pct(destroyed);
-        println!(
-            "create→guest-agent-ready over {cycles}: p50 {:.2} s, max {:.2} s",
-            rp.as_secs_f64(),
-            rm.as_secs_f64()
-        );
-        println!(
-            "destroy→confirmed over {cycles}: p50 {:.0} ms, max {:.0} ms",
-            dp.as_secs_f64() * 1000.0,
-            dm.as_secs_f64() * 1000.0
-        );
+        let cold = CreateRequest {
+            image: digest,
+            network: NetworkRequest::None,
+            memory_mib: pm.memory_mib,
+            cpus: pm.cpus,
+            wait_ready: true,
+        };
+        cycles(&broker, "restored from the prepared system", &restored, count("REACH_VM_BENCH_CYCLES", CYCLES)).await;
+        cycles(&broker, "cold boot of the base image (reference)", &cold, count("REACH_VM_BENCH_COLD_CYCLES", COLD_CYCLES)).await;
     });
+}
+
+async fn cycles(broker: &Broker, what: &str, req: &CreateRequest, cycles: usize) {
+    if cycles == 0 {
+        return;
+    }
+    println!("{what}:");
+    let mut ready = Vec::new();
+    let mut destroyed = Vec::new();
+    for i in 0..cycles {
+        let c = broker.create(req).await.unwrap();
+        let r = c.ready_after.unwrap();
+        let t = Instant::now();
+        let conf = broker.destroy(&c.id).await.unwrap();
+        let d = t.elapsed();
+        println!(
+            "cycle {i}: ready {:.2} s, destroy confirmed {:.0} ms (stop {} ms, killed {})",
+            r.as_secs_f64(),
+            d.as_secs_f64() * 1000.0,
+            conf.stop_ms,
+            conf.killed
+        );
+        ready.push(r);
+        destroyed.push(d);
+    }
+    let (rp, rm) = pct(ready);
+    let (dp, dm) = pct(destroyed);
+    println!(
+        "create→guest-agent-ready over {cycles}: p50 {:.2} s, max {:.2} s",
+        rp.as_secs_f64(),
+        rm.as_secs_f64()
+    );
+    println!(
+        "destroy→confirmed over {cycles}: p50 {:.0} ms, max {:.0} ms",
+        dp.as_secs_f64() * 1000.0,
+        dm.as_secs_f64() * 1000.0
+    );
 }

@@ -28,6 +28,8 @@ pub const MAX_FILE_BYTES: usize = 1 << 20;
 const FILE_CHUNK: usize = 48 * 1024;
 /// How often a running command's status is polled.
 const EXEC_POLL: Duration = Duration::from_millis(50);
+/// How far a guest clock may read from the time just set when QGA's hwclock step failed.
+const CLOCK_SET_SLACK_NS: i64 = 5_000_000_000;
 /// Per-request timeout for an agent round trip (commands have their own deadline).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -330,6 +332,103 @@ impl Agent {
         let closed = self.call("guest-file-close", json!({"handle": h})).await;
         result?;
         closed?;
+        Ok(())
+    }
+
+    /// Writes a file, sets owner and mode, and re-reads it: the returned content is the
+    /// guest's bytes, not ours.
+    pub async fn place_file(
+        &mut self,
+        path: &str,
+        content: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<FileContent, AgentError> {
+        self.write_file(path, content).await?;
+        let bounds = ExecBounds {
+            timeout: Duration::from_secs(10),
+            max_output: 4096,
+        };
+        for argv in [
+            vec![
+                "/bin/chown".to_owned(),
+                format!("{uid}:{gid}"),
+                "--".into(),
+                path.to_owned(),
+            ],
+            vec![
+                "/bin/chmod".to_owned(),
+                format!("{mode:o}"),
+                "--".into(),
+                path.to_owned(),
+            ],
+        ] {
+            let o = self.exec(&argv, bounds).await?;
+            if o.exit_code != Some(0) {
+                return Err(AgentError::Guest(format!(
+                    "{} failed: {}",
+                    argv[0],
+                    String::from_utf8_lossy(&o.stderr)
+                )));
+            }
+        }
+        self.read_file(path).await
+    }
+
+    /// Sets the guest's clock to `unix_ns` (a restored guest resumes at the moment of its
+    /// capture). QGA then runs `hwclock -w`, which a minimal guest may lack; the system
+    /// clock is what matters, so that failure is accepted when `guest-get-time` shows the
+    /// new time. Returns the guest's clock after setting, in ns since the epoch.
+    pub async fn set_time(&mut self, unix_ns: i64) -> Result<i64, AgentError> {
+        let set = self.call("guest-set-time", json!({"time": unix_ns})).await;
+        let now = self
+            .call("guest-get-time", json!({}))
+            .await?
+            .as_i64()
+            .ok_or_else(|| AgentError::Protocol("guest-get-time".into()))?;
+        match set {
+            Ok(_) => Ok(now),
+            Err(AgentError::Guest(msg))
+                if msg.contains("hwclock") && (now - unix_ns).abs() < CLOCK_SET_SLACK_NS =>
+            {
+                Ok(now)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes a restored guest's random numbers its own. Every instance restored from one
+    /// capture resumes with the same kernel random state, so two of them would draw the same
+    /// "random" bytes. Writing host randomness to /dev/urandom mixes it into the input pool
+    /// but (Linux 6.1) does not reseed the CRNG that serves reads; the `RNDRESEEDCRNG` ioctl
+    /// does, and Perl (Essential in Debian, so in every image) is the guest's way to issue it.
+    pub async fn reseed_rng(&mut self, seed: &[u8]) -> Result<(), AgentError> {
+        self.write_file("/dev/urandom", seed).await?;
+        let argv: Vec<String> = [
+            "/usr/bin/perl",
+            "-e",
+            // RNDRESEEDCRNG = _IO('R', 0x07)
+            "open(my $f, '<', '/dev/urandom') or die $!; ioctl($f, 0x5207, 0) or die \"RNDRESEEDCRNG: $!\"",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let o = self
+            .exec(
+                &argv,
+                ExecBounds {
+                    timeout: Duration::from_secs(10),
+                    max_output: 4096,
+                },
+            )
+            .await?;
+        if o.exit_code != Some(0) {
+            return Err(AgentError::Guest(format!(
+                "reseeding the guest's CRNG failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            )));
+        }
         Ok(())
     }
 

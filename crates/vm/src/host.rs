@@ -54,6 +54,14 @@ pub(crate) async fn run(cmd: &mut Command) -> Result<(), BrokerError> {
     Ok(())
 }
 
+/// Fills `buf` from the host's random source.
+pub(crate) fn fill_random(buf: &mut [u8]) -> Result<(), BrokerError> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(buf))
+        .map_err(|e| BrokerError::Host(format!("/dev/urandom: {e}")))
+}
+
 pub(crate) fn read_pidfile(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }

@@ -28,7 +28,7 @@ use crate::spec::{ImageSpec, parse_mode};
 
 /// Names the builder logic; part of every manifest, so a change to how images are made
 /// changes the image digest even for the same spec.
-pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-7");
+pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-8");
 
 /// Kernel command line for direct boot: serial console, the virtio disk as root, no network
 /// configuration, panic → poweroff so a broken guest ends its QEMU instead of spinning.
@@ -67,6 +67,13 @@ const VOLATILE: &[&str] = &[
 /// TCG every unit started costs boot time, and a disposable instance never lives for a timer.
 const MASKED_UNITS: &[&str] = &[
     "getty@.service",
+    "serial-getty@.service",
+    "console-getty.service",
+    // Fails without dbus and logind, leaving the system "degraded" (a prepared system is
+    // captured only from a "running" one).
+    "getty-static.service",
+    "man-db.timer",
+    "logrotate.timer",
     "e2scrub_reap.service",
     "e2scrub_all.timer",
     "apt-daily.timer",
@@ -494,9 +501,9 @@ fn leave_out_generated(root: &Path) -> Result<Vec<&'static str>, BuildError> {
             for e in fs::read_dir(&d).map_err(io("read", &d))? {
                 let p = e.map_err(io("read", &d))?.path();
                 if let Ok(target) = fs::read_link(&p)
-                    && r.remove.iter().any(|rm| {
-                        Path::new(rm).file_name() == target.file_name()
-                    })
+                    && r.remove
+                        .iter()
+                        .any(|rm| Path::new(rm).file_name() == target.file_name())
                 {
                     fs::remove_file(&p).map_err(io("remove", &p))?;
                 }

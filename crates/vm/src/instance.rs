@@ -20,7 +20,9 @@ use tokio::process::Command;
 
 use crate::agent::{Agent, ExecOutcome, FileContent};
 use crate::journal::{Confirmation, InstanceRecord, InstanceState, Journal, OrphanRecord};
+use crate::machine::{Disks, Machine};
 use crate::manifest::{Artifact, ImageManifest, KERNEL_FILE};
+use crate::prepared::PreparedManifest;
 use crate::probe::{self, Accel};
 use crate::profile::{ProfileSet, SERVICE_RESTART};
 use crate::refusal::BrokerError;
@@ -38,6 +40,8 @@ const QMP_SOCK: &str = "qmp.sock";
 const QGA_SOCK: &str = "qga.sock";
 const PIDFILE: &str = "qemu.pid";
 const CONSOLE: &str = "console.log";
+/// How often a restoring QEMU is asked whether it has loaded the captured state.
+const RESUME_POLL: Duration = Duration::from_millis(20);
 
 /// The network a binding asks for. Only `None` is admitted: instances are contained.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +51,7 @@ pub enum NetworkRequest {
     Other(String),
 }
 
-/// An image the broker may boot, pinned by its image digest.
+/// An image the broker may boot, or a prepared system it may restore, pinned by its digest.
 #[derive(Debug, Clone)]
 pub struct PinnedImage {
     pub digest: Sha256Digest,
@@ -69,6 +73,8 @@ pub struct BrokerConfig {
     pub qemu: PathBuf,
     pub qemu_img: PathBuf,
     pub images: Vec<PinnedImage>,
+    /// Prepared systems (see [`crate::prepared`]); each one's base must be in `images`.
+    pub prepared: Vec<PinnedImage>,
     pub accel: AccelChoice,
     pub profiles: ProfileSet,
     pub max_memory_mib: u32,
@@ -85,6 +91,7 @@ impl BrokerConfig {
             qemu: "qemu-system-x86_64".into(),
             qemu_img: "qemu-img".into(),
             images,
+            prepared: Vec::new(),
             accel: AccelChoice::Probe,
             profiles: ProfileSet::builtin(),
             max_memory_mib: 2048,
@@ -115,6 +122,8 @@ pub struct Created {
     /// Create request → QEMU started, and → guest agent answered (when waited for).
     pub booted_after: Duration,
     pub ready_after: Option<Duration>,
+    /// Restored from a prepared system's captured state rather than booted.
+    pub restored: bool,
 }
 
 /// What the start-up recovery did.
@@ -168,6 +177,9 @@ pub struct Broker {
     clock: Arc<dyn Clock>,
     session: String,
     accel: Accel,
+    /// The host QEMU's version line; a prepared system restores only into the QEMU that
+    /// captured it.
+    qemu_version: Result<String, String>,
     /// Artifacts verified since their last change (see [`Stamp`]).
     verified: Mutex<HashMap<(PathBuf, Sha256Digest), Stamp>>,
     agents: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Agent>>>>>,
@@ -202,12 +214,16 @@ impl Broker {
                 None => Accel::Tcg,
             },
         };
+        let qemu_version = crate::machine::qemu_version(&cfg.qemu)
+            .await
+            .map_err(|e| e.to_string());
         let broker = Broker {
             cfg,
             journal,
             clock,
             session,
             accel,
+            qemu_version,
             verified: Mutex::new(HashMap::new()),
             agents: Mutex::new(HashMap::new()),
             counter: Default::default(),
@@ -285,10 +301,14 @@ impl Broker {
         Ok(report)
     }
 
-    /// Checks a create request and the pinned image; nothing exists yet when this refuses.
-    fn admit(&self, req: &CreateRequest) -> Result<&PinnedImage, BrokerError> {
+    /// Checks a create request and the pinned image (and prepared system); nothing exists
+    /// yet when this refuses.
+    fn admit(&self, req: &CreateRequest) -> Result<Admitted, BrokerError> {
         if let NetworkRequest::Other(n) = &req.network {
             return Err(BrokerError::NotContained(n.clone()));
+        }
+        if let Some(prep) = self.cfg.prepared.iter().find(|i| i.digest == req.image) {
+            return self.admit_prepared(req, prep);
         }
         let img = self
             .cfg
@@ -296,18 +316,35 @@ impl Broker {
             .iter()
             .find(|i| i.digest == req.image)
             .ok_or(BrokerError::UnknownImage(req.image))?;
-        if req.memory_mib == 0 || req.memory_mib > self.cfg.max_memory_mib {
+        self.check_ceilings(req.memory_mib, req.cpus)?;
+        let manifest = self.verified_image(img)?;
+        Ok(Admitted {
+            image: img.clone(),
+            manifest,
+            prepared: None,
+            memory_mib: req.memory_mib,
+            cpus: req.cpus,
+        })
+    }
+
+    fn check_ceilings(&self, memory_mib: u32, cpus: u32) -> Result<(), BrokerError> {
+        if memory_mib == 0 || memory_mib > self.cfg.max_memory_mib {
             return Err(BrokerError::CeilingExceeded(format!(
                 "memory {} MiB (ceiling {})",
-                req.memory_mib, self.cfg.max_memory_mib
+                memory_mib, self.cfg.max_memory_mib
             )));
         }
-        if req.cpus == 0 || req.cpus > self.cfg.max_cpus {
+        if cpus == 0 || cpus > self.cfg.max_cpus {
             return Err(BrokerError::CeilingExceeded(format!(
                 "{} CPUs (ceiling {})",
-                req.cpus, self.cfg.max_cpus
+                cpus, self.cfg.max_cpus
             )));
         }
+        Ok(())
+    }
+
+    /// The pinned image's manifest, checked against its digest, its artifacts re-hashed.
+    fn verified_image(&self, img: &PinnedImage) -> Result<ImageManifest, BrokerError> {
         let m = ImageManifest::read(&img.dir)?;
         let actual = m.digest();
         if actual != img.digest {
@@ -319,7 +356,81 @@ impl Broker {
         for a in [&m.kernel, &m.initrd, &m.rootfs] {
             self.verify_cached(&img.dir, a)?;
         }
-        Ok(img)
+        Ok(m)
+    }
+
+    /// A prepared system: its manifest and layer against its pinned digest, its base against
+    /// the base's, and the machine it was captured on against this broker's.
+    fn admit_prepared(
+        &self,
+        req: &CreateRequest,
+        prep: &PinnedImage,
+    ) -> Result<Admitted, BrokerError> {
+        let pm = PreparedManifest::read(&prep.dir)?;
+        let actual = pm.digest();
+        if actual != prep.digest {
+            return Err(BrokerError::ImageMismatch(format!(
+                "prepared manifest digest {actual} differs from the pinned {}",
+                prep.digest
+            )));
+        }
+        // A request names the prepared system's shape, or leaves it to the prepared system.
+        let memory_mib = if req.memory_mib == 0 {
+            pm.memory_mib
+        } else {
+            req.memory_mib
+        };
+        let cpus = if req.cpus == 0 { pm.cpus } else { req.cpus };
+        if (memory_mib, cpus) != (pm.memory_mib, pm.cpus) {
+            return Err(BrokerError::ShapeMismatch(format!(
+                "{memory_mib} MiB / {cpus} CPUs asked; the prepared system was captured with {} MiB / {} CPUs",
+                pm.memory_mib, pm.cpus
+            )));
+        }
+        self.check_ceilings(memory_mib, cpus)?;
+        let base = self
+            .cfg
+            .images
+            .iter()
+            .find(|i| i.digest == pm.base_image)
+            .ok_or_else(|| {
+                BrokerError::ImageMismatch(format!(
+                    "the prepared system's base {} is not a pinned image",
+                    pm.base_image
+                ))
+            })?;
+        let host_qemu = self
+            .qemu_version
+            .as_ref()
+            .map_err(|e| BrokerError::Host(e.clone()))?;
+        if &pm.qemu_version != host_qemu
+            || pm.machine_type != crate::machine::MACHINE_TYPE
+            || pm.accel != self.accel.as_str()
+        {
+            return Err(BrokerError::ImageMismatch(format!(
+                "captured by {:?} on {} under {}; this broker has {host_qemu:?} on {} under {}",
+                pm.qemu_version,
+                pm.machine_type,
+                pm.accel,
+                crate::machine::MACHINE_TYPE,
+                self.accel.as_str()
+            )));
+        }
+        let manifest = self.verified_image(base)?;
+        for a in [&pm.disk, &pm.state] {
+            self.verify_cached(&prep.dir, a)?;
+        }
+        Ok(Admitted {
+            image: base.clone(),
+            manifest,
+            prepared: Some((prep.clone(), pm)),
+            memory_mib,
+            cpus,
+        })
+    }
+
+    fn is_prepared(&self, digest: &Sha256Digest) -> bool {
+        self.cfg.prepared.iter().any(|p| &p.digest == digest)
     }
 
     /// Re-hashes an artifact unless it is unchanged since it last verified.
@@ -353,21 +464,21 @@ impl Broker {
     /// Creates a contained instance.
     pub async fn create(&self, req: &CreateRequest) -> Result<Created, BrokerError> {
         let started = Instant::now();
-        let img = self.admit(req)?.clone();
+        let admitted = self.admit(req)?;
         let id = self.new_id();
         self.journal
             .request(&InstanceRecord {
                 id: id.clone(),
                 session: self.session.clone(),
-                image_digest: img.digest,
+                image_digest: req.image,
                 state: InstanceState::Requested,
                 pid: None,
-                memory_mib: req.memory_mib,
-                cpus: req.cpus,
+                memory_mib: admitted.memory_mib,
+                cpus: admitted.cpus,
                 requested_at: self.clock.now(),
             })
             .await?;
-        match self.boot(&id, &img, req, started).await {
+        match self.boot(&id, &admitted, req.wait_ready, started).await {
             Ok(c) => Ok(c),
             Err(e) => {
                 // Nothing half-made survives a failed create.
@@ -380,20 +491,28 @@ impl Broker {
     async fn boot(
         &self,
         id: &str,
-        img: &PinnedImage,
-        req: &CreateRequest,
+        adm: &Admitted,
+        wait_ready: bool,
         started: Instant,
     ) -> Result<Created, BrokerError> {
         let dir = self.dir(id);
         std::fs::create_dir_all(&dir)
             .map_err(|e| BrokerError::Host(format!("{}: {e}", dir.display())))?;
-        let m = ImageManifest::read(&img.dir)?;
+        let m = &adm.manifest;
+        let img = &adm.image;
         let overlay = dir.join(OVERLAY);
+        // The overlay's header names its backing only for qemu-img; QEMU gets the chain
+        // explicitly (see `machine`), so `-u` skips opening it here.
+        let (backing, format) = match &adm.prepared {
+            Some((p, pm)) => (p.dir.join(&pm.disk.file), "qcow2"),
+            None => (img.dir.join(&m.rootfs.file), "raw"),
+        };
         host::run(
             Command::new(&self.cfg.qemu_img)
-                .args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
-                .arg(img.dir.join(&m.rootfs.file))
-                .arg(&overlay),
+                .args(["create", "-q", "-f", "qcow2", "-u", "-F", format, "-b"])
+                .arg(&backing)
+                .arg(&overlay)
+                .arg(m.rootfs.bytes.to_string()),
         )
         .await?;
         self.journal
@@ -405,56 +524,41 @@ impl Broker {
                 None,
             )
             .await?;
+        let kernel = img.dir.join(&m.kernel.file);
+        let initrd = img.dir.join(&m.initrd.file);
+        let state = adm
+            .prepared
+            .as_ref()
+            .map(|(p, pm)| p.dir.join(&pm.state.file));
+        let name = format!("reach-vm-{id}");
+        let machine = Machine {
+            accel: self.accel,
+            memory_mib: adm.memory_mib,
+            cpus: adm.cpus,
+            kernel: &kernel,
+            initrd: &initrd,
+            cmdline: &m.kernel_cmdline,
+            disks: Disks {
+                base_raw: img.dir.join(&m.rootfs.file),
+                prepared: adm
+                    .prepared
+                    .as_ref()
+                    .map(|(p, pm)| p.dir.join(&pm.disk.file)),
+                top: overlay,
+                throwaway: true,
+            },
+            agent_channel: &m.guest_agent.channel,
+            dir: &dir,
+            qmp_sock: &dir.join(QMP_SOCK),
+            qga_sock: &dir.join(QGA_SOCK),
+            console: &dir.join(CONSOLE),
+            pidfile: &dir.join(PIDFILE),
+            incoming: state.as_deref(),
+            daemonize: true,
+            name: &name,
+        };
         let mut cmd = Command::new(&self.cfg.qemu);
-        cmd.args([
-            "-nodefaults",
-            "-no-user-config",
-            "-M",
-            "pc",
-            "-accel",
-            self.accel.qemu_arg(),
-        ])
-        .args([
-            "-m",
-            &req.memory_mib.to_string(),
-            "-smp",
-            &req.cpus.to_string(),
-        ])
-        // No network device at all: the runtime network ceiling is none.
-        .args(["-nic", "none", "-display", "none", "-daemonize"])
-        .arg("-name")
-        .arg(format!("reach-vm-{id}"))
-        .arg("-serial")
-        .arg(format!("file:{}", dir.join(CONSOLE).display()))
-        .arg("-kernel")
-        .arg(img.dir.join(&m.kernel.file))
-        .arg("-initrd")
-        .arg(img.dir.join(&m.initrd.file))
-        .arg("-append")
-        .arg(&m.kernel_cmdline)
-        .arg("-drive")
-        .arg(format!(
-            "file={},if=virtio,format=qcow2,cache=unsafe",
-            overlay.display()
-        ))
-        .arg("-qmp")
-        .arg(format!(
-            "unix:{},server=on,wait=off",
-            dir.join(QMP_SOCK).display()
-        ))
-        .arg("-chardev")
-        .arg(format!(
-            "socket,id=qga0,path={},server=on,wait=off",
-            dir.join(QGA_SOCK).display()
-        ))
-        .args(["-device", "virtio-serial-pci"])
-        .arg("-device")
-        .arg(format!(
-            "virtserialport,chardev=qga0,name={}",
-            m.guest_agent.channel
-        ))
-        .arg("-pidfile")
-        .arg(dir.join(PIDFILE));
+        cmd.args(machine.args());
         host::run(&mut cmd).await?;
         let pid = host::read_pidfile(&dir.join(PIDFILE))
             .ok_or_else(|| BrokerError::Host("QEMU wrote no pidfile".into()))?;
@@ -475,12 +579,13 @@ impl Broker {
             state: InstanceState::Booted,
             booted_after,
             ready_after: None,
+            restored: adm.prepared.is_some(),
         };
         self.agents
             .lock()
             .expect("lock")
             .insert(id.to_owned(), Arc::new(tokio::sync::Mutex::new(None)));
-        if req.wait_ready {
+        if wait_ready {
             self.wait_ready(id).await?;
             created.state = InstanceState::Ready;
             created.ready_after = Some(started.elapsed());
@@ -500,9 +605,21 @@ impl Broker {
             return Err(BrokerError::NotReady(id.to_owned(), rec.state.as_str()));
         }
         let deadline = std::time::Instant::now() + self.cfg.ready_timeout;
-        let agent = Agent::connect(&self.dir(id).join(QGA_SOCK), deadline)
+        let restored = self.is_prepared(&rec.image_digest);
+        if restored {
+            self.resume(id, deadline).await?;
+        }
+        let mut agent = Agent::connect(&self.dir(id).join(QGA_SOCK), deadline)
             .await
             .map_err(|_| BrokerError::BootTimeout(id.to_owned()))?;
+        if restored {
+            // The guest resumes at the capture's moment and with the capture's random state.
+            let now = host::nanos() as i64;
+            agent.set_time(now).await?;
+            let mut seed = [0u8; 64];
+            host::fill_random(&mut seed)?;
+            agent.reseed_rng(&seed).await?;
+        }
         *guard = Some(agent);
         self.journal
             .transition(
@@ -514,6 +631,50 @@ impl Broker {
             )
             .await?;
         Ok(())
+    }
+
+    /// Waits until QEMU has loaded the captured state, then lets the guest run.
+    async fn resume(&self, id: &str, deadline: std::time::Instant) -> Result<(), BrokerError> {
+        let dir = self.dir(id);
+        let failed = |what: String| {
+            let console = std::fs::read_to_string(dir.join(CONSOLE)).unwrap_or_default();
+            BrokerError::Host(format!(
+                "{id}: restore: {what}; console tail: {}",
+                console
+                    .chars()
+                    .rev()
+                    .take(400)
+                    .collect::<String>()
+                    .chars()
+                    .rev()
+                    .collect::<String>()
+            ))
+        };
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut q = crate::qmp::Qmp::connect(&dir.join(QMP_SOCK), left)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        loop {
+            let st = q
+                .execute("query-status", None)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            match st.get("status").and_then(|s| s.as_str()) {
+                Some("inmigrate") if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(RESUME_POLL).await;
+                }
+                Some("inmigrate") => return Err(BrokerError::BootTimeout(id.to_owned())),
+                Some("running") => return Ok(()),
+                // A stream captured from a stopped guest arrives paused.
+                Some("paused" | "postmigrate" | "prelaunch") => {
+                    q.execute("cont", None)
+                        .await
+                        .map_err(|e| failed(e.to_string()))?;
+                    return Ok(());
+                }
+                other => return Err(failed(format!("QEMU status {other:?}"))),
+            }
+        }
     }
 
     fn agent_slot(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<Option<Agent>>>, BrokerError> {
@@ -581,33 +742,7 @@ impl Broker {
             return Err(BrokerError::PathRefused(format!("{path}: mode {mode:o}")));
         }
         self.with_agent(id, async |a| {
-            a.write_file(&p, content).await?;
-            let bounds = crate::agent::ExecBounds {
-                timeout: Duration::from_secs(10),
-                max_output: 4096,
-            };
-            for argv in [
-                vec![
-                    "/bin/chown".to_owned(),
-                    format!("{uid}:{gid}"),
-                    "--".into(),
-                    p.clone(),
-                ],
-                vec![
-                    "/bin/chmod".to_owned(),
-                    format!("{mode:o}"),
-                    "--".into(),
-                    p.clone(),
-                ],
-            ] {
-                let o = a.exec(&argv, bounds).await?;
-                if o.exit_code != Some(0) {
-                    return Err(BrokerError::Agent(crate::agent::AgentError::Guest(
-                        format!("{} failed: {}", argv[0], String::from_utf8_lossy(&o.stderr)),
-                    )));
-                }
-            }
-            let back = a.read_file(&p).await?;
+            let back = a.place_file(&p, content, mode, uid, gid).await?;
             Ok(WriteResult {
                 path: p.clone(),
                 sha256: back.sha256,
@@ -729,6 +864,17 @@ impl Broker {
             stop,
         }
     }
+}
+
+/// An admitted create: what to boot or restore, and with which shape.
+#[derive(Debug)]
+struct Admitted {
+    /// The base image (for a prepared system, its base).
+    image: PinnedImage,
+    manifest: ImageManifest,
+    prepared: Option<(PinnedImage, PreparedManifest)>,
+    memory_mib: u32,
+    cpus: u32,
 }
 
 #[derive(Debug)]

@@ -6,6 +6,9 @@
 //! - [`instance`]: the [`instance::Broker`]: contained QEMU instances (no network device,
 //!   copy-on-write overlay over the pinned rootfs, QMP and guest agent on unix sockets),
 //!   guest operations through [`agent`], confirmed destruction, start-up reaping.
+//! - [`prepared`]: the pinned prepared-system layer (a qcow2 layer and the captured guest
+//!   state), so instances are restored in a second or two instead of booted; [`machine`] is
+//!   the one QEMU machine definition captures and restores share.
 //! - [`journal`]: every instance's lifecycle, durable in SQLite, with checked transitions.
 //! - [`probe`]: KVM only when a real boot under it succeeds; TCG otherwise.
 //!
@@ -18,7 +21,9 @@ mod host;
 pub mod image;
 pub mod instance;
 pub mod journal;
+pub mod machine;
 pub mod manifest;
+pub mod prepared;
 pub mod probe;
 pub mod profile;
 pub mod qmp;

@@ -76,6 +76,8 @@ impl ProfileSet {
             CommandProfile::new("ip-link", &["/bin/ip", "-o", "link", "show"], 0),
             CommandProfile::new("net-interfaces", &["/bin/ls", "-1", "/sys/class/net"], 0),
             CommandProfile::new("sleep", &["/bin/sleep"], 1),
+            // The guest's clock, to confirm a restored instance's time was set.
+            CommandProfile::new("date-epoch", &["/bin/date", "+%s"], 0),
         ])
     }
 

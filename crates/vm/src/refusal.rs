@@ -24,6 +24,9 @@ pub enum BrokerError {
     /// memory or CPU beyond the broker's ceiling
     #[error("environment/ceiling-exceeded: {0}")]
     CeilingExceeded(String),
+    /// the request's memory or CPUs differ from the prepared system's captured shape
+    #[error("environment/shape-mismatch: {0}")]
+    ShapeMismatch(String),
     /// no live instance has this id
     #[error("environment/unknown-instance: {0}")]
     UnknownInstance(String),
@@ -56,6 +59,7 @@ impl BrokerError {
             Self::NotContained(_) => "environment/not-contained",
             Self::UnknownImage(_) => "environment/unknown-image",
             Self::CeilingExceeded(_) => "environment/ceiling-exceeded",
+            Self::ShapeMismatch(_) => "environment/shape-mismatch",
             Self::UnknownInstance(_) => "environment/unknown-instance",
             Self::NotReady(..) => "environment/not-ready",
             Self::ProfileRefused(_) => "broker/profile-refused",

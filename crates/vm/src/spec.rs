@@ -108,7 +108,7 @@ fn field(field: impl Into<String>, reason: impl Into<String>) -> SpecError {
 }
 
 /// A Debian package or unit name: the conservative character set both share.
-fn valid_name(s: &str) -> bool {
+pub(crate) fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 128
         && s.chars()

@@ -15,10 +15,15 @@ fn text(b: &[u8]) -> String {
 async fn postfix_guest_through_the_agent_then_confirmed_destruction() {
     let run = tempfile::tempdir().unwrap();
     let _reaper = common::Reaper(run.path().to_owned());
-    let (broker, report) = common::start(run.path()).await;
+    let (broker, report) = common::start_with_prepared(run.path()).await;
     assert!(report.reaped.is_empty() && report.orphans.is_empty());
-    let created = broker.create(&common::request(true)).await.unwrap();
+    // Restored from the prepared system (the capture itself is the cold boot to the agent).
+    let created = broker
+        .create(&common::prepared_request(true))
+        .await
+        .unwrap();
     assert_eq!(created.state, InstanceState::Ready);
+    assert!(created.restored);
     eprintln!(
         "accel {:?}, ready after {:?}",
         created.accel, created.ready_after
@@ -150,9 +155,16 @@ async fn postfix_guest_through_the_agent_then_confirmed_destruction() {
 async fn twenty_create_destroy_cycles_leave_no_process_overlay_or_socket() {
     let run = tempfile::tempdir().unwrap();
     let _reaper = common::Reaper(run.path().to_owned());
-    let (broker, _) = common::start(run.path()).await;
-    for _ in 0..20 {
-        let created = broker.create(&common::request(false)).await.unwrap();
+    let (broker, _) = common::start_with_prepared(run.path()).await;
+    for i in 0..20 {
+        // Alternately a cold boot of the base image and a restore of the prepared system,
+        // each destroyed while the guest is still booting or loading its state.
+        let req = if i % 2 == 0 {
+            common::request(false)
+        } else {
+            common::prepared_request(false)
+        };
+        let created = broker.create(&req).await.unwrap();
         assert_eq!(created.state, InstanceState::Booted);
         let c = broker.destroy(&created.id).await.unwrap();
         assert!(

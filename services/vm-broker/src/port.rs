@@ -26,6 +26,7 @@ fn status(e: BrokerError) -> Status {
         BrokerError::ImageMismatch(_)
         | BrokerError::NotContained(_)
         | BrokerError::CeilingExceeded(_)
+        | BrokerError::ShapeMismatch(_)
         | BrokerError::NotReady(..) => Status::failed_precondition(msg),
         BrokerError::UnknownImage(_) | BrokerError::UnknownInstance(_) => Status::not_found(msg),
         BrokerError::ProfileRefused(_) | BrokerError::PathRefused(_) => {

@@ -1,7 +1,7 @@
 //! vm-broker's role settings (the manifest's `settings` table for this role), strict.
 //!
-//! Production pins images by digest here; with none pinned, every create is refused as
-//! `environment/unknown-image`.
+//! Production pins images and prepared systems by digest here; with none pinned, every
+//! create is refused as `environment/unknown-image`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,6 +24,8 @@ pub struct Image {
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub images: Vec<Image>,
+    /// Prepared systems (`reach image prepare`), each over one of `images`.
+    pub prepared: Vec<Image>,
     /// Per-instance ceilings.
     pub max_memory_mib: u32,
     pub max_cpus: u32,
@@ -34,6 +36,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             images: Vec::new(),
+            prepared: Vec::new(),
             max_memory_mib: 1024,
             max_cpus: 2,
             ready_timeout_s: 120,
@@ -47,15 +50,16 @@ impl Settings {
     }
 
     pub fn broker_config(&self, run_dir: &Path) -> anyhow::Result<BrokerConfig> {
-        let images = self
-            .images
-            .iter()
-            .map(|i| PinnedImage {
-                digest: i.digest,
-                dir: i.dir.clone(),
-            })
-            .collect();
-        let mut cfg = BrokerConfig::new(run_dir, images);
+        let pin = |v: &[Image]| {
+            v.iter()
+                .map(|i| PinnedImage {
+                    digest: i.digest,
+                    dir: i.dir.clone(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut cfg = BrokerConfig::new(run_dir, pin(&self.images));
+        cfg.prepared = pin(&self.prepared);
         cfg.max_memory_mib = self.max_memory_mib;
         cfg.max_cpus = self.max_cpus;
         cfg.ready_timeout = Duration::from_secs(self.ready_timeout_s);
@@ -70,14 +74,15 @@ mod tests {
     #[test]
     fn strict_settings() {
         let t: toml::Table = toml::from_str(
-            "max_cpus = 1\n[[images]]\ndigest = \"sha256:0000000000000000000000000000000000000000000000000000000000000000\"\ndir = \"/srv/img\"\n",
+            "max_cpus = 1\n[[images]]\ndigest = \"sha256:0000000000000000000000000000000000000000000000000000000000000000\"\ndir = \"/srv/img\"\n[[prepared]]\ndigest = \"sha256:1111111111111111111111111111111111111111111111111111111111111111\"\ndir = \"/srv/prep\"\n",
         )
         .unwrap();
         let s = Settings::from_table(&t).unwrap();
-        assert_eq!(s.images.len(), 1);
+        assert_eq!((s.images.len(), s.prepared.len()), (1, 1));
         let cfg = s.broker_config(Path::new("/run/vm")).unwrap();
         assert_eq!((cfg.max_cpus, cfg.max_memory_mib), (1, 1024));
         assert_eq!(cfg.journal, Path::new("/run/vm/journal.db"));
+        assert_eq!(cfg.prepared[0].dir, Path::new("/srv/prep"));
         for bad in [
             "network = \"isolated\"",
             "[[images]]\ndigest = \"md5:00\"\ndir = \"/x\"",

@@ -39,6 +39,49 @@ pub fn image() -> &'static (PathBuf, ImageManifest, Sha256Digest) {
     })
 }
 
+use reach_vm::prepared::{self, PrepareInputs, PreparedManifest, PreparedSpec};
+
+pub fn prepared_spec_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("images/postfix-prepared.toml")
+}
+
+pub fn prepared_spec() -> PreparedSpec {
+    PreparedSpec::parse(&std::fs::read_to_string(prepared_spec_path()).unwrap()).unwrap()
+}
+
+/// The prepared postfix system over [`image`]: (dir, manifest, prepared digest). Prepared at
+/// most once per process and cached across runs like the image.
+pub fn prepared() -> &'static (PathBuf, PreparedManifest, Sha256Digest) {
+    static PREPARED: OnceLock<(PathBuf, PreparedManifest, Sha256Digest)> = OnceLock::new();
+    PREPARED.get_or_init(|| {
+        let (dir, _, _) = image();
+        let accel = accel();
+        let lock = std::fs::File::create(Path::new(IMAGE_CACHE).join(".lock")).unwrap();
+        let _guard = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
+        let dir = dir.clone();
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(prepared::cached_prepare(
+                    &prepared_spec(),
+                    &PrepareInputs {
+                        base_dir: &dir,
+                        qemu: Path::new("qemu-system-x86_64"),
+                        qemu_img: Path::new("qemu-img"),
+                        accel,
+                    },
+                    Path::new(IMAGE_CACHE),
+                    &Quiet,
+                ))
+        })
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("preparing the test system: {e}"))
+    })
+}
+
 use reach_vm::instance::{
     AccelChoice, Broker, BrokerConfig, CreateRequest, NetworkRequest, PinnedImage, StartReport,
 };
@@ -78,6 +121,37 @@ pub fn config(run_dir: &Path) -> BrokerConfig {
     );
     cfg.accel = AccelChoice::Force(accel());
     cfg
+}
+
+/// [`config`] with the prepared system pinned too.
+pub fn config_with_prepared(run_dir: &Path) -> BrokerConfig {
+    let (dir, _, digest) = prepared();
+    let mut cfg = config(run_dir);
+    cfg.prepared.push(PinnedImage {
+        digest: *digest,
+        dir: dir.clone(),
+    });
+    cfg
+}
+
+pub async fn start_with_prepared(run_dir: &Path) -> (Broker, StartReport) {
+    Broker::start(
+        config_with_prepared(run_dir),
+        std::sync::Arc::new(reach_clock::SystemClock),
+    )
+    .await
+    .unwrap()
+}
+
+/// A create from the prepared system, in its captured shape.
+pub fn prepared_request(wait_ready: bool) -> CreateRequest {
+    CreateRequest {
+        image: prepared().2,
+        network: NetworkRequest::None,
+        memory_mib: 0,
+        cpus: 0,
+        wait_ready,
+    }
 }
 
 pub async fn start(run_dir: &Path) -> (Broker, StartReport) {

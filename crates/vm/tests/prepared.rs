@@ -1,0 +1,205 @@
+//! The prepared-system layer against real QEMU: instances restored from the captured state
+//! answer at once, start from the identical pinned state, keep nothing between instances,
+//! and a substituted layer or a different shape is refused before anything is created.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use reach_vm::journal::InstanceState;
+use reach_vm::prepared::{PreparedManifest, STATE_FILE};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restored_instances_are_ready_clocked_and_disposable() {
+    let (pdir, pm, _) = common::prepared();
+    assert_eq!(pm.system_state, "running");
+    assert_eq!(pm.base_image, common::image().2);
+    assert_eq!(PreparedManifest::read(pdir).unwrap(), *pm);
+    pm.verify_artifacts(pdir).unwrap();
+
+    let run = tempfile::tempdir().unwrap();
+    let _reaper = common::Reaper(run.path().to_owned());
+    let (broker, _) = common::start_with_prepared(run.path()).await;
+
+    let a = broker
+        .create(&common::prepared_request(true))
+        .await
+        .unwrap();
+    assert!(a.restored);
+    assert_eq!(a.state, InstanceState::Ready);
+    eprintln!("restored instance ready after {:?}", a.ready_after);
+
+    // Postfix was active at the capture, so it is active at once: no boot to wait for.
+    let s = broker
+        .exec(&a.id, "service-status", &["postfix".into()])
+        .await
+        .unwrap();
+    assert_eq!(text(&s.stdout).trim(), "active");
+    // The prepared system's file, with the digest its manifest pinned.
+    let placed = broker
+        .read_file(&a.id, "/etc/postfix/reach-prepared")
+        .await
+        .unwrap();
+    assert_eq!(placed.sha256, pm.files[0].sha256);
+    // The clock was set at restore (the capture is older than this test).
+    let date = broker.exec(&a.id, "date-epoch", &[]).await.unwrap();
+    let guest_now: i64 = text(&date.stdout).trim().parse().unwrap();
+    let host_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!(
+        (guest_now - host_now).abs() <= 5,
+        "guest {guest_now}, host {host_now}"
+    );
+    // Still contained after a restore.
+    let ifaces = broker.exec(&a.id, "net-interfaces", &[]).await.unwrap();
+    assert_eq!(
+        text(&ifaces.stdout).split_whitespace().collect::<Vec<_>>(),
+        ["lo"]
+    );
+
+    // What one instance writes never reaches the next.
+    let w = broker
+        .write_file(
+            &a.id,
+            "/etc/postfix/reach-prepared",
+            b"changed\n",
+            0o600,
+            0,
+            0,
+        )
+        .await
+        .unwrap();
+    assert_ne!(w.sha256, pm.files[0].sha256);
+    let c = broker.destroy(&a.id).await.unwrap();
+    assert!(
+        c.process_gone && c.overlay_deleted && c.sockets_deleted,
+        "{c:?}"
+    );
+
+    let b = broker
+        .create(&common::prepared_request(true))
+        .await
+        .unwrap();
+    let again = broker
+        .read_file(&b.id, "/etc/postfix/reach-prepared")
+        .await
+        .unwrap();
+    assert_eq!(again.sha256, pm.files[0].sha256);
+    // Two instances of one capture get their own random streams after restore: the broker
+    // mixed host randomness into each pool and reseeded the CRNG (without that, both read the
+    // same "random" UUID here).
+    let r1 = broker
+        .read_file(&b.id, "/proc/sys/kernel/random/uuid")
+        .await
+        .unwrap();
+    let b2 = broker
+        .create(&common::prepared_request(true))
+        .await
+        .unwrap();
+    let r2 = broker
+        .read_file(&b2.id, "/proc/sys/kernel/random/uuid")
+        .await
+        .unwrap();
+    assert_ne!(r1.bytes, r2.bytes);
+    for id in [&b.id, &b2.id] {
+        broker.destroy(id).await.unwrap();
+    }
+    assert!(common::qemu_processes(run.path()).is_empty());
+    assert!(common::leftovers(run.path()).is_empty());
+    assert_eq!(
+        broker.journal().history(&b.id).await.unwrap(),
+        [
+            InstanceState::Requested,
+            InstanceState::Allocated,
+            InstanceState::Booted,
+            InstanceState::Ready,
+            InstanceState::Destroying,
+            InstanceState::Destroyed
+        ]
+    );
+}
+
+/// Copies the prepared layer (sparse) so a test can tamper with it.
+fn copy_dir(from: &Path, to: &Path) {
+    let st = std::process::Command::new("cp")
+        .args(["-r", "--sparse=always"])
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = std::process::Command::new("chmod")
+        .args(["-R", "u+w"])
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_substituted_layer_an_unpinned_base_or_another_shape_is_refused_before_boot() {
+    let (pdir, _, _) = common::prepared();
+    let run = tempfile::tempdir().unwrap();
+    let _reaper = common::Reaper(run.path().to_owned());
+
+    // Another shape than the capture's.
+    let (broker, _) = common::start_with_prepared(run.path()).await;
+    let mut req = common::prepared_request(false);
+    req.memory_mib = 512;
+    assert_eq!(
+        broker.create(&req).await.unwrap_err().code(),
+        "environment/shape-mismatch"
+    );
+    drop(broker);
+
+    // The base is not pinned.
+    let mut cfg = common::config_with_prepared(run.path());
+    cfg.images.clear();
+    let (nobase, _) =
+        reach_vm::instance::Broker::start(cfg, std::sync::Arc::new(reach_clock::SystemClock))
+            .await
+            .unwrap();
+    let err = nobase
+        .create(&common::prepared_request(false))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "environment/image-mismatch", "{err}");
+    drop(nobase);
+
+    // One byte of the captured state substituted.
+    let copy = tempfile::tempdir().unwrap();
+    let layer = copy.path().join("prepared");
+    copy_dir(pdir, &layer);
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(layer.join(STATE_FILE))
+            .unwrap();
+        f.seek(SeekFrom::Start(1 << 20)).unwrap();
+        f.write_all(b"X").unwrap();
+    }
+    let mut cfg = common::config_with_prepared(run.path());
+    cfg.prepared[0].dir = layer;
+    let (tampered, _) =
+        reach_vm::instance::Broker::start(cfg, std::sync::Arc::new(reach_clock::SystemClock))
+            .await
+            .unwrap();
+    let err = tampered
+        .create(&common::prepared_request(false))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "environment/image-mismatch", "{err}");
+    assert!(tampered.journal().live().await.unwrap().is_empty());
+
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(common::qemu_processes(run.path()).is_empty());
+    assert!(common::leftovers(run.path()).is_empty());
+}
