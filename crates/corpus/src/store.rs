@@ -316,6 +316,8 @@ impl BuildSummary {
 pub struct CorpusStore {
     root: PathBuf,
     clock: Arc<dyn Clock>,
+    /// How long an activated snapshot serves before retrieval answers DependencyUnavailable.
+    freshness: Duration,
 }
 
 static STAGING_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -325,7 +327,17 @@ impl CorpusStore {
         let root = root.into();
         std::fs::create_dir_all(root.join("snapshots"))?;
         std::fs::create_dir_all(root.join("staging"))?;
-        Ok(CorpusStore { root, clock })
+        Ok(CorpusStore {
+            root,
+            clock,
+            freshness: FRESHNESS,
+        })
+    }
+
+    /// Snapshots activated from now on stay fresh for `freshness` instead of [`FRESHNESS`].
+    pub fn with_freshness(mut self, freshness: Duration) -> Self {
+        self.freshness = freshness;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -481,7 +493,7 @@ impl CorpusStore {
                 work_millis,
             },
             activated_at,
-            fresh_until: activated_at + FRESHNESS,
+            fresh_until: activated_at + self.freshness,
             snapshot_digest: Sha256Digest::from_bytes([0; 32]),
         };
         record.snapshot_digest = record.compute_digest();

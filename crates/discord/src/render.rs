@@ -88,6 +88,38 @@ pub enum ChannelPolicy {
     Silent,
 }
 
+/// The refusal policy of every admitted channel: a default, and the channels that differ.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RefusalPolicy {
+    pub default: ChannelPolicy,
+    /// Channel id -> its own policy.
+    pub channels: std::collections::BTreeMap<String, ChannelPolicy>,
+}
+
+impl RefusalPolicy {
+    /// The policy for `channel_id` (its own, or the default).
+    pub fn for_channel(&self, channel_id: &str) -> ChannelPolicy {
+        self.channels
+            .get(channel_id)
+            .copied()
+            .unwrap_or(self.default)
+    }
+}
+
+impl std::str::FromStr for ChannelPolicy {
+    type Err = String;
+    /// `post` or `silent`, as the manifest writes them.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "post" => Ok(ChannelPolicy::PostRefusals),
+            "silent" => Ok(ChannelPolicy::Silent),
+            other => Err(format!(
+                "a refusal policy is \"post\" or \"silent\", not {other:?}"
+            )),
+        }
+    }
+}
+
 /// The refusal text for REFUSED.
 pub const REFUSED_TEXT: &str = "I can't answer that from the documentation I'm allowed to use, \
 so I won't guess. Try rephrasing, or ask about something the docs cover.";

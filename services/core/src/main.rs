@@ -53,18 +53,7 @@ fn main() -> std::process::ExitCode {
             Some(root) => std::path::PathBuf::from(root),
             None => anyhow::bail!("settings.corpus_root must name the corpus store core reads"),
         };
-        let policy = match role
-            .config
-            .settings
-            .get("refusals")
-            .and_then(|v| v.as_str())
-        {
-            None | Some("post") => reach_discord::render::ChannelPolicy::PostRefusals,
-            Some("silent") => reach_discord::render::ChannelPolicy::Silent,
-            Some(other) => {
-                anyhow::bail!("settings.refusals must be \"post\" or \"silent\", not {other:?}")
-            }
-        };
+        let policy = refusal_policy(&role.config.settings)?;
         let ward = role.client("ward.authority")?;
         let portal = match role.config.settings.get("portal") {
             // Off by default: the embedded cognition stays local and needs no provider.
@@ -104,4 +93,62 @@ fn main() -> std::process::ExitCode {
         role.serve("core.trail", core.trail())?;
         Ok(())
     })
+}
+
+/// `refusals = "post" | "silent"` (default post) and `refusals_by_channel = { "<channel id>" =
+/// "post" | "silent" }` for the channels that differ.
+fn refusal_policy(settings: &toml::Table) -> anyhow::Result<reach_discord::render::RefusalPolicy> {
+    let parse = |what: &str, v: &toml::Value| {
+        v.as_str()
+            .ok_or_else(|| anyhow::anyhow!("{what} must be a string"))?
+            .parse::<reach_discord::render::ChannelPolicy>()
+            .map_err(|e| anyhow::anyhow!("{what}: {e}"))
+    };
+    let mut policy = reach_discord::render::RefusalPolicy::default();
+    if let Some(v) = settings.get("refusals") {
+        policy.default = parse("settings.refusals", v)?;
+    }
+    if let Some(v) = settings.get("refusals_by_channel") {
+        let table = v
+            .as_table()
+            .ok_or_else(|| anyhow::anyhow!("settings.refusals_by_channel must be a table"))?;
+        for (channel, v) in table {
+            let p = parse(&format!("settings.refusals_by_channel.{channel}"), v)?;
+            policy.channels.insert(channel.clone(), p);
+        }
+    }
+    Ok(policy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reach_discord::render::ChannelPolicy;
+
+    #[test]
+    fn refusal_policy_defaults_to_post_and_reads_per_channel_exceptions() {
+        let t: toml::Table = r#"
+            refusals = "silent"
+            refusals_by_channel = { "42" = "post" }
+        "#
+        .parse()
+        .unwrap();
+        let p = refusal_policy(&t).unwrap();
+        assert_eq!(p.for_channel("42"), ChannelPolicy::PostRefusals);
+        assert_eq!(p.for_channel("43"), ChannelPolicy::Silent);
+        assert_eq!(
+            refusal_policy(&toml::Table::new())
+                .unwrap()
+                .for_channel("1"),
+            ChannelPolicy::PostRefusals
+        );
+        for bad in [
+            r#"refusals = "loud""#,
+            r#"refusals_by_channel = { "42" = "maybe" }"#,
+            r#"refusals_by_channel = "silent""#,
+        ] {
+            let t: toml::Table = bad.parse().unwrap();
+            assert!(refusal_policy(&t).is_err(), "{bad} was accepted");
+        }
+    }
 }

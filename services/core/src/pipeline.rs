@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use reach_corpus::{BundleOutcome, RetrievalLimits, RetrievalRefusal, Snapshot, extractive_answer};
 use reach_digest::Sha256Digest;
-use reach_discord::render::{ChannelPolicy, Citation, TurnView, render};
+use reach_discord::render::{Citation, RefusalPolicy, TurnView, render};
 use reach_phylactery as ledger;
 use reach_phylactery::{Phylactery, TurnState};
 use reach_portal::{CutInput, EvidenceIn, Expectation, ProviderReturn};
@@ -42,7 +42,7 @@ pub struct Pipeline {
     vault: Phylactery,
     corpus_root: PathBuf,
     ward: WardClient<Channel>,
-    policy: ChannelPolicy,
+    policy: RefusalPolicy,
     /// Woken whenever a committed turn brings a new intent, so a waiting claimer sees it at once.
     committed: Arc<Notify>,
     /// The model Portal, when core's config names one; `None` keeps cognition local.
@@ -82,7 +82,7 @@ impl Pipeline {
         vault: Phylactery,
         corpus_root: PathBuf,
         ward: Channel,
-        policy: ChannelPolicy,
+        policy: RefusalPolicy,
         committed: Arc<Notify>,
         portal: Option<PortalRoute>,
     ) -> Self {
@@ -103,7 +103,7 @@ impl Pipeline {
         let parts = outcome
             .view
             .as_ref()
-            .map(|v| render(v, self.policy))
+            .map(|v| render(v, self.policy.for_channel(&req.channel_id)))
             .unwrap_or_default();
         // One intent per turn: the first part. Multi-part answers need one intent per part.
         // Without a Sigil nothing can ever be delivered, so no intent is committed.

@@ -15,6 +15,10 @@ fn main() -> std::process::ExitCode {
                 .join(reach_manifest::plan::CORPUS_STORE_DIR),
             Arc::new(SystemClock),
         )?;
+        let store = match settings.freshness()? {
+            Some(f) => store.with_freshness(f),
+            None => store,
+        };
         let fetcher = fetch::ArchiveFetcher::new(settings.admission()?, settings.roots()?)?;
         let builder = admin::Builder::new(
             store,

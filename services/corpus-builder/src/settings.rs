@@ -13,13 +13,27 @@ use reach_destination::{Admission, AdmissionPolicy};
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub roads: Roads,
+    /// How long an activated snapshot serves, in seconds (default: the store's 24 h). Past
+    /// it, core answers DEPENDENCY_UNAVAILABLE until a rebuild.
+    pub freshness_secs: Option<u64>,
 }
 
 impl Settings {
     pub fn from_table(t: &toml::Table) -> anyhow::Result<Self> {
         t.clone()
             .try_into()
-            .context("corpus-builder settings (roads)")
+            .context("corpus-builder settings (roads, freshness_secs)")
+    }
+
+    /// The snapshot lifetime the settings name, if any; zero is refused.
+    pub fn freshness(&self) -> anyhow::Result<Option<time::Duration>> {
+        match self.freshness_secs {
+            None => Ok(None),
+            Some(0) => anyhow::bail!("settings.freshness_secs must be at least 1"),
+            Some(s) => Ok(Some(time::Duration::seconds(
+                i64::try_from(s).context("settings.freshness_secs is too large")?,
+            ))),
+        }
     }
 
     /// The roots sources are verified against.
@@ -41,5 +55,35 @@ impl Settings {
             None => reach_corpus::git::GitTls::WebPki,
             Some(_) => reach_corpus::git::GitTls::Store(self.roots()?),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(text: &str) -> anyhow::Result<Settings> {
+        Settings::from_table(&text.parse::<toml::Table>().unwrap())
+    }
+
+    #[test]
+    fn freshness_is_optional_positive_and_strict() {
+        assert_eq!(settings("").unwrap().freshness().unwrap(), None);
+        assert_eq!(
+            settings("freshness_secs = 90")
+                .unwrap()
+                .freshness()
+                .unwrap(),
+            Some(time::Duration::seconds(90))
+        );
+        let zero = settings("freshness_secs = 0")
+            .unwrap()
+            .freshness()
+            .unwrap_err();
+        assert!(zero.to_string().contains("at least 1"), "{zero}");
+        assert!(
+            settings("freshness = 90").is_err(),
+            "unknown keys are refused"
+        );
     }
 }

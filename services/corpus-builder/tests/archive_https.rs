@@ -124,6 +124,7 @@ async fn fixture() -> Fixture {
             }],
             ..Roads::default()
         },
+        ..Settings::default()
     };
     let fetcher = ArchiveFetcher::new(settings.admission().unwrap(), ca.root_store()).unwrap();
     let store_root = dir.path().join("corpus");

@@ -78,6 +78,7 @@ async fn a_git_source_activates_only_the_admitted_commit() {
             }],
             ..Roads::default()
         },
+        ..Settings::default()
     };
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.ca.clone()).unwrap();
