@@ -1,12 +1,17 @@
-//! `reach image build SPEC [--out DIR]`: a pinned Debian guest image for the vm-broker.
+//! `reach image build SPEC [--out DIR]`: a pinned Debian guest image for the vm-broker;
+//! `reach image prepare SPEC --base DIR [--out DIR]`: a pinned prepared-system layer over it
+//! (booted once, captured, restored by the broker for every instance).
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use reach_vm::image::{self, Progress, Stage};
+use reach_vm::manifest::ImageManifest;
+use reach_vm::prepared::{self, PrepareInputs, PreparedSpec};
+use reach_vm::probe;
 use reach_vm::spec::ImageSpec;
 
 #[derive(clap::Subcommand, Debug)]
@@ -16,8 +21,28 @@ pub enum ImageCommand {
         /// The reach.vm.image-spec.v1 TOML file.
         spec: PathBuf,
         /// Output directory (default: images/<spec digest hex>).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "cache")]
         out: Option<PathBuf>,
+        /// Reuse (or build into) CACHE/<spec digest hex> when its manifest names this spec
+        /// and builder and its artifacts verify.
+        #[arg(long)]
+        cache: Option<PathBuf>,
+    },
+    /// Prepare a system over a built image (boot it once, place files, capture its state);
+    /// prints the prepared-system digest.
+    Prepare {
+        /// The reach.vm.prepared-spec.v1 TOML file.
+        spec: PathBuf,
+        /// The base image directory (`reach image build`'s output).
+        #[arg(long)]
+        base: PathBuf,
+        /// Output directory (default: images/prepared/<spec digest hex>).
+        #[arg(long, conflicts_with = "cache")]
+        out: Option<PathBuf>,
+        /// Reuse (or prepare into) CACHE/prepared/<key> when its manifest names this spec,
+        /// base, QEMU and accelerator and its artifacts verify.
+        #[arg(long)]
+        cache: Option<PathBuf>,
     },
 }
 
@@ -36,12 +61,18 @@ impl Progress for Bars {
 }
 
 pub async fn run(command: ImageCommand) -> anyhow::Result<ExitCode> {
-    let ImageCommand::Build { spec, out } = command;
-    let text =
-        std::fs::read_to_string(&spec).with_context(|| format!("read {}", spec.display()))?;
-    let parsed = ImageSpec::parse(&text)?;
-    let out = out.unwrap_or_else(|| PathBuf::from("images").join(parsed.digest().hex()));
-    let spec_dir = spec.parent().map(|p| p.to_path_buf()).unwrap_or_default();
+    match command {
+        ImageCommand::Build { spec, out, cache } => build(spec, out, cache).await,
+        ImageCommand::Prepare {
+            spec,
+            base,
+            out,
+            cache,
+        } => prepare(spec, base, out, cache).await,
+    }
+}
+
+fn bar() -> ProgressBar {
     let bar = ProgressBar::new(Stage::COUNT - 1);
     if !std::io::stderr().is_terminal() {
         bar.set_draw_target(ProgressDrawTarget::hidden());
@@ -51,21 +82,111 @@ pub async fn run(command: ImageCommand) -> anyhow::Result<ExitCode> {
             .expect("template"),
     );
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    let built = tokio::task::spawn_blocking(move || {
+    bar
+}
+
+/// Holds `CACHE/.lock` (the lock the reach-vm tests take too) while a cache is used.
+fn lock_cache(cache: &Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
+    std::fs::create_dir_all(cache).with_context(|| format!("create {}", cache.display()))?;
+    let f = std::fs::File::create(cache.join(".lock"))?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| anyhow::anyhow!("lock {}: {e}", cache.display()))
+}
+
+async fn prepare(
+    spec: PathBuf,
+    base: PathBuf,
+    out: Option<PathBuf>,
+    cache: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let text =
+        std::fs::read_to_string(&spec).with_context(|| format!("read {}", spec.display()))?;
+    let parsed = PreparedSpec::parse(&text)?;
+    let out = out.unwrap_or_else(|| {
+        PathBuf::from("images")
+            .join("prepared")
+            .join(parsed.digest().hex())
+    });
+    let manifest = ImageManifest::read(&base)?;
+    let qemu = Path::new("qemu-system-x86_64");
+    // The same probe the broker runs: a capture loads only under the accelerator it was made with.
+    let probe_dir = cache
+        .clone()
+        .unwrap_or_else(|| out.parent().unwrap_or(Path::new(".")).to_owned());
+    std::fs::create_dir_all(&probe_dir)?;
+    let accel = probe::probe(qemu, &base.join(&manifest.kernel.file), &probe_dir).await;
+    let bars = Bars(bar());
+    bars.0.set_prefix(format!("prepare ({})", accel.as_str()));
+    let inputs = PrepareInputs {
+        base_dir: &base,
+        qemu,
+        qemu_img: Path::new("qemu-img"),
+        accel,
+    };
+    let r = match &cache {
+        Some(c) => {
+            let _lock = lock_cache(c)?;
+            prepared::cached_prepare(&parsed, &inputs, c, &bars).await
+        }
+        None => prepared::prepare(&parsed, &inputs, &out, &bars)
+            .await
+            .map(|p| {
+                eprintln!(
+                    "prepared {} in {:.1} s (capture boot {:.1} s)",
+                    p.dir.display(),
+                    p.elapsed.as_secs_f64(),
+                    p.boot.as_secs_f64(),
+                );
+                (p.dir, p.manifest, p.digest)
+            }),
+    };
+    bars.0.finish_and_clear();
+    let (dir, manifest, digest) = r?;
+    eprintln!(
+        "prepared system over {}: state {} ({} bytes), {} files",
+        manifest.base_image,
+        manifest.state.sha256,
+        manifest.state.bytes,
+        manifest.files.len()
+    );
+    println!("{digest} {}", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn build(
+    spec: PathBuf,
+    out: Option<PathBuf>,
+    cache: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let text =
+        std::fs::read_to_string(&spec).with_context(|| format!("read {}", spec.display()))?;
+    let parsed = ImageSpec::parse(&text)?;
+    let out = out.unwrap_or_else(|| PathBuf::from("images").join(parsed.digest().hex()));
+    let spec_dir = spec.parent().map(|p| p.to_path_buf()).unwrap_or_default();
+    let bar = bar();
+    let started = std::time::Instant::now();
+    let (dir, manifest, digest) = tokio::task::spawn_blocking(move || {
         let bars = Bars(bar);
-        let r = image::build(&parsed, &spec_dir, &out, &bars);
+        let r = match cache {
+            Some(c) => lock_cache(&c)
+                .and_then(|_lock| Ok(image::cached_build(&parsed, &spec_dir, &c, &bars)?)),
+            None => image::build(&parsed, &spec_dir, &out, &bars)
+                .map(|b| (b.dir, b.manifest, b.digest))
+                .map_err(Into::into),
+        };
         bars.0.finish_and_clear();
         r
     })
     .await??;
     eprintln!(
-        "built {} in {:.1} s: rootfs {} ({} bytes), {} packages",
-        built.dir.display(),
-        built.elapsed.as_secs_f64(),
-        built.manifest.rootfs.sha256,
-        built.manifest.rootfs.bytes,
-        built.manifest.packages.len()
+        "image {} ready in {:.1} s: rootfs {} ({} bytes), {} packages",
+        dir.display(),
+        started.elapsed().as_secs_f64(),
+        manifest.rootfs.sha256,
+        manifest.rootfs.bytes,
+        manifest.packages.len()
     );
-    println!("{}", built.digest);
+    // The digest, then the directory: `reach image build SPEC | cut -d' ' -f1` pins it.
+    println!("{digest} {}", dir.display());
     Ok(ExitCode::SUCCESS)
 }
