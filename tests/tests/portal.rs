@@ -50,7 +50,15 @@ fn configure_portal(
         portal.insert("endpoint".into(), model.endpoint().into());
         portal.insert("model".into(), MODEL.into());
         match role.name.as_str() {
-            "core" => {}
+            "core" => {
+                // Zero data retention, no training: the declaration core admits before egress.
+                let custody: toml::Table = toml::from_str(
+                    "storage = \"none\"\nretention_days = 0\ntraining = false\n\
+                     region = \"eu\"\nsubcontractors = []\ndeletion = \"automatic\"",
+                )
+                .unwrap();
+                portal.insert("custody".into(), custody.into());
+            }
             "egress-provider" => {
                 portal.insert("streaming".into(), true.into());
                 let mut road = toml::Table::new();

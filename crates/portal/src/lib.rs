@@ -3,6 +3,8 @@
 //!
 //! - [`cut`]: the Privacy Cut core makes after grounding — the question and the bounded
 //!   evidence bundle only, with a digest-bearing receipt of what was cut.
+//! - [`custody`]: the provider's declared storage, training, region, subcontractor and deletion
+//!   policy, admitted before any egress and bound into every model decision.
 //! - [`openai`]: the OpenAI-compatible chat completions wire, reduced to one
 //!   [`ProviderReturn`](openai::ProviderReturn).
 //! - [`quarantine`]: the judgement of a return before core adopts it, with the seed's codes.
@@ -16,6 +18,7 @@
 
 #[cfg(feature = "net")]
 mod client;
+pub mod custody;
 pub mod cut;
 #[cfg(feature = "net")]
 mod key;
@@ -24,6 +27,7 @@ pub mod quarantine;
 
 #[cfg(feature = "net")]
 pub use client::{CallFailure, PURPOSE, PortalClient, PortalConfig, portal_bounds};
+pub use custody::{AdmittedCustody, CustodyRefusal, ProviderCustody, admit_custody};
 pub use cut::{CutInput, CutPayload, CutReceipt, CutRefusal, EvidenceIn, PrivacyCut, cut};
 #[cfg(feature = "net")]
 pub use key::{ApiKey, KeyError};

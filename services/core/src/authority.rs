@@ -192,6 +192,8 @@ pub struct ModelAttempt<'a> {
     pub destination: &'a str,
     pub payload_digest: Sha256Digest,
     pub cut_receipt_digest: Sha256Digest,
+    /// The answer policy and the admitted provider custody.
+    pub policy_revision: &'a str,
 }
 
 /// The EgressDecision for a model Portal call: issued by ward immediately before core hands the
@@ -224,7 +226,7 @@ impl ModelAuthority {
                 payload_digest: a.payload_digest.to_string(),
                 labels: LABELS.iter().map(|l| (*l).to_owned()).collect(),
                 cut_receipt_digest: a.cut_receipt_digest.to_string(),
-                policy_revision: POLICY_REVISION.into(),
+                policy_revision: a.policy_revision.to_owned(),
                 max_tokens: MODEL_MAX_TOKENS,
                 max_spend_micros: 0,
             })

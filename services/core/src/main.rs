@@ -18,6 +18,9 @@ use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
 struct PortalSettings {
     endpoint: String,
     model: String,
+    /// The provider's storage, training, region, subcontractor and deletion policy, admitted
+    /// before any egress (`reach_portal::custody`).
+    custody: reach_portal::ProviderCustody,
 }
 
 fn main() -> std::process::ExitCode {
@@ -63,9 +66,12 @@ fn main() -> std::process::ExitCode {
                     .clone()
                     .try_into()
                     .map_err(|e| anyhow::anyhow!("settings.portal: {e}"))?;
+                let custody = reach_portal::admit_custody(&s.custody)
+                    .map_err(|r| anyhow::anyhow!("settings.portal.custody refused: {r}"))?;
                 Some(pipeline::PortalRoute {
                     endpoint: s.endpoint,
                     model: s.model,
+                    policy_revision: custody.policy_revision(authority::POLICY_REVISION),
                     provider: ProviderCallClient::new(role.client("egress-provider.call")?),
                     authority: authority::ModelAuthority::new(ward.clone(), vault.clone()),
                 })

@@ -55,6 +55,8 @@ pub struct Pipeline {
 pub struct PortalRoute {
     pub endpoint: String,
     pub model: String,
+    /// The answer policy plus the digest of the admitted provider custody declaration.
+    pub policy_revision: String,
     pub provider: ProviderCallClient<Channel>,
     pub authority: ModelAuthority,
 }
@@ -371,6 +373,7 @@ impl Pipeline {
                 destination: &portal.endpoint,
                 payload_digest: cut.payload_digest(),
                 cut_receipt_digest: receipt_digest,
+                policy_revision: &portal.policy_revision,
             })
             .await;
         let decision = match issued {
