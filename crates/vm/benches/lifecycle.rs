@@ -39,6 +39,10 @@ fn main() {
     let spec_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("images/postfix-test.toml");
     let spec = ImageSpec::parse(&std::fs::read_to_string(&spec_path).unwrap()).unwrap();
     let t = Instant::now();
+    // The lock the tests and `reach image build --cache` take: one build per cache at a time.
+    std::fs::create_dir_all(CACHE).unwrap();
+    let lock = std::fs::File::create(Path::new(CACHE).join(".lock")).unwrap();
+    let lock = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
     let (dir, manifest, digest) =
         image::cached_build(&spec, spec_path.parent().unwrap(), Path::new(CACHE), &Quiet).unwrap();
     let cached_elapsed = t.elapsed();
@@ -128,6 +132,7 @@ fn main() {
         )
         .await
         .unwrap();
+        drop(lock);
         println!("prepared system {pdigest}");
         println!(
             "prepared layer: disk {} MiB allocated, state {} MiB, shape {} MiB / {} CPU (obtained in {:.1} s{})",
@@ -199,7 +204,8 @@ async fn cycles(broker: &Broker, what: &str, req: &CreateRequest, cycles: usize)
         let conf = broker.destroy(&c.id).await.unwrap();
         let d = t.elapsed();
         println!(
-            "cycle {i}: ready {:.2} s, destroy confirmed {:.0} ms (stop {} ms, killed {})",
+            "cycle {i}: QEMU up {:.2} s, ready {:.2} s, destroy confirmed {:.0} ms (stop {} ms, killed {})",
+            c.booted_after.as_secs_f64(),
             r.as_secs_f64(),
             d.as_secs_f64() * 1000.0,
             conf.stop_ms,

@@ -28,7 +28,7 @@ use crate::spec::{ImageSpec, parse_mode};
 
 /// Names the builder logic; part of every manifest, so a change to how images are made
 /// changes the image digest even for the same spec.
-pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-8");
+pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-9");
 
 /// Kernel command line for direct boot: serial console, the virtio disk as root, no network
 /// configuration, panic → poweroff so a broken guest ends its QEMU instead of spinning.
@@ -525,12 +525,14 @@ fn leave_out_generated(root: &Path) -> Result<Vec<&'static str>, BuildError> {
         return Ok(removed);
     }
     let unit = format!(
-        "[Unit]\nDescription=Regenerate what the reproducible image leaves out\nDefaultDependencies=no\nRequires=local-fs.target\nAfter=local-fs.target\nBefore=sysinit.target postfix.service\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n{exec}\n[Install]\nWantedBy=sysinit.target\n"
+        "[Unit]\nDescription=Regenerate what the reproducible image leaves out\nBefore=postfix.service postfix@-.service\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n{exec}\n[Install]\nWantedBy=multi-user.target\n"
     );
     let system = root.join("etc/systemd/system");
     let path = system.join(FIRST_BOOT_UNIT);
     fs::write(&path, unit).map_err(io("write", &path))?;
-    let wants = system.join("sysinit.target.wants");
+    // Ordered only before the services that use what it makes (a snakeoil key takes about
+    // 20 s under TCG): before sysinit.target it held up the guest agent by as much.
+    let wants = system.join("multi-user.target.wants");
     fs::create_dir_all(&wants).map_err(io("create", &wants))?;
     let link = wants.join(FIRST_BOOT_UNIT);
     let _ = fs::remove_file(&link);
