@@ -356,7 +356,9 @@ fn handle(req: &Request, inner: &Mutex<Inner>, script: &Script) -> Option<(u16, 
     if body["jsonrpc"] != "2.0" {
         return Some((200, rpc_error(&id, -32600, "Invalid Request")));
     }
-    if recorded.a2a_version.as_deref() != Some("1.0") {
+    // Major.Minor decides; a patch number is not considered (spec §3.6).
+    let version = recorded.a2a_version.as_deref().unwrap_or("");
+    if version != "1.0" && !version.starts_with("1.0.") {
         return Some((200, rpc_error(&id, -32009, "Version not supported")));
     }
     match rpc_method.as_deref() {
