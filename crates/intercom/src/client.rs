@@ -19,8 +19,9 @@ use reach_destination::{
 };
 use reach_digest::Sha256Digest;
 
-use crate::decision::Redeemed;
+use crate::decision::{Attempt, AttemptKind, DecisionAuthority, DecisionId, Redeemed, redeem};
 use crate::refusal::IntercomRefusal;
+use crate::transport::{Transmitted, Transport};
 use crate::wire::{A2A_VERSION, A2A_VERSION_HEADER};
 
 pub use crate::decision::PURPOSE;
@@ -94,20 +95,6 @@ impl Prepared {
     pub fn redeemed(&self) -> &Redeemed {
         &self.redeemed
     }
-}
-
-/// What a transmitted request came back with.
-#[derive(Debug)]
-pub enum Transmitted {
-    /// A complete, bounded response.
-    Answered {
-        status: u16,
-        body: Bytes,
-        digest: Sha256Digest,
-    },
-    /// The request may have been accepted, but no complete answer arrived (connection loss,
-    /// time bound, any other bound).
-    Ambiguous { code: String },
 }
 
 impl<R: Resolver, D: Dialer> PeerClient<R, D> {
@@ -191,11 +178,65 @@ impl<R: Resolver, D: Dialer> PeerClient<R, D> {
                 let digest = Sha256Digest::of(&r.body);
                 Transmitted::Answered {
                     status: r.status.as_u16(),
-                    body: r.body,
+                    body: r.body.to_vec(),
                     digest,
                 }
             }
             Err(e) => Transmitted::Ambiguous { code: e.code() },
         }
+    }
+}
+
+impl<R: Resolver, D: Dialer> Transport for PeerClient<R, D> {
+    type Ready = Prepared;
+
+    fn url(&self) -> String {
+        PeerClient::url(self)
+    }
+
+    async fn prepare(
+        &self,
+        redeemed: Redeemed,
+        body: Vec<u8>,
+    ) -> Result<Prepared, IntercomRefusal> {
+        PeerClient::prepare(self, redeemed, body).await
+    }
+
+    async fn transmit(&self, ready: Prepared) -> Transmitted {
+        PeerClient::transmit(self, ready).await
+    }
+}
+
+/// The egress side of one attempt when core drives the task over its ports: redeem
+/// `decision` (through `authority`, which redeems at ward with this endpoint and the digest of
+/// `body`) and carry exactly `body` once. Returns [`Transmitted::NotSent`] for every failure
+/// before the first byte (redemption refused, endpoint not admitted, connection failed).
+pub async fn carry<R: Resolver, D: Dialer, A: DecisionAuthority>(
+    client: &PeerClient<R, D>,
+    authority: &A,
+    decision: DecisionId,
+    attempt_id: &str,
+    body: Vec<u8>,
+) -> Transmitted {
+    let attempt = Attempt {
+        task_id: attempt_id.to_owned(),
+        kind: AttemptKind::Send,
+        destination: PeerClient::url(client),
+        payload_digest: Sha256Digest::of(&body),
+    };
+    let redeemed = match redeem(authority, decision, attempt).await {
+        Ok(r) => r,
+        Err(e) => {
+            return Transmitted::NotSent {
+                code: e.code().to_owned(),
+            };
+        }
+    };
+    match PeerClient::prepare(client, redeemed, body).await {
+        Ok(ready) => PeerClient::transmit(client, ready).await,
+        Err(IntercomRefusal::NotSent { code }) => Transmitted::NotSent { code },
+        Err(e) => Transmitted::NotSent {
+            code: e.code().to_owned(),
+        },
     }
 }

@@ -16,10 +16,8 @@
 use std::sync::Arc;
 
 use reach_clock::Clock;
-use reach_destination::{Dialer, Resolver};
 use reach_digest::Sha256Digest;
 
-use crate::client::{PeerClient, Transmitted};
 use crate::decision::{
     Attempt, AttemptKind, DecisionAuthority, DecisionId, DecisionRefusal, authorize, redeem,
 };
@@ -30,12 +28,14 @@ use crate::state::Phase;
 use crate::task::{
     Answer, OutboundTask, PollVerdict, SendVerdict, Step, classify_poll, classify_send,
 };
+use crate::transport::{Transmitted, Transport};
 
 /// One peer's client, the decision authority, the peer's enrollment receipt, the journal and
 /// the clock.
 #[derive(Debug)]
-pub struct Intercom<'a, R, D, A, J = NoJournal> {
-    pub client: &'a PeerClient<R, D>,
+pub struct Intercom<'a, T, A, J = NoJournal> {
+    /// The transport to the peer (a [`crate::PeerClient`] in-process).
+    pub client: &'a T,
     pub authority: &'a A,
     pub receipt: &'a EnrollmentReceipt,
     pub journal: &'a J,
@@ -49,7 +49,7 @@ fn refusal_code(e: IntercomRefusal) -> String {
     }
 }
 
-impl<R: Resolver, D: Dialer, A: DecisionAuthority, J: Journal> Intercom<'_, R, D, A, J> {
+impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
     /// Applies a checked transition and journals it.
     async fn move_to(
         &self,
@@ -183,6 +183,21 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority, J: Journal> Intercom<'_, R, D
                 Some(digest),
             ),
             Transmitted::Ambiguous { code } => (SendVerdict::Uncertain { code }, None),
+            Transmitted::NotSent { code } => {
+                // Proved unsent after SENDING was journaled: an initial send ends FAILED (a
+                // retry is a new task), a resend leaves the task UNCERTAIN as it was.
+                let to = if task.phase() == Phase::Resending {
+                    Phase::Uncertain
+                } else {
+                    Phase::Failed
+                };
+                let step = Step {
+                    attempt_id: Some(attempt_id.clone()),
+                    decision: Some(decision.clone()),
+                    ..self.step(format!("intercom/not-transmitted: {code}"))
+                };
+                return self.move_to(task, to, step).await;
+            }
         };
         let step = |code: String| Step {
             attempt_id: Some(attempt_id.clone()),
@@ -298,7 +313,9 @@ impl<R: Resolver, D: Dialer, A: DecisionAuthority, J: Journal> Intercom<'_, R, D
                             other => other,
                         }
                     }
-                    Transmitted::Ambiguous { code } => PollVerdict::Inconclusive { code },
+                    Transmitted::Ambiguous { code } | Transmitted::NotSent { code } => {
+                        PollVerdict::Inconclusive { code }
+                    }
                 },
             };
             let code = match verdict {

@@ -16,8 +16,10 @@
 //! - [`journal`]: where each step is made durable before the driver acts on it.
 //! - [`receipt`]: the peer's [`EnrollmentReceipt`], the only thing that admits a resend of an
 //!   ambiguous send.
-//! - `client` and `driver` (feature `net`): the HTTPS exchange over `reach-destination` and
-//!   `reach-bounded`, and the [`Intercom`] driver.
+//! - [`transport`]: how one attempt's bytes travel; [`Intercom`] (the driver) runs over any
+//!   [`Transport`], so core can drive a task over its ports while egress-provider carries it.
+//! - `client` (feature `net`): the HTTPS transport over `reach-destination` and `reach-bounded`,
+//!   and [`carry`], the egress side of one attempt.
 //! - `ledger` (feature `ledger`): persisting the task through the Phylactery's Intercom
 //!   task/outbox table.
 //!
@@ -32,27 +34,25 @@ pub mod receipt;
 pub mod refusal;
 pub mod state;
 pub mod task;
+pub mod transport;
 pub mod wire;
 
 #[cfg(feature = "net")]
 mod client;
-#[cfg(feature = "net")]
 mod driver;
 #[cfg(feature = "ledger")]
 pub mod ledger;
 
 #[cfg(feature = "net")]
-pub use client::{
-    PURPOSE, PeerClient, PeerConfig, PeerCredential, Prepared, Transmitted, a2a_bounds,
-};
+pub use client::{PURPOSE, PeerClient, PeerConfig, PeerCredential, Prepared, a2a_bounds, carry};
 pub use decision::{
     Attempt, AttemptKind, DecisionAuthority, DecisionId, DecisionRefusal, Redeemed,
 };
-#[cfg(feature = "net")]
 pub use driver::{Intercom, answer_text};
 pub use journal::{Journal, JournalError, NoJournal};
 pub use receipt::{EnrollmentReceipt, RECEIPT_BINDING, ResendGuarantee};
 pub use refusal::IntercomRefusal;
 pub use state::{Phase, StateMeaning, meaning};
 pub use task::{Answer, Evidence, OutboundTask, PollBudget, PollVerdict, SendVerdict, TaskSpec};
+pub use transport::{Transmitted, Transport};
 pub use wire::{Part, TaskState};

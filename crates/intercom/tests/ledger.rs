@@ -122,7 +122,7 @@ impl Journal for Checking<'_> {
 fn intercom<'a, J: Journal>(
     f: &'a Fixture,
     journal: &'a J,
-) -> Intercom<'a, ConfiguredResolver, reach_destination::RecordingDialer, WardAuthority, J> {
+) -> Intercom<'a, Client, WardAuthority, J> {
     Intercom {
         client: &f.client,
         authority: &f.authority,

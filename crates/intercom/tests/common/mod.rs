@@ -229,7 +229,7 @@ impl Fixture {
         }
     }
 
-    pub fn intercom(&self) -> Intercom<'_, ConfiguredResolver, RecordingDialer, WardAuthority> {
+    pub fn intercom(&self) -> Intercom<'_, Client, WardAuthority> {
         Intercom {
             client: &self.client,
             authority: &self.authority,
