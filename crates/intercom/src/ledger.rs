@@ -21,8 +21,9 @@ use reach_phylactery::{
 
 use crate::decision::{Attempt, DecisionId};
 use crate::journal::{Journal, JournalError};
+use crate::refusal::IntercomRefusal;
 use crate::state::Phase;
-use crate::task::{Evidence, OutboundTask};
+use crate::task::{Evidence, OutboundTask, TaskSpec};
 
 /// How long the ledger keeps the send decision usable for persisting (ward's decision TTL).
 pub const DECISION_TTL: Duration = Duration::from_secs(30);
@@ -165,7 +166,88 @@ impl Journal for PhylacteryJournal {
     }
 }
 
+fn journal_refusal(e: LedgerError) -> IntercomRefusal {
+    IntercomRefusal::Journal {
+        code: e.code().to_owned(),
+    }
+}
+
 impl PhylacteryJournal {
+    /// Durable Stasis: rebuilds a journaled task after a restart from `spec` (which must fix
+    /// the same envelope the ledger recorded).
+    ///
+    /// - OUTBOX: SUBMITTING was never durable, so no byte left: abandoned before submit.
+    /// - SUBMITTING: the process died with the send in flight: UNCERTAIN (never resent
+    ///   blindly).
+    /// - PARKED: polling resumes with the peer's task id. UNCERTAIN and terminals as recorded.
+    pub async fn resume(&self, spec: TaskSpec) -> Result<OutboundTask, IntercomRefusal> {
+        let record = self
+            .vault
+            .intercom_task(&spec.task_id)
+            .await
+            .map_err(journal_refusal)?;
+        let fresh = OutboundTask::new(spec.clone())?;
+        if record.message_id != spec.message_id {
+            return Err(IntercomRefusal::ResumeMismatch("message_id"));
+        }
+        if record.payload_digest != fresh.envelope_digest().to_string() {
+            return Err(IntercomRefusal::ResumeMismatch("envelope digest"));
+        }
+        let remote = record.remote_task_id.clone();
+        let phase = match record.state {
+            IntercomTaskState::Outbox => {
+                self.vault
+                    .settle_attempt(
+                        &record.attempt_id,
+                        &AttemptSettlement::AbandonedBeforeSubmit {
+                            detail: "intercom/resumed-before-submit".into(),
+                        },
+                    )
+                    .await
+                    .map_err(journal_refusal)?;
+                Phase::AbandonedBeforeSubmit
+            }
+            IntercomTaskState::Submitting => {
+                let evidence = "intercom/resumed-after-crash-in-send".to_owned();
+                self.vault
+                    .settle_attempt(
+                        &record.attempt_id,
+                        &AttemptSettlement::Indeterminate {
+                            detail: evidence.clone(),
+                        },
+                    )
+                    .await
+                    .map_err(journal_refusal)?;
+                self.vault
+                    .advance_intercom_task(
+                        &spec.task_id,
+                        &IntercomUpdate {
+                            to: IntercomTaskState::Uncertain,
+                            remote_task_id: None,
+                            evidence: Some(evidence),
+                        },
+                    )
+                    .await
+                    .map_err(journal_refusal)?;
+                Phase::Uncertain
+            }
+            IntercomTaskState::Parked => Phase::Polling,
+            IntercomTaskState::Uncertain => Phase::Uncertain,
+            IntercomTaskState::Succeeded => Phase::Succeeded,
+            IntercomTaskState::Refused => Phase::Refused,
+            IntercomTaskState::Failed => Phase::Failed,
+            IntercomTaskState::Cancelled => Phase::Cancelled,
+            IntercomTaskState::Expired => Phase::Expired,
+            IntercomTaskState::Revoked => Phase::Revoked,
+            IntercomTaskState::Lost => Phase::Lost,
+            IntercomTaskState::AbandonedBeforeSubmit => Phase::AbandonedBeforeSubmit,
+        };
+        if phase == Phase::Polling && remote.is_none() {
+            return Err(IntercomRefusal::ResumeMismatch("remote task id"));
+        }
+        OutboundTask::restored(spec, phase, remote)
+    }
+
     async fn advance(
         &self,
         task: &OutboundTask,

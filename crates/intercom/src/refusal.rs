@@ -32,6 +32,9 @@ pub enum IntercomRefusal {
     /// The journal could not record a step; nothing further was sent.
     #[error("intercom/journal: {code}")]
     Journal { code: String },
+    /// The journaled task does not match the spec offered to resume it.
+    #[error("intercom/resume-mismatch: {0}")]
+    ResumeMismatch(&'static str),
     /// Every resend the receipt admits was used.
     #[error("intercom/resends-exhausted after {resends}")]
     ResendsExhausted { resends: u32 },
@@ -49,6 +52,7 @@ impl IntercomRefusal {
             IntercomRefusal::NotSent { .. } => "intercom/not-sent",
             IntercomRefusal::ResendNotAdmitted => "intercom/resend-not-admitted",
             IntercomRefusal::Journal { .. } => "intercom/journal",
+            IntercomRefusal::ResumeMismatch(_) => "intercom/resume-mismatch",
             IntercomRefusal::ResendsExhausted { .. } => "intercom/resends-exhausted",
         }
     }

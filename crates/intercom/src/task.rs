@@ -139,6 +139,21 @@ impl OutboundTask {
         })
     }
 
+    /// Rebuilds a task in `phase` after a restart, from its spec and the protocol identities
+    /// the journal kept (never SDK objects). Polls and resends start counting again; ward's
+    /// per-run decision budget still bounds them.
+    #[cfg_attr(not(feature = "ledger"), allow(dead_code))]
+    pub(crate) fn restored(
+        spec: TaskSpec,
+        phase: Phase,
+        remote_task_id: Option<String>,
+    ) -> Result<Self, IntercomRefusal> {
+        let mut task = OutboundTask::new(spec)?;
+        task.phase = phase;
+        task.remote_task_id = remote_task_id;
+        Ok(task)
+    }
+
     pub fn spec(&self) -> &TaskSpec {
         &self.spec
     }

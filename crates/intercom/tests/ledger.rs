@@ -246,3 +246,165 @@ async fn a_journal_refusal_stops_the_send_before_any_byte() {
         IntercomTaskState::Succeeded
     );
 }
+
+/// Delegates to the Phylactery journal but "crashes" (fails without writing) at one phase.
+struct CrashAt<'a> {
+    inner: &'a PhylacteryJournal,
+    at: Phase,
+}
+
+impl Journal for CrashAt<'_> {
+    async fn committed(
+        &self,
+        task: &OutboundTask,
+        send: &Attempt,
+        decision: &DecisionId,
+    ) -> Result<(), JournalError> {
+        self.inner.committed(task, send, decision).await
+    }
+
+    async fn transitioned(&self, task: &OutboundTask, e: &Evidence) -> Result<(), JournalError> {
+        if e.to == self.at {
+            return Err(JournalError {
+                code: "test/crash".into(),
+            });
+        }
+        self.inner.transitioned(task, e).await
+    }
+}
+
+#[tokio::test]
+async fn a_parked_task_resumes_polling_after_a_restart() {
+    let f = Fixture::new(Script::ending(state::COMPLETED, 3)).await;
+    let (vault, journal) = vault(&f).await;
+    let mut task = f.task("t-stasis", 2);
+    assert_eq!(
+        intercom(&f, &journal).run(&mut task).await.unwrap_err(),
+        IntercomRefusal::PollBudgetExhausted { polls: 2 }
+    );
+    assert_eq!(
+        vault.intercom_task("t-stasis").await.unwrap().state,
+        IntercomTaskState::Parked
+    );
+    // The process is gone; only the spec and the ledger remain.
+    let spec = task.spec().clone();
+    drop(task);
+    let mut resumed = journal.resume(spec).await.unwrap();
+    assert_eq!(resumed.phase(), Phase::Polling);
+    assert_eq!(resumed.remote_task_id(), Some("peer-task-1"));
+    assert_eq!(
+        intercom(&f, &journal).poll(&mut resumed).await.unwrap(),
+        Phase::Succeeded
+    );
+    assert_eq!(
+        vault.intercom_task("t-stasis").await.unwrap().state,
+        IntercomTaskState::Succeeded
+    );
+    assert_eq!(f.peer.count("SendMessage"), 1);
+    assert_eq!(f.peer.count("GetTask"), 4);
+}
+
+#[tokio::test]
+async fn a_crash_with_the_send_in_flight_resumes_uncertain_and_is_not_resent() {
+    let f = Fixture::new(Script::default()).await;
+    let (vault, journal) = vault(&f).await;
+    let crash = CrashAt {
+        inner: &journal,
+        at: Phase::Submitted,
+    };
+    let mut task = f.task("t-crash-send", 5);
+    assert_eq!(
+        intercom(&f, &crash).run(&mut task).await.unwrap_err(),
+        IntercomRefusal::Journal {
+            code: "test/crash".into()
+        }
+    );
+    assert_eq!(f.peer.count("SendMessage"), 1, "the bytes had left");
+    assert_eq!(
+        vault.intercom_task("t-crash-send").await.unwrap().state,
+        IntercomTaskState::Submitting
+    );
+    let mut resumed = journal.resume(task.spec().clone()).await.unwrap();
+    assert_eq!(resumed.phase(), Phase::Uncertain);
+    let record = vault.intercom_task("t-crash-send").await.unwrap();
+    assert_eq!(record.state, IntercomTaskState::Uncertain);
+    assert_eq!(
+        record.evidence.as_deref(),
+        Some("intercom/resumed-after-crash-in-send")
+    );
+    assert_eq!(
+        intercom(&f, &journal)
+            .reconcile(&mut resumed)
+            .await
+            .unwrap_err(),
+        IntercomRefusal::ResendNotAdmitted
+    );
+    assert_eq!(f.peer.count("SendMessage"), 1);
+}
+
+#[tokio::test]
+async fn a_crash_before_submitting_resumes_abandoned_unsent() {
+    let f = Fixture::new(Script::default()).await;
+    let (vault, journal) = vault(&f).await;
+    let crash = CrashAt {
+        inner: &journal,
+        at: Phase::Sending,
+    };
+    let mut task = f.task("t-crash-outbox", 5);
+    assert!(matches!(
+        intercom(&f, &crash).run(&mut task).await,
+        Err(IntercomRefusal::Journal { .. })
+    ));
+    assert!(
+        f.peer.requests().is_empty(),
+        "SENDING was not durable: nothing sent"
+    );
+    assert_eq!(
+        vault.intercom_task("t-crash-outbox").await.unwrap().state,
+        IntercomTaskState::Outbox
+    );
+    let resumed = journal.resume(task.spec().clone()).await.unwrap();
+    assert_eq!(resumed.phase(), Phase::AbandonedBeforeSubmit);
+    assert_eq!(
+        vault.intercom_task("t-crash-outbox").await.unwrap().state,
+        IntercomTaskState::AbandonedBeforeSubmit
+    );
+}
+
+#[tokio::test]
+async fn resuming_refuses_a_spec_that_is_not_the_journaled_one() {
+    let f = Fixture::new(Script::default()).await;
+    let (_vault, journal) = vault(&f).await;
+    let mut task = f.task("t-resume-check", 5);
+    intercom(&f, &journal).run(&mut task).await.unwrap();
+    let altered = reach_intercom::TaskSpec {
+        parts: vec![reach_intercom::Part::text("another question")],
+        ..task.spec().clone()
+    };
+    let e = journal.resume(altered).await.unwrap_err();
+    assert_eq!(e, IntercomRefusal::ResumeMismatch("envelope digest"));
+    assert_eq!(e.code(), "intercom/resume-mismatch");
+    let other_message = reach_intercom::TaskSpec {
+        message_id: "msg-other".into(),
+        ..task.spec().clone()
+    };
+    assert_eq!(
+        journal.resume(other_message).await.unwrap_err(),
+        IntercomRefusal::ResumeMismatch("message_id")
+    );
+    let unknown = reach_intercom::TaskSpec {
+        task_id: "t-never".into(),
+        ..task.spec().clone()
+    };
+    assert_eq!(
+        journal.resume(unknown).await.unwrap_err(),
+        IntercomRefusal::Journal {
+            code: "ledger/not-found".into()
+        }
+    );
+    // A settled task resumes settled.
+    assert_eq!(
+        journal.resume(task.spec().clone()).await.unwrap().phase(),
+        Phase::Succeeded
+    );
+}
