@@ -147,8 +147,9 @@ impl<R: Resolver, D: Dialer> PeerClient<R, D> {
             .header(ACCEPT, "application/json")
             .header(A2A_VERSION_HEADER, A2A_VERSION);
         if let Some(c) = &self.config.credential {
-            let value = HeaderValue::from_str(&format!("Bearer {}", c.0))
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", c.0))
                 .map_err(|_| not_sent("intercom/credential"))?;
+            value.set_sensitive(true);
             builder = builder.header(AUTHORIZATION, value);
         }
         let request = builder

@@ -12,6 +12,9 @@
 //!
 //! **Invariant:** no request is written without a redeemed decision obtained for exactly that
 //! attempt (body digest, destination, attempt id).
+//!
+//! The deadline is checked before each attempt; an attempt already in flight is bounded by the
+//! transport (for `PeerClient`, `a2a_bounds`: 30 s at most).
 
 use std::sync::Arc;
 
@@ -34,7 +37,7 @@ use crate::transport::{Transmitted, Transport};
 /// the clock.
 #[derive(Debug)]
 pub struct Intercom<'a, T, A, J = NoJournal> {
-    /// The transport to the peer (a [`crate::PeerClient`] in-process).
+    /// The transport to the peer (a `PeerClient` in-process).
     pub client: &'a T,
     pub authority: &'a A,
     pub receipt: &'a EnrollmentReceipt,
@@ -59,6 +62,15 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
     ) -> Result<(), IntercomRefusal> {
         task.advance(to, step)?;
         if let Some(evidence) = task.trail().last().cloned() {
+            // Ids and codes only: never the envelope, the answer or a credential.
+            tracing::info!(
+                task = %task.spec().task_id,
+                from = %evidence.from,
+                to = %evidence.to,
+                code = %evidence.code,
+                attempt = evidence.attempt_id.as_deref().unwrap_or(""),
+                "intercom transition"
+            );
             self.journal
                 .transitioned(task, &evidence)
                 .await

@@ -1,10 +1,10 @@
 //! How one physical attempt's bytes travel, so the driver runs wherever the task is journaled.
 //!
-//! In-process, [`crate::PeerClient`] (feature `net`) is the transport: it admits the endpoint,
+//! In-process, `PeerClient` (feature `net`) is the transport: it admits the endpoint,
 //! connects, and writes. Across Reach's ports, core (which holds the Phylactery and asks ward
 //! for decisions, but has no network) implements this trait over `ProviderCall/Call` to the
 //! egress-provider instance serving the peer, which redeems the decision at ward and carries
-//! the bytes with [`crate::carry`]. Either way the driver's rules hold: the body a decision binds
+//! the bytes with `carry`. Either way the driver's rules hold: the body a decision binds
 //! is the body carried, and an attempt is classified only from what the transport reports.
 
 use std::future::Future;
