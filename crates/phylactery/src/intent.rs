@@ -222,9 +222,17 @@ impl Phylactery {
             let Some(row) = self
                 .pool()
                 .fetch_optional(
-                    "SELECT intent_id FROM discord_delivery_intent
-                     WHERE state = 'PENDING' OR (state = 'CLAIMED' AND lease_expires_at <= $1)
-                     ORDER BY created_at, intent_id LIMIT 1",
+                    // The oldest of each branch through `intent_claim_order`, then the older of
+                    // the two: one index entry per branch however long the queue is (an `OR`
+                    // here made every claim collect and sort all waiting intents).
+                    "SELECT intent_id FROM (
+                        SELECT * FROM (SELECT intent_id, created_at FROM discord_delivery_intent
+                            WHERE state = 'PENDING' ORDER BY created_at, intent_id LIMIT 1) AS pending
+                        UNION ALL
+                        SELECT * FROM (SELECT intent_id, created_at FROM discord_delivery_intent
+                            WHERE state = 'CLAIMED' AND lease_expires_at <= $1
+                            ORDER BY created_at, intent_id LIMIT 1) AS lapsed
+                     ) AS candidates ORDER BY created_at, intent_id LIMIT 1",
                     &args![now.0],
                 )
                 .await?

@@ -38,6 +38,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "not_attempted",
         sql: include_str!("../../migrations/sqlite/0004_not_attempted.sql"),
     },
+    Migration {
+        version: 5,
+        name: "claim_order",
+        sql: include_str!("../../migrations/sqlite/0005_claim_order.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -60,6 +65,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 4,
         name: "not_attempted",
         sql: include_str!("../../migrations/postgres/0004_not_attempted.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "claim_order",
+        sql: include_str!("../../migrations/postgres/0005_claim_order.sql"),
     },
 ];
 
