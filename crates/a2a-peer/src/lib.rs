@@ -182,6 +182,11 @@ impl A2aPeer {
         self.ca.root_store()
     }
 
+    /// This peer's CA as PEM (a role's `roads.ca_file`).
+    pub fn ca_pem(&self) -> &str {
+        self.ca.cert_pem()
+    }
+
     /// Every request received, oldest first.
     pub fn requests(&self) -> Vec<Recorded> {
         lock(&self.inner).requests.clone()

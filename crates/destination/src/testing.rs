@@ -18,6 +18,7 @@ use tokio_rustls::server::TlsStream;
 pub struct TestCa {
     issuer: Issuer<'static, KeyPair>,
     cert: CertificateDer<'static>,
+    pem: String,
 }
 
 impl std::fmt::Debug for TestCa {
@@ -33,10 +34,12 @@ impl TestCa {
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let key = KeyPair::generate().expect("ca key");
         let cert = params.self_signed(&key).expect("ca cert");
+        let pem = cert.pem();
         let cert = cert.der().clone();
         TestCa {
             issuer: Issuer::new(params, key),
             cert,
+            pem,
         }
     }
 
@@ -45,6 +48,11 @@ impl TestCa {
         let mut roots = RootCertStore::empty();
         roots.add(self.cert.clone()).expect("add test root");
         roots
+    }
+
+    /// The CA certificate as PEM, for a role whose settings name a `ca_file`.
+    pub fn cert_pem(&self) -> &str {
+        &self.pem
     }
 
     /// A server configuration presenting a leaf for `names` (DNS names or IP literals).

@@ -1,17 +1,19 @@
 //! The `ProviderCall/Call` handler: dispatch by kind, payload check, redemption, one attempt.
 //!
 //! Every refusal before the attempt says `transmitted = false`, and nothing was sent: the payload
-//! is not a Cut (or carries a Sigil), the decision is not redeemed for this destination and
-//! payload digest, or it admits another attempt.
+//! is not a Cut or an Intercom request (or carries a Sigil), the decision is not redeemed for
+//! this destination and payload digest, or it admits another attempt.
 
 use std::sync::Arc;
 
+use reach_intercom::Transmitted;
 use reach_proto::egress::v1::provider_call_server::ProviderCall;
 use reach_proto::egress::v1::{CallRequest, CallResponse};
 use reach_proto::ward::v1::ward_client::WardClient;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
+use crate::intercom::Peer;
 use crate::portal::Portal;
 
 /// What a call asks this instance to do.
@@ -19,7 +21,7 @@ use crate::portal::Portal;
 enum Kind {
     /// The model Portal (purpose `model-completion`).
     Model,
-    /// An A2A task to an enrolled peer (purpose `a2a-task`); its adapter slots in here.
+    /// An A2A task to an enrolled peer (purpose `a2a-task`), through Intercom.
     A2a,
 }
 
@@ -40,19 +42,53 @@ impl Kind {
 pub struct Gate {
     ward: WardClient<Channel>,
     portal: Option<Arc<Portal>>,
+    peer: Option<Arc<Peer>>,
+}
+
+/// A refusal before any byte.
+fn refused(code: String) -> CallResponse {
+    CallResponse {
+        failure_code: code,
+        transmitted: false,
+        ..Default::default()
+    }
 }
 
 impl Gate {
-    pub fn new(ward: WardClient<Channel>, portal: Option<Arc<Portal>>) -> Self {
-        Gate { ward, portal }
+    pub fn new(
+        ward: WardClient<Channel>,
+        portal: Option<Arc<Portal>>,
+        peer: Option<Arc<Peer>>,
+    ) -> Self {
+        Gate { ward, portal, peer }
+    }
+
+    /// One A2A attempt: the payload must be an Intercom request; `carry` redeems the decision
+    /// for this instance's peer URL and the payload's digest, then writes the bytes once.
+    async fn a2a(&self, peer: &Peer, r: CallRequest) -> CallResponse {
+        if let Err(e) = crate::intercom::check_payload(&r.payload) {
+            return refused(e.to_string());
+        }
+        match peer
+            .attempt(self.ward.clone(), r.decision_id, &r.attempt_id, r.payload)
+            .await
+        {
+            Transmitted::Answered { status, body, .. } => CallResponse {
+                body,
+                failure_code: String::new(),
+                transmitted: true,
+                http_status: u32::from(status),
+            },
+            Transmitted::Ambiguous { code } => CallResponse {
+                failure_code: code,
+                transmitted: true,
+                ..Default::default()
+            },
+            Transmitted::NotSent { code } => refused(code),
+        }
     }
 
     async fn model(&self, portal: &Portal, r: CallRequest) -> CallResponse {
-        let refused = |code: String| CallResponse {
-            failure_code: code,
-            transmitted: false,
-            ..Default::default()
-        };
         // The payload must be a Cut and nothing else; a Sigil is refused as such.
         let payload = match reach_portal::cut::parse_payload(&r.payload) {
             Ok(p) => p,
@@ -78,11 +114,13 @@ impl Gate {
                 body: ret.to_bytes(),
                 failure_code: String::new(),
                 transmitted: true,
+                http_status: 0,
             },
             Err(f) => CallResponse {
                 body: Vec::new(),
                 failure_code: f.code(),
                 transmitted: f.transmitted(),
+                http_status: 0,
             },
         }
     }
@@ -98,11 +136,14 @@ impl ProviderCall for Gate {
             Kind::A2a
         };
         let (decision, attempt) = (r.decision_id.clone(), r.attempt_id.clone());
-        let answer = match (Kind::parse(&r.kind, default)?, &self.portal) {
-            (Kind::Model, Some(portal)) => self.model(portal, r).await,
-            (Kind::Model, None) | (Kind::A2a, _) => CallResponse {
-                failure_code: "egress/adapter-not-configured".into(),
-                ..Default::default()
+        let answer = match Kind::parse(&r.kind, default)? {
+            Kind::Model => match &self.portal {
+                Some(portal) => self.model(portal, r).await,
+                None => refused("egress/adapter-not-configured".into()),
+            },
+            Kind::A2a => match &self.peer {
+                Some(peer) => self.a2a(peer, r).await,
+                None => refused("egress/adapter-not-configured".into()),
             },
         };
         tracing::info!(

@@ -4,9 +4,12 @@
 //! ([`gate`]) dispatches by the call's kind to the instance's adapter; the model Portal
 //! ([`portal`]) redeems the decision at ward for its own configured endpoint and the digest of
 //! the bytes it received, then makes exactly one physical attempt and returns the bounded,
-//! normalized return (or a typed failure code) for core to quarantine.
+//! normalized return (or a typed failure code) for core to quarantine. The A2A adapter
+//! ([`intercom`]) redeems likewise for its enrolled peer's URL and carries one Intercom request
+//! (SendMessage or GetTask) per call; core drives the task.
 
 mod gate;
+mod intercom;
 mod portal;
 
 use anyhow::Context as _;
@@ -20,6 +23,8 @@ use reach_proto::ward::v1::ward_client::WardClient;
 struct Settings {
     /// The model Portal (OpenAI-compatible chat completions). Absent: no model adapter.
     portal: Option<portal::PortalSettings>,
+    /// The enrolled A2A peer (Intercom's egress side). Absent: no A2A adapter.
+    intercom: Option<intercom::IntercomSettings>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -29,7 +34,7 @@ fn main() -> std::process::ExitCode {
             .settings
             .clone()
             .try_into()
-            .context("egress-provider settings (portal)")?;
+            .context("egress-provider settings (portal, intercom)")?;
         let portal = match settings.portal {
             Some(p) => {
                 let key = role
@@ -46,10 +51,17 @@ fn main() -> std::process::ExitCode {
                 None
             }
         };
+        let peer = match settings.intercom {
+            Some(s) => Some(intercom::Peer::new(
+                s,
+                role.credential(CredentialKind::PeerCredential),
+            )?),
+            None => None,
+        };
         let ward = WardClient::new(role.client("ward.authority")?);
         role.serve(
             "egress-provider.call",
-            ProviderCallServer::new(gate::Gate::new(ward, portal)),
+            ProviderCallServer::new(gate::Gate::new(ward, portal, peer)),
         )?;
         Ok(())
     })

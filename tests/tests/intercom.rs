@@ -1,0 +1,269 @@
+//! Intercom's egress side at the role boundary (issue #6 item 6): all roles as processes, the
+//! A2A 1.0 test peer over TLS on an admitted local road. Decisions are issued at the real ward
+//! as core would; egress-provider redeems each at ward for its own peer URL and the digest of
+//! the bytes it received, then carries them once. A second use of a decision, a decision ward
+//! never issued, and decisions bound to another attempt, payload or peer send nothing: the
+//! peer's own record of requests is the witness.
+
+use reach_a2a_peer::{A2aPeer, PEER_HOST, Script, state};
+use reach_digest::Sha256Digest;
+use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
+use reach_proto::egress::v1::{CallRequest, CallResponse};
+use reach_proto::ward::v1::ward_client::WardClient;
+use reach_proto::ward::v1::{AdmitScopeRequest, IssueDecisionRequest};
+use reach_tests::TestBody;
+use serde_json::{Value, json};
+use tonic::transport::Channel;
+
+/// Points egress-provider's A2A adapter at `peer`: its URL, an exact local road to its
+/// address, and its CA as the only trusted root.
+fn configure_peer(
+    manifest: &mut reach_manifest::Manifest,
+    layout: &reach_manifest::plan::StateLayout,
+    peer: &A2aPeer,
+) {
+    let ca = layout.root().join("a2a-peer-ca.pem");
+    std::fs::write(&ca, peer.ca_pem()).unwrap();
+    let role = manifest
+        .roles
+        .iter_mut()
+        .find(|r| r.name.as_str() == "egress-provider")
+        .expect("egress-provider role");
+    let mut road = toml::Table::new();
+    road.insert("host".into(), PEER_HOST.into());
+    road.insert("addr".into(), peer.addr().to_string().into());
+    let mut roads = toml::Table::new();
+    roads.insert("local_roads".into(), vec![toml::Value::from(road)].into());
+    roads.insert("ca_file".into(), ca.display().to_string().into());
+    let mut intercom = toml::Table::new();
+    intercom.insert("peer".into(), peer.url().into());
+    intercom.insert("roads".into(), roads.into());
+    role.settings.insert("intercom".into(), intercom.into());
+}
+
+/// The exact SendMessage body Intercom sends (returning immediately, no push config).
+fn send_message(message_id: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "jsonrpc": "2.0", "id": "t-1/send", "method": "SendMessage",
+        "params": {
+            "message": {"messageId": message_id, "role": "ROLE_USER",
+                "parts": [{"text": "What does the corpus say about leases?"}]},
+            "configuration": {"returnImmediately": true}
+        }
+    }))
+    .unwrap()
+}
+
+fn get_task(task_id: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "jsonrpc": "2.0", "id": "t-1/poll-1", "method": "GetTask", "params": {"id": task_id}
+    }))
+    .unwrap()
+}
+
+/// Ward as core uses it: one scope and Sigil for the run, then decisions for `a2a-task`.
+struct CoreWard {
+    ward: WardClient<Channel>,
+    sigil: String,
+    run: String,
+}
+
+impl CoreWard {
+    /// A run of its own: ward's default budgets admit four live decisions per run.
+    async fn new(body: &TestBody, run: &str) -> Self {
+        let mut ward = WardClient::new(reach_port::connect_lazy(
+            body.socket("ward.authority"),
+            &body.material("core"),
+            body.manifest.principal("ward"),
+        ));
+        let sigil = ward
+            .admit_scope(AdmitScopeRequest {
+                platform: "operator".into(),
+                application_id: "reach".into(),
+                guild_id: "-".into(),
+                channel_id: "-".into(),
+                subject_id: "operator".into(),
+                run_id: run.into(),
+                expires_at_ms: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .sigil_id;
+        CoreWard {
+            ward,
+            sigil,
+            run: run.into(),
+        }
+    }
+
+    async fn issue(&mut self, attempt: &str, destination: &str, payload: &[u8]) -> String {
+        let r = self
+            .ward
+            .issue_decision(IssueDecisionRequest {
+                sigil_id: self.sigil.clone(),
+                run_id: self.run.clone(),
+                attempt_id: attempt.into(),
+                destination: destination.into(),
+                purpose: "a2a-task".into(),
+                payload_digest: Sha256Digest::of(payload).to_string(),
+                labels: vec!["public".into()],
+                cut_receipt_digest: Sha256Digest::of(b"operator task: nothing withheld")
+                    .to_string(),
+                policy_revision: "reach.a2a-task/1".into(),
+                max_tokens: 0,
+                max_spend_micros: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.refusal_code, "", "ward issues the decision");
+        r.decision_id
+    }
+}
+
+async fn call(
+    provider: &mut ProviderCallClient<Channel>,
+    decision: &str,
+    attempt: &str,
+    payload: &[u8],
+) -> CallResponse {
+    provider
+        .call(CallRequest {
+            decision_id: decision.into(),
+            attempt_id: attempt.into(),
+            payload: payload.to_vec(),
+            kind: "a2a-task".into(),
+        })
+        .await
+        .expect("the handler answers")
+        .into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_a2a_attempt_is_carried_once_under_its_own_decision() {
+    let peer = A2aPeer::start(Script::ending(state::COMPLETED, 0)).await;
+    let body = TestBody::start_configured(|m, l| configure_peer(m, l, &peer)).await;
+    let mut refused_run = CoreWard::new(&body, "run-a2a-refused").await;
+    let mut provider = ProviderCallClient::new(reach_port::connect_lazy(
+        body.socket("egress-provider.call"),
+        &body.material("core"),
+        body.manifest.principal("egress-provider"),
+    ));
+    let url = peer.url();
+    let send = send_message("msg-1");
+
+    // Refused before any byte: each says transmitted = false, and the peer saw nothing.
+    let d_other_attempt = refused_run.issue("t-1/send", &url, &send).await;
+    let d_other_peer = refused_run
+        .issue("t-1/send", "https://elsewhere.test/a2a", &send)
+        .await;
+    let d_other_payload = refused_run
+        .issue("t-1/send", &url, &send_message("msg-2"))
+        .await;
+    let push = serde_json::to_vec(&json!({
+        "jsonrpc": "2.0", "id": "t-1/send", "method": "SendMessage",
+        "params": {"message": {"messageId": "msg-1", "role": "ROLE_USER", "parts": []},
+            "configuration": {"returnImmediately": true,
+                "pushNotificationConfig": {"url": "https://callback.test/"}}}
+    }))
+    .unwrap();
+    let forged = format!("dec_{}", "7".repeat(32));
+    let cases: [(&str, &str, &[u8], &str); 5] = [
+        (&forged, "t-1/send", &send, "decision/unknown"),
+        (
+            &d_other_attempt,
+            "t-1/resend-1",
+            &send,
+            "decision/attempt-mismatch",
+        ),
+        (
+            &d_other_peer,
+            "t-1/send",
+            &send,
+            "decision/destination-mismatch",
+        ),
+        (
+            &d_other_payload,
+            "t-1/send",
+            &send,
+            "decision/payload-mismatch",
+        ),
+        (&forged, "t-1/send", &push, "egress/a2a-push-config"),
+    ];
+    for (decision, attempt, payload, want) in cases {
+        let r = call(&mut provider, decision, attempt, payload).await;
+        assert_eq!(
+            (r.failure_code.as_str(), r.transmitted, r.http_status),
+            (want, false, 0),
+            "{attempt} under {decision}"
+        );
+        assert!(r.body.is_empty());
+    }
+    assert!(peer.requests().is_empty(), "refused calls send nothing");
+
+    // The send, under its own decision: carried once, the peer's answer handed back whole.
+    let mut ward = CoreWard::new(&body, "run-a2a-task").await;
+    let d_send = ward.issue("t-1/send", &url, &send).await;
+    let r = call(&mut provider, &d_send, "t-1/send", &send).await;
+    assert_eq!(
+        (r.failure_code.as_str(), r.transmitted, r.http_status),
+        ("", true, 200)
+    );
+    let answer: Value = serde_json::from_slice(&r.body).unwrap();
+    let task_id = answer["result"]["task"]["id"]
+        .as_str()
+        .expect("the peer's task id")
+        .to_owned();
+    assert_eq!(peer.count("SendMessage"), 1);
+    let seen = &peer.requests()[0];
+    assert_eq!(seen.body, send, "the exact bytes the decision bound");
+    assert_eq!(seen.a2a_version.as_deref(), Some("1.0"));
+    assert_eq!(seen.return_immediately, Some(true));
+    assert!(!seen.push_config);
+
+    // The same decision again: already redeemed, nothing sent.
+    let r = call(&mut provider, &d_send, "t-1/send", &send).await;
+    assert_eq!(
+        (r.failure_code.as_str(), r.transmitted),
+        ("decision/already-redeemed", false)
+    );
+    assert_eq!(peer.count("SendMessage"), 1, "one SendMessage at the peer");
+
+    // A poll is its own attempt with its own decision.
+    let poll = get_task(&task_id);
+    let r = call(&mut provider, &d_send, "t-1/poll-1", &poll).await;
+    assert_eq!(
+        (r.failure_code.as_str(), r.transmitted),
+        ("decision/already-redeemed", false),
+        "the send's decision carries no poll"
+    );
+    let d_poll = ward.issue("t-1/poll-1", &url, &poll).await;
+    let r = call(&mut provider, &d_poll, "t-1/poll-1", &poll).await;
+    assert_eq!(
+        (r.failure_code.as_str(), r.transmitted, r.http_status),
+        ("", true, 200)
+    );
+    let answer: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(
+        answer["result"]["status"]["state"].as_str(),
+        Some(state::COMPLETED)
+    );
+    assert_eq!(peer.count("GetTask"), 1);
+    assert_eq!(
+        peer.requests().len(),
+        2,
+        "one send and one poll, nothing else"
+    );
+
+    // No Sigil reached egress-provider's log or the peer.
+    assert!(!reach_portal::cut::contains_sigil(
+        &body.log("egress-provider")
+    ));
+    for r in peer.requests() {
+        assert!(!reach_portal::cut::contains_sigil(
+            &String::from_utf8_lossy(&r.body)
+        ));
+    }
+    body.stop().await;
+}
