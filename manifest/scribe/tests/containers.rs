@@ -14,9 +14,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::podman::{Cleanup, clean, materialize, probe, rootless_or_skip, start};
+use common::podman::{Cleanup, bins_dir, clean, materialize, probe, rootless_or_skip, start};
 use common::*;
 use reach_manifest::{NetworkClass, VPS_PUBLIC};
+use reach_scribe::image_build::{build_context, write_context};
 
 /// Every role in manifest order (servers start before their callers).
 fn roles(m: &reach_manifest::Manifest) -> Vec<String> {
@@ -36,36 +37,47 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         rootless: &r,
         manifest: &m,
     };
-    let mat = materialize(&r, &m);
+    let mat = materialize(&r, &m, true);
     let names = roles(&m);
     let order: Vec<&str> = names.iter().map(String::as_str).collect();
     let ready = start(&r, &mat, &order);
     assert_eq!(ready.len(), 8);
 
-    // The images are what Scribe pinned, and nothing but the role: non-root, no shell.
-    for b in &mat.images {
+    // The images are what `reach scribe images` pinned, and nothing but the role: non-root,
+    // no shell, the same digest when built again from the same binary.
+    assert_eq!(mat.images.len(), 8, "{}", mat.report);
+    for (role, pinned) in &mat.images {
         let unit =
-            std::fs::read_to_string(mat.out.join(format!("reach-{}.container", b.role))).unwrap();
+            std::fs::read_to_string(mat.out.join(format!("reach-{role}.container"))).unwrap();
         assert!(
-            unit.contains(&format!("\nImage={}\n", b.pinned)),
-            "{}: {unit}",
-            b.role
+            unit.contains(&format!("\nImage={pinned}\n")),
+            "{role}: {unit}"
         );
-        assert_eq!(b.files.len(), 5, "{}: {:?}", b.role, b.files);
+        assert!(mat.report.contains(&format!("{pinned} ")), "{}", mat.report);
+        assert!(mat.report.contains("(5 files)"), "{}", mat.report);
         let user = r.podman_out(&[
             "image",
             "inspect",
             "--format",
             "{{.Config.User}}",
-            &b.pinned.to_string(),
+            &pinned.to_string(),
         ]);
         assert_eq!(
             String::from_utf8_lossy(&user.stdout).trim(),
             "1000:2000",
-            "{}",
-            b.role
+            "{role}"
         );
     }
+    let ctx = mat.dir.path().join("work/ward-again");
+    write_context("ward", &bins_dir().join("reach-ward"), &ctx).unwrap();
+    r.give(&ctx);
+    let (again, _) =
+        build_context(&r.podman(), "ward", "localhost/reach/ward-again", &ctx).unwrap();
+    r.podman_out(&["rmi", "localhost/reach/ward-again"]);
+    assert_eq!(
+        again, mat.images["ward"].digest,
+        "ward's image is reproducible"
+    );
 
     // An allowed call between two containers: egress-discord (its own egress network, its own
     // user namespace) asks core (no network, another user namespace) over core.delivery.

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use reach_manifest::Manifest;
 use reach_manifest::plan::StateLayout;
-use reach_scribe::image_build::{BuiltImage, Podman, build_all, build_context, write_context};
+use reach_scribe::image_build::{Podman, build_context, write_context};
+use reach_scribe::images::{DigestSource, PinnedImage, pin_images};
 use reach_scribe::quadlet::{QuadletInput, derive, write_out};
 
 /// The unprivileged user scripts/podman-setup.sh creates.
@@ -153,14 +154,29 @@ impl Rootless {
     }
 }
 
-/// The directory the role binaries are in: `$CARGO_TARGET_DIR/debug` (this test binary is in
-/// its `deps/`).
+/// The directory the role binaries are in: `REACH_BINS` if set, else the debug directory of
+/// the target this binary was built into (tests live in `target/debug/deps/`, benchmarks in
+/// `target/release/deps/`; scripts/test.sh builds the debug role binaries).
 pub fn bins_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("REACH_BINS") {
+        return PathBuf::from(dir);
+    }
     let exe = std::env::current_exe().expect("test binary");
     exe.parent()
         .and_then(Path::parent)
-        .expect("target/debug")
-        .to_owned()
+        .and_then(Path::parent)
+        .expect("the target directory")
+        .join("debug")
+}
+
+/// The debug directory of the target (the port probe example is built there by `cargo test`).
+fn debug_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary");
+    exe.parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .expect("the target directory")
+        .join("debug")
 }
 
 /// A body materialized for containers: state (identities, placeholder credentials), the units
@@ -170,14 +186,20 @@ pub struct Materialized {
     pub state: PathBuf,
     pub out: PathBuf,
     pub runtime: PathBuf,
-    pub images: Vec<BuiltImage>,
+    /// Every role's image as `reach scribe images` built and pinned it.
+    pub images: BTreeMap<String, PinnedImage>,
+    /// Each role's image content in MiB, as `reach scribe images` printed it.
+    pub sizes: BTreeMap<String, f64>,
+    /// What `reach scribe images` printed.
+    pub report: String,
     /// Generated service name (`reach-ward.service`) to its text.
     pub services: BTreeMap<String, String>,
 }
 
-/// Builds every role image and the probe image, materializes `m` with Scribe, creates the
-/// secrets with the generated secrets.sh, and runs the generator on the units.
-pub fn materialize(r: &Rootless, m: &Manifest) -> Materialized {
+/// Builds every role image (and the probe image if `with_probe`), materializes `m` with
+/// Scribe, creates the secrets with the generated secrets.sh, and runs the generator on the
+/// units.
+pub fn materialize(r: &Rootless, m: &Manifest, with_probe: bool) -> Materialized {
     let dir = tempfile::Builder::new()
         .prefix("reach-containers-")
         .tempdir_in("/var/tmp")
@@ -201,8 +223,36 @@ pub fn materialize(r: &Rootless, m: &Manifest) -> Materialized {
             bins.join(&role.binary).display()
         );
     }
-    let images = build_all(m, &bins, &r.podman(), &work).expect("role images build");
-    build_probe(r, &work);
+    // The operator's path: `reach scribe images` as the user who owns the image store (a
+    // rootless build records context files of ids outside its namespace as 65534, so the
+    // builder must own its context for the digest to depend on the binaries alone).
+    let digests = dir.path().join("digests.toml");
+    let o = r
+        .command(
+            &[
+                bins.join("reach").display().to_string(),
+                "scribe".into(),
+                "images".into(),
+                "--bins".into(),
+                bins.display().to_string(),
+                "--digests-out".into(),
+                digests.display().to_string(),
+            ],
+            &[("TMPDIR", work.display().to_string())],
+        )
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "reach scribe images: {report}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let images = pin_images(m, &DigestSource::File(digests)).expect("the built images pin");
+    let sizes = parse_sizes(&report);
+    if with_probe {
+        build_probe(r, &work);
+    }
 
     let layout = StateLayout::new(&state);
     reach_scribe::materialize_identities(
@@ -217,8 +267,7 @@ pub fn materialize(r: &Rootless, m: &Manifest) -> Materialized {
         reach_identity::files::ensure_secret_dir(&d).unwrap();
         reach_identity::files::write_secret(&d.join(file), b"placeholder-credential").unwrap();
     }
-    let pinned = reach_scribe::image_build::pinned_by_role(&images);
-    let input = QuadletInput::new(m, pinned, layout.clone());
+    let input = QuadletInput::new(m, images.clone(), layout.clone());
     let units = derive(&input).expect("units derive");
     write_out(&units, &out).expect("units written");
     r.give(dir.path());
@@ -247,12 +296,30 @@ pub fn materialize(r: &Rootless, m: &Manifest) -> Materialized {
         out,
         runtime,
         images,
+        sizes,
+        report,
         services,
     }
 }
 
+/// The MiB figure of each `role  image  N.N MiB (k files)` line of `reach scribe images`.
+fn parse_sizes(report: &str) -> BTreeMap<String, f64> {
+    report
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = w.iter().position(|x| *x == "MiB")?;
+            Some((
+                w.first()?.to_string(),
+                w.get(at.checked_sub(1)?)?.parse().ok()?,
+            ))
+        })
+        .filter(|(role, _)| role != "8")
+        .collect()
+}
+
 fn build_probe(r: &Rootless, work: &Path) {
-    let probe = bins_dir().join("examples/port_probe");
+    let probe = debug_dir().join("examples/port_probe");
     assert!(
         probe.is_file(),
         "{} is missing (cargo test builds the examples)",
