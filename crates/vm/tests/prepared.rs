@@ -144,7 +144,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_substituted_layer_an_unpinned_base_or_another_shape_is_refused_before_boot() {
+async fn a_substituted_layer_an_unpinned_base_another_qemu_or_shape_is_refused_before_boot() {
     let (pdir, _, _) = common::prepared();
     let run = tempfile::tempdir().unwrap();
     let _reaper = common::Reaper(run.path().to_owned());
@@ -198,6 +198,46 @@ async fn a_substituted_layer_an_unpinned_base_or_another_shape_is_refused_before
         .unwrap_err();
     assert_eq!(err.code(), "environment/image-mismatch", "{err}");
     assert!(tampered.journal().live().await.unwrap().is_empty());
+
+    drop(tampered);
+
+    // The manifest substituted: another QEMU named, the pinned digest unchanged.
+    let copy2 = tempfile::tempdir().unwrap();
+    let layer2 = copy2.path().join("prepared");
+    copy_dir(pdir, &layer2);
+    let mut m = PreparedManifest::read(&layer2).unwrap();
+    m.qemu_version = "QEMU emulator version 0.0.1".into();
+    std::fs::write(layer2.join("prepared.json"), m.canonical_json()).unwrap();
+    let mut cfg = common::config_with_prepared(run.path());
+    cfg.prepared[0].dir = layer2.clone();
+    let (b, _) = reach_vm::instance::Broker::start(
+        cfg.clone(),
+        std::sync::Arc::new(reach_clock::SystemClock),
+    )
+    .await
+    .unwrap();
+    let err = b
+        .create(&common::prepared_request(false))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "environment/image-mismatch", "{err}");
+    assert!(
+        err.to_string().contains("prepared manifest digest"),
+        "{err}"
+    );
+    drop(b);
+    // Pinned as it is, it is still refused: this host's QEMU did not capture it.
+    cfg.prepared[0].digest = m.digest();
+    let mut req = common::prepared_request(false);
+    req.image = m.digest();
+    let (b, _) =
+        reach_vm::instance::Broker::start(cfg, std::sync::Arc::new(reach_clock::SystemClock))
+            .await
+            .unwrap();
+    let err = b.create(&req).await.unwrap_err();
+    assert_eq!(err.code(), "environment/image-mismatch", "{err}");
+    assert!(err.to_string().contains("captured by"), "{err}");
+    assert!(b.journal().live().await.unwrap().is_empty());
 
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(common::qemu_processes(run.path()).is_empty());
