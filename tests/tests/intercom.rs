@@ -4,6 +4,10 @@
 //! the bytes it received, then carries them once. A second use of a decision, a decision ward
 //! never issued, and decisions bound to another attempt, payload or peer send nothing: the
 //! peer's own record of requests is the witness.
+//!
+//! The whole body: the operator asks core (`Trail/SendA2aTask`) for one task; core commits it
+//! in the Phylactery, issues a decision per attempt at ward and drives it over
+//! `ProviderCall/Call`; egress-provider redeems and carries each.
 
 use reach_a2a_peer::{A2aPeer, PEER_HOST, Script, state};
 use reach_digest::Sha256Digest;
@@ -14,6 +18,24 @@ use reach_proto::ward::v1::{AdmitScopeRequest, IssueDecisionRequest};
 use reach_tests::TestBody;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
+
+/// Also points core's Intercom at the same peer URL, polling every 50 ms.
+fn configure_core_and_peer(
+    manifest: &mut reach_manifest::Manifest,
+    layout: &reach_manifest::plan::StateLayout,
+    peer: &A2aPeer,
+) {
+    configure_peer(manifest, layout, peer);
+    let core = manifest
+        .roles
+        .iter_mut()
+        .find(|r| r.name.as_str() == "core")
+        .expect("core role");
+    let mut intercom = toml::Table::new();
+    intercom.insert("peer".into(), peer.url().into());
+    intercom.insert("poll_interval_ms".into(), 50.into());
+    core.settings.insert("intercom".into(), intercom.into());
+}
 
 /// Points egress-provider's A2A adapter at `peer`: its URL, an exact local road to its
 /// address, and its CA as the only trusted root.
@@ -265,5 +287,81 @@ async fn each_a2a_attempt_is_carried_once_under_its_own_decision() {
             &String::from_utf8_lossy(&r.body)
         ));
     }
+    body.stop().await;
+}
+
+/// Decision ids egress-provider logged for A2A calls it transmitted.
+fn carried_decisions(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| {
+            let f = &v["fields"];
+            f["message"] == "provider call" && f["transmitted"] == true
+        })
+        .filter_map(|v| v["fields"]["decision"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_task_completes_with_one_send_and_a_decision_per_poll() {
+    // WORKING at the first poll, COMPLETED at the second.
+    let peer = A2aPeer::start(Script::ending(state::COMPLETED, 1)).await;
+    let body = TestBody::start_configured(|m, l| configure_core_and_peer(m, l, &peer)).await;
+    let mut operator = body.operator_after_genesis("intercom deployment").await;
+    let ask = reach_proto::core::v1::SendA2aTaskRequest {
+        task_id: "op-task-1".into(),
+        text: "Summarize the lease rules of the docs corpus.".into(),
+    };
+    let r = operator
+        .send_a2a_task(ask.clone())
+        .await
+        .expect("the task runs")
+        .into_inner();
+    assert_eq!(
+        (r.phase.as_str(), r.polls),
+        ("SUCCEEDED", 2),
+        "{r:?}\n{}",
+        body.log("core")
+    );
+    assert_eq!(peer.count("SendMessage"), 1, "exactly one SendMessage");
+    assert_eq!(peer.count("GetTask"), 2);
+    let sent = &peer.requests()[0];
+    assert_eq!(sent.message_id.as_deref(), Some("msg-op-task-1"));
+    assert_eq!(sent.return_immediately, Some(true));
+    assert!(!sent.push_config);
+
+    // Each physical attempt was carried under its own decision, issued by ward for core.
+    let decisions = carried_decisions(&body.log("egress-provider"));
+    assert_eq!(decisions.len(), 3, "{}", body.log("egress-provider"));
+    let mut distinct = decisions.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "one decision per attempt: {decisions:?}");
+
+    // The task is on its turn's trail, committed in the Phylactery.
+    let trail = reach_tests::trail_text(&mut operator, &r.turn_id).await;
+    assert!(trail.contains("purpose=a2a-task"), "{trail}");
+
+    // Asked again: a replay resumes the settled task from the ledger and sends nothing.
+    let again = operator.send_a2a_task(ask).await.unwrap().into_inner();
+    assert_eq!(again.phase, "SUCCEEDED");
+    assert_eq!(
+        peer.requests().len(),
+        3,
+        "a settled task is never sent again"
+    );
+
+    // Refused before anything is written: an empty text, a Sigil in the text.
+    for text in ["  ".to_owned(), format!("sigil_{}", "0a".repeat(16))] {
+        let status = operator
+            .send_a2a_task(reach_proto::core::v1::SendA2aTaskRequest {
+                task_id: "op-task-2".into(),
+                text,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    }
+    assert_eq!(peer.requests().len(), 3);
     body.stop().await;
 }

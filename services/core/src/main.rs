@@ -1,6 +1,7 @@
 //! reach-core: the turn owner. Holds the Phylactery; no network, no credential but the vault's.
 
 mod authority;
+mod intercom;
 mod pipeline;
 mod ports;
 
@@ -86,6 +87,22 @@ fn main() -> std::process::ExitCode {
             committed.clone(),
             portal,
         );
+        let intercom = match role.config.settings.get("intercom") {
+            None => None,
+            Some(v) => {
+                let s: intercom::IntercomSettings = v
+                    .clone()
+                    .try_into()
+                    .map_err(|e| anyhow::anyhow!("settings.intercom: {e}"))?;
+                Some(intercom::IntercomRoute::new(
+                    s,
+                    role.client("egress-provider.call")?,
+                    ward.clone(),
+                    vault.clone(),
+                    role.config.habitat.clone(),
+                ))
+            }
+        };
         let authority = authority::DeliveryAuthority::new(ward, vault.clone());
         let core = ports::Core::new(
             vault,
@@ -93,7 +110,8 @@ fn main() -> std::process::ExitCode {
             pipeline,
             authority,
             committed,
-        );
+        )
+        .with_intercom(intercom);
         role.serve("core.admission", core.admission())?;
         role.serve("core.delivery", core.delivery())?;
         role.serve("core.trail", core.trail())?;

@@ -47,6 +47,8 @@ pub struct Core {
     committed: Arc<Notify>,
     /// Turns whose pipeline runs in this process, so a redelivery does not start a second one.
     running: Arc<Mutex<HashSet<String>>>,
+    /// Operator A2A tasks (`settings.intercom`); absent: `SendA2aTask` is refused.
+    intercom: Option<crate::intercom::IntercomRoute>,
 }
 
 impl Core {
@@ -64,7 +66,14 @@ impl Core {
             authority,
             committed,
             running: Arc::default(),
+            intercom: None,
         }
+    }
+
+    /// Serves operator A2A tasks through `route`.
+    pub fn with_intercom(mut self, route: Option<crate::intercom::IntercomRoute>) -> Self {
+        self.intercom = route;
+        self
     }
 
     /// Starts the turn's pipeline unless it already runs here. A turn left OPEN by a crash is
@@ -439,6 +448,22 @@ impl Trail for Core {
         Ok(Response::new(pb::ReconcileVaultResponse {
             status: "SERVING".into(),
         }))
+    }
+
+    async fn send_a2a_task(
+        &self,
+        req: Request<pb::SendA2aTaskRequest>,
+    ) -> Result<Response<pb::SendA2aTaskResponse>, Status> {
+        let operator = peer(&req)?;
+        let Some(route) = &self.intercom else {
+            return Err(Status::failed_precondition(
+                "intercom/not-configured: core has no settings.intercom",
+            ));
+        };
+        route
+            .send(&operator, req.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn mark_tainted(
