@@ -24,6 +24,7 @@ fn configure_core_and_peer(
     manifest: &mut reach_manifest::Manifest,
     layout: &reach_manifest::plan::StateLayout,
     peer: &A2aPeer,
+    max_polls: i64,
 ) {
     configure_peer(manifest, layout, peer);
     let core = manifest
@@ -34,6 +35,7 @@ fn configure_core_and_peer(
     let mut intercom = toml::Table::new();
     intercom.insert("peer".into(), peer.url().into());
     intercom.insert("poll_interval_ms".into(), 50.into());
+    intercom.insert("max_polls".into(), max_polls.into());
     core.settings.insert("intercom".into(), intercom.into());
 }
 
@@ -306,7 +308,7 @@ fn carried_decisions(log: &str) -> Vec<String> {
 async fn an_operator_task_completes_with_one_send_and_a_decision_per_poll() {
     // WORKING at the first poll, COMPLETED at the second.
     let peer = A2aPeer::start(Script::ending(state::COMPLETED, 1)).await;
-    let body = TestBody::start_configured(|m, l| configure_core_and_peer(m, l, &peer)).await;
+    let body = TestBody::start_configured(|m, l| configure_core_and_peer(m, l, &peer, 3)).await;
     let mut operator = body.operator_after_genesis("intercom deployment").await;
     let ask = reach_proto::core::v1::SendA2aTaskRequest {
         task_id: "op-task-1".into(),
@@ -363,5 +365,64 @@ async fn an_operator_task_completes_with_one_send_and_a_decision_per_poll() {
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
     }
     assert_eq!(peer.requests().len(), 3);
+    body.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_task_resumes_after_a_core_restart_without_a_second_send() {
+    // WORKING for three polls; core's budget is two polls per request.
+    let peer = A2aPeer::start(Script::ending(state::COMPLETED, 3)).await;
+    let mut body = TestBody::start_configured(|m, l| {
+        configure_core_and_peer(m, l, &peer, 2);
+        // Five attempts within a decision's 30 s life: ward's default of four live decisions
+        // per run would refuse the fifth (that refusal is ward's own tests' business).
+        let ward = m
+            .roles
+            .iter_mut()
+            .find(|r| r.name.as_str() == "ward")
+            .expect("ward role");
+        let mut budgets = toml::Table::new();
+        budgets.insert("concurrency".into(), 16.into());
+        ward.settings.insert("budgets".into(), budgets.into());
+    })
+    .await;
+    let mut operator = body.operator_after_genesis("intercom restart").await;
+    let ask = reach_proto::core::v1::SendA2aTaskRequest {
+        task_id: "op-task-parked".into(),
+        text: "Which roles hold no credential?".into(),
+    };
+    let r = operator
+        .send_a2a_task(ask.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.phase, "POLLING", "{r:?}");
+    assert!(r.code.contains("intercom/poll-budget-exhausted"), "{r:?}");
+    assert_eq!((peer.count("SendMessage"), peer.count("GetTask")), (1, 2));
+
+    // Core dies while the task is parked; the ledger holds it (PARKED, the peer's task id).
+    let running = body.body.as_mut().expect("running");
+    running.kill_role("core").await;
+    running.start_role("core").await.expect("core restarts");
+    let mut operator =
+        reach_proto::core::v1::trail_client::TrailClient::new(reach_port::connect_lazy(
+            body.socket("core.trail"),
+            &body.material("operator"),
+            body.manifest.principal("core"),
+        ));
+    let r = operator.send_a2a_task(ask).await.unwrap().into_inner();
+    assert_eq!(r.phase, "SUCCEEDED", "{r:?}\n{}", body.log("core"));
+    assert_eq!(
+        peer.count("SendMessage"),
+        1,
+        "the resumed task polls; it never sends again"
+    );
+    assert_eq!(peer.count("GetTask"), 4);
+    assert_eq!(peer.tasks().len(), 1);
+    let decisions = carried_decisions(&body.log("egress-provider"));
+    let mut distinct = decisions.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!((decisions.len(), distinct.len()), (5, 5), "{decisions:?}");
     body.stop().await;
 }

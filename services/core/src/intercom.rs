@@ -52,8 +52,9 @@ pub struct IntercomSettings {
     /// ambiguous send stays UNCERTAIN.
     #[serde(default)]
     pub receipt: Option<EnrollmentReceipt>,
-    /// GetTask polls per request (each needs a decision; ward's `retries` budget bounds the
-    /// run's decisions too).
+    /// GetTask polls per request. Each needs a decision, and ward's default budgets admit four
+    /// live decisions per Sigil (a decision lives 30 s, redeemed or not) and eight in all: the
+    /// send and three polls.
     #[serde(default = "default_max_polls")]
     pub max_polls: u32,
     #[serde(default = "default_poll_interval_ms")]
@@ -64,7 +65,7 @@ pub struct IntercomSettings {
 }
 
 fn default_max_polls() -> u32 {
-    5
+    3
 }
 fn default_poll_interval_ms() -> u64 {
     1_000
