@@ -83,6 +83,11 @@ CONF
 run="/run/user/$uid"
 # Rootless networks (the egress roles' `.network` units) go through slirp4netns, which opens
 # /dev/net/tun. Debian's udev makes it 0666; this sandbox's device node is 0600 root.
+if [ ! -e /dev/net/tun ]; then
+    echo "podman-setup: creating /dev/net/tun"
+    mkdir -p /dev/net
+    mknod /dev/net/tun c 10 200
+fi
 if [ -c /dev/net/tun ] && [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
     echo "podman-setup: /dev/net/tun to 0666 (Debian's default)"
     chmod 0666 /dev/net/tun
