@@ -289,6 +289,20 @@ async fn each_a2a_attempt_is_carried_once_under_its_own_decision() {
             &String::from_utf8_lossy(&r.body)
         ));
     }
+
+    // This core has no settings.intercom: the operator's task is refused, nothing sent.
+    let status = body
+        .operator_after_genesis("no intercom")
+        .await
+        .send_a2a_task(reach_proto::core::v1::SendA2aTaskRequest {
+            task_id: "op-task-x".into(),
+            text: "hello".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    assert!(status.message().starts_with("intercom/not-configured"));
+    assert_eq!(peer.requests().len(), 2);
     body.stop().await;
 }
 
@@ -353,16 +367,30 @@ async fn an_operator_task_completes_with_one_send_and_a_decision_per_poll() {
         "a settled task is never sent again"
     );
 
-    // Refused before anything is written: an empty text, a Sigil in the text.
-    for text in ["  ".to_owned(), format!("sigil_{}", "0a".repeat(16))] {
+    // Refused before anything is written: an empty text, a Sigil in the text, a task id that
+    // is not a printable ASCII id.
+    let cases = [
+        ("op-task-2", "  ".to_owned(), tonic::Code::InvalidArgument),
+        (
+            "op-task-2",
+            format!("sigil_{}", "0a".repeat(16)),
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            "op task",
+            "hello".to_owned(),
+            tonic::Code::FailedPrecondition,
+        ),
+    ];
+    for (task_id, text, code) in cases {
         let status = operator
             .send_a2a_task(reach_proto::core::v1::SendA2aTaskRequest {
-                task_id: "op-task-2".into(),
+                task_id: task_id.into(),
                 text,
             })
             .await
             .unwrap_err();
-        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert_eq!(status.code(), code, "{status:?}");
     }
     assert_eq!(peer.requests().len(), 3);
     body.stop().await;
@@ -424,5 +452,43 @@ async fn a_parked_task_resumes_after_a_core_restart_without_a_second_send() {
     distinct.sort();
     distinct.dedup();
     assert_eq!((decisions.len(), distinct.len()), (5, 5), "{decisions:?}");
+    body.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ambiguous_send_stays_uncertain_and_is_never_resent_without_a_receipt() {
+    // The peer commits the task, then drops the connection without answering.
+    let peer = A2aPeer::start(Script {
+        drop_after_commit: 1,
+        ..Script::default()
+    })
+    .await;
+    let body = TestBody::start_configured(|m, l| configure_core_and_peer(m, l, &peer, 3)).await;
+    let mut operator = body.operator_after_genesis("intercom uncertain").await;
+    let ask = reach_proto::core::v1::SendA2aTaskRequest {
+        task_id: "op-task-dropped".into(),
+        text: "Which roles hold no credential?".into(),
+    };
+    let r = operator
+        .send_a2a_task(ask.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.phase, "UNCERTAIN", "{r:?}");
+    assert_eq!(peer.count("SendMessage"), 1);
+    // egress-provider said the bytes may have left: transmitted, with the bound's code.
+    let log = body.log("egress-provider");
+    assert!(
+        log.lines().any(|l| l.contains("provider call")
+            && l.contains("\"transmitted\":true")
+            && !l.contains("\"code\":\"\"")),
+        "{log}"
+    );
+    // Asked again: no receipt admits a resend, so it stays UNCERTAIN and nothing is sent.
+    let r = operator.send_a2a_task(ask).await.unwrap().into_inner();
+    assert_eq!(r.phase, "UNCERTAIN", "{r:?}");
+    assert!(r.code.contains("intercom/resend-not-admitted"), "{r:?}");
+    assert_eq!(peer.count("SendMessage"), 1, "never resent blindly");
+    assert_eq!(peer.tasks().len(), 1);
     body.stop().await;
 }

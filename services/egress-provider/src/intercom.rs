@@ -205,6 +205,28 @@ mod tests {
     }
 
     #[test]
+    fn settings_refuse_a_peer_that_is_not_canonical_https_and_a_bad_credential() {
+        let settings = |peer: &str| IntercomSettings {
+            peer: peer.into(),
+            roads: Roads::default(),
+        };
+        let refused = |r: anyhow::Result<Arc<Peer>>| format!("{:#}", r.unwrap_err());
+        let e = refused(Peer::new(settings("http://peer.test/a2a"), None));
+        assert!(e.starts_with("settings.intercom.peer"), "{e}");
+        let e = refused(Peer::new(
+            settings("https://peer.test/a2a"),
+            Some(&[0xff, 0xfe]),
+        ));
+        assert!(e.contains("not UTF-8"), "{e}");
+        let e = refused(Peer::new(
+            settings("https://peer.test/a2a"),
+            Some(b"two words"),
+        ));
+        assert!(e.contains("peer-credential"), "{e}");
+        assert!(Peer::new(settings("https://peer.test/a2a"), Some(b"tok\n")).is_ok());
+    }
+
+    #[test]
     fn only_intercom_requests_pass() {
         let get = br#"{"jsonrpc":"2.0","id":"t/poll-1","method":"GetTask","params":{"id":"p-1"}}"#;
         let sigil = format!(
