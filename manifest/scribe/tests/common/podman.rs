@@ -52,7 +52,11 @@ pub fn rootless_or_skip(test: &str) -> Option<Rootless> {
             if std::env::var_os("REACH_REQUIRE_PODMAN").is_some() {
                 panic!("{test}: rootless Podman is required (REACH_REQUIRE_PODMAN) but {why}");
             }
-            eprintln!(
+            // Straight to the stderr handle: the test harness captures `eprintln!` of a
+            // passing test, and a skip must be seen.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
                 "\n!!!!!!!! SKIPPED {test}: {why}.\n!!!!!!!! Run scripts/podman-setup.sh as root \
                  (and set REACH_REQUIRE_PODMAN=1 to make this a failure).\n"
             );
