@@ -246,12 +246,17 @@ impl Phylactery {
                     boot.close().await;
                     opts = opts.options([("search_path", schema.as_str())]);
                 }
-                Pool::Postgres(
+                let pool = |opts: PgConnectOptions| {
                     PgPoolOptions::new()
                         .max_connections(config.max_connections.max(1))
                         .connect_with(opts)
-                        .await?,
-                )
+                };
+                Pool::Postgres {
+                    synced: pool(opts.clone()).await?,
+                    // `synchronous_commit = off`: only for the commits `Durability::Deferred`
+                    // lists; the next synchronous commit's WAL flush covers them.
+                    deferred: pool(opts.options([("synchronous_commit", "off")])).await?,
+                }
             }
         };
         let now = clock.now();

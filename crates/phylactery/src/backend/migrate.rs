@@ -104,7 +104,7 @@ pub(crate) async fn run(pool: &Pool, now_ms: i64) -> Result<usize> {
 async fn apply(pool: &Pool, now_ms: i64) -> Result<usize> {
     let set = match pool {
         Pool::Sqlite { .. } => SQLITE,
-        Pool::Postgres(_) => POSTGRES,
+        Pool::Postgres { .. } => POSTGRES,
     };
     let mut applied = 0;
     for m in set {

@@ -30,12 +30,19 @@ pub enum BackendKind {
 /// On SQLite every commit is appended to the WAL with `synchronous=NORMAL` under the one
 /// writer; a [`Durability::Synced`] commit then waits, after releasing the writer, for a
 /// [`GroupCommit`] flush of the WAL that began after it, so concurrent synced commits share one
-/// `fsync`. On PostgreSQL both are the same synchronous commit (the server groups flushes).
+/// `fsync`. On PostgreSQL a deferred commit runs with `synchronous_commit = off` (the server
+/// groups the flushes of synchronous ones).
 ///
 /// **Architecture Invariant:** every commit is [`Durability::Synced`] unless it is listed here
 /// with the reason its loss is harmless. [`Durability::Deferred`] returns without waiting for a
-/// flush, because only on SQLite does a lost commit imply that every process which could have
-/// acted on it died too:
+/// flush. On SQLite a lost deferred commit implies that every process which could have acted on
+/// it died too (below). On PostgreSQL the server can crash alone, so there it rests on the
+/// fences instead: the WAL is flushed in order (a synchronous commit flushes every earlier
+/// asynchronous one), and every deferred commit is followed, before any byte leaves the host,
+/// by a synced step that checks it — SUBMITTING updates only a CLAIMED intent at the claim's
+/// generation with the decision core issued for that claim, so a lost turn or claim refuses the
+/// send, and a lost settlement leaves SUBMITTING, which is never resent. A loss there costs
+/// liveness (a turn OPEN until recovery), never a second message.
 ///
 /// - A deferred commit is written to the WAL (the OS page cache) before it returns, so it
 ///   survives the death of any process, including core's (SIGKILL: the crash harness). It is
@@ -82,7 +89,8 @@ pub(crate) enum Pool {
         writer: SqliteWriter,
         flush: Arc<GroupCommit>,
     },
-    Postgres(PgPool),
+    /// Two pools that differ only in `synchronous_commit`.
+    Postgres { synced: PgPool, deferred: PgPool },
 }
 
 /// A bound parameter. Nulls are typed because PostgreSQL checks parameter types.
@@ -214,7 +222,7 @@ impl Pool {
     pub(crate) fn kind(&self) -> BackendKind {
         match self {
             Pool::Sqlite { .. } => BackendKind::Sqlite,
-            Pool::Postgres(_) => BackendKind::Postgres,
+            Pool::Postgres { .. } => BackendKind::Postgres,
         }
     }
 
@@ -231,16 +239,28 @@ impl Pool {
                 writer,
                 (durability == Durability::Synced).then_some(flush),
             ),
-            Pool::Postgres(p) => Chosen::Postgres(p),
+            Pool::Postgres { synced, .. } if durability == Durability::Synced => {
+                Chosen::Postgres(synced)
+            }
+            Pool::Postgres { deferred, .. } => Chosen::Postgres(deferred),
         }
     }
 
-    /// Returns once every commit that returned before this call is on stable storage (on
-    /// PostgreSQL every commit already is).
+    /// Returns once every commit that returned before this call is on stable storage.
     pub(crate) async fn sync(&self) -> Result<()> {
         match self {
             Pool::Sqlite { flush, .. } => flush.sync().await,
-            Pool::Postgres(_) => Ok(()),
+            // A transaction that takes a transaction id commits with a WAL record and, under
+            // `synchronous_commit = on`, flushes the WAL through it: every earlier asynchronous
+            // commit's record lies before it.
+            Pool::Postgres { synced, .. } => {
+                let mut tx = synced.begin().await?;
+                sqlx::query("SELECT txid_current()")
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(())
+            }
         }
     }
 
@@ -354,8 +374,8 @@ impl Pool {
                 .into_iter()
                 .map(Row::Sqlite)
                 .collect(),
-            Pool::Postgres(p) => bind_all!(sqlx::query(sql), args)
-                .fetch_all(p)
+            Pool::Postgres { synced, .. } => bind_all!(sqlx::query(sql), args)
+                .fetch_all(synced)
                 .await?
                 .into_iter()
                 .map(Row::Postgres)
@@ -366,7 +386,7 @@ impl Pool {
     pub(crate) fn is_closed(&self) -> bool {
         match self {
             Pool::Sqlite { writer_pool, .. } => writer_pool.is_closed(),
-            Pool::Postgres(p) => p.is_closed(),
+            Pool::Postgres { synced, .. } => synced.is_closed(),
         }
     }
 
@@ -380,7 +400,10 @@ impl Pool {
                 readers.close().await;
                 writer_pool.close().await;
             }
-            Pool::Postgres(p) => p.close().await,
+            Pool::Postgres { synced, deferred } => {
+                deferred.close().await;
+                synced.close().await;
+            }
         }
     }
 }
