@@ -364,7 +364,8 @@ impl Materialized {
     }
 }
 
-/// Removes every container, volume and network a run of the body leaves, as the test user.
+/// Removes every container, volume and network a run of the body leaves, and untagged
+/// images, as the test user.
 pub fn clean(r: &Rootless, m: &Manifest) {
     let mut names: Vec<String> = Vec::new();
     for role in &m.roles {
@@ -386,6 +387,8 @@ pub fn clean(r: &Rootless, m: &Manifest) {
             &format!("reach-egress-{}", role.name),
         ]);
     }
+    // Images a rebuild untagged (each run builds the eight again): vfs keeps whole copies.
+    r.podman_out(&["image", "prune", "-f"]);
 }
 
 /// Removes the body's containers, volumes and networks when dropped (a failing test included).
