@@ -188,7 +188,7 @@ pub fn vet_unit_text(input: &QuadletInput<'_>, file: &str, role: &str, text: &st
                         !(w.starts_with("--memory=")
                             || w.starts_with("--memory-swap=")
                             || w.starts_with("--cpus=")
-                            || w.starts_with("--umask="))
+                            || *w == format!("--umask={}", crate::quadlet::ROLE_UMASK))
                     })
                     .collect();
                 if let Err(r) = vet_podman_args(role, &words, &owners, |_| at.clone()) {

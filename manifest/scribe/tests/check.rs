@@ -121,3 +121,19 @@ fn reports_missing_secret_sources_and_ruleset_drift() {
         ruleset <out>/reach.nft line 2: expected `	chain output {`, found `}`
     "#]].assert_eq(&drift(state.path(), out.path(), &options));
 }
+
+#[test]
+fn a_hand_edited_umask_is_refused() {
+    // Scribe's own `--umask=0007` passes; any other umask (sockets and data for everyone) is a
+    // flag outside the allow-list.
+    let (state, out) = body();
+    let unit = out.path().join("reach-ward.container");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    std::fs::write(&unit, text.replace("--umask=0007", "--umask=0000")).unwrap();
+    let report = drift(state.path(), out.path(), &CheckOptions::default());
+    assert!(
+        report.contains("refused: reach-ward.container: scribe/podman-arg-not-allowed"),
+        "{report}"
+    );
+    assert!(report.contains("--umask=0000"), "{report}");
+}
