@@ -97,7 +97,8 @@ install -d -o "$uid" -g "$gid" -m 0700 "$run"
 # A smoke check as the user: podman answers and sees runc and vfs.
 if ! out="$(cd / && runuser -u "$USER_NAME" -- env XDG_RUNTIME_DIR="$run" HOME="$home" \
         podman info --format '{{.Host.OCIRuntime.Name}} {{.Store.GraphDriverName}}' 2>/dev/null)"; then
-    echo "podman-setup: podman info failed as $USER_NAME: $out"
-    exit 1
+    # Loud, but not fatal for the rest of the suite: the container test then fails on its own.
+    echo "podman-setup: WARNING: podman info failed as $USER_NAME: $out"
+    exit 0
 fi
 echo "podman-setup: $USER_NAME (uid $uid): podman $(podman --version | cut -d' ' -f3), $out"
