@@ -11,6 +11,8 @@ case "$REACH_TEST_DATABASE_URL" in
   *) echo "test: setup printed no database URL: '$REACH_TEST_DATABASE_URL'" >&2; exit 1 ;;
 esac
 export REACH_TEST_DATABASE_URL
+# The container end-to-end test must run here (setup installed rootless Podman), not skip.
+export REACH_REQUIRE_PODMAN=1
 
 # Role binaries first: the cross-service tests start them as separate processes.
 cargo build --workspace --bins
