@@ -32,6 +32,24 @@ fn question(id: &str, text: &str) -> AdmitRequest {
     }
 }
 
+type Channel = tonic::transport::Channel;
+
+/// Core's admission port as ingress-edge and its delivery port as egress-discord.
+fn edge_and_gate(body: &TestBody) -> (AdmissionClient<Channel>, DeliveryClient<Channel>) {
+    let core = body.manifest.principal("core");
+    let edge = AdmissionClient::new(reach_port::connect_lazy(
+        body.socket("core.admission"),
+        &body.material("ingress-edge"),
+        core.clone(),
+    ));
+    let gate = DeliveryClient::new(reach_port::connect_lazy(
+        body.socket("core.delivery"),
+        &body.material("egress-discord"),
+        core,
+    ));
+    (edge, gate)
+}
+
 async fn claim_within(
     sender: &mut DeliveryClient<tonic::transport::Channel>,
     limit: Duration,
@@ -59,17 +77,7 @@ async fn claim_within(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_becomes_one_cited_intent_and_an_unknown_one_is_refused() {
     let body = TestBody::start().await;
-    let core = body.manifest.principal("core");
-    let mut edge = AdmissionClient::new(reach_port::connect_lazy(
-        body.socket("core.admission"),
-        &body.material("ingress-edge"),
-        core.clone(),
-    ));
-    let mut sender = DeliveryClient::new(reach_port::connect_lazy(
-        body.socket("core.delivery"),
-        &body.material("egress-discord"),
-        core,
-    ));
+    let (mut edge, mut sender) = edge_and_gate(&body);
     let mut operator = body.operator_after_genesis("test deployment").await;
 
     let admitted = edge
@@ -293,18 +301,8 @@ async fn every_claim_carries_a_fresh_decision_bound_to_what_is_sent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tainted_gate_cannot_submit_what_it_claimed() {
     let body = TestBody::start().await;
-    let core = body.manifest.principal("core");
     let gate = body.manifest.principal("egress-discord");
-    let mut edge = AdmissionClient::new(reach_port::connect_lazy(
-        body.socket("core.admission"),
-        &body.material("ingress-edge"),
-        core.clone(),
-    ));
-    let mut sender = DeliveryClient::new(reach_port::connect_lazy(
-        body.socket("core.delivery"),
-        &body.material("egress-discord"),
-        core,
-    ));
+    let (mut edge, mut sender) = edge_and_gate(&body);
     let mut operator = body.operator_after_genesis("test deployment").await;
     edge.admit(question("m-30", "How does a port authenticate a call?"))
         .await
@@ -372,17 +370,7 @@ async fn an_intent_whose_sigil_expired_ends_not_attempted_and_is_never_sent() {
         ward.settings.insert("budgets".into(), budgets.into());
     })
     .await;
-    let core = body.manifest.principal("core");
-    let mut edge = AdmissionClient::new(reach_port::connect_lazy(
-        body.socket("core.admission"),
-        &body.material("ingress-edge"),
-        core.clone(),
-    ));
-    let mut sender = DeliveryClient::new(reach_port::connect_lazy(
-        body.socket("core.delivery"),
-        &body.material("egress-discord"),
-        core,
-    ));
+    let (mut edge, mut sender) = edge_and_gate(&body);
     let mut operator = body.operator_after_genesis("test deployment").await;
     edge.admit(question("m-30", "How does a port authenticate a call?"))
         .await

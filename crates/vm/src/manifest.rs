@@ -123,21 +123,12 @@ impl ImageManifest {
 
     /// Reads `manifest.json` from an image directory (no artifact check).
     pub fn read(dir: &Path) -> Result<Self, ManifestError> {
-        let path = dir.join(MANIFEST_FILE);
-        let bytes = std::fs::read(&path).map_err(|source| ManifestError::Io { path, source })?;
-        let m: ImageManifest =
-            serde_json::from_slice(&bytes).map_err(|e| ManifestError::Invalid(e.to_string()))?;
-        if m.format != MANIFEST_FORMAT {
-            return Err(ManifestError::Invalid(format!("format {:?}", m.format)));
-        }
-        for a in [&m.kernel, &m.initrd, &m.rootfs] {
-            if a.file.contains('/') || a.file.starts_with('.') {
-                return Err(ManifestError::Invalid(format!(
-                    "artifact file {:?}",
-                    a.file
-                )));
-            }
-        }
+        let m: ImageManifest = read_json(&dir.join(MANIFEST_FILE))?;
+        check_layout(
+            &m.format,
+            MANIFEST_FORMAT,
+            [&m.kernel, &m.initrd, &m.rootfs],
+        )?;
         Ok(m)
     }
 
@@ -202,6 +193,36 @@ pub fn parse_apt_show(text: &str) -> std::collections::BTreeMap<(String, String)
         }
     }
     out
+}
+
+/// Reads and parses one manifest file.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ManifestError> {
+    let bytes = std::fs::read(path).map_err(|source| ManifestError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| ManifestError::Invalid(e.to_string()))
+}
+
+/// A manifest's format must be the expected one and its artifacts plain file names in its
+/// directory (no path that could point elsewhere).
+pub(crate) fn check_layout<const N: usize>(
+    format: &str,
+    expected: &str,
+    artifacts: [&Artifact; N],
+) -> Result<(), ManifestError> {
+    if format != expected {
+        return Err(ManifestError::Invalid(format!("format {format:?}")));
+    }
+    for a in artifacts {
+        if a.file.contains('/') || a.file.starts_with('.') {
+            return Err(ManifestError::Invalid(format!(
+                "artifact file {:?}",
+                a.file
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

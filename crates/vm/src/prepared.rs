@@ -183,21 +183,8 @@ impl PreparedManifest {
     }
 
     pub fn read(dir: &Path) -> Result<Self, ManifestError> {
-        let path = dir.join(PREPARED_MANIFEST_FILE);
-        let bytes = std::fs::read(&path).map_err(|source| ManifestError::Io { path, source })?;
-        let m: PreparedManifest =
-            serde_json::from_slice(&bytes).map_err(|e| ManifestError::Invalid(e.to_string()))?;
-        if m.format != PREPARED_MANIFEST_FORMAT {
-            return Err(ManifestError::Invalid(format!("format {:?}", m.format)));
-        }
-        for a in [&m.disk, &m.state] {
-            if a.file.contains('/') || a.file.starts_with('.') {
-                return Err(ManifestError::Invalid(format!(
-                    "artifact file {:?}",
-                    a.file
-                )));
-            }
-        }
+        let m: PreparedManifest = crate::manifest::read_json(&dir.join(PREPARED_MANIFEST_FILE))?;
+        crate::manifest::check_layout(&m.format, PREPARED_MANIFEST_FORMAT, [&m.disk, &m.state])?;
         Ok(m)
     }
 
