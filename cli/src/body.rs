@@ -13,7 +13,23 @@ pub async fn up(m: &Manifest, layout: &StateLayout, log_level: &str) -> anyhow::
         log_level: log_level.to_owned(),
         ..LaunchOptions::default()
     };
-    let mut body = Body::up(m, layout, options).await?;
+    use tokio::signal::unix::{SignalKind, signal};
+    // Installed before the first role starts: a stop during start-up drops what started (its
+    // children are killed on drop) instead of killing the launcher and orphaning them.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut body = tokio::select! {
+        body = Body::up(m, layout, options) => body?,
+        _ = term.recv() => {
+            eprintln!("stopped during start-up");
+            return Ok(ExitCode::FAILURE);
+        }
+        _ = int.recv() => {
+            eprintln!("stopped during start-up");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    // Written once every role is ready: the launcher is up.
     let pid_file = layout.run_dir().join("launcher.pid");
     std::fs::write(&pid_file, std::process::id().to_string())?;
     for (role, pid) in body.pids() {
@@ -25,9 +41,6 @@ pub async fn up(m: &Manifest, layout: &StateLayout, log_level: &str) -> anyhow::
         layout.root().display()
     );
 
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     let code = tokio::select! {
         _ = term.recv() => ExitCode::SUCCESS,
         _ = int.recv() => ExitCode::SUCCESS,

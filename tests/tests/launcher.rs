@@ -66,6 +66,15 @@ fn reach_up_status_and_stop_leave_nothing_behind() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("8/8 roles healthy"), "{text}");
 
+    // Healthy roles can answer before the launcher has taken every READY=1: it is up once it
+    // has written its pid file.
+    while !state.join("run/launcher.pid").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "reach up never reported itself up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // Eight distinct role processes, none of them the launcher.
     let roles = std::fs::read_to_string(state.join("run/roles")).unwrap();
     let pids: Vec<i32> = roles

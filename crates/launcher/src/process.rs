@@ -183,6 +183,11 @@ impl Body {
             .kill_on_drop(true)
             .spawn()
             .map_err(io(&binary))?;
+        // Recorded before readiness: a role may answer on its health port before its READY=1
+        // reaches us, and whoever sees it healthy must also find its pid.
+        if let Some(pid) = child.id() {
+            self.write_pids_with(Some((role, pid)))?;
+        }
         let ready = wait_ready(&notify, &mut child, self.options.ready_timeout).await;
         let _ = std::fs::remove_file(&notify_path);
         match ready {
@@ -254,13 +259,22 @@ impl Body {
     }
 
     fn write_pids(&self) -> Result<(), LaunchError> {
+        self.write_pids_with(None)
+    }
+
+    /// Writes `run/roles` (role and pid per line, in start order) atomically, with `starting`
+    /// in place of that role's earlier entry.
+    fn write_pids_with(&self, starting: Option<(&str, u32)>) -> Result<(), LaunchError> {
         let path = self.layout.run_dir().join("roles");
-        let text: String = self
-            .pids()
-            .iter()
-            .map(|(r, p)| format!("{r} {p}\n"))
-            .collect();
-        std::fs::write(&path, text).map_err(io(&path))
+        let mut pids = self.pids();
+        if let Some((role, pid)) = starting {
+            pids.retain(|(r, _)| r != role);
+            pids.push((role.to_owned(), pid));
+        }
+        let text: String = pids.iter().map(|(r, p)| format!("{r} {p}\n")).collect();
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))
     }
 }
 
