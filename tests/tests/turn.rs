@@ -50,6 +50,19 @@ fn edge_and_gate(body: &TestBody) -> (AdmissionClient<Channel>, DeliveryClient<C
     (edge, gate)
 }
 
+/// One claim without waiting, as egress-discord makes it for `BASE`.
+async fn claim_once(sender: &mut DeliveryClient<Channel>) -> ClaimResponse {
+    sender
+        .claim(ClaimRequest {
+            lease_ms: 5_000,
+            destination_base: BASE.into(),
+            wait_ms: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 async fn claim_within(
     sender: &mut DeliveryClient<tonic::transport::Channel>,
     limit: Duration,
@@ -391,30 +404,14 @@ async fn an_intent_whose_sigil_expired_ends_not_attempted_and_is_never_sent() {
     }
     // ...and is claimed only after it: ward refuses the decision for good.
     tokio::time::sleep(Duration::from_millis(2_000)).await;
-    let r = sender
-        .claim(ClaimRequest {
-            lease_ms: 5_000,
-            destination_base: BASE.into(),
-            wait_ms: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let r = claim_once(&mut sender).await;
     assert!(
         r.intent.is_none(),
         "an expired task's intent was handed out"
     );
     assert_eq!(r.refusal_code, "sigil/expired");
     // The intent ended NOT_ATTEMPTED: nothing to claim, ever, and the trail says why.
-    let again = sender
-        .claim(ClaimRequest {
-            lease_ms: 5_000,
-            destination_base: BASE.into(),
-            wait_ms: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let again = claim_once(&mut sender).await;
     assert!(
         again.intent.is_none() && again.refusal_code.is_empty(),
         "{again:?}"

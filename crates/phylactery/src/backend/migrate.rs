@@ -6,7 +6,7 @@
 
 use reach_digest::Sha256Digest;
 
-use super::{Pool, Tx, args};
+use super::{Durability, Pool, Tx, args};
 use crate::error::{LedgerError, Result};
 
 /// One embedded migration.
@@ -89,14 +89,16 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS phylactery_migration (
 /// each commit. The writer pool has one connection, so the pragmas and the transactions share it.
 pub(crate) async fn run(pool: &Pool, now_ms: i64) -> Result<usize> {
     let sqlite = matches!(pool, Pool::Sqlite { .. });
+    // Connection settings, not commits: nothing for the group commit to flush.
+    let pragma = |sql| pool.execute_with(Durability::Deferred, sql, &[]);
     if sqlite {
-        pool.execute("PRAGMA foreign_keys = OFF", &[]).await?;
-        pool.execute("PRAGMA legacy_alter_table = ON", &[]).await?;
+        pragma("PRAGMA foreign_keys = OFF").await?;
+        pragma("PRAGMA legacy_alter_table = ON").await?;
     }
     let applied = apply(pool, now_ms).await;
     if sqlite {
-        pool.execute("PRAGMA legacy_alter_table = OFF", &[]).await?;
-        pool.execute("PRAGMA foreign_keys = ON", &[]).await?;
+        pragma("PRAGMA legacy_alter_table = OFF").await?;
+        pragma("PRAGMA foreign_keys = ON").await?;
     }
     applied
 }
