@@ -304,6 +304,14 @@ fn main() {
                 measure("postgres", &p, &bare_db, n).await;
                 measure_concurrent("postgres", &p, &bare_db, n, workers).await;
                 p.close().await;
+                // The schema is this run's alone; leave the database as it was found.
+                if let Bare::Postgres(pool) = &bare_db {
+                    let ddl = format!("DROP SCHEMA \"{schema}\" CASCADE");
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl))
+                        .execute(pool)
+                        .await
+                        .expect("drop the bench schema");
+                }
             }
             Err(_) => println!("postgres   skipped: REACH_TEST_DATABASE_URL is not set"),
         }

@@ -190,19 +190,9 @@ impl Phylactery {
                     // chains inside a commit. Durability is the WAL's (flushed per synced
                     // commit); checkpoints only bound its size and recovery time.
                     .pragma("wal_autocheckpoint", "4096");
-                // One writer connection for the vault's life: it keeps its page cache warm
-                // between commits (two writer connections re-read each other's pages), and the
-                // WAL file the group commit flushes stays in place while it is open.
-                let writer_pool = SqlitePoolOptions::new()
-                    .max_connections(1)
-                    .min_connections(1)
-                    .idle_timeout(None)
-                    .max_lifetime(None)
-                    // An embedded connection cannot be dropped by a server: the liveness
-                    // ping before every acquire would only add a worker round trip.
-                    .test_before_acquire(false)
-                    .connect_with(opts.clone())
-                    .await?;
+                // The one writer connection (see `backend::SqliteWriter`).
+                let writer =
+                    backend::SqliteWriter::new(sqlx::ConnectOptions::connect(&opts).await?);
                 // Readers open the file the writer created and switched to WAL.
                 let readers = SqlitePoolOptions::new()
                     .max_connections(config.max_connections.max(1))
@@ -217,9 +207,8 @@ impl Phylactery {
                     )
                     .await?;
                 Pool::Sqlite {
-                    writer_pool,
                     readers,
-                    writer: Default::default(),
+                    writer: Arc::new(writer),
                     flush: Arc::new(backend::GroupCommit::new(path)),
                 }
             }
@@ -249,6 +238,11 @@ impl Phylactery {
                 let pool = |opts: PgConnectOptions| {
                     PgPoolOptions::new()
                         .max_connections(config.max_connections.max(1))
+                        // No ping before every acquire: it doubled the round trips of each
+                        // chain step. A connection the server dropped fails its next statement
+                        // with a typed database error (the caller's retry gets a fresh one);
+                        // no statement is ever half-applied by that.
+                        .test_before_acquire(false)
                         .connect_with(opts)
                 };
                 Pool::Postgres {

@@ -86,7 +86,7 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS phylactery_migration (
 /// (<https://sqlite.org/lang_altertable.html#otheralter>): foreign keys off outside the
 /// transactions (the pragma is a no-op inside one), `legacy_alter_table` on so a rename leaves
 /// triggers and views naming tables as they did, and `PRAGMA foreign_key_check` empty before
-/// each commit. The writer pool has one connection, so the pragmas and the transactions share it.
+/// each commit. There is one writer connection, so the pragmas and the transactions share it.
 pub(crate) async fn run(pool: &Pool, now_ms: i64) -> Result<usize> {
     let sqlite = matches!(pool, Pool::Sqlite { .. });
     // Connection settings, not commits: nothing for the group commit to flush.

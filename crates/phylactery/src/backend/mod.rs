@@ -10,10 +10,10 @@ pub(crate) mod migrate;
 pub(crate) use group_commit::GroupCommit;
 
 use sqlx::postgres::{PgPool, PgRow};
-use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 use std::sync::Arc;
 
-use sqlx::{Postgres, Row as _, Sqlite, Transaction};
+use sqlx::{Postgres, Row as _, Transaction};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::error::{LedgerError, Result};
@@ -80,13 +80,11 @@ pub(crate) enum Durability {
 
 #[derive(Debug, Clone)]
 pub(crate) enum Pool {
-    /// One writer connection (a single connection keeps its page cache across commits), a pool
-    /// of readers beside it (WAL readers never wait for the writer), the in-process writer lock,
-    /// and the group commit that makes synced commits durable.
+    /// The one writer connection behind its lock, a pool of readers beside it (WAL readers
+    /// never wait for the writer), and the group commit that makes synced commits durable.
     Sqlite {
-        writer_pool: SqlitePool,
         readers: SqlitePool,
-        writer: SqliteWriter,
+        writer: Arc<SqliteWriter>,
         flush: Arc<GroupCommit>,
     },
     /// Two pools that differ only in `synchronous_commit`.
@@ -185,31 +183,79 @@ impl Row {
     }
 }
 
-/// SQLite admits one writer at a time. Writers of this process queue on this (fair, FIFO) lock
-/// instead of on SQLite's busy handler, which sleeps in growing steps of milliseconds and made
-/// concurrent writers wait far longer than the write itself. Reads never take it (WAL readers
-/// run beside the writer); `busy_timeout` still covers other processes.
-pub(crate) type SqliteWriter = Arc<tokio::sync::Mutex<()>>;
+/// SQLite's one writer: a dedicated connection for the vault's life behind a fair (FIFO) lock.
+///
+/// - One connection keeps its page cache warm between commits (two writers re-read each other's
+///   pages), and the WAL file the group commit flushes stays in place while it is open.
+/// - Writers of this process queue on the lock instead of on SQLite's busy handler, which
+///   sleeps in growing steps of milliseconds; `busy_timeout` still covers other processes.
+///   Reads never take it (WAL readers run beside the writer).
+/// - The connection is used directly, not through a pool: a pool's acquire and its release
+///   (a spawned task) cost more than the statement itself on the ledger's hot path.
+#[derive(Debug)]
+pub(crate) struct SqliteWriter(Arc<tokio::sync::Mutex<WriterConn>>);
 
-/// Where a write goes: on SQLite the writer, its lock, and the flush to wait for when synced.
+#[derive(Debug)]
+pub(crate) struct WriterConn {
+    /// `None` once the vault is closed.
+    conn: Option<SqliteConnection>,
+    /// A transaction was begun and neither committed nor rolled back (its [`Tx`] was dropped,
+    /// or its `COMMIT` failed): the next holder rolls it back before anything else.
+    in_tx: bool,
+}
+
+impl SqliteWriter {
+    pub(crate) fn new(conn: SqliteConnection) -> Self {
+        Self(Arc::new(tokio::sync::Mutex::new(WriterConn {
+            conn: Some(conn),
+            in_tx: false,
+        })))
+    }
+
+    /// Takes the writer, first ending a transaction its last holder abandoned.
+    async fn lock(&self) -> Result<OwnedMutexGuard<WriterConn>> {
+        let mut w = self.0.clone().lock_owned().await;
+        if w.in_tx {
+            sqlx::query("ROLLBACK").execute(w.conn()?).await?;
+            w.in_tx = false;
+        }
+        Ok(w)
+    }
+
+    async fn close(&self) {
+        let mut w = self.0.lock().await;
+        if let Some(conn) = w.conn.take() {
+            use sqlx::Connection as _;
+            if let Err(e) = conn.close().await {
+                tracing::warn!(error = %e, "closing the vault's writer connection failed");
+            }
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.0.try_lock().is_ok_and(|w| w.conn.is_none())
+    }
+}
+
+impl WriterConn {
+    fn conn(&mut self) -> Result<&mut SqliteConnection> {
+        self.conn
+            .as_mut()
+            .ok_or_else(|| LedgerError::from(sqlx::Error::PoolClosed))
+    }
+}
+
+/// Where a write goes: on SQLite the writer and the flush to wait for when synced.
 enum Chosen<'a> {
-    Sqlite(
-        &'a SqlitePool,
-        &'a SqliteWriter,
-        Option<&'a Arc<GroupCommit>>,
-    ),
+    Sqlite(&'a SqliteWriter, Option<&'a Arc<GroupCommit>>),
     Postgres(&'a PgPool),
 }
 
-/// An open write transaction (on SQLite, holding the writer lock until it ends, and the flush
-/// its commit waits for when synced).
+/// An open write transaction (on SQLite, holding the writer until it ends, and the flush its
+/// commit waits for when synced).
 #[derive(Debug)]
 pub(crate) enum Tx {
-    Sqlite(
-        Transaction<'static, Sqlite>,
-        OwnedMutexGuard<()>,
-        Option<Arc<GroupCommit>>,
-    ),
+    Sqlite(OwnedMutexGuard<WriterConn>, Option<Arc<GroupCommit>>),
     Postgres(Transaction<'static, Postgres>),
 }
 
@@ -229,16 +275,9 @@ impl Pool {
     /// Where a write with the given durability goes (PostgreSQL has one pool).
     fn choose(&self, durability: Durability) -> Chosen<'_> {
         match self {
-            Pool::Sqlite {
-                writer_pool,
-                writer,
-                flush,
-                ..
-            } => Chosen::Sqlite(
-                writer_pool,
-                writer,
-                (durability == Durability::Synced).then_some(flush),
-            ),
+            Pool::Sqlite { writer, flush, .. } => {
+                Chosen::Sqlite(writer, (durability == Durability::Synced).then_some(flush))
+            }
             Pool::Postgres { synced, .. } if durability == Durability::Synced => {
                 Chosen::Postgres(synced)
             }
@@ -274,13 +313,11 @@ impl Pool {
     /// Begins a write transaction whose commit has the given [`Durability`].
     pub(crate) async fn begin_with(&self, durability: Durability) -> Result<Tx> {
         Ok(match self.choose(durability) {
-            Chosen::Sqlite(p, writer, flush) => {
-                let guard = writer.clone().lock_owned().await;
-                Tx::Sqlite(
-                    p.begin_with("BEGIN IMMEDIATE").await?,
-                    guard,
-                    flush.cloned(),
-                )
+            Chosen::Sqlite(writer, flush) => {
+                let mut w = writer.lock().await?;
+                sqlx::query("BEGIN IMMEDIATE").execute(w.conn()?).await?;
+                w.in_tx = true;
+                Tx::Sqlite(w, flush.cloned())
             }
             Chosen::Postgres(p) => Tx::Postgres(p.begin().await?),
         })
@@ -299,11 +336,11 @@ impl Pool {
         args: &[Value],
     ) -> Result<u64> {
         Ok(match self.choose(durability) {
-            Chosen::Sqlite(p, writer, flush) => {
+            Chosen::Sqlite(writer, flush) => {
                 let affected = {
-                    let _guard = writer.lock().await;
+                    let mut w = writer.lock().await?;
                     bind_all!(sqlx::query(sql), args)
-                        .execute(p)
+                        .execute(w.conn()?)
                         .await?
                         .rows_affected()
                 };
@@ -346,11 +383,11 @@ impl Pool {
                 .map(Row::Sqlite));
         }
         Ok(match self.choose(durability) {
-            Chosen::Sqlite(p, writer, flush) => {
+            Chosen::Sqlite(writer, flush) => {
                 let row = {
-                    let _guard = writer.lock().await;
+                    let mut w = writer.lock().await?;
                     bind_all!(sqlx::query(sql), args)
-                        .fetch_optional(p)
+                        .fetch_optional(w.conn()?)
                         .await?
                         .map(Row::Sqlite)
                 };
@@ -385,7 +422,9 @@ impl Pool {
 
     pub(crate) fn is_closed(&self) -> bool {
         match self {
-            Pool::Sqlite { writer_pool, .. } => writer_pool.is_closed(),
+            Pool::Sqlite {
+                readers, writer, ..
+            } => readers.is_closed() || writer.is_closed(),
             Pool::Postgres { synced, .. } => synced.is_closed(),
         }
     }
@@ -393,12 +432,10 @@ impl Pool {
     pub(crate) async fn close(&self) {
         match self {
             Pool::Sqlite {
-                writer_pool,
-                readers,
-                ..
+                readers, writer, ..
             } => {
                 readers.close().await;
-                writer_pool.close().await;
+                writer.close().await;
             }
             Pool::Postgres { synced, deferred } => {
                 deferred.close().await;
@@ -411,8 +448,8 @@ impl Pool {
 impl Tx {
     pub(crate) async fn execute(&mut self, sql: &'static str, args: &[Value]) -> Result<u64> {
         Ok(match self {
-            Tx::Sqlite(t, _, _) => bind_all!(sqlx::query(sql), args)
-                .execute(&mut **t)
+            Tx::Sqlite(w, _) => bind_all!(sqlx::query(sql), args)
+                .execute(w.conn()?)
                 .await?
                 .rows_affected(),
             Tx::Postgres(t) => bind_all!(sqlx::query(sql), args)
@@ -428,8 +465,8 @@ impl Tx {
         args: &[Value],
     ) -> Result<Option<Row>> {
         Ok(match self {
-            Tx::Sqlite(t, _, _) => bind_all!(sqlx::query(sql), args)
-                .fetch_optional(&mut **t)
+            Tx::Sqlite(w, _) => bind_all!(sqlx::query(sql), args)
+                .fetch_optional(w.conn()?)
                 .await?
                 .map(Row::Sqlite),
             Tx::Postgres(t) => bind_all!(sqlx::query(sql), args)
@@ -445,8 +482,8 @@ impl Tx {
         args: &[Value],
     ) -> Result<Vec<Row>> {
         Ok(match self {
-            Tx::Sqlite(t, _, _) => bind_all!(sqlx::query(sql), args)
-                .fetch_all(&mut **t)
+            Tx::Sqlite(w, _) => bind_all!(sqlx::query(sql), args)
+                .fetch_all(w.conn()?)
                 .await?
                 .into_iter()
                 .map(Row::Sqlite)
@@ -463,8 +500,8 @@ impl Tx {
     /// Runs a multi-statement script without parameters (migrations only).
     pub(crate) async fn execute_script(&mut self, sql: &'static str) -> Result<()> {
         match self {
-            Tx::Sqlite(t, _, _) => {
-                sqlx::raw_sql(sql).execute(&mut **t).await?;
+            Tx::Sqlite(w, _) => {
+                sqlx::raw_sql(sql).execute(w.conn()?).await?;
             }
             Tx::Postgres(t) => {
                 sqlx::raw_sql(sql).execute(&mut **t).await?;
@@ -475,11 +512,14 @@ impl Tx {
 
     pub(crate) async fn commit(self) -> Result<()> {
         match self {
-            Tx::Sqlite(t, writer, flush) => {
-                t.commit().await?;
+            Tx::Sqlite(mut w, flush) => {
+                // A failed COMMIT leaves the transaction open (`in_tx`): the next holder rolls
+                // it back.
+                sqlx::query("COMMIT").execute(w.conn()?).await?;
+                w.in_tx = false;
                 // The next writer may start once this commit is in the WAL; the flush that
                 // makes it durable runs beside the writers that follow.
-                drop(writer);
+                drop(w);
                 if let Some(flush) = flush {
                     flush.sync().await?;
                 }
@@ -487,5 +527,86 @@ impl Tx {
             Tx::Postgres(t) => t.commit().await?,
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::ConnectOptions as _;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+
+    async fn sqlite(dir: &std::path::Path) -> Pool {
+        let path = dir.join("w.sqlite");
+        let opts = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal);
+        let writer = SqliteWriter::new(opts.connect().await.unwrap());
+        let readers = SqlitePoolOptions::new()
+            .connect_with(SqliteConnectOptions::new().filename(&path).read_only(true))
+            .await
+            .unwrap();
+        Pool::Sqlite {
+            readers,
+            writer: Arc::new(writer),
+            flush: Arc::new(GroupCommit::new(&path)),
+        }
+    }
+
+    async fn count(pool: &Pool) -> i64 {
+        pool.fetch_optional("SELECT count(*) AS n FROM t", &[])
+            .await
+            .unwrap()
+            .unwrap()
+            .int("n")
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_dropped_or_failed_transaction_is_rolled_back_by_the_next_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = sqlite(dir.path()).await;
+        pool.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)", &[])
+            .await
+            .unwrap();
+
+        // Dropped without commit: nothing of it stays, and the writer is usable at once.
+        let mut tx = pool.begin().await.unwrap();
+        tx.execute("INSERT INTO t (id) VALUES (1)", &[])
+            .await
+            .unwrap();
+        drop(tx);
+        pool.execute("INSERT INTO t (id) VALUES (2)", &[])
+            .await
+            .unwrap();
+        assert_eq!(count(&pool).await, 1, "only the committed row is there");
+
+        // A statement error inside a transaction: the caller drops it; the next writer starts
+        // clean instead of inheriting the open transaction.
+        let mut tx = pool.begin().await.unwrap();
+        tx.execute("INSERT INTO t (id) VALUES (3)", &[])
+            .await
+            .unwrap();
+        assert!(
+            tx.execute("INSERT INTO t (id) VALUES (2)", &[])
+                .await
+                .is_err()
+        );
+        drop(tx);
+        let mut tx = pool.begin().await.unwrap();
+        tx.execute("INSERT INTO t (id) VALUES (4)", &[])
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(count(&pool).await, 2, "row 3 went with its transaction");
+
+        pool.close().await;
+        assert!(pool.is_closed());
+        assert!(
+            pool.execute("INSERT INTO t (id) VALUES (5)", &[])
+                .await
+                .is_err()
+        );
     }
 }
