@@ -35,8 +35,8 @@ pub mod tree;
 pub use archive::{pack_entries, pack_release_archive, unpack_release_archive};
 pub use error::BuildError;
 pub use retrieve::{
-    Answer, BundleOutcome, BundleRefusal, CorpusEvidenceBundle, EvidencePassage, RetrievalLimits,
-    RetrievalRefusal, Snapshot, extractive_answer, render_fenced, validate,
+    ActiveSnapshot, Answer, BundleOutcome, BundleRefusal, CorpusEvidenceBundle, EvidencePassage,
+    RetrievalLimits, RetrievalRefusal, Snapshot, extractive_answer, render_fenced, validate,
 };
 pub use rules::{Action, Policy, Rejection, Rule};
 pub use source::{

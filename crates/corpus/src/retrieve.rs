@@ -190,6 +190,44 @@ impl std::fmt::Debug for Snapshot {
     }
 }
 
+/// The active snapshot of a corpus root, opened once per activation and shared by every turn.
+///
+/// Opening a snapshot (record digest, index meta, segment readers) costs milliseconds; a turn
+/// only needs `CURRENT` read again (a few bytes) to know whether the one it holds is still the
+/// active one. An activated snapshot's directory never changes under its id, so the open one
+/// stays valid for as long as `CURRENT` names it.
+#[derive(Debug)]
+pub struct ActiveSnapshot {
+    root: PathBuf,
+    open: std::sync::Mutex<Option<std::sync::Arc<Snapshot>>>,
+}
+
+impl ActiveSnapshot {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            open: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The snapshot `CURRENT` names now; reopened only when that changed.
+    pub fn get(&self) -> Result<std::sync::Arc<Snapshot>, RetrievalRefusal> {
+        let id = active_id(&self.root).ok_or_else(|| {
+            RetrievalRefusal::DependencyUnavailable("no active corpus snapshot".into())
+        })?;
+        // Holding an `Arc` to a snapshot is all a turn needs; a poisoned cache is only a cache.
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = open.as_ref()
+            && s.record.snapshot_id == id
+        {
+            return Ok(s.clone());
+        }
+        let s = std::sync::Arc::new(Snapshot::open_active(&self.root)?);
+        *open = Some(s.clone());
+        Ok(s)
+    }
+}
+
 impl Snapshot {
     /// Open the snapshot `CURRENT` names under the corpus `root`.
     pub fn open_active(root: &Path) -> Result<Snapshot, RetrievalRefusal> {

@@ -288,3 +288,44 @@ fn extractive_answer_cites_and_fences() {
         b.passages.len()
     );
 }
+
+#[test]
+fn the_active_snapshot_is_opened_once_per_activation() {
+    let (_d, store, _clock, _) = built();
+    let active = reach_corpus::ActiveSnapshot::new(store.root());
+    let first = active.get().unwrap();
+    assert!(
+        std::sync::Arc::ptr_eq(&first, &active.get().unwrap()),
+        "an unchanged CURRENT reuses the open snapshot"
+    );
+
+    // A refresh with other content activates another snapshot: the next turn sees it.
+    let mut docs = good_docs();
+    docs.push((
+        "docs/extra.md".into(),
+        b"# Extra\n\nA section added by the second refresh.\n".to_vec(),
+    ));
+    let bytes = raw_tgz(&files(&docs));
+    store
+        .refresh_archive(
+            &archive_spec(&bytes, Ceilings::default()),
+            &bytes,
+            &Policy::default(),
+            &mut NoProgress,
+        )
+        .unwrap();
+    let second = active.get().unwrap();
+    assert_ne!(first.record().snapshot_id, second.record().snapshot_id);
+    assert_eq!(
+        Some(second.record().snapshot_id.clone()),
+        store.active_id(),
+        "the cache follows CURRENT"
+    );
+
+    // No CURRENT: unavailable, whatever was open before.
+    std::fs::remove_file(store.root().join("CURRENT")).unwrap();
+    assert!(matches!(
+        active.get(),
+        Err(RetrievalRefusal::DependencyUnavailable(_))
+    ));
+}

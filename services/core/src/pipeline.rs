@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use reach_corpus::{BundleOutcome, RetrievalLimits, RetrievalRefusal, Snapshot, extractive_answer};
+use reach_corpus::{
+    ActiveSnapshot, BundleOutcome, RetrievalLimits, RetrievalRefusal, extractive_answer,
+};
 use reach_digest::Sha256Digest;
 use reach_discord::render::{Citation, RefusalPolicy, TurnView, render};
 use reach_phylactery as ledger;
@@ -40,7 +42,8 @@ pub const PATTERN: (&str, &str) = ("reach.public-answer", "1");
 #[derive(Debug, Clone)]
 pub struct Pipeline {
     vault: Phylactery,
-    corpus_root: PathBuf,
+    /// The active corpus snapshot, opened once per activation.
+    corpus: Arc<ActiveSnapshot>,
     ward: WardClient<Channel>,
     policy: RefusalPolicy,
     /// Woken whenever a committed turn brings a new intent, so a waiting claimer sees it at once.
@@ -90,7 +93,7 @@ impl Pipeline {
     ) -> Self {
         Self {
             vault,
-            corpus_root,
+            corpus: Arc::new(ActiveSnapshot::new(corpus_root)),
             ward: WardClient::new(ward),
             policy,
             committed,
@@ -206,9 +209,9 @@ impl Pipeline {
         };
 
         // Ground: the active snapshot, bounded passages, a sealed bundle.
-        let (root, question) = (self.corpus_root.clone(), req.question.clone());
+        let (corpus, question) = (self.corpus.clone(), req.question.clone());
         let grounded = tokio::task::spawn_blocking(move || {
-            let snap = Snapshot::open_active(&root)?;
+            let snap = corpus.get()?;
             let bundle = snap.retrieve(
                 &question,
                 &RetrievalLimits::default(),
