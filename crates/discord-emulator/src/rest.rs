@@ -27,6 +27,9 @@ const MAX_NONCE: usize = 25;
 pub(crate) async fn serve(listener: TcpListener, tls: Arc<ServerConfig>, inner: Arc<Inner>) {
     let acceptor = TlsAcceptor::from(tls);
     while let Ok((tcp, _)) = listener.accept().await {
+        // As Discord's edge does: without it, Nagle holds the second flight of the handshake
+        // and of the response until the client's delayed ACK (tens of milliseconds per request).
+        let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let inner = Arc::clone(&inner);
         tokio::spawn(async move {

@@ -222,6 +222,9 @@ fn mint(names: &[&str]) -> Result<(Arc<ServerConfig>, String, CertificateDer<'st
 async fn serve(listener: TcpListener, tls: Arc<ServerConfig>, inner: Arc<Inner>) {
     let acceptor = TlsAcceptor::from(tls);
     while let Ok((tcp, _)) = listener.accept().await {
+        // As a provider's edge does: Nagle would hold the handshake's and the response's
+        // second flight until the client's delayed ACK.
+        let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let inner = Arc::clone(&inner);
         tokio::spawn(async move {
