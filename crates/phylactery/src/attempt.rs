@@ -10,7 +10,7 @@
 use reach_digest::Sha256Digest;
 
 use crate::Phylactery;
-use crate::backend::{Row, Tx, args};
+use crate::backend::{Durability, Row, Tx, args};
 use crate::clock::UnixMillis;
 use crate::error::{LedgerError, Result};
 use crate::ids::{self, AttemptId, DecisionId, RunId, TurnId};
@@ -146,8 +146,11 @@ impl Phylactery {
             });
         }
         let run = ids::run_id(turn, &pattern.pattern_id, &pattern.revision);
+        // Deferred, like every record that only leads up to the turn's commit or to a
+        // SUBMITTING (which flushes it first). See `backend::Durability`.
         self.pool()
-            .execute(
+            .execute_with(
+                Durability::Deferred,
                 "INSERT INTO run (run_id, turn_id, pattern_id, pattern_revision, started_at)
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
                 &args![
@@ -178,7 +181,7 @@ impl Phylactery {
         bundle: &EvidenceBundleRef,
     ) -> Result<()> {
         let now = self.now();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.pool().begin_with(Durability::Deferred).await?;
         tx.execute(
             "INSERT INTO public_corpus_snapshot_ref (snapshot_digest, corpus_id, source_revision, first_seen_at)
              VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
@@ -203,7 +206,8 @@ impl Phylactery {
     /// Records the context lineage and Cut receipt of the run.
     pub async fn record_context(&self, run: &RunId, lineage: &ContextLineage) -> Result<()> {
         self.pool()
-            .execute(
+            .execute_with(
+                Durability::Deferred,
                 "INSERT INTO context_lineage (run_id, lineage_digest, labels, cut_receipt_digest, recorded_at)
                  VALUES ($1, $2, $3, $4, $5)",
                 &args![
@@ -221,7 +225,8 @@ impl Phylactery {
     /// Records a Ward EgressDecision issued for this run.
     pub async fn record_egress_decision(&self, run: &RunId, d: &EgressDecisionRef) -> Result<()> {
         self.pool()
-            .execute(
+            .execute_with(
+                Durability::Deferred,
                 "INSERT INTO egress_decision_ref (decision_id, run_id, destination, purpose, payload_digest, expires_at, recorded_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 &args![

@@ -60,6 +60,10 @@ pub enum BackendKind {
 ///   durable before anything leaves the host because of it.
 ///
 /// Deferred commits, and what a host loss before the next synced commit means for each:
+/// - the run, its grounding (snapshot and evidence bundle refs), its context lineage and the
+///   EgressDecision refs of its attempts: lost with everything after them (prefix), so the turn
+///   is OPEN again and core forms it again; nothing left the host under them, since every
+///   attempt or intent SUBMITTING is synced and would have flushed them first;
 /// - the terminal turn with its PENDING intent: the turn is OPEN again after restart, recovery
 ///   returns it in `open_turns` and core forms it again (nothing was sent: sending needs
 ///   SUBMITTING, which would have synced this commit first);
