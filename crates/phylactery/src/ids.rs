@@ -79,8 +79,21 @@ pub(crate) fn attempt_id(run: &RunId, attempt_no: i64) -> AttemptId {
     AttemptId(format!("att_{}", short(d)))
 }
 
-pub(crate) fn intent_id(turn: &TurnId, seq: i64) -> IntentId {
-    let d = Sha256Digest::of_parts([turn.0.as_bytes(), &seq.to_be_bytes()]);
+/// The id of the `n`th intent (1 = its first, then each successor after proved absence) that
+/// delivers part `part` of a turn's answer. Part 1 keeps the derivation of the single-part
+/// ledger, where `n` was the intent's `seq`, so vaults written before multi-part answers name
+/// the same ids; later parts hash a distinct, tagged input.
+pub(crate) fn intent_id(turn: &TurnId, part: i64, n: i64) -> IntentId {
+    let d = if part == 1 {
+        Sha256Digest::of_parts([turn.0.as_bytes(), &n.to_be_bytes()])
+    } else {
+        Sha256Digest::of_parts([
+            b"reach-intent-part/1".as_slice(),
+            turn.0.as_bytes(),
+            &part.to_be_bytes(),
+            &n.to_be_bytes(),
+        ])
+    };
     IntentId(format!("int_{}", short(d)))
 }
 
@@ -95,4 +108,30 @@ pub(crate) fn nonce(intent: &IntentId, effect: &str) -> String {
     let n = format!("r{}", short(d));
     debug_assert!(n.len() <= MAX_NONCE_LEN);
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_one_keeps_the_single_part_ids_and_later_parts_differ() {
+        let turn = TurnId("turn_0123456789abcdef01234567".into());
+        // The derivation every vault written before multi-part answers used for `seq` n.
+        let legacy = |n: i64| {
+            let d = Sha256Digest::of_parts([turn.0.as_bytes(), &n.to_be_bytes()]);
+            IntentId(format!("int_{}", short(d)))
+        };
+        assert_eq!(intent_id(&turn, 1, 1), legacy(1));
+        assert_eq!(intent_id(&turn, 1, 2), legacy(2));
+        let mut all = std::collections::HashSet::new();
+        for part in 1..=16 {
+            for n in 1..=3 {
+                let id = intent_id(&turn, part, n);
+                let nonce = nonce(&id, "effect");
+                assert!(nonce.len() <= MAX_NONCE_LEN);
+                assert!(all.insert(id), "part {part} attempt {n} collides");
+            }
+        }
+    }
 }

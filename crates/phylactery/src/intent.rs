@@ -6,6 +6,10 @@
 //! conditional `UPDATE ... WHERE state = ... AND generation = ...`, so a stale owner's write
 //! matches no row and is refused. A CLAIMED intent whose lease expired may be claimed again with a
 //! higher generation; once SUBMITTING is durable it never matches a claim again.
+//!
+//! A multi-part answer has one intent per part at a time: part k+1's PENDING intent is written
+//! by the statement that settles part k KNOWN_SENT (`turn.rs`, migration 6), so every write here
+//! stays about one intent, and the part order holds without anything in Rust scheduling it.
 
 use std::time::Duration;
 
@@ -76,7 +80,11 @@ pub enum DeliveryEvidence {
 pub struct IntentRecord {
     pub intent_id: IntentId,
     pub turn_id: TurnId,
+    /// The intent's place in its turn: each part, and each successor after proved absence,
+    /// takes the next number.
     pub seq: i64,
+    /// Which part of the turn's answer it delivers (1..N).
+    pub part_no: i64,
     pub state: IntentState,
     pub generation: i64,
     pub lease_owner: Option<String>,
@@ -92,6 +100,7 @@ impl IntentRecord {
             intent_id: IntentId(r.text("intent_id")?),
             turn_id: TurnId(r.text("turn_id")?),
             seq: r.int("seq")?,
+            part_no: r.int("part_no")?,
             state: IntentState::parse(&r.text("state")?)?,
             generation: r.int("generation")?,
             lease_owner: r.opt_text("lease_owner")?,
@@ -109,7 +118,7 @@ impl Phylactery {
         let row = self
             .pool()
             .fetch_optional(
-                "SELECT intent_id, turn_id, seq, state, generation, lease_owner, lease_expires_at, effect, payload_digest, nonce
+                "SELECT intent_id, turn_id, seq, part_no, state, generation, lease_owner, lease_expires_at, effect, payload_digest, nonce
                  FROM discord_delivery_intent WHERE intent_id = $1",
                 &args![&id.0],
             )
@@ -126,7 +135,7 @@ impl Phylactery {
         let rows = self
             .pool()
             .fetch_all(
-                "SELECT intent_id, turn_id, seq, state, generation, lease_owner, lease_expires_at, effect, payload_digest, nonce
+                "SELECT intent_id, turn_id, seq, part_no, state, generation, lease_owner, lease_expires_at, effect, payload_digest, nonce
                  FROM discord_delivery_intent WHERE turn_id = $1 ORDER BY seq",
                 &args![&turn.0],
             )
@@ -139,7 +148,7 @@ impl Phylactery {
         let rows = self
             .pool()
             .fetch_all(
-                "SELECT intent_id, turn_id, seq, state, generation, lease_owner, lease_expires_at, effect, payload_digest, nonce
+                "SELECT intent_id, turn_id, seq, part_no, state, generation, lease_owner, lease_expires_at, effect, payload_digest, nonce
                  FROM discord_delivery_intent WHERE state = 'UNKNOWN' ORDER BY created_at, intent_id",
                 &[],
             )
@@ -374,7 +383,8 @@ impl Phylactery {
     }
 
     /// Settles an UNKNOWN intent from independent evidence. Proved absence opens a successor
-    /// intent (next sequence, new nonce) for the same turn and effect, which is returned.
+    /// intent (next sequence, new nonce) for the same turn, part and effect, which is returned;
+    /// a found message opens the next part, if any, in the same transaction.
     pub async fn reconcile_delivery(
         &self,
         id: &IntentId,
@@ -433,24 +443,31 @@ impl Phylactery {
             &args![state.as_str(), message_id, now.0, &id.0],
         )
         .await?;
+        // Proved absence: the same part again under a successor intent (next place in the
+        // turn, next attempt of the part, new nonce). Found: the UPDATE above already opened the
+        // next part, if any (`intent_sent_opens_next_part`, migration 6).
         let successor = if matches!(evidence, DeliveryEvidence::ProvedAbsent { .. }) {
             let row = tx
                 .fetch_optional(
-                    "SELECT turn_id, seq, effect, payload_digest FROM discord_delivery_intent WHERE intent_id = $1",
+                    "SELECT i.turn_id, i.seq, i.part_no, i.effect, i.payload_digest,
+                        (SELECT COUNT(*) FROM discord_delivery_intent o
+                         WHERE o.turn_id = i.turn_id AND o.part_no = i.part_no) AS part_intents
+                     FROM discord_delivery_intent i WHERE i.intent_id = $1",
                     &args![&id.0],
                 )
                 .await?
                 .ok_or_else(|| LedgerError::Corrupt("intent vanished".into()))?;
             let turn = TurnId(row.text("turn_id")?);
             let seq = row.int("seq")? + 1;
+            let part = row.int("part_no")?;
             let effect = row.text("effect")?;
-            let next = ids::intent_id(&turn, seq);
+            let next = ids::intent_id(&turn, part, row.int("part_intents")? + 1);
             let nonce = ids::nonce(&next, &effect);
             tx.execute(
-                "INSERT INTO discord_delivery_intent (intent_id, turn_id, seq, supersedes, effect, payload_digest, nonce,
+                "INSERT INTO discord_delivery_intent (intent_id, turn_id, part_no, seq, supersedes, effect, payload_digest, nonce,
                     state, generation, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 0, $8)",
-                &args![&next.0, &turn.0, seq, &id.0, &effect, row.text("payload_digest")?, &nonce, now.0],
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'PENDING', 0, $9)",
+                &args![&next.0, &turn.0, part, seq, &id.0, &effect, row.text("payload_digest")?, &nonce, now.0],
             )
             .await?;
             Some(next)

@@ -280,6 +280,19 @@ impl Phylactery {
             fields: fields(&turn, &["state", "reason", "answer_digest"], &["opened_at"])?,
             committed_at: latest(&turn, &["opened_at", "terminal_at"])?,
         });
+        // Parts 2..N of a multi-part answer, recorded with the turn. Each is printed before its
+        // first intent; a part without one says whether it waits for the part before it or will
+        // never be sent (an earlier part ended KNOWN_REJECTED or NOT_ATTEMPTED).
+        let mut parts = p
+            .fetch_all(
+                "SELECT * FROM delivery_part WHERE turn_id = $1 ORDER BY part_no",
+                &args![&turn_id],
+            )
+            .await?
+            .into_iter()
+            .peekable();
+        // The state of the newest intent of the part printed last.
+        let mut last_state: Option<String> = None;
         for r in p
             .fetch_all(
                 "SELECT * FROM discord_delivery_intent WHERE turn_id = $1 ORDER BY seq",
@@ -288,6 +301,11 @@ impl Phylactery {
             .await?
         {
             let intent_id = r.text("intent_id")?;
+            let part_no = r.int("part_no")?;
+            while let Some(part) = parts.next_if(|d| d.int("part_no").is_ok_and(|n| n <= part_no)) {
+                out.push(part_entry(&part, "OPENED")?);
+            }
+            last_state = Some(r.text("state")?);
             out.push(TrailEntry {
                 record: "DiscordDeliveryIntent@1",
                 id: intent_id.clone(),
@@ -301,7 +319,13 @@ impl Phylactery {
                         "supersedes",
                         "lease_owner",
                     ],
-                    &["seq", "generation", "lease_expires_at", "submitting_at"],
+                    &[
+                        "seq",
+                        "part_no",
+                        "generation",
+                        "lease_expires_at",
+                        "submitting_at",
+                    ],
                 )?,
                 committed_at: latest(&r, &["created_at", "submitting_at", "settled_at"])?,
             });
@@ -350,6 +374,16 @@ impl Phylactery {
                 });
             }
         }
+        let stopped = matches!(
+            last_state.as_deref(),
+            Some("KNOWN_REJECTED" | "NOT_ATTEMPTED")
+        );
+        for part in parts {
+            out.push(part_entry(
+                &part,
+                if stopped { "NEVER_SENT" } else { "WAITING" },
+            )?);
+        }
         Ok(())
     }
     /// The taint marks that touched one record, oldest first.
@@ -385,4 +419,17 @@ impl Phylactery {
         }
         Ok(())
     }
+}
+
+/// One recorded later part (`delivery_part`) with what became of it: OPENED (its intent exists),
+/// WAITING (the part before it is not KNOWN_SENT yet) or NEVER_SENT.
+fn part_entry(r: &Row, delivery: &str) -> Result<TrailEntry> {
+    let mut f = fields(r, &["effect", "payload_digest", "nonce"], &["part_no"])?;
+    f.push(("delivery", delivery.to_owned()));
+    Ok(TrailEntry {
+        record: "DeliveryPart",
+        id: r.text("intent_id")?,
+        fields: f,
+        committed_at: r.int("recorded_at")?,
+    })
 }

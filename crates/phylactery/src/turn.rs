@@ -3,11 +3,18 @@
 //! A turn terminates exactly once. Its terminal state and its `DiscordDeliveryIntent@1` (PENDING,
 //! with effect, payload digest and deterministic nonce) commit in one transaction, so there is
 //! never a committed answer without its intent, nor an intent without its answer.
+//!
+//! An answer longer than one Discord message is delivered in parts. The same statement records
+//! parts 2..N (`delivery_part`) with the intent id and nonce each will carry; a part's PENDING
+//! intent is written only when the previous part settles KNOWN_SENT (migration 6), so parts
+//! reach the channel in order, each once, and a part after a refused one is never sent.
+
+use std::sync::LazyLock;
 
 use reach_digest::Sha256Digest;
 
 use crate::Phylactery;
-use crate::backend::{Durability, args};
+use crate::backend::{Durability, Value, args};
 use crate::error::{LedgerError, Result};
 use crate::fault::FaultPoint;
 use crate::ids::{self, IntentId, TurnId};
@@ -35,14 +42,48 @@ pub struct TurnCommit {
     pub intent: Option<DeliveryIntentSpec>,
 }
 
+/// Most parts one turn may deliver (the database checks the same bound). Rendering stops well
+/// before it (`reach_discord::render::MAX_PARTS`); this bounds the one commit statement.
+pub const MAX_DELIVERY_PARTS: usize = 16;
+
 /// What the commit wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedTurn {
     pub turn_id: TurnId,
     pub state: TurnState,
-    /// The PENDING intent and its nonce.
+    /// The PENDING intent of part 1 and its nonce.
     pub intent: Option<(IntentId, String)>,
+    /// Parts 2..N, in order: the id and nonce of the intent each will get once the part before
+    /// it is KNOWN_SENT.
+    pub later_parts: Vec<(IntentId, String)>,
 }
+
+/// Columns of one `turn_commit` row.
+const TURN_COMMIT_COLUMNS: usize = 10;
+
+/// The one `INSERT INTO turn_commit` for 1..=[`MAX_DELIVERY_PARTS`] rows (row k is part k), built
+/// once so each shape is one cached statement.
+static TURN_COMMIT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
+    (1..=MAX_DELIVERY_PARTS)
+        .map(|rows| {
+            let values: Vec<String> = (0..rows)
+                .map(|r| {
+                    let first = r * TURN_COMMIT_COLUMNS + 1;
+                    let params: Vec<String> = (first..first + TURN_COMMIT_COLUMNS)
+                        .map(|i| format!("${i}"))
+                        .collect();
+                    format!("({})", params.join(", "))
+                })
+                .collect();
+            format!(
+                "INSERT INTO turn_commit (turn_id, outcome, reason, answer_digest, terminal_at,
+                    intent_id, effect, payload_digest, nonce, part_no)
+                 VALUES {}",
+                values.join(", ")
+            )
+        })
+        .collect()
+});
 
 impl Phylactery {
     /// Terminates the turn and commits its delivery intent in one statement (one transaction).
@@ -51,45 +92,101 @@ impl Phylactery {
         turn_id: &TurnId,
         commit: &TurnCommit,
     ) -> Result<CommittedTurn> {
+        self.commit_turn_in_parts(turn_id, commit, &[]).await
+    }
+
+    /// Terminates the turn, commits part 1's PENDING intent (`commit.intent`) and records
+    /// `later_parts` as parts 2..N, all in one statement (one transaction). Each later part gets
+    /// its intent only when the part before it settles KNOWN_SENT.
+    pub async fn commit_turn_in_parts(
+        &self,
+        turn_id: &TurnId,
+        commit: &TurnCommit,
+        later_parts: &[DeliveryIntentSpec],
+    ) -> Result<CommittedTurn> {
         self.require_serving().await?;
         if !TurnState::Open.can_become(commit.outcome) {
             return Err(LedgerError::InvalidInput(
                 "a turn terminates with a terminal outcome",
             ));
         }
+        if commit.intent.is_none() && !later_parts.is_empty() {
+            return Err(LedgerError::InvalidInput(
+                "later parts follow a first part's intent",
+            ));
+        }
+        if 1 + later_parts.len() > MAX_DELIVERY_PARTS {
+            return Err(LedgerError::InvalidInput(
+                "a turn delivers at most MAX_DELIVERY_PARTS parts",
+            ));
+        }
         let now = self.now();
         // Deferred (SQLite): lost only with the host, when recovery finds the turn OPEN and core
         // forms it again; the intent's SUBMITTING syncs this commit before anything is sent.
         // See `backend::Durability`.
-        let intent = commit.intent.as_ref().map(|spec| {
-            let intent_id = ids::intent_id(turn_id, 1);
-            let nonce = ids::nonce(&intent_id, &spec.effect);
-            (intent_id, nonce, spec)
-        });
+        let parts: Vec<(i64, IntentId, String, &DeliveryIntentSpec)> = commit
+            .intent
+            .iter()
+            .chain(later_parts)
+            .zip(1_i64..)
+            .map(|(spec, part)| {
+                let intent_id = ids::intent_id(turn_id, part, 1);
+                let nonce = ids::nonce(&intent_id, &spec.effect);
+                (part, intent_id, nonce, spec)
+            })
+            .collect();
+        let mut args = Vec::with_capacity(parts.len().max(1) * TURN_COMMIT_COLUMNS);
+        let turn_row = |args: &mut Vec<Value>| {
+            args.extend(args![
+                &turn_id.0,
+                commit.outcome.as_str(),
+                commit.reason.clone(),
+                commit.answer_digest.map(|d| d.to_string()),
+                now.0
+            ]);
+        };
+        if parts.is_empty() {
+            turn_row(&mut args);
+            args.extend(args![
+                None::<String>,
+                None::<String>,
+                None::<String>,
+                None::<String>,
+                1_i64
+            ]);
+        }
+        for (part, intent_id, nonce, spec) in &parts {
+            if *part == 1 {
+                turn_row(&mut args);
+            } else {
+                // Later rows only record their part; the turn's own columns are read from row 1.
+                args.extend(args![
+                    &turn_id.0,
+                    None::<String>,
+                    None::<String>,
+                    None::<String>,
+                    now.0
+                ]);
+            }
+            args.extend(args![
+                &intent_id.0,
+                &spec.effect,
+                spec.payload_digest.to_string(),
+                nonce,
+                *part
+            ]);
+        }
+        let rows = parts.len().max(1);
         // One statement, atomic by itself: the `turn_commit` view's INSTEAD OF trigger
-        // terminates the OPEN turn and inserts the PENDING intent. Nothing is written before it
-        // runs.
+        // terminates the OPEN turn, inserts part 1's PENDING intent and records the later parts.
+        // Nothing is written before it runs.
         self.fault(FaultPoint::TurnBeforeCommit);
         let written = self
             .pool()
             .execute_with(
                 Durability::Deferred,
-                "INSERT INTO turn_commit (turn_id, outcome, reason, answer_digest, terminal_at,
-                    intent_id, effect, payload_digest, nonce)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                &args![
-                    &turn_id.0,
-                    commit.outcome.as_str(),
-                    commit.reason.clone(),
-                    commit.answer_digest.map(|d| d.to_string()),
-                    now.0,
-                    intent.as_ref().map(|(id, _, _)| id.0.clone()),
-                    intent.as_ref().map(|(_, _, spec)| spec.effect.clone()),
-                    intent
-                        .as_ref()
-                        .map(|(_, _, spec)| spec.payload_digest.to_string()),
-                    intent.as_ref().map(|(_, nonce, _)| nonce.clone())
-                ],
+                TURN_COMMIT_SQL[rows - 1].as_str(),
+                &args,
             )
             .await;
         match written {
@@ -108,12 +205,14 @@ impl Phylactery {
             }
             Err(e) => return Err(e),
         }
-        let intent = intent.map(|(id, nonce, _)| (id, nonce));
+        let mut ids = parts.into_iter().map(|(_, id, nonce, _)| (id, nonce));
+        let intent = ids.next();
         self.fault(FaultPoint::TurnCommitted);
         Ok(CommittedTurn {
             turn_id: turn_id.clone(),
             state: commit.outcome,
             intent,
+            later_parts: ids.collect(),
         })
     }
 

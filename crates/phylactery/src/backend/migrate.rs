@@ -43,6 +43,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "claim_order",
         sql: include_str!("../../migrations/sqlite/0005_claim_order.sql"),
     },
+    Migration {
+        version: 6,
+        name: "delivery_parts",
+        sql: include_str!("../../migrations/sqlite/0006_delivery_parts.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -70,6 +75,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 5,
         name: "claim_order",
         sql: include_str!("../../migrations/postgres/0005_claim_order.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "delivery_parts",
+        sql: include_str!("../../migrations/postgres/0006_delivery_parts.sql"),
     },
 ];
 
