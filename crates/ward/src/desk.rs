@@ -131,6 +131,39 @@ impl RedeemedDecision {
     }
 }
 
+/// A duty Sigil: secret-free like a task Sigil, but minted for one duty (a purpose whose
+/// rule is `duty`, such as `discord-reconcile-read`) on one subject (a delivery intent id)
+/// instead of a run, with its own expiry and a budget of reads. Decisions issued on it name the
+/// subject as their run and the duty as their purpose, and nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DutySigil {
+    pub id: SigilId,
+    pub subject: String,
+    pub purpose: String,
+    pub expires_at: UnixMillis,
+    /// Decisions (physical reads) the Sigil allows in all.
+    pub reads: u32,
+    /// Of those, how many are not yet issued.
+    pub reads_left: u32,
+    /// True when the holder already held this live Sigil; nothing was minted.
+    pub reused: bool,
+}
+
+/// What a holder asks a duty Sigil for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DutyRequest {
+    /// The one thing the duty is about (a delivery intent id).
+    pub subject: String,
+    /// The duty purpose.
+    pub purpose: String,
+}
+
+/// What a duty Sigil binds, read back at issue.
+struct Duty {
+    purpose: String,
+    subject: String,
+}
+
 /// The result of a revocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Revocation {
@@ -348,6 +381,84 @@ impl Desk {
         })
     }
 
+    /// Mints (or returns) the duty Sigil of `holder` for `req.purpose` on `req.subject`.
+    ///
+    /// One live duty Sigil per (holder, subject, purpose): while it has not expired and is not
+    /// revoked, asking again returns it with its budget as spent so far, so a holder that forgot
+    /// it (a restart) cannot refill the budget by asking again. A new one is minted only after
+    /// it expired.
+    pub async fn mint_duty(&self, holder: &str, req: DutyRequest) -> Result<DutySigil> {
+        check_id(&req.subject, MAX_ID_BYTES, "subject")?;
+        check_id(&req.purpose, MAX_LABEL_BYTES, "purpose")?;
+        match self.policy.purposes.get(&req.purpose) {
+            Some(rule) if rule.duty => {}
+            // A task purpose (a Create Message, a model call) is never a duty.
+            Some(_) => return Err(Refusal::PurposeMismatch.into()),
+            None => return Err(Refusal::PurposeNotAdmitted.into()),
+        }
+        let now = self.clock.now();
+        let budgets = self.policy.duty;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let live = sqlx::query(
+            "SELECT id, expires_at, budget_retries, used_retries FROM sigil
+             WHERE kind = 'duty' AND holder = ?1 AND duty_subject = ?2 AND duty_purpose = ?3
+               AND state = 'active' AND expires_at > ?4
+             ORDER BY expires_at DESC LIMIT 1",
+        )
+        .bind(holder)
+        .bind(&req.subject)
+        .bind(&req.purpose)
+        .bind(now.0)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(row) = live {
+            let id = SigilId::parse(&row.try_get::<String, _>("id")?)
+                .ok_or(DeskError::Corrupt("sigil id"))?;
+            let reads = u32::try_from(col_u64(&row, "budget_retries")?)
+                .map_err(|_| DeskError::Corrupt("duty reads budget"))?;
+            let used = u32::try_from(col_u64(&row, "used_retries")?)
+                .map_err(|_| DeskError::Corrupt("duty reads used"))?;
+            return Ok(DutySigil {
+                id,
+                subject: req.subject,
+                purpose: req.purpose,
+                expires_at: UnixMillis(row.try_get("expires_at")?),
+                reads,
+                reads_left: reads.saturating_sub(used),
+                reused: true,
+            });
+        }
+        let id = SigilId::mint(&self.rng);
+        let expires_at = now.plus(Duration::from_millis(budgets.time_ms));
+        sqlx::query(
+            "INSERT INTO sigil (id, run_id, scope_id, holder, issued_at, expires_at, state,
+                budget_concurrency, budget_tokens, budget_retries, budget_spend_micros,
+                kind, duty_purpose, duty_subject)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'active', ?7, 0, ?8, 0, 'duty', ?3, ?9)",
+        )
+        .bind(id.as_str())
+        .bind(format!("duty/{id}"))
+        .bind(&req.purpose)
+        .bind(holder)
+        .bind(now.0)
+        .bind(expires_at.0)
+        .bind(i64::from(budgets.concurrency))
+        .bind(i64::from(budgets.reads))
+        .bind(&req.subject)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(DutySigil {
+            id,
+            subject: req.subject,
+            purpose: req.purpose,
+            expires_at,
+            reads: budgets.reads,
+            reads_left: budgets.reads,
+            reused: false,
+        })
+    }
+
     /// Issues a fresh decision for one physical attempt, reserving its budgets on the task.
     pub async fn issue(&self, issuer: &str, req: DecisionRequest) -> Result<IssuedDecision> {
         check_id(&req.run_id, MAX_ID_BYTES, "run_id")?;
@@ -380,7 +491,21 @@ impl Desk {
         else {
             return Err(Refusal::UnknownSigil.into());
         };
-        if sigil.try_get::<String, _>("run_id")? != req.run_id {
+        let duty = match sigil.try_get::<String, _>("kind")?.as_str() {
+            "task" => None,
+            "duty" => Some(Duty {
+                purpose: sigil.try_get("duty_purpose")?,
+                subject: sigil.try_get("duty_subject")?,
+            }),
+            _ => return Err(DeskError::Corrupt("sigil kind")),
+        };
+        // A task Sigil binds its run; a duty Sigil binds its subject, which its decisions name
+        // as their run.
+        let bound_run = match &duty {
+            Some(d) => d.subject.clone(),
+            None => sigil.try_get::<String, _>("run_id")?,
+        };
+        if bound_run != req.run_id {
             return Err(Refusal::RunMismatch.into());
         }
         if sigil.try_get::<String, _>("state")? == "revoked" {
@@ -393,6 +518,14 @@ impl Desk {
         let Some(rule) = self.policy.purposes.get(&req.purpose) else {
             return Err(Refusal::PurposeNotAdmitted.into());
         };
+        // A duty Sigil asks only for its duty; a duty purpose needs a duty Sigil.
+        let purpose_fits = match &duty {
+            Some(d) => d.purpose == req.purpose,
+            None => !rule.duty,
+        };
+        if !purpose_fits {
+            return Err(Refusal::PurposeMismatch.into());
+        }
         if rule.requires_cut_receipt && req.cut_receipt_digest.is_none() {
             return Err(Refusal::CutReceiptMissing.into());
         }
@@ -410,7 +543,12 @@ impl Desk {
             1,
             col_u64(&sigil, "budget_retries")?,
         ) {
-            return Err(Refusal::OverBudget(Budget::Retries).into());
+            let spent = if duty.is_some() {
+                Budget::Reads
+            } else {
+                Budget::Retries
+            };
+            return Err(Refusal::OverBudget(spent).into());
         }
         if over(
             col_u64(&sigil, "used_tokens")?,

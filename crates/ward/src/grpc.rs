@@ -13,12 +13,13 @@ use reach_port::VerifiedPeer;
 use reach_proto::ward::v1::ward_server::{Ward, WardServer};
 use reach_proto::ward::v1::{
     AdmitScopeRequest, AdmitScopeResponse, IssueDecisionRequest, IssueDecisionResponse,
-    RedeemDecisionRequest, RedeemDecisionResponse, RevokeRequest, RevokeResponse,
+    MintDutySigilRequest, MintDutySigilResponse, RedeemDecisionRequest, RedeemDecisionResponse,
+    RevokeRequest, RevokeResponse,
 };
 use tonic::{Request, Response, Status};
 
 use crate::clock::UnixMillis;
-use crate::desk::{DecisionRequest, Desk, RunRef};
+use crate::desk::{DecisionRequest, Desk, DutyRequest, RunRef};
 use crate::refusal::{DeskError, Refusal};
 use crate::scope::GuestEvent;
 
@@ -202,6 +203,44 @@ impl Ward for WardService {
             }
             Err(refusal) => RedeemDecisionResponse {
                 refusal_code: refusal.code().to_owned(),
+                ..Default::default()
+            },
+        };
+        Ok(Response::new(answer))
+    }
+
+    async fn mint_duty_sigil(
+        &self,
+        req: Request<MintDutySigilRequest>,
+    ) -> Result<Response<MintDutySigilResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.into_inner();
+        let request = DutyRequest {
+            subject: r.subject_id,
+            purpose: r.purpose,
+        };
+        let answer = match settle(
+            self.desk.mint_duty(&who, request).await,
+            "MintDutySigil",
+            &who,
+        )? {
+            Ok(d) => {
+                tracing::info!(
+                    caller = %who, sigil = %d.id, subject = d.subject, purpose = d.purpose,
+                    reads_left = d.reads_left, reused = d.reused, "duty sigil held"
+                );
+                MintDutySigilResponse {
+                    sigil_id: d.id.as_str().to_owned(),
+                    expires_at_ms: millis(d.expires_at),
+                    max_reads: d.reads,
+                    reads_left: d.reads_left,
+                    reused: d.reused,
+                    ..Default::default()
+                }
+            }
+            Err(refusal) => MintDutySigilResponse {
+                refusal_code: refusal.code().to_owned(),
+                refusal_detail: refusal.detail().to_owned(),
                 ..Default::default()
             },
         };

@@ -5,7 +5,9 @@
 //! - [`desk`]: rate limits per application, guild, channel and subject; a secret-free task
 //!   [`Sigil`](desk::Sigil) per run with its budgets (concurrency, tokens, time, retries,
 //!   spend); single-use EgressDecisions issued immediately before bytes and redeemed exactly once
-//!   by the one principal their purpose names; revocation.
+//!   by the one principal their purpose names; revocation. A duty
+//!   [`DutySigil`](desk::DutySigil) authorizes one duty (a reconciliation read) on one subject
+//!   (a delivery intent) after the task's Sigil may have expired.
 //! - [`refusal`]: every refusal as one enum with the seed's stable codes.
 //! - [`grpc`]: the Ward port adapter (the only place protobuf types appear).
 //!
@@ -30,12 +32,14 @@ mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock, UnixMillis};
 pub use desk::{
-    Admission, DECISION_TTL, DecisionRequest, Desk, IssuedDecision, RedeemedDecision, Revocation,
-    RunRef, Sigil,
+    Admission, DECISION_TTL, DecisionRequest, Desk, DutyRequest, DutySigil, IssuedDecision,
+    RedeemedDecision, Revocation, RunRef, Sigil,
 };
 pub use grpc::WardService;
 pub use ids::{DecisionId, SigilId};
-pub use policy::{PurposeRule, RateLimits, TaskBudgets, WardPolicy, Window, WindowKind};
+pub use policy::{
+    DutyBudgets, PurposeRule, RateLimits, TaskBudgets, WardPolicy, Window, WindowKind,
+};
 pub use refusal::{Budget, DeskError, Dimension, Refusal};
 pub use scope::{GuestEvent, GuestScope, Pseudonym, ScopeId, WardKey};
 pub use store::{BUSY_TIMEOUT, MAX_CONNECTIONS};

@@ -109,6 +109,32 @@ impl Default for TaskBudgets {
     }
 }
 
+/// What one duty Sigil (see [`crate::desk::DutySigil`]) may consume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DutyBudgets {
+    /// Decisions per duty Sigil: one per physical read (a reconciliation page).
+    pub reads: u32,
+    /// How long a duty Sigil lives. Its holder asks for a new one only once it expired, so
+    /// `reads` per `time_ms` bounds how often one subject can be read.
+    pub time_ms: u64,
+    /// Decisions live at once on one duty Sigil.
+    pub concurrency: u32,
+}
+
+impl Default for DutyBudgets {
+    fn default() -> Self {
+        // A reconciliation reads at most 20 pages (`reach_discord::rest::MAX_RECONCILE_PAGES`)
+        // and backs off between passes; 40 reads in 10 minutes covers a deep pass and a
+        // dozen short ones.
+        Self {
+            reads: 40,
+            time_ms: 600_000,
+            concurrency: 2,
+        }
+    }
+}
+
 /// Who may redeem a decision for one purpose.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -118,6 +144,10 @@ pub struct PurposeRule {
     /// Whether a Privacy Cut receipt must be bound (remote formation).
     #[serde(default)]
     pub requires_cut_receipt: bool,
+    /// A duty purpose: decisions for it are issued only on a duty Sigil minted for it, and a
+    /// task Sigil cannot ask for one.
+    #[serde(default)]
+    pub duty: bool,
 }
 
 /// Ward's whole policy.
@@ -126,6 +156,8 @@ pub struct PurposeRule {
 pub struct WardPolicy {
     pub rate_limits: RateLimits,
     pub budgets: TaskBudgets,
+    /// Budgets of each duty Sigil.
+    pub duty: DutyBudgets,
     pub purposes: BTreeMap<String, PurposeRule>,
     /// Payload labels that may never leave the body on this profile.
     pub refused_labels: Vec<String>,
@@ -136,12 +168,21 @@ impl Default for WardPolicy {
         let rule = |redeemer: &str, cut: bool| PurposeRule {
             redeemer: redeemer.into(),
             requires_cut_receipt: cut,
+            duty: false,
         };
         Self {
             rate_limits: RateLimits::default(),
             budgets: TaskBudgets::default(),
+            duty: DutyBudgets::default(),
             purposes: BTreeMap::from([
                 ("discord-delivery".to_owned(), rule("egress-discord", false)),
+                (
+                    "discord-reconcile-read".to_owned(),
+                    PurposeRule {
+                        duty: true,
+                        ..rule("egress-discord", false)
+                    },
+                ),
                 ("model-completion".to_owned(), rule("egress-provider", true)),
                 ("a2a-task".to_owned(), rule("egress-provider", true)),
             ]),

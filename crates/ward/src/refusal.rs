@@ -46,6 +46,8 @@ pub enum Budget {
     Retries,
     /// provider spend reserved across the task's decisions
     Spend,
+    /// decisions of a duty Sigil: each channel read of a reconciliation is one
+    Reads,
 }
 
 impl Budget {
@@ -55,6 +57,7 @@ impl Budget {
             Self::Tokens => "tokens",
             Self::Retries => "retries",
             Self::Spend => "spend",
+            Self::Reads => "reads",
         }
     }
 }
@@ -113,6 +116,10 @@ pub enum Refusal {
     /// the Sigil is bound to another run (or the run already holds a Sigil for another scope)
     #[error("sigil/run-mismatch")]
     RunMismatch,
+    /// a duty Sigil presented for a purpose other than its duty, or a task Sigil presented for
+    /// a duty purpose (a reconciliation read cannot authorize a Create Message, nor the reverse)
+    #[error("sigil/purpose-mismatch")]
+    PurposeMismatch,
     /// a rate limit on one dimension is exhausted in its current window
     #[error("ward/rate-limited: {0}")]
     RateLimited(Dimension),
@@ -137,6 +144,7 @@ impl Refusal {
             Self::SigilRevoked => "sigil/revoked",
             Self::UnknownSigil => "sigil/unknown",
             Self::RunMismatch => "sigil/run-mismatch",
+            Self::PurposeMismatch => "sigil/purpose-mismatch",
             Self::RateLimited(_) => "ward/rate-limited",
         }
     }
@@ -150,6 +158,7 @@ impl Refusal {
             | Self::SigilRevoked
             | Self::UnknownSigil
             | Self::RunMismatch
+            | Self::PurposeMismatch
             | Self::PurposeNotAdmitted
             | Self::CutReceiptMissing
             | Self::LabelRefused => true,
@@ -206,7 +215,9 @@ mod tests {
             Refusal::SigilRevoked,
             Refusal::OverBudget(Budget::Retries),
             Refusal::OverBudget(Budget::Tokens),
+            Refusal::OverBudget(Budget::Reads),
             Refusal::PurposeNotAdmitted,
+            Refusal::PurposeMismatch,
         ]
         .iter()
         .filter(|r| !r.is_final())

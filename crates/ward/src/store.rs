@@ -20,7 +20,10 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections in the pool. Writers serialize on SQLite's lock; readers run beside them.
 pub const MAX_CONNECTIONS: u32 = 4;
 
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_ward.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/0001_ward.sql")),
+    (2, include_str!("../migrations/0002_duty_sigil.sql")),
+];
 
 /// Opens (creating if needed) the store at `path` and applies missing migrations.
 pub async fn open(path: &Path) -> Result<SqlitePool> {

@@ -491,6 +491,8 @@ fn refusal_codes_are_stable() {
         Refusal::SigilRevoked,
         Refusal::UnknownSigil,
         Refusal::RunMismatch,
+        Refusal::PurposeMismatch,
+        Refusal::OverBudget(Budget::Reads),
         Refusal::RateLimited(Dimension::Channel),
     ];
     let table: String = all
@@ -513,6 +515,8 @@ fn refusal_codes_are_stable() {
         sigil/revoked                                 sigil/revoked
         sigil/unknown                                 sigil/unknown
         sigil/run-mismatch                            sigil/run-mismatch
+        sigil/purpose-mismatch                        sigil/purpose-mismatch
+        decision/over-budget             reads        decision/over-budget: reads
         ward/rate-limited                channel      ward/rate-limited: channel
     "#]]
     .assert_eq(&table);
