@@ -105,39 +105,52 @@ impl Pipeline {
     /// OPEN; a redelivered event or recovery picks it up.
     pub async fn run(&self, turn: ledger::TurnId, req: AdmitRequest) {
         let (outcome, sigil_id) = self.decide(&turn, &req).await;
-        let parts = outcome
+        let mut parts = outcome
             .view
             .as_ref()
             .map(|v| render(v, self.policy.for_channel(&req.channel_id)))
             .unwrap_or_default();
-        // One intent per turn: the first part. Multi-part answers need one intent per part.
-        // Without a Sigil nothing can ever be delivered, so no intent is committed.
-        let first = if sigil_id.is_empty() {
-            None
-        } else {
-            parts.into_iter().next()
+        // One intent per part, each sending exactly its part (egress-discord posts `parts[0]`):
+        // part 1 is PENDING with the turn, each later part only once the one before it is
+        // KNOWN_SENT (the ledger's rule). Without a Sigil nothing can ever be delivered, so no
+        // intent is committed.
+        if sigil_id.is_empty() {
+            parts.clear();
+        }
+        let specs: Vec<ledger::DeliveryIntentSpec> = parts
+            .into_iter()
+            .map(|content| {
+                let effect = DiscordEffect {
+                    channel_id: req.channel_id.clone(),
+                    reply_to_message_id: req.reply_to_message_id.clone(),
+                    parts: vec![content],
+                    sigil_id: sigil_id.clone(),
+                };
+                let effect = serde_json::to_string(&effect).expect("effect serializes");
+                ledger::DeliveryIntentSpec {
+                    payload_digest: Sha256Digest::of(&effect),
+                    effect,
+                }
+            })
+            .collect();
+        // The answer's digest: its one effect's, or, for several parts, the digest of their
+        // digests in order.
+        let answer_digest = match specs.as_slice() {
+            [] => None,
+            [one] => Some(one.payload_digest),
+            many => Some(Sha256Digest::of_parts(
+                many.iter().map(|s| s.payload_digest.as_bytes().as_slice()),
+            )),
         };
-        let intent = first.map(|content| {
-            let effect = DiscordEffect {
-                channel_id: req.channel_id.clone(),
-                reply_to_message_id: req.reply_to_message_id.clone(),
-                parts: vec![content],
-                sigil_id: sigil_id.clone(),
-            };
-            let effect = serde_json::to_string(&effect).expect("effect serializes");
-            ledger::DeliveryIntentSpec {
-                payload_digest: Sha256Digest::of(&effect),
-                effect,
-            }
-        });
-        let answer_digest = intent.as_ref().map(|i| i.payload_digest);
+        let mut specs = specs.into_iter();
         let commit = ledger::TurnCommit {
             outcome: outcome.state,
             reason: outcome.reason,
             answer_digest,
-            intent,
+            intent: specs.next(),
         };
-        match self.vault.commit_turn(&turn, &commit).await {
+        let later: Vec<_> = specs.collect();
+        match self.vault.commit_turn_in_parts(&turn, &commit, &later).await {
             Ok(c) => {
                 tracing::info!(turn = %turn.0, state = c.state.as_str(), "turn committed");
                 if answer_digest.is_some() {

@@ -305,10 +305,15 @@ impl Delivery for Core {
                 ));
             }
         };
+        let sent = matches!(report, ledger::DeliveryReport::Sent { .. });
         self.vault
             .settle(&lease(r.intent_id, r.generation, owner), &report)
             .await
             .map_err(status)?;
+        if sent {
+            // KNOWN_SENT opened the answer's next part, if it has one: wake a waiting claimer.
+            self.committed.notify_waiters();
+        }
         Ok(Response::new(pb::SettleResponse {}))
     }
 
@@ -337,6 +342,8 @@ impl Delivery for Core {
             .reconcile_delivery(&ledger::IntentId(r.intent_id), &evidence, &owner)
             .await
             .map_err(status)?;
+        // Found opened the next part, proved absence a successor: wake a waiting claimer.
+        self.committed.notify_waiters();
         let outcome = if found {
             pb::DeliveryOutcome::KnownSent
         } else {
