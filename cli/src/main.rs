@@ -1,5 +1,6 @@
 //! `reach`: the operator CLI.
 
+mod a2a;
 mod body;
 mod corpus;
 mod demo;
@@ -80,6 +81,11 @@ enum Command {
         key: String,
         #[command(flatten)]
         target: Target,
+    },
+    /// Outbound A2A tasks to core's enrolled peer: send one, or read where one stands.
+    A2a {
+        #[command(subcommand)]
+        command: a2a::A2aCommand,
     },
     /// The Phylactery's serving state, and the operator's reconciliation of a fresh or lost vault.
     Vault {
@@ -209,6 +215,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Down { target } => body::down(&StateLayout::new(&target.state)).await,
         Command::Corpus { command } => corpus::run(command).await,
+        Command::A2a { command } => a2a::run(command).await,
         Command::Scribe {
             command: ScribeCommand::Identities { target, rotate },
         } => {

@@ -297,6 +297,7 @@ async fn each_a2a_attempt_is_carried_once_under_its_own_decision() {
         .send_a2a_task(reach_proto::core::v1::SendA2aTaskRequest {
             task_id: "op-task-x".into(),
             text: "hello".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -327,6 +328,7 @@ async fn an_operator_task_completes_with_one_send_and_a_decision_per_poll() {
     let ask = reach_proto::core::v1::SendA2aTaskRequest {
         task_id: "op-task-1".into(),
         text: "Summarize the lease rules of the docs corpus.".into(),
+        peer: reach_a2a_peer::PEER_HOST.into(),
     };
     let r = operator
         .send_a2a_task(ask.clone())
@@ -334,11 +336,13 @@ async fn an_operator_task_completes_with_one_send_and_a_decision_per_poll() {
         .expect("the task runs")
         .into_inner();
     assert_eq!(
-        (r.phase.as_str(), r.polls),
-        ("SUCCEEDED", 2),
+        (r.phase.as_str(), r.polls, r.turn_state.as_str()),
+        ("SUCCEEDED", 2, "SUCCEEDED"),
         "{r:?}\n{}",
         body.log("core")
     );
+    // The adopted answer (its quarantine passed), and the turn terminated with it.
+    assert_eq!(r.answer, "answer to msg-op-task-1");
     assert_eq!(peer.count("SendMessage"), 1, "exactly one SendMessage");
     assert_eq!(peer.count("GetTask"), 2);
     let sent = &peer.requests()[0];
@@ -357,10 +361,19 @@ async fn an_operator_task_completes_with_one_send_and_a_decision_per_poll() {
     // The task is on its turn's trail, committed in the Phylactery.
     let trail = reach_tests::trail_text(&mut operator, &r.turn_id).await;
     assert!(trail.contains("purpose=a2a-task"), "{trail}");
+    let answer_digest = Sha256Digest::of(r.answer.as_bytes()).to_string();
+    assert_eq!(
+        turn_line(&trail),
+        format!("answer_digest={answer_digest} reason=a2a/TASK_STATE_COMPLETED state=SUCCEEDED"),
+        "{trail}"
+    );
 
-    // Asked again: a replay resumes the settled task from the ledger and sends nothing.
+    // Asked again: a replay reports the settled task from the ledger and sends nothing.
     let again = operator.send_a2a_task(ask).await.unwrap().into_inner();
-    assert_eq!(again.phase, "SUCCEEDED");
+    assert_eq!(
+        (again.phase.as_str(), again.turn_state.as_str()),
+        ("SUCCEEDED", "SUCCEEDED")
+    );
     assert_eq!(
         peer.requests().len(),
         3,
@@ -368,90 +381,209 @@ async fn an_operator_task_completes_with_one_send_and_a_decision_per_poll() {
     );
 
     // Refused before anything is written: an empty text, a Sigil in the text, a task id that
-    // is not a printable ASCII id.
+    // is not a printable ASCII id, a peer core does not enroll.
     let cases = [
-        ("op-task-2", "  ".to_owned(), tonic::Code::InvalidArgument),
+        (
+            "op-task-2",
+            "  ".to_owned(),
+            "",
+            tonic::Code::InvalidArgument,
+        ),
         (
             "op-task-2",
             format!("sigil_{}", "0a".repeat(16)),
+            "",
             tonic::Code::InvalidArgument,
         ),
         (
             "op task",
             "hello".to_owned(),
+            "",
             tonic::Code::FailedPrecondition,
         ),
+        (
+            "op-task-2",
+            "hello".to_owned(),
+            "other-peer.test",
+            tonic::Code::InvalidArgument,
+        ),
     ];
-    for (task_id, text, code) in cases {
+    for (task_id, text, peer, code) in cases {
         let status = operator
             .send_a2a_task(reach_proto::core::v1::SendA2aTaskRequest {
                 task_id: task_id.into(),
                 text,
+                peer: peer.into(),
             })
             .await
             .unwrap_err();
         assert_eq!(status.code(), code, "{status:?}");
+        if !peer.is_empty() {
+            assert!(status.message().starts_with("intercom/unknown-peer"));
+        }
     }
     assert_eq!(peer.requests().len(), 3);
     body.stop().await;
 }
 
+/// Generous ward budgets: the Stasis polls a held task every 50 ms, each poll under its own
+/// decision, and ward's defaults (four live decisions, eight per run) would refuse most of
+/// them (that refusal is ward's own tests' business; the Stasis only waits and asks again).
+fn generous_ward(manifest: &mut reach_manifest::Manifest) {
+    let ward = manifest
+        .roles
+        .iter_mut()
+        .find(|r| r.name.as_str() == "ward")
+        .expect("ward role");
+    let mut budgets = toml::Table::new();
+    budgets.insert("concurrency".into(), 1000.into());
+    budgets.insert("retries".into(), 1000.into());
+    ward.settings.insert("budgets".into(), budgets.into());
+    // One operator asks for several tasks in a minute (ward's default: five per subject).
+    let mut window = toml::Table::new();
+    window.insert("limit".into(), 1000.into());
+    window.insert("window_ms".into(), 60_000.into());
+    window.insert("kind".into(), "sliding".into());
+    let mut limits = toml::Table::new();
+    limits.insert("subject".into(), window.clone().into());
+    limits.insert("channel".into(), window.into());
+    ward.settings.insert("rate_limits".into(), limits.into());
+}
+
+/// The `ReachTurn@1` line of a trail, without its turn id and times: `answer_digest=… reason=…
+/// state=…` (the fields present).
+fn turn_line(trail: &str) -> String {
+    let line = trail
+        .lines()
+        .find(|l| l.starts_with("ReachTurn@1 "))
+        .unwrap_or_default();
+    line.split(' ')
+        .skip(2)
+        .filter(|f| !f.starts_with("opened_at=") && !f.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Reads the trail of `key` until its turn is no longer OPEN; panics after `wait`.
+async fn settled_turn(
+    body: &TestBody,
+    operator: &mut reach_proto::core::v1::trail_client::TrailClient<Channel>,
+    key: &str,
+    wait: std::time::Duration,
+) -> String {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let trail = reach_tests::trail_text(operator, key).await;
+        let turn = turn_line(&trail);
+        if !turn.is_empty() && !turn.contains("state=OPEN") {
+            return trail;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the turn of {key} never terminated:\n{trail}\n{}",
+            body.log("core")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parked_task_resumes_after_a_core_restart_without_a_second_send() {
-    // WORKING for three polls; core's budget is two polls per request.
-    let peer = A2aPeer::start(Script::ending(state::COMPLETED, 3)).await;
+async fn a_parked_task_resumes_by_itself_after_core_is_killed_without_a_second_send() {
+    // The peer keeps the task WORKING until released; core's request polls twice.
+    let peer = A2aPeer::start(Script {
+        held: true,
+        ..Script::ending(state::COMPLETED, 0)
+    })
+    .await;
     let mut body = TestBody::start_configured(|m, l| {
         configure_core_and_peer(m, l, &peer, 2);
-        // Five attempts within a decision's 30 s life: ward's default of four live decisions
-        // per run would refuse the fifth (that refusal is ward's own tests' business).
-        let ward = m
-            .roles
-            .iter_mut()
-            .find(|r| r.name.as_str() == "ward")
-            .expect("ward role");
-        let mut budgets = toml::Table::new();
-        budgets.insert("concurrency".into(), 16.into());
-        ward.settings.insert("budgets".into(), budgets.into());
+        generous_ward(m);
     })
     .await;
     let mut operator = body.operator_after_genesis("intercom restart").await;
     let ask = reach_proto::core::v1::SendA2aTaskRequest {
         task_id: "op-task-parked".into(),
         text: "Which roles hold no credential?".into(),
+        ..Default::default()
     };
     let r = operator
         .send_a2a_task(ask.clone())
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(r.phase, "POLLING", "{r:?}");
+    assert_eq!(
+        (r.phase.as_str(), r.turn_state.as_str()),
+        ("POLLING", "OPEN"),
+        "{r:?}"
+    );
     assert!(r.code.contains("intercom/poll-budget-exhausted"), "{r:?}");
-    assert_eq!((peer.count("SendMessage"), peer.count("GetTask")), (1, 2));
+    // The Stasis polls on after the request returned.
+    let before = peer.count("GetTask");
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while peer.count("GetTask") <= before {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the Stasis keeps polling");
 
-    // Core dies while the task is parked; the ledger holds it (PARKED, the peer's task id).
+    // SIGKILL while the task is parked: the ledger holds it (PARKED, the peer's task id).
     let running = body.body.as_mut().expect("running");
     running.kill_role("core").await;
+    let polls_at_kill = peer.count("GetTask");
+    peer.release();
     running.start_role("core").await.expect("core restarts");
+
+    // No operator call: the resumer finds the task, polls it to COMPLETED and terminates the
+    // turn with the adopted answer.
     let mut operator =
         reach_proto::core::v1::trail_client::TrailClient::new(reach_port::connect_lazy(
             body.socket("core.trail"),
             &body.material("operator"),
             body.manifest.principal("core"),
         ));
-    let r = operator.send_a2a_task(ask).await.unwrap().into_inner();
-    assert_eq!(r.phase, "SUCCEEDED", "{r:?}\n{}", body.log("core"));
+    let trail = settled_turn(
+        &body,
+        &mut operator,
+        "op-task-parked",
+        std::time::Duration::from_secs(60),
+    )
+    .await;
+    let answer = Sha256Digest::of(b"answer to msg-op-task-parked").to_string();
+    assert_eq!(
+        turn_line(&trail),
+        format!("answer_digest={answer} reason=a2a/TASK_STATE_COMPLETED state=SUCCEEDED"),
+        "{trail}\n{}",
+        body.log("core")
+    );
+    assert!(
+        trail
+            .lines()
+            .any(|l| l.starts_with("IntercomTask op-task-parked") && l.contains("state=SUCCEEDED")),
+        "{trail}"
+    );
     assert_eq!(
         peer.count("SendMessage"),
         1,
-        "the resumed task polls; it never sends again"
+        "the resumed task polls; it is never sent again"
     );
-    assert_eq!(peer.count("GetTask"), 4);
     assert_eq!(peer.tasks().len(), 1);
+    assert!(peer.count("GetTask") > polls_at_kill);
+    // Every carried attempt had its own decision.
     let decisions = carried_decisions(&body.log("egress-provider"));
     let mut distinct = decisions.clone();
     distinct.sort();
     distinct.dedup();
-    assert_eq!((decisions.len(), distinct.len()), (5, 5), "{decisions:?}");
+    assert_eq!(decisions.len(), distinct.len(), "{decisions:?}");
+
+    // Asked again: the settled turn is reported and nothing is sent.
+    let r = operator.send_a2a_task(ask).await.unwrap().into_inner();
+    assert_eq!(
+        (r.phase.as_str(), r.turn_state.as_str()),
+        ("SUCCEEDED", "SUCCEEDED"),
+        "{r:?}"
+    );
+    assert_eq!(peer.count("SendMessage"), 1);
     body.stop().await;
 }
 
@@ -463,11 +595,17 @@ async fn an_ambiguous_send_stays_uncertain_and_is_never_resent_without_a_receipt
         ..Script::default()
     })
     .await;
-    let body = TestBody::start_configured(|m, l| configure_core_and_peer(m, l, &peer, 3)).await;
+    // A short local deadline, so the Stasis settles the uncertain task within the test.
+    let body = TestBody::start_configured(|m, l| {
+        configure_core_and_peer(m, l, &peer, 3);
+        set_core_intercom(m, "deadline_secs", 4);
+    })
+    .await;
     let mut operator = body.operator_after_genesis("intercom uncertain").await;
     let ask = reach_proto::core::v1::SendA2aTaskRequest {
         task_id: "op-task-dropped".into(),
         text: "Which roles hold no credential?".into(),
+        ..Default::default()
     };
     let r = operator
         .send_a2a_task(ask.clone())
@@ -486,9 +624,201 @@ async fn an_ambiguous_send_stays_uncertain_and_is_never_resent_without_a_receipt
     );
     // Asked again: no receipt admits a resend, so it stays UNCERTAIN and nothing is sent.
     let r = operator.send_a2a_task(ask).await.unwrap().into_inner();
-    assert_eq!(r.phase, "UNCERTAIN", "{r:?}");
+    assert_eq!(
+        (r.phase.as_str(), r.turn_state.as_str()),
+        ("UNCERTAIN", "OPEN"),
+        "{r:?}"
+    );
     assert!(r.code.contains("intercom/resend-not-admitted"), "{r:?}");
     assert_eq!(peer.count("SendMessage"), 1, "never resent blindly");
     assert_eq!(peer.tasks().len(), 1);
+    // The Stasis never resends it either: at the local deadline it settles EXPIRED, and the
+    // turn with it.
+    let trail = settled_turn(
+        &body,
+        &mut operator,
+        "op-task-dropped",
+        std::time::Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(
+        turn_line(&trail),
+        "reason=intercom/deadline state=EXPIRED",
+        "{trail}"
+    );
+    assert!(
+        trail
+            .lines()
+            .any(|l| l.starts_with("IntercomTask op-task-dropped") && l.contains("state=EXPIRED")),
+        "{trail}"
+    );
+    assert_eq!(peer.requests().len(), 1, "one SendMessage, nothing else");
+    body.stop().await;
+}
+
+/// Sets `settings.intercom.<key>` of core.
+fn set_core_intercom(manifest: &mut reach_manifest::Manifest, key: &str, value: i64) {
+    let core = manifest
+        .roles
+        .iter_mut()
+        .find(|r| r.name.as_str() == "core")
+        .expect("core role");
+    core.settings
+        .get_mut("intercom")
+        .and_then(|v| v.as_table_mut())
+        .expect("settings.intercom")
+        .insert(key.into(), value.into());
+}
+
+/// Runs the real `reach` binary against the body.
+async fn reach_cli(body: &TestBody, args: &[&str]) -> (bool, String, String) {
+    let out = tokio::process::Command::new(reach_launcher::default_bin_dir().join("reach"))
+        .args(args)
+        .arg("--state")
+        .arg(body.layout.root())
+        .output()
+        .await
+        .expect("reach runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_answers_are_quarantined_before_adoption_and_reach_a2a_reports_them() {
+    // Answers by message id: too long, not text, and carrying an e-mail address or a key.
+    let answers = vec![
+        (
+            "msg-q-oversized".to_owned(),
+            // Five parts of 2 KiB: each within egress-provider's bound on one JSON token, together
+            // over the 8 KiB an answer may hold.
+            json!(vec![json!({"text": "a".repeat(2048)}); 5]),
+        ),
+        (
+            "msg-q-data".to_owned(),
+            json!([{"data": {"rows": [1, 2]}, "mediaType": "application/json"}]),
+        ),
+        (
+            "msg-q-email".to_owned(),
+            json!([{"text": "Ask jane.doe@example.org for the lease rules."}]),
+        ),
+        (
+            "msg-q-key".to_owned(),
+            json!([{"text": "Use sk-live0123456789abcdefghijkl to call it."}]),
+        ),
+    ];
+    let peer = A2aPeer::start(Script {
+        answers,
+        ..Script::ending(state::COMPLETED, 0)
+    })
+    .await;
+    let body = TestBody::start_configured(|m, l| {
+        configure_core_and_peer(m, l, &peer, 3);
+        generous_ward(m);
+    })
+    .await;
+    let mut operator = body.operator_after_genesis("intercom quarantine").await;
+    for (task_id, want) in [
+        ("q-oversized", "quarantine/over-long"),
+        ("q-data", "quarantine/schema"),
+        ("q-email", "quarantine/privacy"),
+    ] {
+        let r = operator
+            .send_a2a_task(reach_proto::core::v1::SendA2aTaskRequest {
+                task_id: task_id.into(),
+                text: "What are the lease rules?".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        // The peer completed the task; Reach refused its answer and adopted nothing.
+        assert_eq!(
+            (
+                r.phase.as_str(),
+                r.turn_state.as_str(),
+                r.code.as_str(),
+                r.answer.as_str()
+            ),
+            ("SUCCEEDED", "REFUSED", want, ""),
+            "{task_id}: {r:?}"
+        );
+        let trail = reach_tests::trail_text(&mut operator, task_id).await;
+        assert_eq!(
+            turn_line(&trail),
+            format!("reason={want} state=REFUSED"),
+            "no answer digest is kept: {trail}"
+        );
+    }
+
+    // The operator's verb: a good answer is adopted and printed, with the task id and state.
+    let (ok, out, err) = reach_cli(
+        &body,
+        &[
+            "a2a",
+            "send",
+            "--peer",
+            reach_a2a_peer::PEER_HOST,
+            "--text",
+            "What are the lease rules?",
+            "--task-id",
+            "cli-good",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}\n{err}");
+    assert!(out.starts_with("task cli-good (turn "), "{out}");
+    for line in [
+        "phase SUCCEEDED",
+        "turn SUCCEEDED",
+        "code a2a/TASK_STATE_COMPLETED",
+        "answer to msg-cli-good",
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line} in {out}");
+    }
+    // A key-shaped token in the answer: quarantined, the turn REFUSED, the exit status fails.
+    let (ok, out, err) = reach_cli(
+        &body,
+        &[
+            "a2a",
+            "send",
+            "--peer",
+            reach_a2a_peer::PEER_HOST,
+            "--text",
+            "Which key?",
+            "--task-id",
+            "q-key",
+        ],
+    )
+    .await;
+    assert!(!ok, "{out}\n{err}");
+    assert!(out.lines().any(|l| l == "turn REFUSED"), "{out}");
+    assert!(out.lines().any(|l| l == "code quarantine/privacy"), "{out}");
+    assert!(
+        !out.contains("sk-live"),
+        "a quarantined answer is never shown: {out}"
+    );
+    // Status reads the ledger.
+    let (ok, out, _) = reach_cli(&body, &["a2a", "status", "cli-good"]).await;
+    assert!(ok, "{out}");
+    assert_eq!(
+        out,
+        "task cli-good\nphase SUCCEEDED\nturn SUCCEEDED\ncode a2a/TASK_STATE_COMPLETED\n"
+    );
+    let (ok, out, _) = reach_cli(&body, &["a2a", "status", "never-sent"]).await;
+    assert!(!ok);
+    assert_eq!(out, "no A2A task never-sent\n");
+    // A peer core does not enroll: refused, nothing sent.
+    let sent = peer.requests().len();
+    let (ok, _, err) = reach_cli(
+        &body,
+        &["a2a", "send", "--peer", "other.test", "--text", "hello"],
+    )
+    .await;
+    assert!(!ok);
+    assert!(err.contains("intercom/unknown-peer"), "{err}");
+    assert_eq!(peer.requests().len(), sent);
     body.stop().await;
 }

@@ -11,7 +11,8 @@
 //! Scripted behaviour ([`Script`]): the state a task is created in, how many GetTask polls it
 //! stays WORKING, its terminal; SendMessage that commits the task and then drops the
 //! connection without answering; whether a repeated message id resolves to the original task
-//! (the guarantee an enrollment receipt may admit); forgetting tasks. Every request is recorded
+//! (the guarantee an enrollment receipt may admit); forgetting tasks; the answer's parts;
+//! holding every task WORKING until released. Every request is recorded
 //! ([`Recorded`]), so tests assert exactly what the peer received.
 //!
 //! HTTP/1.1 is parsed by hand (one request per connection, `Connection: close`), so dropping a
@@ -65,6 +66,12 @@ pub struct Script {
     pub message_id_guarantee: bool,
     /// GetTask answers `TaskNotFoundError` for every task.
     pub forget_tasks: bool,
+    /// The parts of a COMPLETED task's artifact (a raw JSON array), by the message id that
+    /// created the task; any other task answers one text part `answer to <message id>`. How a
+    /// test hands Reach an answer its quarantine must refuse.
+    pub answers: Vec<(String, Value)>,
+    /// Every task stays WORKING (polls not counted) until [`A2aPeer::release`].
+    pub held: bool,
 }
 
 impl Default for Script {
@@ -76,6 +83,8 @@ impl Default for Script {
             drop_after_commit: 0,
             message_id_guarantee: false,
             forget_tasks: false,
+            answers: Vec::new(),
+            held: false,
         }
     }
 }
@@ -125,6 +134,8 @@ struct Inner {
     requests: Vec<Recorded>,
     tasks: Vec<PeerTask>,
     dropped: u32,
+    /// Set from `Script::held`; cleared by `release`.
+    held: bool,
 }
 
 /// A running peer; stops when dropped.
@@ -150,7 +161,10 @@ impl A2aPeer {
     /// Starts a peer on `127.0.0.1:0` presenting a certificate for [`PEER_HOST`].
     pub async fn start(script: Script) -> A2aPeer {
         let ca = TestCa::new();
-        let inner = Arc::new(Mutex::new(Inner::default()));
+        let inner = Arc::new(Mutex::new(Inner {
+            held: script.held,
+            ..Inner::default()
+        }));
         let shared = Arc::clone(&inner);
         let script = Arc::new(script);
         let (addr, server) = serve_tls(ca.server_config(&[PEER_HOST]), move |tls| {
@@ -204,6 +218,11 @@ impl A2aPeer {
     /// Tasks created (a duplicate task from a blind resend shows here).
     pub fn tasks(&self) -> Vec<PeerTask> {
         lock(&self.inner).tasks.clone()
+    }
+
+    /// Ends a hold: polls count again from here (`Script::held`).
+    pub fn release(&self) {
+        lock(&self.inner).held = false;
     }
 
     /// Connections dropped after committing a task.
@@ -313,14 +332,20 @@ fn rpc_result(id: &Value, result: Value) -> Vec<u8> {
         .into_bytes()
 }
 
-fn task_json(task: &PeerTask, state: &str) -> Value {
+fn task_json(task: &PeerTask, state: &str, script: &Script) -> Value {
     let mut t = json!({
         "id": task.id,
         "contextId": format!("ctx-{}", task.id),
         "status": {"state": state, "timestamp": "2026-01-01T00:00:00.000Z"},
     });
     if state == state::COMPLETED {
-        t["artifacts"] = json!([{"artifactId": "answer", "parts": [{"text": format!("answer to {}", task.message_id)}]}]);
+        let parts = script
+            .answers
+            .iter()
+            .find(|(m, _)| *m == task.message_id)
+            .map(|(_, parts)| parts.clone())
+            .unwrap_or_else(|| json!([{"text": format!("answer to {}", task.message_id)}]));
+        t["artifacts"] = json!([{"artifactId": "answer", "parts": parts}]);
     }
     t
 }
@@ -400,21 +425,27 @@ fn handle(req: &Request, inner: &Mutex<Inner>, script: &Script) -> Option<(u16, 
             }
             Some((
                 200,
-                rpc_result(&id, json!({"task": task_json(&task, script.initial)})),
+                rpc_result(
+                    &id,
+                    json!({"task": task_json(&task, script.initial, script)}),
+                ),
             ))
         }
         Some("GetTask") => {
             let wanted = body["params"]["id"].as_str().unwrap_or_default();
+            let held = inner.held;
             let found = inner.tasks.iter_mut().find(|t| t.id == wanted);
             match found {
                 Some(t) if !script.forget_tasks => {
-                    t.polls += 1;
-                    let state = if t.polls <= script.working_polls {
+                    if !held {
+                        t.polls += 1;
+                    }
+                    let state = if held || t.polls <= script.working_polls {
                         state::WORKING
                     } else {
                         script.terminal
                     };
-                    Some((200, rpc_result(&id, task_json(t, state))))
+                    Some((200, rpc_result(&id, task_json(t, state, script))))
                 }
                 _ => Some((200, rpc_error(&id, -32001, "Task not found"))),
             }

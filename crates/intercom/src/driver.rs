@@ -347,6 +347,9 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
                 phase: task.phase(),
             });
         }
+        if !task.envelope_retained() {
+            return Err(IntercomRefusal::EnvelopeNotRetained);
+        }
         let admitted = self.receipt.resends_admitted(&self.client.url());
         if admitted == 0 {
             return Err(IntercomRefusal::ResendNotAdmitted);
@@ -397,6 +400,25 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
         .await?;
         let sent = self.client.transmit(prepared).await;
         self.settle_send(task, sent, attempt_id, decision).await?;
+        Ok(task.phase())
+    }
+
+    /// Settles a parked or uncertain task EXPIRED once its local deadline has passed (seed 001:
+    /// "a local deadline ... settles EXPIRED ... with evidence"). No request is sent; before
+    /// the deadline the task is left as it is and its phase returned.
+    pub async fn expire_if_due(&self, task: &mut OutboundTask) -> Result<Phase, IntercomRefusal> {
+        if !matches!(
+            task.phase(),
+            Phase::Submitted | Phase::Polling | Phase::Uncertain
+        ) {
+            return Err(IntercomRefusal::WrongPhase {
+                phase: task.phase(),
+            });
+        }
+        if self.deadline_passed(task) {
+            self.move_to(task, Phase::Expired, self.step("intercom/deadline"))
+                .await?;
+        }
         Ok(task.phase())
     }
 

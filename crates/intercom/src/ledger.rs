@@ -13,17 +13,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reach_clock::Clock;
+use reach_clock::{Clock, UnixMillis};
+use reach_digest::Sha256Digest;
 use reach_phylactery::{
-    AttemptSettlement, EgressDecisionRef, IntercomTaskSpec, IntercomTaskState, IntercomUpdate,
-    LedgerError, Phylactery, RunId,
+    AttemptSettlement, EgressDecisionRef, IntercomTaskRecord, IntercomTaskSpec, IntercomTaskState,
+    IntercomUpdate, LedgerError, Phylactery, RunId, TurnState,
 };
 
 use crate::decision::{Attempt, DecisionId};
 use crate::journal::{Journal, JournalError};
 use crate::refusal::IntercomRefusal;
 use crate::state::Phase;
-use crate::task::{Evidence, OutboundTask, TaskSpec};
+use crate::task::{Evidence, OutboundTask, PollBudget, TaskSpec};
 
 /// How long the ledger keeps the send decision usable for persisting (ward's decision TTL).
 pub const DECISION_TTL: Duration = Duration::from_secs(30);
@@ -44,6 +45,66 @@ pub fn ledger_state(phase: Phase) -> IntercomTaskState {
         Phase::Lost => IntercomTaskState::Lost,
         Phase::AbandonedBeforeSubmit => IntercomTaskState::AbandonedBeforeSubmit,
     }
+}
+
+/// The phase a ledger state is resumed in (PARKED polls on; OUTBOX and SUBMITTING are first
+/// settled by [`PhylacteryJournal::resume`], see there).
+pub fn resumed_phase(state: IntercomTaskState) -> Phase {
+    match state {
+        IntercomTaskState::Outbox => Phase::Committed,
+        IntercomTaskState::Submitting => Phase::Sending,
+        IntercomTaskState::Parked => Phase::Polling,
+        IntercomTaskState::Uncertain => Phase::Uncertain,
+        IntercomTaskState::Succeeded => Phase::Succeeded,
+        IntercomTaskState::Refused => Phase::Refused,
+        IntercomTaskState::Failed => Phase::Failed,
+        IntercomTaskState::Cancelled => Phase::Cancelled,
+        IntercomTaskState::Expired => Phase::Expired,
+        IntercomTaskState::Revoked => Phase::Revoked,
+        IntercomTaskState::Lost => Phase::Lost,
+        IntercomTaskState::AbandonedBeforeSubmit => Phase::AbandonedBeforeSubmit,
+    }
+}
+
+/// The `ReachTurn@1` terminal an operator task's turn settles in when its task settles in
+/// `phase` for the reason `code` (the task's last evidence code); `None` while the task is not
+/// terminal (UNCERTAIN included: only evidence or the deadline settles it).
+///
+/// | Intercom phase            | ReachTurn@1              | why                                    |
+/// |---------------------------|--------------------------|----------------------------------------|
+/// | SUCCEEDED                 | SUCCEEDED                | after the answer's quarantine passes   |
+/// |                           | (REFUSED `quarantine/*`) | core's call when the quarantine fails  |
+/// | REFUSED                   | REFUSED                  | REJECTED, INPUT/AUTH_REQUIRED, 4xx     |
+/// | FAILED                    | FAILED                   | the peer's FAILED, or proved unsent    |
+/// | CANCELLED                 | FAILED                   | no CANCELLED turn; the code keeps it   |
+/// | EXPIRED                   | EXPIRED                  | the local deadline                     |
+/// | REVOKED                   | REFUSED                  | authorization withdrawn (policy)       |
+/// | LOST                      | INDETERMINATE            | work may have happened, nothing proves |
+/// | ABANDONED_BEFORE_SUBMIT   | EXPIRED / REFUSED /      | deadline before the send / revoked     |
+/// |                           | DEPENDENCY_UNAVAILABLE   | Sigil or decision / ward or egress     |
+pub fn turn_outcome(phase: Phase, code: &str) -> Option<TurnState> {
+    Some(match phase {
+        Phase::Succeeded => TurnState::Succeeded,
+        Phase::Refused | Phase::Revoked => TurnState::Refused,
+        Phase::Failed | Phase::Cancelled => TurnState::Failed,
+        Phase::Expired => TurnState::Expired,
+        Phase::Lost => TurnState::Indeterminate,
+        Phase::AbandonedBeforeSubmit => {
+            if code.starts_with("intercom/deadline") {
+                TurnState::Expired
+            } else if code.ends_with("/revoked") {
+                TurnState::Refused
+            } else {
+                TurnState::DependencyUnavailable
+            }
+        }
+        Phase::Committed
+        | Phase::Sending
+        | Phase::Submitted
+        | Phase::Polling
+        | Phase::Uncertain
+        | Phase::Resending => return None,
+    })
 }
 
 /// Journals one run's outbound tasks in the Phylactery.
@@ -193,7 +254,47 @@ impl PhylacteryJournal {
         if record.payload_digest != fresh.envelope_digest().to_string() {
             return Err(IntercomRefusal::ResumeMismatch("envelope digest"));
         }
-        let remote = record.remote_task_id.clone();
+        let phase = self.settle_interrupted(&record).await?;
+        OutboundTask::restored(spec, phase, record.remote_task_id)
+    }
+
+    /// Durable Stasis without the text: rebuilds a task core's resumer found in the ledger
+    /// (`Phylactery::unsettled_intercom_tasks`, or re-read by task id). OUTBOX and SUBMITTING are settled as in
+    /// [`PhylacteryJournal::resume`]; the task keeps only its envelope's digest, so it is
+    /// polled, expired or settled, never sent again. `deadline` is the task's local deadline
+    /// (from its outbox commit), `polls` the budget of this drive.
+    pub async fn resume_recorded(
+        &self,
+        record: &IntercomTaskRecord,
+        deadline: UnixMillis,
+        polls: PollBudget,
+    ) -> Result<OutboundTask, IntercomRefusal> {
+        let digest: Sha256Digest = record
+            .payload_digest
+            .parse()
+            .map_err(|_| IntercomRefusal::ResumeMismatch("envelope digest"))?;
+        let phase = self.settle_interrupted(record).await?;
+        let spec = TaskSpec {
+            task_id: record.task_id.clone(),
+            message_id: record.message_id.clone(),
+            context_id: None,
+            parts: Vec::new(),
+            deadline,
+            polls,
+        };
+        OutboundTask::restored_without_envelope(spec, digest, phase, record.remote_task_id.clone())
+    }
+
+    /// The phase a journaled task resumes in, after settling what a crash interrupted:
+    ///
+    /// - OUTBOX: SUBMITTING was never durable, so no byte left: abandoned before submit.
+    /// - SUBMITTING: the process died with the send in flight: UNCERTAIN (never resent
+    ///   blindly).
+    /// - PARKED: polling resumes with the peer's task id. UNCERTAIN and terminals as recorded.
+    async fn settle_interrupted(
+        &self,
+        record: &IntercomTaskRecord,
+    ) -> Result<Phase, IntercomRefusal> {
         let phase = match record.state {
             IntercomTaskState::Outbox => {
                 self.vault
@@ -220,7 +321,7 @@ impl PhylacteryJournal {
                     .map_err(journal_refusal)?;
                 self.vault
                     .advance_intercom_task(
-                        &spec.task_id,
+                        &record.task_id,
                         &IntercomUpdate {
                             to: IntercomTaskState::Uncertain,
                             remote_task_id: None,
@@ -231,21 +332,12 @@ impl PhylacteryJournal {
                     .map_err(journal_refusal)?;
                 Phase::Uncertain
             }
-            IntercomTaskState::Parked => Phase::Polling,
-            IntercomTaskState::Uncertain => Phase::Uncertain,
-            IntercomTaskState::Succeeded => Phase::Succeeded,
-            IntercomTaskState::Refused => Phase::Refused,
-            IntercomTaskState::Failed => Phase::Failed,
-            IntercomTaskState::Cancelled => Phase::Cancelled,
-            IntercomTaskState::Expired => Phase::Expired,
-            IntercomTaskState::Revoked => Phase::Revoked,
-            IntercomTaskState::Lost => Phase::Lost,
-            IntercomTaskState::AbandonedBeforeSubmit => Phase::AbandonedBeforeSubmit,
+            other => resumed_phase(other),
         };
-        if phase == Phase::Polling && remote.is_none() {
+        if phase == Phase::Polling && record.remote_task_id.is_none() {
             return Err(IntercomRefusal::ResumeMismatch("remote task id"));
         }
-        OutboundTask::restored(spec, phase, remote)
+        Ok(phase)
     }
 
     async fn advance(

@@ -14,6 +14,8 @@
 //! - [`decision`]: one decision per physical attempt, through the caller's
 //!   [`DecisionAuthority`].
 //! - [`journal`]: where each step is made durable before the driver acts on it.
+//! - [`quarantine`]: the peer's answer judged (schema, size, privacy, output class) before
+//!   anything adopts it.
 //! - [`receipt`]: the peer's [`EnrollmentReceipt`], the only thing that admits a resend of an
 //!   ambiguous send.
 //! - [`transport`]: how one attempt's bytes travel; [`Intercom`] (the driver) runs over any
@@ -30,6 +32,7 @@
 
 pub mod decision;
 pub mod journal;
+pub mod quarantine;
 pub mod receipt;
 pub mod refusal;
 pub mod state;
@@ -50,6 +53,7 @@ pub use decision::{
 };
 pub use driver::{Intercom, answer_text};
 pub use journal::{Journal, JournalError, NoJournal};
+pub use quarantine::quarantine_answer;
 pub use receipt::{EnrollmentReceipt, RECEIPT_BINDING, ResendGuarantee};
 pub use refusal::IntercomRefusal;
 pub use state::{Phase, StateMeaning, meaning};

@@ -35,6 +35,10 @@ pub enum IntercomRefusal {
     /// The journaled task does not match the spec offered to resume it.
     #[error("intercom/resume-mismatch: {0}")]
     ResumeMismatch(&'static str),
+    /// The task was rebuilt from the ledger without its text: its exact envelope is unknown,
+    /// so it is never resent (even under a receipt); the operator's request carries the text.
+    #[error("intercom/envelope-not-retained")]
+    EnvelopeNotRetained,
     /// Every resend the receipt admits was used.
     #[error("intercom/resends-exhausted after {resends}")]
     ResendsExhausted { resends: u32 },
@@ -54,6 +58,7 @@ impl IntercomRefusal {
             IntercomRefusal::Journal { .. } => "intercom/journal",
             IntercomRefusal::ResumeMismatch(_) => "intercom/resume-mismatch",
             IntercomRefusal::ResendsExhausted { .. } => "intercom/resends-exhausted",
+            IntercomRefusal::EnvelopeNotRetained => "intercom/envelope-not-retained",
         }
     }
 }

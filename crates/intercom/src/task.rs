@@ -73,6 +73,9 @@ pub struct OutboundTask {
     spec: TaskSpec,
     envelope: Vec<u8>,
     envelope_digest: Sha256Digest,
+    /// False for a task rebuilt from the ledger alone: its text was never stored, so the
+    /// envelope is unknown and it can only be polled, expired or settled, never (re)sent.
+    envelope_retained: bool,
     phase: Phase,
     remote_task_id: Option<String>,
     polls: u32,
@@ -130,6 +133,7 @@ impl OutboundTask {
             spec,
             envelope,
             envelope_digest,
+            envelope_retained: true,
             phase: Phase::Committed,
             remote_task_id: None,
             polls: 0,
@@ -152,6 +156,53 @@ impl OutboundTask {
         task.phase = phase;
         task.remote_task_id = remote_task_id;
         Ok(task)
+    }
+
+    /// Rebuilds a task from the ledger alone (core's resumer at start): the task's text was
+    /// never stored, so only the envelope's digest is known. Such a task is polled, expired or
+    /// settled, never sent: [`Phase::Committed`] is refused, and `reconcile` refuses to resend
+    /// it (`intercom/envelope-not-retained`). `spec.parts` is empty.
+    #[cfg_attr(not(feature = "ledger"), allow(dead_code))]
+    pub(crate) fn restored_without_envelope(
+        spec: TaskSpec,
+        envelope_digest: Sha256Digest,
+        phase: Phase,
+        remote_task_id: Option<String>,
+    ) -> Result<Self, IntercomRefusal> {
+        check_id(&spec.task_id, "task_id")?;
+        check_id(&spec.message_id, "message_id")?;
+        if phase == Phase::Committed || phase == Phase::Sending || phase == Phase::Resending {
+            return Err(IntercomRefusal::ResumeMismatch(
+                "a phase that needs the envelope",
+            ));
+        }
+        if spec.polls.max_polls == 0 {
+            return Err(IntercomRefusal::InvalidSpec("polls.max_polls"));
+        }
+        Ok(OutboundTask {
+            spec,
+            envelope: Vec::new(),
+            envelope_digest,
+            envelope_retained: false,
+            phase,
+            remote_task_id,
+            polls: 0,
+            resends: 0,
+            answer: None,
+            trail: Vec::new(),
+        })
+    }
+
+    /// Whether the exact SendMessage bytes are held (false after a ledger-only restore).
+    pub fn envelope_retained(&self) -> bool {
+        self.envelope_retained
+    }
+
+    /// Grants `more` GetTask polls beyond the budget the task was created with (core's Stasis
+    /// keeps polling a parked task, each poll still under its own decision and the local
+    /// deadline). Poll numbers keep counting, so attempt ids are not reused in one process.
+    pub fn grant_polls(&mut self, more: u32) {
+        self.spec.polls.max_polls = self.spec.polls.max_polls.saturating_add(more);
     }
 
     pub fn spec(&self) -> &TaskSpec {

@@ -16,9 +16,10 @@ use reach_digest::Sha256Digest;
 use crate::Phylactery;
 use crate::attempt::{AttemptChannel, AttemptRecord, AttemptSpec, persist_attempt_in};
 use crate::backend::{Row, args};
+use crate::clock::UnixMillis;
 use crate::error::{LedgerError, Result};
-use crate::ids::{AttemptId, DecisionId, RunId};
-use crate::state::IntercomTaskState;
+use crate::ids::{AttemptId, DecisionId, RunId, TurnId};
+use crate::state::{IntercomTaskState, TurnState};
 
 /// What Reach will send to a peer, fixed before any byte leaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +48,8 @@ pub struct IntercomTaskRecord {
     pub remote_task_id: Option<String>,
     /// Secret-free evidence of the latest transition.
     pub evidence: Option<String>,
+    /// When the task was committed to the outbox: its local deadline counts from here.
+    pub created_at: UnixMillis,
 }
 
 impl IntercomTaskRecord {
@@ -61,8 +64,21 @@ impl IntercomTaskRecord {
             state: IntercomTaskState::parse(&r.text("state")?)?,
             remote_task_id: r.opt_text("remote_task_id")?,
             evidence: r.opt_text("evidence")?,
+            created_at: UnixMillis(r.int("created_at")?),
         })
     }
+}
+
+/// A task whose work is not finished: the task itself is not terminal, or it is and the turn it
+/// runs in is still OPEN (core stopped between the two). What core's resumer drives at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsettledIntercomTask {
+    pub record: IntercomTaskRecord,
+    pub run_id: RunId,
+    pub turn_id: TurnId,
+    pub turn_state: TurnState,
+    /// The Pattern the run executes (the resumer drives only its own).
+    pub pattern_id: String,
 }
 
 /// A protocol-level update of a submitted task (SUBMITTING and abandonment move with the
@@ -79,9 +95,41 @@ pub struct IntercomUpdate {
 
 const SELECT_TASK: &str =
     "SELECT task_id, attempt_id, decision_id, peer, message_id, payload_digest, state,
-        remote_task_id, evidence FROM intercom_task WHERE task_id = $1";
+        remote_task_id, evidence, created_at FROM intercom_task WHERE task_id = $1";
+
+/// Non-terminal tasks, and terminal ones whose turn is still OPEN, oldest first. A full scan of
+/// `intercom_task`: one row per outbound A2A task, far fewer than turns, so no index is kept
+/// for it (no migration); the joins go through primary and unique keys.
+const SELECT_UNSETTLED: &str = "SELECT t.task_id AS task_id, t.attempt_id AS attempt_id,
+        t.decision_id AS decision_id, t.peer AS peer, t.message_id AS message_id,
+        t.payload_digest AS payload_digest, t.state AS state, t.remote_task_id AS remote_task_id,
+        t.evidence AS evidence, t.created_at AS created_at, a.run_id AS run_id,
+        r.turn_id AS turn_id, r.pattern_id AS pattern_id, u.state AS turn_state
+     FROM intercom_task t
+     JOIN service_job_attempt a ON a.attempt_id = t.attempt_id
+     JOIN run r ON r.run_id = a.run_id
+     JOIN reach_turn u ON u.turn_id = r.turn_id
+     WHERE t.state IN ('OUTBOX', 'SUBMITTING', 'PARKED', 'UNCERTAIN') OR u.state = 'OPEN'
+     ORDER BY t.created_at, t.task_id";
 
 impl Phylactery {
+    /// Every Intercom task whose work is not finished ([`UnsettledIntercomTask`]): the Stasis
+    /// core resumes at start without an operator asking again.
+    pub async fn unsettled_intercom_tasks(&self) -> Result<Vec<UnsettledIntercomTask>> {
+        let rows = self.pool().fetch_all(SELECT_UNSETTLED, &args![]).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(UnsettledIntercomTask {
+                    record: IntercomTaskRecord::from_row(r)?,
+                    run_id: RunId(r.text("run_id")?),
+                    turn_id: TurnId(r.text("turn_id")?),
+                    turn_state: TurnState::parse(&r.text("turn_state")?)?,
+                    pattern_id: r.text("pattern_id")?,
+                })
+            })
+            .collect()
+    }
+
     /// Persists the Intercom task/outbox record and its attempt (channel `INTERCOM_TASK`) in one
     /// transaction, under a recorded, unused, unexpired decision binding this peer and payload.
     pub async fn persist_intercom_task(
@@ -137,6 +185,7 @@ impl Phylactery {
             state: IntercomTaskState::Outbox,
             remote_task_id: None,
             evidence: None,
+            created_at: now,
         };
         Ok((attempt, record))
     }

@@ -8,24 +8,34 @@
 //! decision at ward bound to the attempt id, the peer URL and the exact body's digest, and the
 //! transport hands `ProviderCall/Call` only that body and the decision id; egress-provider
 //! redeems it. The [`PhylacteryJournal`] commits the task (OUTBOX) before the send's decision
-//! is redeemed and SUBMITTING before the first byte, so a parked task is durable. Asked again
-//! with the same task id and text (after a restart, or to continue a task whose poll budget
-//! ran out), core rebuilds the same envelope and resumes from the ledger (`resume`): PARKED
-//! polls on, SUBMITTING becomes UNCERTAIN (never resent without the receipt), OUTBOX is
-//! abandoned unsent.
+//! is redeemed and SUBMITTING before the first byte, so a parked task is durable.
+//!
+//! A task still parked or uncertain when the request's poll budget ends goes to the Stasis
+//! ([`stasis`]), which polls it on (each poll its own decision) or, if uncertain, waits for its
+//! local deadline, and terminates the turn when the task settles. At start core's resumer
+//! hands every unsettled task in the ledger to the Stasis, without any operator call. The
+//! turn's terminal follows `reach_intercom::ledger::turn_outcome`, after the answer's
+//! quarantine (`reach_intercom::quarantine`): a refused answer settles the turn REFUSED and is
+//! not adopted. Asked again with the same task id and text while no driver holds the task,
+//! core rebuilds the same envelope and resumes from the ledger (`resume`: PARKED polls on,
+//! SUBMITTING becomes UNCERTAIN and is never resent without the receipt, OUTBOX is abandoned
+//! unsent); once the turn is terminal, the request reports the ledger and sends nothing.
 
-use std::sync::Arc;
+mod stasis;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reach_digest::Sha256Digest;
-use reach_intercom::ledger::PhylacteryJournal;
+use reach_intercom::ledger::{PhylacteryJournal, resumed_phase, turn_outcome};
 use reach_intercom::{
     Attempt, DecisionAuthority, DecisionId, DecisionRefusal, EnrollmentReceipt, Intercom,
     IntercomRefusal, OutboundTask, Part, Phase, PollBudget, Redeemed, TaskSpec, Transmitted,
-    Transport, answer_text,
+    Transport, quarantine_answer,
 };
 use reach_phylactery as ledger;
-use reach_phylactery::{Clock, LedgerError, Phylactery, SystemClock};
+use reach_phylactery::{Clock, LedgerError, Phylactery, SystemClock, TurnState};
 use reach_proto::core::v1 as pb;
 use reach_proto::egress::v1::CallRequest;
 use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
@@ -38,6 +48,8 @@ use tonic::transport::Channel;
 pub const PATTERN: (&str, &str) = ("intercom-operator-task", "1");
 /// The policy revision bound into every A2A decision.
 pub const POLICY_REVISION: &str = "reach.intercom.operator-task/1";
+/// The ward subject of every operator A2A task's scope (see `IntercomRoute::sigil`).
+const OPERATOR_SUBJECT: &str = "operator";
 /// Longest operator text carried (one A2A text part).
 const MAX_TEXT_BYTES: usize = 4096;
 
@@ -82,6 +94,33 @@ pub struct IntercomRoute {
     ward: WardClient<Channel>,
     vault: Arc<Phylactery>,
     habitat: String,
+    /// Task ids some driver in this process is moving (an operator request or the Stasis):
+    /// one driver per task, so a request never polls or settles beside another.
+    driving: Arc<Mutex<HashSet<String>>>,
+}
+
+/// This process drives the task while it is held; dropping it lets another driver take it.
+#[derive(Debug)]
+pub(crate) struct Driving {
+    set: Arc<Mutex<HashSet<String>>>,
+    task_id: String,
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.task_id);
+    }
+}
+
+/// Where a task stands, as the operator's response reports it.
+pub(crate) struct Report {
+    phase: String,
+    code: String,
+    answer: String,
+    turn_state: TurnState,
 }
 
 impl IntercomRoute {
@@ -98,24 +137,99 @@ impl IntercomRoute {
             ward: WardClient::new(ward),
             vault: Arc::new(vault),
             habitat,
+            driving: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
-    fn spec(&self, task_id: &str, text: &str, now: ledger::UnixMillis) -> TaskSpec {
+    /// Durable Stasis at start: a background task hands every unsettled operator task in the
+    /// ledger to the Stasis once the vault serves ([`stasis::resume_all`]).
+    pub fn resume_parked(&self) {
+        tokio::spawn(stasis::resume_all(self.clone()));
+    }
+
+    /// Whether the operator's `peer` names the enrolled peer: empty, its exact URL, or the
+    /// host of that URL.
+    fn names_peer(&self, peer: &str) -> bool {
+        let url = &self.settings.peer;
+        let host = url
+            .strip_prefix("https://")
+            .and_then(|rest| rest.split(['/', ':']).next())
+            .unwrap_or_default();
+        peer.is_empty() || peer == url || (!host.is_empty() && peer == host)
+    }
+
+    /// Takes the task for this driver, unless another holds it.
+    pub(crate) fn claim(&self, task_id: &str) -> Option<Driving> {
+        let mut set = self.driving.lock().unwrap_or_else(|e| e.into_inner());
+        set.insert(task_id.to_owned()).then(|| Driving {
+            set: Arc::clone(&self.driving),
+            task_id: task_id.to_owned(),
+        })
+    }
+
+    /// The local deadline of a task committed at `created`.
+    pub(crate) fn deadline(&self, created: ledger::UnixMillis) -> ledger::UnixMillis {
+        created.plus(Duration::from_secs(self.settings.deadline_secs))
+    }
+
+    pub(crate) fn poll_budget(&self) -> PollBudget {
+        PollBudget {
+            max_polls: self.settings.max_polls,
+            interval: Duration::from_millis(self.settings.poll_interval_ms),
+        }
+    }
+
+    fn spec(&self, task_id: &str, text: &str, created: ledger::UnixMillis) -> TaskSpec {
         TaskSpec {
             task_id: task_id.to_owned(),
             message_id: format!("msg-{task_id}"),
             context_id: None,
             parts: vec![Part::text(text)],
-            deadline: now.plus(Duration::from_secs(self.settings.deadline_secs)),
-            polls: PollBudget {
-                max_polls: self.settings.max_polls,
-                interval: Duration::from_millis(self.settings.poll_interval_ms),
-            },
+            deadline: self.deadline(created),
+            polls: self.poll_budget(),
         }
     }
 
-    /// Runs (or resumes) one operator task and reports where it stands.
+    pub(crate) fn journal(&self, run: ledger::RunId) -> PhylacteryJournal {
+        PhylacteryJournal {
+            vault: Arc::clone(&self.vault),
+            run,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    pub(crate) fn transport(&self) -> ProviderTransport {
+        ProviderTransport {
+            provider: self.provider.clone(),
+            peer: self.settings.peer.clone(),
+        }
+    }
+
+    pub(crate) fn receipt(&self) -> EnrollmentReceipt {
+        self.settings
+            .receipt
+            .clone()
+            .unwrap_or_else(|| EnrollmentReceipt::without_resend(self.settings.peer.clone()))
+    }
+
+    pub(crate) fn vault(&self) -> &Phylactery {
+        &self.vault
+    }
+
+    /// A decision issuer for the turn's run under the run's Sigil. When ward refuses the scope
+    /// (an expired or revoked Sigil), the issuer refuses every decision with ward's code: the
+    /// driver then settles the task at its deadline (or REVOKED), sending nothing.
+    pub(crate) async fn issuer(&self, turn: &str) -> WardIssuer {
+        WardIssuer {
+            ward: self.ward.clone(),
+            sigil: self.sigil(turn).await,
+            run: turn.to_owned(),
+        }
+    }
+
+    /// Runs (or resumes) one operator task and reports where it stands. A task still parked
+    /// or uncertain when this request's poll budget ends is handed to the Stasis, which
+    /// drives it to a terminal and terminates its turn.
     pub async fn send(
         &self,
         operator: &str,
@@ -129,10 +243,15 @@ impl IntercomRoute {
         if reach_portal::cut::contains_sigil(&r.text) {
             return Err(Status::invalid_argument("egress/sigil-presented"));
         }
+        if !self.names_peer(&r.peer) {
+            return Err(Status::invalid_argument(
+                "intercom/unknown-peer: core enrolls one peer (settings.intercom.peer)",
+            ));
+        }
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let spec = self.spec(&r.task_id, &r.text, clock.now());
         // Refuses a bad task id before anything is written.
-        let fresh = OutboundTask::new(spec.clone()).map_err(refusal)?;
+        let fresh =
+            OutboundTask::new(self.spec(&r.task_id, &r.text, clock.now())).map_err(refusal)?;
         let admitted = self
             .vault
             .admit(&ledger::AdmissionRequest {
@@ -149,6 +268,38 @@ impl IntercomRoute {
             .await
             .map_err(ledger_status)?;
         let turn = admitted.status().turn_id.clone();
+        let respond = |rep: Report, polls: u32| pb::SendA2aTaskResponse {
+            task_id: r.task_id.clone(),
+            turn_id: turn.0.clone(),
+            phase: rep.phase,
+            code: rep.code,
+            answer: rep.answer,
+            polls,
+            turn_state: rep.turn_state.to_string(),
+        };
+        let existing = match self.vault.intercom_task(&r.task_id).await {
+            Ok(rec) => Some(rec),
+            Err(LedgerError::NotFound { .. }) => None,
+            Err(e) => return Err(ledger_status(e)),
+        };
+        let turn_state = self.vault.turn_state(&turn).await.map_err(ledger_status)?;
+        // A settled turn, or a task another driver holds: report the ledger, send nothing.
+        let guard = if turn_state.is_terminal() {
+            None
+        } else {
+            self.claim(&r.task_id)
+        };
+        let Some(guard) = guard else {
+            let code = if turn_state.is_terminal() {
+                None
+            } else {
+                Some("intercom/in-stasis")
+            };
+            return Ok(respond(
+                ledger_report(existing.as_ref(), turn_state, code),
+                0,
+            ));
+        };
         let run = self
             .vault
             .begin_run(
@@ -160,31 +311,27 @@ impl IntercomRoute {
             )
             .await
             .map_err(ledger_status)?;
-        let journal = PhylacteryJournal {
-            vault: Arc::clone(&self.vault),
-            run,
-            clock: Arc::clone(&clock),
+        let journal = self.journal(run);
+        let mut task = match &existing {
+            Some(rec) => journal
+                .resume(self.spec(&r.task_id, &r.text, rec.created_at))
+                .await
+                .map_err(refusal)?,
+            None => fresh,
         };
-        let mut task = match self.vault.intercom_task(&r.task_id).await {
-            Ok(_) => journal.resume(spec).await.map_err(refusal)?,
-            Err(LedgerError::NotFound { .. }) => fresh,
-            Err(e) => return Err(ledger_status(e)),
-        };
-        let sigil = self.sigil(&turn.0, operator).await?;
-        let issuer = WardIssuer {
-            ward: self.ward.clone(),
-            sigil,
-            run: turn.0.clone(),
-        };
-        let transport = ProviderTransport {
-            provider: self.provider.clone(),
-            peer: self.settings.peer.clone(),
-        };
-        let no_receipt = EnrollmentReceipt::without_resend(self.settings.peer.clone());
+        let issuer = self.issuer(&turn.0).await;
+        if let Err(code) = &issuer.sigil {
+            return Err(Status::failed_precondition(format!(
+                "ward refused the task's scope: {code}"
+            )));
+        }
+        tracing::debug!(operator, task = %r.task_id, "operator A2A task driven");
+        let transport = self.transport();
+        let receipt = self.receipt();
         let intercom = Intercom {
             client: &transport,
             authority: &issuer,
-            receipt: self.settings.receipt.as_ref().unwrap_or(&no_receipt),
+            receipt: &receipt,
             journal: &journal,
             clock,
         };
@@ -194,28 +341,92 @@ impl IntercomRoute {
             Phase::Uncertain => intercom.reconcile(&mut task).await.err(),
             _ => None,
         };
-        let code = match &stopped {
-            Some(e) => e.to_string(),
-            None => task
-                .trail()
-                .last()
-                .map(|e| e.code.clone())
-                .unwrap_or_default(),
+        let polls = task.polls();
+        let phase = task.phase();
+        let report = if phase.is_terminal() {
+            self.settle_turn(&turn, &task).await?
+        } else {
+            let code = match &stopped {
+                Some(e) => e.to_string(),
+                None => last_code(&task),
+            };
+            if matches!(phase, Phase::Submitted | Phase::Polling | Phase::Uncertain) {
+                tokio::spawn(stasis::drive(
+                    self.clone(),
+                    stasis::Parked {
+                        task,
+                        turn: turn.clone(),
+                        journal,
+                        issuer,
+                        guard,
+                    },
+                ));
+            }
+            Report {
+                phase: phase.to_string(),
+                code,
+                answer: String::new(),
+                turn_state: TurnState::Open,
+            }
         };
-        tracing::info!(task = %r.task_id, turn = %turn.0, phase = %task.phase(), code, "operator A2A task");
-        Ok(pb::SendA2aTaskResponse {
-            task_id: r.task_id,
-            turn_id: turn.0,
-            phase: task.phase().to_string(),
-            code,
-            // Quarantined content for the operator; never posted anywhere by core.
-            answer: task.answer().map(answer_text).unwrap_or_default(),
-            polls: task.polls(),
+        tracing::info!(task = %r.task_id, turn = %turn.0, phase = %report.phase, code = %report.code, turn_state = %report.turn_state, "operator A2A task");
+        Ok(respond(report, polls))
+    }
+
+    /// Terminates the task's turn from its terminal phase (`ledger::turn_outcome`), after the
+    /// quarantine of a SUCCEEDED task's answer: an adopted answer's digest is the turn's
+    /// answer; a quarantined one settles REFUSED with its `quarantine/*` code and is kept
+    /// nowhere. No delivery intent: the operator reads the response. A turn already
+    /// terminated (a replay, another driver) is reported as it is.
+    pub(crate) async fn settle_turn(
+        &self,
+        turn: &ledger::TurnId,
+        task: &OutboundTask,
+    ) -> Result<Report, Status> {
+        let phase = task.phase();
+        let code = last_code(task);
+        let Some(outcome) = turn_outcome(phase, &code) else {
+            return Err(Status::internal("intercom/not-terminal"));
+        };
+        let (outcome, reason, answer) = match (phase, task.answer()) {
+            (Phase::Succeeded, None) => (
+                TurnState::Failed,
+                "intercom/answer-not-retained".to_owned(),
+                None,
+            ),
+            (Phase::Succeeded, Some(a)) => match quarantine_answer(a) {
+                Ok(text) => (outcome, code, Some(text)),
+                Err(q) => (TurnState::Refused, q.code(), None),
+            },
+            _ => (outcome, code, None),
+        };
+        let commit = ledger::TurnCommit {
+            outcome,
+            reason: Some(reason.clone()),
+            answer_digest: answer.as_ref().map(|t| Sha256Digest::of(t.as_bytes())),
+            intent: None,
+        };
+        let turn_state = match self.vault.commit_turn(turn, &commit).await {
+            Ok(c) => c.state,
+            Err(LedgerError::TurnAlreadyTerminal { .. }) => {
+                self.vault.turn_state(turn).await.map_err(ledger_status)?
+            }
+            Err(e) => return Err(ledger_status(e)),
+        };
+        tracing::info!(task = %task.spec().task_id, turn = %turn.0, phase = %phase, %turn_state, reason, "operator A2A turn settled");
+        Ok(Report {
+            phase: phase.to_string(),
+            code: reason,
+            answer: answer.unwrap_or_default(),
+            turn_state,
         })
     }
 
-    /// A Sigil for the task's run, held by core only.
-    async fn sigil(&self, run: &str, operator: &str) -> Result<String, Status> {
+    /// The Sigil of the task's run, held by core only, or ward's refusal code. The scope is
+    /// keyed by the operator role ([`OPERATOR_SUBJECT`]), not by the caller's leaf: ward binds
+    /// one scope to a run, and the Stasis must replay the same admission after a restart with
+    /// no operator present (ward returns the run's live Sigil).
+    async fn sigil(&self, run: &str) -> Result<String, String> {
         let r = self
             .ward
             .clone()
@@ -224,20 +435,47 @@ impl IntercomRoute {
                 application_id: "reach".into(),
                 guild_id: "intercom".into(),
                 channel_id: "intercom".into(),
-                subject_id: operator.into(),
+                subject_id: OPERATOR_SUBJECT.into(),
                 run_id: run.into(),
                 expires_at_ms: 0,
             })
             .await
-            .map_err(|s| Status::unavailable(format!("ward: {:?}", s.code())))?
+            .map_err(|s| format!("ward/unavailable: {:?}", s.code()))?
             .into_inner();
         if r.sigil_id.is_empty() {
-            return Err(Status::failed_precondition(format!(
-                "ward refused the task's scope: {}",
-                r.refusal_code
-            )));
+            return Err(r.refusal_code);
         }
         Ok(r.sigil_id)
+    }
+}
+
+/// The code of the task's last transition.
+fn last_code(task: &OutboundTask) -> String {
+    task.trail()
+        .last()
+        .map(|e| e.code.clone())
+        .unwrap_or_default()
+}
+
+/// What the ledger says of a task this request does not drive.
+fn ledger_report(
+    record: Option<&ledger::IntercomTaskRecord>,
+    turn_state: TurnState,
+    code: Option<&str>,
+) -> Report {
+    let phase = record
+        .map(|r| resumed_phase(r.state).to_string())
+        .unwrap_or_default();
+    // The evidence is `<code> attempt=… decision=… response=…`: the code is its first word.
+    let recorded = record
+        .and_then(|r| r.evidence.as_deref())
+        .and_then(|e| e.split(' ').next())
+        .unwrap_or_default();
+    Report {
+        phase,
+        code: code.unwrap_or(recorded).to_owned(),
+        answer: String::new(),
+        turn_state,
     }
 }
 
@@ -250,9 +488,10 @@ fn ledger_status(e: LedgerError) -> Status {
 }
 
 /// Issues one `a2a-task` decision per physical attempt at ward; redemption is egress-provider's.
-struct WardIssuer {
+pub(crate) struct WardIssuer {
     ward: WardClient<Channel>,
-    sigil: String,
+    /// The run's Sigil, or ward's refusal of the run's scope.
+    sigil: Result<String, String>,
     run: String,
 }
 
@@ -262,7 +501,10 @@ impl DecisionAuthority for WardIssuer {
             .ward
             .clone()
             .issue_decision(IssueDecisionRequest {
-                sigil_id: self.sigil.clone(),
+                sigil_id: match &self.sigil {
+                    Ok(s) => s.clone(),
+                    Err(code) => return Err(decision_refusal(code.clone())),
+                },
                 run_id: self.run.clone(),
                 attempt_id: attempt.attempt_id(),
                 destination: attempt.destination.clone(),
@@ -281,20 +523,24 @@ impl DecisionAuthority for WardIssuer {
                 code: format!("ward/unavailable: {:?}", s.code()),
             })?
             .into_inner();
-        match r.refusal_code.as_str() {
-            "" => Ok(DecisionId(r.decision_id)),
-            "sigil/revoked" | "decision/revoked" => Err(DecisionRefusal::Revoked {
-                code: r.refusal_code,
-            }),
-            _ => Err(DecisionRefusal::Refused {
-                code: r.refusal_code,
-            }),
+        if r.refusal_code.is_empty() {
+            return Ok(DecisionId(r.decision_id));
         }
+        Err(decision_refusal(r.refusal_code))
     }
 
     async fn redeem(&self, _d: &DecisionId, _a: &Attempt) -> Result<(), DecisionRefusal> {
         // egress-provider redeems at ward, at byte time, with the digest it computes itself.
         Ok(())
+    }
+}
+
+/// Ward's refusal code as the driver reads it: a revocation settles the task REVOKED, anything
+/// else refuses this attempt only.
+fn decision_refusal(code: String) -> DecisionRefusal {
+    match code.as_str() {
+        "sigil/revoked" | "decision/revoked" => DecisionRefusal::Revoked { code },
+        _ => DecisionRefusal::Refused { code },
     }
 }
 
@@ -309,7 +555,7 @@ fn operator_receipt(payload: &Sha256Digest) -> Sha256Digest {
 
 /// One attempt over `ProviderCall/Call`: the decision id, attempt id and exact body go to
 /// egress-provider, which redeems and carries them.
-struct ProviderTransport {
+pub(crate) struct ProviderTransport {
     provider: ProviderCallClient<Channel>,
     peer: String,
 }

@@ -103,6 +103,10 @@ fn main() -> std::process::ExitCode {
                 ))
             }
         };
+        if let Some(route) = &intercom {
+            // Durable Stasis: parked and uncertain A2A tasks resume without an operator call.
+            route.resume_parked();
+        }
         let authority = authority::DeliveryAuthority::new(ward, vault.clone());
         let core = ports::Core::new(
             vault,
