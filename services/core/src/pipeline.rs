@@ -150,7 +150,11 @@ impl Pipeline {
             intent: specs.next(),
         };
         let later: Vec<_> = specs.collect();
-        match self.vault.commit_turn_in_parts(&turn, &commit, &later).await {
+        match self
+            .vault
+            .commit_turn_in_parts(&turn, &commit, &later)
+            .await
+        {
             Ok(c) => {
                 tracing::info!(turn = %turn.0, state = c.state.as_str(), "turn committed");
                 if answer_digest.is_some() {
