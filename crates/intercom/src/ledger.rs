@@ -362,3 +362,65 @@ impl PhylacteryJournal {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_terminal_phase_has_a_turn_outcome_and_no_other_does() {
+        let expect = [
+            (
+                Phase::Succeeded,
+                "a2a/TASK_STATE_COMPLETED",
+                TurnState::Succeeded,
+            ),
+            (
+                Phase::Refused,
+                "a2a/TASK_STATE_REJECTED",
+                TurnState::Refused,
+            ),
+            (Phase::Failed, "a2a/TASK_STATE_FAILED", TurnState::Failed),
+            (
+                Phase::Cancelled,
+                "a2a/TASK_STATE_CANCELED",
+                TurnState::Failed,
+            ),
+            (Phase::Expired, "intercom/deadline", TurnState::Expired),
+            (Phase::Revoked, "sigil/revoked", TurnState::Refused),
+            (Phase::Lost, "a2a/task-not-found", TurnState::Indeterminate),
+            (
+                Phase::AbandonedBeforeSubmit,
+                "intercom/deadline-before-send",
+                TurnState::Expired,
+            ),
+            (
+                Phase::AbandonedBeforeSubmit,
+                "sigil/revoked",
+                TurnState::Refused,
+            ),
+            (
+                Phase::AbandonedBeforeSubmit,
+                "decision/unknown",
+                TurnState::DependencyUnavailable,
+            ),
+        ];
+        for (phase, code, turn) in expect {
+            assert_eq!(turn_outcome(phase, code), Some(turn), "{phase} {code}");
+        }
+        for &phase in Phase::ALL {
+            assert_eq!(
+                turn_outcome(phase, "").is_some(),
+                phase.is_terminal(),
+                "{phase}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_resumed_phase_is_recorded_in_the_same_state() {
+        for &state in IntercomTaskState::ALL {
+            assert_eq!(ledger_state(resumed_phase(state)), state, "{state}");
+        }
+    }
+}

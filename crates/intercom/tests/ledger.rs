@@ -1,3 +1,4 @@
+#![allow(clippy::disallowed_methods)] // The test server's URL, never a secret.
 //! The outbound task persisted through the Phylactery's Intercom task/outbox table on real
 //! SQLite: committed (OUTBOX) with its decision before the decision is redeemed, SUBMITTING
 //! before the first byte, then PARKED and settled with evidence; an ambiguous send is UNCERTAIN
@@ -6,6 +7,7 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::*;
 use reach_a2a_peer::{A2aPeer, Script, state};
@@ -13,20 +15,36 @@ use reach_digest::Sha256Digest;
 use reach_intercom::ledger::{PhylacteryJournal, ledger_state};
 use reach_intercom::{
     Attempt, DecisionId, Evidence, Intercom, IntercomRefusal, Journal, JournalError, OutboundTask,
-    Phase,
+    Phase, PollBudget,
 };
 use reach_phylactery::{
-    AdmissionRequest, EventKey, IntercomTaskState, OperatorReconciliation, PatternRevision,
-    Phylactery, ReconciliationKind, VaultConfig,
+    AdmissionRequest, Clock, EventKey, IntercomTaskState, OperatorReconciliation, PatternRevision,
+    Phylactery, ReconciliationKind, TurnCommit, TurnState, VaultConfig,
 };
 
 async fn vault(f: &Fixture) -> (Arc<Phylactery>, PhylacteryJournal) {
-    let p = Phylactery::open(
-        VaultConfig::sqlite(f.dir.path().join("vault.db")),
-        Arc::new(f.clock.clone()),
+    vault_in(f, VaultConfig::sqlite(f.dir.path().join("vault.db"))).await
+}
+
+/// A fresh schema on the test PostgreSQL server (`REACH_TEST_DATABASE_URL`, which
+/// `scripts/test.sh` sets); a clear failure when it is missing, never a silent pass.
+fn postgres() -> VaultConfig {
+    let url = std::env::var("REACH_TEST_DATABASE_URL")
+        .expect("REACH_TEST_DATABASE_URL names the test PostgreSQL server");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    VaultConfig::postgres(
+        url,
+        Some(format!("t_intercom_{}_{nanos}", std::process::id())),
     )
-    .await
-    .unwrap();
+}
+
+async fn vault_in(f: &Fixture, config: VaultConfig) -> (Arc<Phylactery>, PhylacteryJournal) {
+    let p = Phylactery::open(config, Arc::new(f.clock.clone()))
+        .await
+        .unwrap();
     p.record_operator_reconciliation(&OperatorReconciliation {
         kind: ReconciliationKind::Genesis,
         operator: "test-operator".into(),
@@ -407,4 +425,160 @@ async fn resuming_refuses_a_spec_that_is_not_the_journaled_one() {
         journal.resume(task.spec().clone()).await.unwrap().phase(),
         Phase::Succeeded
     );
+}
+
+/// Core's resumer at start: the Phylactery lists the task by state, and the ledger alone (no
+/// text) rebuilds it for polling; settling it and then its turn takes it off the list.
+#[tokio::test]
+async fn an_unsettled_task_is_listed_and_resumed_from_the_ledger_alone() {
+    let f = Fixture::new(Script::ending(state::COMPLETED, 3)).await;
+    let sqlite = VaultConfig::sqlite(f.dir.path().join("vault.db"));
+    listed_and_resumed(f, sqlite).await;
+}
+
+/// The same on PostgreSQL.
+#[tokio::test]
+async fn an_unsettled_task_is_listed_and_resumed_from_the_ledger_alone_on_postgres() {
+    let f = Fixture::new(Script::ending(state::COMPLETED, 3)).await;
+    listed_and_resumed(f, postgres()).await;
+}
+
+async fn listed_and_resumed(f: Fixture, config: VaultConfig) {
+    let (vault, journal) = vault_in(&f, config).await;
+    assert!(vault.unsettled_intercom_tasks().await.unwrap().is_empty());
+    let mut task = f.task("t-listed", 2);
+    assert_eq!(
+        intercom(&f, &journal).run(&mut task).await.unwrap_err(),
+        IntercomRefusal::PollBudgetExhausted { polls: 2 }
+    );
+    drop(task);
+    let listed = vault.unsettled_intercom_tasks().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let t = &listed[0];
+    assert_eq!(
+        (
+            t.record.task_id.as_str(),
+            t.record.state,
+            t.turn_state,
+            t.pattern_id.as_str(),
+            &t.run_id
+        ),
+        (
+            "t-listed",
+            IntercomTaskState::Parked,
+            TurnState::Open,
+            "public-answer",
+            &journal.run
+        )
+    );
+    assert_eq!(t.record.created_at, START);
+    let budget = PollBudget {
+        max_polls: 5,
+        interval: Duration::from_millis(1),
+    };
+    let deadline = START.plus(Duration::from_secs(60));
+    let mut resumed = journal
+        .resume_recorded(&t.record, deadline, budget)
+        .await
+        .unwrap();
+    assert_eq!(resumed.phase(), Phase::Polling);
+    assert!(!resumed.envelope_retained());
+    assert_eq!(
+        resumed.envelope_digest().to_string(),
+        t.record.payload_digest
+    );
+    assert_eq!(
+        intercom(&f, &journal).poll(&mut resumed).await.unwrap(),
+        Phase::Succeeded
+    );
+    assert!(
+        resumed.answer().is_some(),
+        "the answer came with the terminal"
+    );
+    assert_eq!(f.peer.count("SendMessage"), 1, "resumed by polling only");
+
+    // A settled task whose turn is still OPEN stays listed (core stopped between the two).
+    let listed = vault.unsettled_intercom_tasks().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].record.state, IntercomTaskState::Succeeded);
+    vault
+        .commit_turn(
+            &t.turn_id,
+            &TurnCommit {
+                outcome: TurnState::Succeeded,
+                reason: Some("a2a/TASK_STATE_COMPLETED".into()),
+                answer_digest: None,
+                intent: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(vault.unsettled_intercom_tasks().await.unwrap().is_empty());
+}
+
+/// An uncertain task rebuilt without its text is never resent, even when a receipt admits a
+/// resend; its local deadline settles it EXPIRED with evidence, sending nothing.
+#[tokio::test]
+async fn a_task_resumed_without_its_text_is_never_resent_and_expires_at_its_deadline() {
+    let mut f = Fixture::new(Script {
+        drop_after_commit: 1,
+        message_id_guarantee: true,
+        ..Script::default()
+    })
+    .await;
+    f.receipt = reach_intercom::EnrollmentReceipt::with_resend(f.peer.url(), 1);
+    let (vault, journal) = vault(&f).await;
+    let mut task = f.task("t-uncertain-restored", 5);
+    assert_eq!(
+        intercom(&f, &journal).run(&mut task).await.unwrap(),
+        Phase::Uncertain
+    );
+    drop(task);
+    let record = vault.intercom_task("t-uncertain-restored").await.unwrap();
+    let budget = PollBudget {
+        max_polls: 5,
+        interval: Duration::from_millis(1),
+    };
+    let deadline = f.clock.now().plus(Duration::from_secs(10));
+    let mut resumed = journal
+        .resume_recorded(&record, deadline, budget)
+        .await
+        .unwrap();
+    assert_eq!(resumed.phase(), Phase::Uncertain);
+    assert_eq!(
+        intercom(&f, &journal)
+            .reconcile(&mut resumed)
+            .await
+            .unwrap_err(),
+        IntercomRefusal::EnvelopeNotRetained
+    );
+    // Before the deadline nothing changes; after it, EXPIRED.
+    assert_eq!(
+        intercom(&f, &journal)
+            .expire_if_due(&mut resumed)
+            .await
+            .unwrap(),
+        Phase::Uncertain
+    );
+    f.clock.advance(Duration::from_secs(11));
+    assert_eq!(
+        intercom(&f, &journal)
+            .expire_if_due(&mut resumed)
+            .await
+            .unwrap(),
+        Phase::Expired
+    );
+    let record = vault.intercom_task("t-uncertain-restored").await.unwrap();
+    assert_eq!(record.state, IntercomTaskState::Expired);
+    assert_eq!(record.evidence.as_deref(), Some("intercom/deadline"));
+    assert_eq!(
+        intercom(&f, &journal)
+            .expire_if_due(&mut resumed)
+            .await
+            .unwrap_err(),
+        IntercomRefusal::WrongPhase {
+            phase: Phase::Expired
+        }
+    );
+    assert_eq!(f.peer.count("SendMessage"), 1, "never resent");
 }
