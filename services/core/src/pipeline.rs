@@ -157,8 +157,10 @@ impl Pipeline {
         {
             Ok(c) => {
                 tracing::info!(turn = %turn.0, state = c.state.as_str(), "turn committed");
+                // One waiting claimer per committed intent: waking them all made every idle
+                // claimer run a claim through the single writer for one intent.
                 if answer_digest.is_some() {
-                    self.committed.notify_waiters();
+                    self.committed.notify_one();
                 }
             }
             Err(e) => tracing::warn!(turn = %turn.0, code = e.code(), "turn commit refused"),
