@@ -311,8 +311,9 @@ impl Delivery for Core {
             .await
             .map_err(status)?;
         if sent {
-            // KNOWN_SENT opened the answer's next part, if it has one: wake a waiting claimer.
-            self.committed.notify_waiters();
+            // KNOWN_SENT opened the answer's next part, if it has one: wake one waiting
+            // claimer (waking all made every idle worker claim through the single writer).
+            self.committed.notify_one();
         }
         Ok(Response::new(pb::SettleResponse {}))
     }
@@ -342,8 +343,8 @@ impl Delivery for Core {
             .reconcile_delivery(&ledger::IntentId(r.intent_id), &evidence, &owner)
             .await
             .map_err(status)?;
-        // Found opened the next part, proved absence a successor: wake a waiting claimer.
-        self.committed.notify_waiters();
+        // Found opened the next part, proved absence a successor: wake one waiting claimer.
+        self.committed.notify_one();
         let outcome = if found {
             pb::DeliveryOutcome::KnownSent
         } else {
