@@ -132,6 +132,15 @@ pub struct CreateRequest {
     pub received_at: Instant,
 }
 
+/// One Get Channel Messages request as received (failed reads included).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadRequest {
+    /// The channel in the path.
+    pub channel_id: u64,
+    /// The query string, exactly as received (`after=…&limit=…`).
+    pub query: String,
+}
+
 /// A scripted behaviour for the next Create Message request.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fault {
@@ -201,6 +210,7 @@ pub(crate) struct State {
     pub(crate) messages: BTreeMap<u64, EmulatedMessage>,
     pub(crate) channel_guilds: HashMap<u64, Option<u64>>,
     pub(crate) creates: Vec<CreateRequest>,
+    pub(crate) reads: Vec<ReadRequest>,
     pub(crate) faults: VecDeque<Fault>,
     pub(crate) nonces: HashMap<String, (u64, Instant)>,
     pub(crate) sessions: HashMap<String, SessionState>,
@@ -518,6 +528,11 @@ impl Emulator {
     /// Every Create Message request received, in order.
     pub fn create_requests(&self) -> Vec<CreateRequest> {
         self.inner.lock().creates.clone()
+    }
+
+    /// Every Get Channel Messages request received, in order (a reconciliation's reads).
+    pub fn read_requests(&self) -> Vec<ReadRequest> {
+        self.inner.lock().reads.clone()
     }
 
     /// Script the behaviour of the next Create Message request (queued in order).

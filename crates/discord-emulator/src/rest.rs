@@ -203,7 +203,14 @@ fn create(inner: &Inner, channel: u64, body: &[u8]) -> Reply {
 }
 
 fn list(inner: &Inner, channel: u64, query: &str) -> Reply {
-    if inner.lock().reads_unavailable {
+    let mut state = inner.lock();
+    state.reads.push(crate::ReadRequest {
+        channel_id: channel,
+        query: query.to_owned(),
+    });
+    let unavailable = state.reads_unavailable;
+    drop(state);
+    if unavailable {
         return error(503, 0, "503: Service Unavailable");
     }
     let mut after = 0u64;

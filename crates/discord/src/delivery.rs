@@ -17,6 +17,8 @@ pub const FLAG_SUPPRESS_EMBEDS: u64 = 1 << 2;
 pub const MAX_NONCE_LEN: usize = 25;
 /// Longest message content Discord accepts from a bot, in characters.
 pub const MAX_CONTENT_CHARS: usize = 2_000;
+/// Messages per channel-read page (Discord's maximum).
+pub const RECONCILE_PAGE: u8 = 100;
 /// A deterministic Create Message nonce: 1 to 25 characters of `[A-Za-z0-9_-]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Nonce(String);
@@ -172,4 +174,20 @@ pub fn decision_attempt_id(intent_id: &str, generation: u64) -> String {
 /// The Create Message URL a delivery's EgressDecision binds, under the gate's REST base.
 pub fn create_message_url(base: &str, channel_id: &str) -> String {
     format!("{base}/channels/{channel_id}/messages")
+}
+
+/// The exact GET URL of one reconciliation page: up to [`RECONCILE_PAGE`] messages of the
+/// channel after `after`, under the gate's REST base. Core binds a read's EgressDecision to it
+/// and the gate reads exactly it, so both build it here.
+pub fn channel_read_url(base: &str, channel_id: &str, after: Snowflake) -> String {
+    format!(
+        "{}?after={after}&limit={RECONCILE_PAGE}",
+        create_message_url(base, channel_id)
+    )
+}
+
+/// The bytes a channel read's EgressDecision digest covers: the exact request, method and URL
+/// (a GET has no body), so a decision for one page admits no other request.
+pub fn channel_read_request(url: &str) -> Vec<u8> {
+    format!("GET {url}\n").into_bytes()
 }

@@ -5,6 +5,9 @@
 //! (the pinned address, SNI and Host bound to the admitted name, the root store a parameter)
 //! and reads the return with `reach_bounded::fetch`, so nothing unbounded reaches a parser.
 //!
+//! **Architecture Invariant:** no channel read is made unless its [`ReadGate`] admitted that
+//! exact URL first (in egress-discord: a redeemed EgressDecision per page).
+//!
 //! **Architecture Invariant:** this module never retries. Each call is one physical attempt;
 //! its [`CreateOutcome`] says what the caller may conclude. Only [`CreateOutcome::NotSent`] and
 //! [`CreateOutcome::RateLimited`] prove that Discord did not accept the attempt; everything
@@ -32,8 +35,6 @@ use crate::model::{BotToken, MessageCreate, Snowflake};
 
 /// The production base URL.
 pub const DISCORD_API_BASE: &str = "https://discord.com/api/v10";
-/// Messages per channel-read page (Discord's maximum).
-pub const RECONCILE_PAGE: u8 = 100;
 /// Pages a reconciliation reads before it gives up as inconclusive (2,000 messages after the
 /// question: far more than an admitted channel sees in the minutes a delivery takes).
 pub const MAX_RECONCILE_PAGES: usize = 20;
@@ -46,8 +47,23 @@ const USER_AGENT_VALUE: &str = "DiscordBot (https://reach.invalid, 1)";
 
 pub use crate::delivery::{
     CreateMessage, CreateOutcome, FLAG_SUPPRESS_EMBEDS, InvalidNonce, MAX_CONTENT_CHARS,
-    MAX_NONCE_LEN, Nonce, Reconciliation,
+    MAX_NONCE_LEN, Nonce, RECONCILE_PAGE, Reconciliation, channel_read_request, channel_read_url,
 };
+
+/// Admits each channel read of a reconciliation, immediately before its request is written.
+///
+/// egress-discord's gate obtains an EgressDecision for the exact URL from core and redeems it
+/// at ward; `Err(code)` means that read is not made (no byte leaves) and the reconciliation
+/// ends [`Reconciliation::Inconclusive`] with the code. There is deliberately no gate that
+/// admits everything in this crate.
+pub trait ReadGate {
+    /// Admit one GET of `url` (built by [`channel_read_url`]) after `after`.
+    fn admit(
+        &mut self,
+        url: &str,
+        after: Snowflake,
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send;
+}
 
 /// The adapter's fixed parts.
 #[derive(Debug)]
@@ -158,11 +174,30 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         }
     }
 
+    /// The exact URL of the channel-read page after `after` (what a read's decision binds).
+    pub fn read_url(&self, channel: Snowflake, after: Snowflake) -> String {
+        channel_read_url(
+            self.config.base_url.trim_end_matches('/'),
+            &channel.to_string(),
+            after,
+        )
+    }
+
     /// Look for the message of `message` (by nonce) in its channel after `after` (the question
-    /// message, or any message older than the first attempt).
-    pub async fn reconcile(&self, message: &CreateMessage, after: Snowflake) -> Reconciliation {
+    /// message, or any message older than the first attempt). Every page is admitted by `gate`
+    /// before its GET.
+    pub async fn reconcile(
+        &self,
+        message: &CreateMessage,
+        after: Snowflake,
+        gate: &mut impl ReadGate,
+    ) -> Reconciliation {
         let mut cursor = after;
         for _ in 0..MAX_RECONCILE_PAGES {
+            let url = self.read_url(message.channel_id, cursor);
+            if let Err(reason) = gate.admit(&url, cursor).await {
+                return Reconciliation::Inconclusive { reason };
+            }
             let page = match self.read_page(message.channel_id, cursor).await {
                 Ok(page) => page,
                 Err(reason) => return Reconciliation::Inconclusive { reason },
@@ -211,7 +246,8 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         after: Snowflake,
     ) -> Result<Vec<ReadMessage>, String> {
         let (admitted, stream) = self.open().await.map_err(|e| e.code().to_owned())?;
-        let path = format!("/channels/{channel}/messages?after={after}&limit={RECONCILE_PAGE}");
+        // The same suffix `read_url` admitted, under the base path of the same base URL.
+        let path = channel_read_url("", &channel.to_string(), after);
         let request = self
             .request(&admitted, Method::GET, &path, Bytes::new())
             .map_err(|_| "discord/request-build".to_owned())?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::*;
 use reach_discord::Snowflake;
-use reach_discord::rest::{CreateMessage, CreateOutcome, Nonce, Reconciliation};
+use reach_discord::rest::{CreateMessage, CreateOutcome, Nonce, ReadGate, Reconciliation};
 use reach_discord_emulator::{Emulator, EmulatorConfig, Fault, User};
 use serde_json::json;
 
@@ -17,6 +17,35 @@ fn reply(question: u64, nonce: &str, content: &str) -> CreateMessage {
         content: content.to_owned(),
         nonce: Nonce::new(nonce).expect("nonce"),
         reply_to: Some(Snowflake(question)),
+    }
+}
+
+/// A read gate that admits up to `budget` reads and records every URL it was asked about.
+/// (In egress-discord each admission is a redeemed EgressDecision.)
+struct Gate {
+    budget: usize,
+    asked: Vec<(String, Snowflake)>,
+}
+
+impl Gate {
+    fn open() -> Self {
+        Self::with_budget(usize::MAX)
+    }
+    fn with_budget(budget: usize) -> Self {
+        Self {
+            budget,
+            asked: Vec::new(),
+        }
+    }
+}
+
+impl ReadGate for Gate {
+    async fn admit(&mut self, url: &str, after: Snowflake) -> Result<(), String> {
+        self.asked.push((url.to_owned(), after));
+        if self.asked.len() > self.budget {
+            return Err("decision/over-budget".into());
+        }
+        Ok(())
     }
 }
 
@@ -132,7 +161,7 @@ async fn commit_then_drop_is_unknown_and_reconciliation_finds_our_nonce() {
     assert!(matches!(out, CreateOutcome::Unknown { .. }), "{out:?}");
     let created = em.bot_messages(CHANNEL);
     assert_eq!(created.len(), 1, "the emulator committed the message");
-    let found = rest.reconcile(&msg, Snowflake(q)).await;
+    let found = rest.reconcile(&msg, Snowflake(q), &mut Gate::open()).await;
     assert_eq!(
         found,
         Reconciliation::Found {
@@ -154,7 +183,7 @@ async fn drop_before_commit_is_unknown_and_reconciliation_proves_absence() {
     let out = rest.create_message(&msg).await;
     assert!(matches!(out, CreateOutcome::Unknown { .. }), "{out:?}");
     assert_eq!(
-        rest.reconcile(&msg, Snowflake(q)).await,
+        rest.reconcile(&msg, Snowflake(q), &mut Gate::open()).await,
         Reconciliation::ProvedAbsent
     );
 }
@@ -177,14 +206,15 @@ async fn reconciliation_without_nonces_in_reads_matches_content_and_reference() 
     ));
     let id = em.bot_messages(CHANNEL)[0].id;
     assert_eq!(
-        rest.reconcile(&msg, Snowflake(q)).await,
+        rest.reconcile(&msg, Snowflake(q), &mut Gate::open()).await,
         Reconciliation::Found {
             message_id: Snowflake(id)
         }
     );
     let other = reply(q, "nonce-other", "different text");
     assert_eq!(
-        rest.reconcile(&other, Snowflake(q)).await,
+        rest.reconcile(&other, Snowflake(q), &mut Gate::open())
+            .await,
         Reconciliation::ProvedAbsent
     );
 }
@@ -203,13 +233,66 @@ async fn reconciliation_pages_through_a_busy_channel() {
         em.post_user_message(CHANNEL, &User::human(43, "bob"), &format!("chatter {i}"));
     }
     assert_eq!(
-        rest.reconcile(&msg, Snowflake(q)).await,
+        rest.reconcile(&msg, Snowflake(q), &mut Gate::open()).await,
         Reconciliation::Found { message_id }
     );
     let absent = reply(q, "nonce-absent", "never sent");
     assert_eq!(
-        rest.reconcile(&absent, Snowflake(q)).await,
+        rest.reconcile(&absent, Snowflake(q), &mut Gate::open())
+            .await,
         Reconciliation::ProvedAbsent
+    );
+}
+
+#[tokio::test]
+async fn every_read_is_admitted_for_its_exact_url_and_a_refused_read_is_not_made() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let q = question(&em);
+    let absent = reply(q, "nonce-gated", "never sent");
+    for i in 0..150 {
+        em.post_user_message(CHANNEL, &User::human(43, "bob"), &format!("chatter {i}"));
+    }
+    // Two pages, each admitted for the URL whose query the emulator then received.
+    let mut gate = Gate::open();
+    assert_eq!(
+        rest.reconcile(&absent, Snowflake(q), &mut gate).await,
+        Reconciliation::ProvedAbsent
+    );
+    let reads = em.read_requests();
+    assert_eq!(gate.asked.len(), 2);
+    assert_eq!(reads.len(), 2);
+    for ((url, after), read) in gate.asked.iter().zip(&reads) {
+        assert_eq!(url, &rest.read_url(Snowflake(CHANNEL), *after));
+        assert_eq!(
+            url,
+            &format!(
+                "{}/channels/{CHANNEL}/messages?{}",
+                em.rest_base_url(),
+                read.query
+            )
+        );
+    }
+    assert_eq!(gate.asked[0].1, Snowflake(q));
+
+    // The gate admits one page and refuses the second: that GET never reaches Discord.
+    let mut gate = Gate::with_budget(1);
+    assert_eq!(
+        rest.reconcile(&absent, Snowflake(q), &mut gate).await,
+        Reconciliation::Inconclusive {
+            reason: "decision/over-budget".into()
+        }
+    );
+    assert_eq!(em.read_requests().len(), reads.len() + 1);
+    let mut gate = Gate::with_budget(0);
+    assert!(matches!(
+        rest.reconcile(&absent, Snowflake(q), &mut gate).await,
+        Reconciliation::Inconclusive { .. }
+    ));
+    assert_eq!(
+        em.read_requests().len(),
+        reads.len() + 1,
+        "no GET without admission"
     );
 }
 

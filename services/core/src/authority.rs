@@ -89,6 +89,11 @@ impl DeliveryAuthority {
         }
     }
 
+    /// The ward client, shared with the reconciliation reads' authority (`ports::reconcile`).
+    pub fn ward(&self) -> WardClient<Channel> {
+        self.ward.clone()
+    }
+
     /// Obtains and records the decision for a fresh claim.
     pub async fn issue(
         &self,

@@ -19,6 +19,8 @@ use tonic::{Request, Response, Status};
 use crate::authority::DeliveryAuthority;
 use crate::pipeline::Pipeline;
 
+mod reconcile;
+
 /// Longest lease a claimer may ask for; a crashed sender's pre-submit claim frees up after it.
 const MAX_LEASE_MS: u32 = 60_000;
 const DEFAULT_LEASE_MS: u32 = 15_000;
@@ -43,6 +45,8 @@ pub struct Core {
     habitat: String,
     pipeline: Pipeline,
     authority: DeliveryAuthority,
+    /// Decisions for reconciliation reads, on per-intent duty Sigils.
+    reads: reconcile::ReadAuthority,
     /// Woken by the pipeline when a turn commits an intent (see `Delivery::claim`'s wait).
     committed: Arc<Notify>,
     /// Turns whose pipeline runs in this process, so a redelivery does not start a second one.
@@ -59,11 +63,13 @@ impl Core {
         authority: DeliveryAuthority,
         committed: Arc<Notify>,
     ) -> Self {
+        let reads = reconcile::ReadAuthority::new(authority.ward(), vault.clone());
         Self {
             vault,
             habitat,
             pipeline,
             authority,
+            reads,
             committed,
             running: Arc::default(),
             intercom: None,
@@ -376,6 +382,17 @@ impl Delivery for Core {
             });
         }
         Ok(Response::new(pb::ListUnknownResponse { intents }))
+    }
+
+    async fn decide_reconcile_read(
+        &self,
+        req: Request<pb::DecideReconcileReadRequest>,
+    ) -> Result<Response<pb::DecideReconcileReadResponse>, Status> {
+        let caller = peer(&req)?;
+        self.reads
+            .decide(&caller, req.into_inner())
+            .await
+            .map(Response::new)
     }
 }
 

@@ -1,5 +1,6 @@
 //! The delivery loop: claim (with core's fresh EgressDecision), redeem the decision at ward,
-//! SUBMITTING, send, settle; and reconciliation of UNKNOWN outcomes.
+//! SUBMITTING, send, settle; and reconciliation of UNKNOWN outcomes, where every channel read
+//! is preceded by its own decision from core, redeemed at ward the same way ([`ReadDecisions`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -11,11 +12,11 @@ use reach_discord::Snowflake;
 use reach_discord::delivery::{
     CreateMessage, CreateOutcome, Nonce, Reconciliation, create_message_url, decision_attempt_id,
 };
-use reach_discord::rest::{RECONCILE_SETTLE, RestClient};
+use reach_discord::rest::{RECONCILE_SETTLE, ReadGate, RestClient, channel_read_request};
 use reach_proto::core::v1::delivery_client::DeliveryClient;
 use reach_proto::core::v1::{
-    ClaimRequest, DeliveryIntent, DeliveryOutcome, ListUnknownRequest, MarkSubmittingRequest,
-    ReconcileRequest, SettleRequest,
+    ClaimRequest, DecideReconcileReadRequest, DeliveryIntent, DeliveryOutcome, ListUnknownRequest,
+    MarkSubmittingRequest, ReconcileRequest, SettleRequest,
 };
 use reach_proto::ward::v1::ward_client::WardClient;
 use tokio::sync::watch;
@@ -32,12 +33,41 @@ const CLAIM_WAIT_MS: u32 = 500;
 const IDLE_POLL: Duration = Duration::from_millis(50);
 /// Sends of one attempt that Discord provably did not accept (429, nothing sent) before giving up.
 const MAX_UNACCEPTED_TRIES: u32 = 3;
+/// How often the reconciler looks for UNKNOWN outcomes due for a read.
+const RECONCILE_TICK: Duration = Duration::from_millis(500);
+/// The wait before an UNKNOWN outcome's first read, doubled after each inconclusive pass up to
+/// [`MAX_READ_BACKOFF`]. Every read costs a decision from the intent's duty Sigil, whose read
+/// budget ward bounds, so reads thin out instead of polling at a fixed rate.
+const FIRST_READ_BACKOFF: Duration = RECONCILE_TICK;
+const MAX_READ_BACKOFF: Duration = Duration::from_secs(30);
 
 struct Unknown {
     intent_id: String,
     message: CreateMessage,
     after: Snowflake,
     since: Instant,
+    /// When the next reconciliation pass may read, and the wait after it.
+    next_read: Instant,
+    backoff: Duration,
+}
+
+impl Unknown {
+    fn new(intent_id: String, message: CreateMessage) -> Self {
+        let now = Instant::now();
+        Self {
+            intent_id,
+            after: message.reply_to.unwrap_or(Snowflake(0)),
+            message,
+            since: now,
+            next_read: now,
+            backoff: FIRST_READ_BACKOFF,
+        }
+    }
+
+    fn read_later(&mut self) {
+        self.next_read = Instant::now() + self.backoff;
+        self.backoff = (self.backoff * 2).min(MAX_READ_BACKOFF);
+    }
 }
 
 /// The two ports this gate calls.
@@ -73,7 +103,7 @@ pub async fn run(peers: Peers, rest: Arc<Rest>, stop: impl Future<Output = ()>) 
         let (unknown, stopped) = (unknown.clone(), stopped.clone());
         tasks.spawn(worker(core, ward, rest, base, unknown, stopped));
     }
-    tasks.spawn(reconciler(core, rest, unknown, stopped));
+    tasks.spawn(reconciler(core, ward, rest, base, unknown, stopped));
     stop.await;
     // Workers finish the delivery in hand (never leaving a send half-reported), then exit.
     let _ = stopping.send(true);
@@ -120,24 +150,39 @@ async fn worker(
     }
 }
 
-/// Reconciles UNKNOWN outcomes from channel reads every half second.
+/// Reconciles UNKNOWN outcomes from channel reads, each when its backoff allows.
 async fn reconciler(
     mut core: DeliveryClient<Channel>,
+    mut ward: WardClient<Channel>,
     rest: Arc<Rest>,
+    base: String,
     unknown: Unknowns,
     mut stopped: watch::Receiver<bool>,
 ) {
     loop {
         tokio::select! {
             _ = stopped.changed() => return,
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = tokio::time::sleep(RECONCILE_TICK) => {}
         }
-        let mut pending = std::mem::take(&mut *lock(&unknown));
-        if pending.is_empty() {
+        let now = Instant::now();
+        let mut due = {
+            let mut pending = lock(&unknown);
+            let (due, later) = std::mem::take(&mut *pending)
+                .into_iter()
+                .partition(|u: &Unknown| u.next_read <= now);
+            *pending = later;
+            due
+        };
+        if due.is_empty() {
             continue;
         }
-        reconcile(&mut core, &rest, &mut pending).await;
-        lock(&unknown).extend(pending);
+        let mut peers = ReadPeers {
+            core: &mut core,
+            ward: &mut ward,
+            base: &base,
+        };
+        reconcile(&mut peers, &rest, &mut due).await;
+        lock(&unknown).extend(due);
     }
 }
 
@@ -295,13 +340,7 @@ async fn deliver(
                     String::new(),
                 )
                 .await;
-                let after = msg.reply_to.unwrap_or(Snowflake(0));
-                return Some(Unknown {
-                    intent_id: intent.intent_id,
-                    message: msg,
-                    after,
-                    since: Instant::now(),
-                });
+                return Some(Unknown::new(intent.intent_id, msg));
             }
         }
     }
@@ -321,14 +360,9 @@ async fn resume_unknown(core: &mut DeliveryClient<Channel>) -> Vec<Unknown> {
                             tracing::warn!(intent = %i.intent_id, "unknown intent is not a Discord message");
                             return None;
                         };
-                        Some(Unknown {
-                            intent_id: i.intent_id,
-                            after: message.reply_to.unwrap_or(Snowflake(0)),
-                            message,
-                            // When the outcome became unknown is not known here: absence is
-                            // proved only after a full settle interval from now.
-                            since: Instant::now(),
-                        })
+                        // When the outcome became unknown is not known here: absence is
+                        // proved only after a full settle interval from now.
+                        Some(Unknown::new(i.intent_id, message))
                     })
                     .collect();
                 if !resumed.is_empty() {
@@ -347,10 +381,67 @@ async fn resume_unknown(core: &mut DeliveryClient<Channel>) -> Vec<Unknown> {
     }
 }
 
-async fn reconcile(core: &mut DeliveryClient<Channel>, rest: &Rest, unknown: &mut Vec<Unknown>) {
+/// The ports a reconciliation pass uses.
+struct ReadPeers<'a> {
+    core: &'a mut DeliveryClient<Channel>,
+    ward: &'a mut WardClient<Channel>,
+    base: &'a str,
+}
+
+/// Admits each channel read of one intent's reconciliation: core issues a fresh
+/// `discord-reconcile-read` decision for the exact URL (on the intent's duty Sigil), and it is
+/// redeemed at ward through `reach_egress_gate`, with the URL and request digest computed here,
+/// exactly as a send redeems. A refusal at either step means no GET.
+struct ReadDecisions<'a, 'p> {
+    peers: &'a mut ReadPeers<'p>,
+    intent_id: &'a str,
+}
+
+impl ReadGate for ReadDecisions<'_, '_> {
+    async fn admit(&mut self, url: &str, after: Snowflake) -> Result<(), String> {
+        let decided = self
+            .peers
+            .core
+            .decide_reconcile_read(DecideReconcileReadRequest {
+                intent_id: self.intent_id.to_owned(),
+                destination_base: self.peers.base.to_owned(),
+                after: after.0,
+            })
+            .await
+            .map_err(|s| format!("core/{:?}", s.code()))?
+            .into_inner();
+        if !decided.refusal_code.is_empty() {
+            let why = format!("{} {}", decided.refusal_code, decided.refusal_detail);
+            return Err(why.trim_end().to_owned());
+        }
+        let redeemed = reach_egress_gate::redeem(
+            self.peers.ward,
+            &decided.egress_decision_id,
+            url,
+            &channel_read_request(url),
+        )
+        .await
+        .map_err(|r| r.code())?;
+        // The decision names the intent it reconciles; one for another intent admits nothing.
+        if redeemed.run_id() != self.intent_id {
+            return Err(format!("decision/run-mismatch: {}", redeemed.run_id()));
+        }
+        Ok(())
+    }
+}
+
+async fn reconcile(peers: &mut ReadPeers<'_>, rest: &Rest, unknown: &mut Vec<Unknown>) {
     let mut keep = Vec::new();
-    for u in unknown.drain(..) {
-        let evidence = match rest.reconcile(&u.message, u.after).await {
+    for mut u in unknown.drain(..) {
+        let mut gate = ReadDecisions {
+            peers: &mut *peers,
+            intent_id: &u.intent_id,
+        };
+        let read = rest.reconcile(&u.message, u.after, &mut gate).await;
+        if let Reconciliation::Inconclusive { reason } = &read {
+            tracing::warn!(intent = %u.intent_id, %reason, "reconciliation read inconclusive; still UNKNOWN");
+        }
+        let evidence = match read {
             Reconciliation::Found { message_id } => Some(ReconcileRequest {
                 intent_id: u.intent_id.clone(),
                 evidence_kind: "channel_read".into(),
@@ -368,16 +459,20 @@ async fn reconcile(core: &mut DeliveryClient<Channel>, rest: &Rest, unknown: &mu
             _ => None,
         };
         match evidence {
-            Some(req) => match core.reconcile(req).await {
+            Some(req) => match peers.core.reconcile(req).await {
                 Ok(_) => {
                     tracing::info!(intent = %u.intent_id, "unknown delivery reconciled from independent evidence")
                 }
                 Err(s) => {
                     tracing::warn!(intent = %u.intent_id, code = ?s.code(), "reconciliation refused");
+                    u.read_later();
                     keep.push(u);
                 }
             },
-            None => keep.push(u),
+            None => {
+                u.read_later();
+                keep.push(u);
+            }
         }
     }
     *unknown = keep;
