@@ -309,13 +309,18 @@ async fn each_a2a_attempt_is_carried_once_under_its_own_decision() {
 
 /// Decision ids egress-provider logged for A2A calls it transmitted.
 fn carried_decisions(log: &str) -> Vec<String> {
+    carried(log, "decision")
+}
+
+/// The `field` of every A2A call egress-provider logged as transmitted.
+fn carried(log: &str, field: &str) -> Vec<String> {
     log.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| {
             let f = &v["fields"];
             f["message"] == "provider call" && f["transmitted"] == true
         })
-        .filter_map(|v| v["fields"]["decision"].as_str().map(str::to_owned))
+        .filter_map(|v| v["fields"][field].as_str().map(str::to_owned))
         .collect()
 }
 
@@ -569,12 +574,16 @@ async fn a_parked_task_resumes_by_itself_after_core_is_killed_without_a_second_s
     );
     assert_eq!(peer.tasks().len(), 1);
     assert!(peer.count("GetTask") > polls_at_kill);
-    // Every carried attempt had its own decision.
-    let decisions = carried_decisions(&body.log("egress-provider"));
-    let mut distinct = decisions.clone();
-    distinct.sort();
-    distinct.dedup();
-    assert_eq!(decisions.len(), distinct.len(), "{decisions:?}");
+    // Every carried attempt had its own decision and its own attempt id, across the restart
+    // too (the resumed polls continue the numbering).
+    for field in ["decision", "attempt"] {
+        let carried = carried(&body.log("egress-provider"), field);
+        let mut distinct = carried.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(carried.len(), distinct.len(), "{field}: {carried:?}");
+        assert_eq!(carried.len(), peer.requests().len(), "{field}: {carried:?}");
+    }
 
     // Asked again: the settled turn is reported and nothing is sent.
     let r = operator.send_a2a_task(ask).await.unwrap().into_inner();

@@ -255,7 +255,22 @@ impl PhylacteryJournal {
             return Err(IntercomRefusal::ResumeMismatch("envelope digest"));
         }
         let phase = self.settle_interrupted(&record).await?;
-        OutboundTask::restored(spec, phase, record.remote_task_id)
+        let before = self.polls_before(&record, spec.polls.interval);
+        OutboundTask::restored(spec, phase, record.remote_task_id, before)
+    }
+
+    /// An upper bound of the polls any earlier process numbered for this task, so the next
+    /// poll's attempt id is new (the ledger keeps no poll count: polls change nothing durable).
+    /// Polls are at least `interval` apart and the first follows the outbox commit, so poll
+    /// number `m` was sent no earlier than `created_at + (m - 2) * interval`, also across
+    /// earlier restarts that continued this way; hence `m <= elapsed / interval + 2`. Assumes
+    /// the interval did not shrink between restarts.
+    fn polls_before(&self, record: &IntercomTaskRecord, interval: Duration) -> u32 {
+        let elapsed = (self.clock.now().0 - record.created_at.0).max(0);
+        let step = i64::try_from(interval.as_millis())
+            .unwrap_or(i64::MAX)
+            .max(1);
+        u32::try_from(elapsed / step + 2).unwrap_or(u32::MAX / 2)
     }
 
     /// Durable Stasis without the text: rebuilds a task core's resumer found in the ledger
@@ -282,7 +297,14 @@ impl PhylacteryJournal {
             deadline,
             polls,
         };
-        OutboundTask::restored_without_envelope(spec, digest, phase, record.remote_task_id.clone())
+        let before = self.polls_before(record, polls.interval);
+        OutboundTask::restored_without_envelope(
+            spec,
+            digest,
+            phase,
+            record.remote_task_id.clone(),
+            before,
+        )
     }
 
     /// The phase a journaled task resumes in, after settling what a crash interrupted:

@@ -144,18 +144,28 @@ impl OutboundTask {
     }
 
     /// Rebuilds a task in `phase` after a restart, from its spec and the protocol identities
-    /// the journal kept (never SDK objects). Polls and resends start counting again; ward's
-    /// per-run decision budget still bounds them.
+    /// the journal kept (never SDK objects). Resends start counting again (ward's per-run
+    /// decision budget bounds them); polls continue after `polls_before` (see
+    /// [`OutboundTask::continue_polls`]).
     #[cfg_attr(not(feature = "ledger"), allow(dead_code))]
     pub(crate) fn restored(
         spec: TaskSpec,
         phase: Phase,
         remote_task_id: Option<String>,
+        polls_before: u32,
     ) -> Result<Self, IntercomRefusal> {
         let mut task = OutboundTask::new(spec)?;
         task.phase = phase;
         task.remote_task_id = remote_task_id;
+        task.continue_polls(polls_before);
         Ok(task)
+    }
+
+    /// Numbers the next poll after `before` (so a restarted process never reuses a poll's
+    /// attempt id) without spending this drive's budget: the budget counts from here.
+    fn continue_polls(&mut self, before: u32) {
+        self.polls = before;
+        self.spec.polls.max_polls = self.spec.polls.max_polls.saturating_add(before);
     }
 
     /// Rebuilds a task from the ledger alone (core's resumer at start): the task's text was
@@ -168,6 +178,7 @@ impl OutboundTask {
         envelope_digest: Sha256Digest,
         phase: Phase,
         remote_task_id: Option<String>,
+        polls_before: u32,
     ) -> Result<Self, IntercomRefusal> {
         check_id(&spec.task_id, "task_id")?;
         check_id(&spec.message_id, "message_id")?;
@@ -179,7 +190,7 @@ impl OutboundTask {
         if spec.polls.max_polls == 0 {
             return Err(IntercomRefusal::InvalidSpec("polls.max_polls"));
         }
-        Ok(OutboundTask {
+        let mut task = OutboundTask {
             spec,
             envelope: Vec::new(),
             envelope_digest,
@@ -190,7 +201,9 @@ impl OutboundTask {
             resends: 0,
             answer: None,
             trail: Vec::new(),
-        })
+        };
+        task.continue_polls(polls_before);
+        Ok(task)
     }
 
     /// Whether the exact SendMessage bytes are held (false after a ledger-only restore).
@@ -222,7 +235,8 @@ impl OutboundTask {
     pub fn remote_task_id(&self) -> Option<&str> {
         self.remote_task_id.as_deref()
     }
-    /// GetTask requests sent so far.
+    /// GetTask requests sent so far (after a restart: the number the next poll continues
+    /// from).
     pub fn polls(&self) -> u32 {
         self.polls
     }

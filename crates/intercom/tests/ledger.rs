@@ -496,6 +496,23 @@ async fn listed_and_resumed(f: Fixture, config: VaultConfig) {
         "the answer came with the terminal"
     );
     assert_eq!(f.peer.count("SendMessage"), 1, "resumed by polling only");
+    // The resumed polls continue the numbering: no attempt id is used twice.
+    let attempts: Vec<String> = f
+        .authority
+        .granted()
+        .into_iter()
+        .map(|g| g.attempt_id)
+        .collect();
+    assert_eq!(
+        attempts,
+        [
+            "t-listed/send",
+            "t-listed/poll-1",
+            "t-listed/poll-2",
+            "t-listed/poll-3",
+            "t-listed/poll-4"
+        ]
+    );
 
     // A settled task whose turn is still OPEN stays listed (core stopped between the two).
     let listed = vault.unsettled_intercom_tasks().await.unwrap();

@@ -335,13 +335,15 @@ impl IntercomRoute {
             journal: &journal,
             clock,
         };
+        // A resumed task's poll numbers continue from before; report this request's polls.
+        let polls_before = task.polls();
         let stopped = match task.phase() {
             Phase::Committed => intercom.run(&mut task).await.err(),
             Phase::Submitted | Phase::Polling => intercom.poll(&mut task).await.err(),
             Phase::Uncertain => intercom.reconcile(&mut task).await.err(),
             _ => None,
         };
-        let polls = task.polls();
+        let polls = task.polls() - polls_before;
         let phase = task.phase();
         let report = if phase.is_terminal() {
             self.settle_turn(&turn, &task).await?
