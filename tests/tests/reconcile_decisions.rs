@@ -129,27 +129,57 @@ async fn unknown_delivery(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_reconciliation_read_redeems_its_own_decision() {
-    let (body, em) = TestBody::start_with_discord(CHANNEL).await;
+    let (mut body, em) = TestBody::start_with_discord(CHANNEL).await;
     let mut operator = body.operator_after_genesis("reconcile reads").await;
-    let (q, intent) = unknown_delivery(&em, &mut operator).await;
+    // 250 messages land between the question and the reply (the gate is down meanwhile), so
+    // the reconciliation walks three pages to find it.
+    let running = body.body.as_mut().unwrap();
+    running
+        .kill_role("egress-discord")
+        .await
+        .expect("egress-discord was running");
+    let bot = em.config().bot_user_id;
+    let q = em.post_user_message(
+        CHANNEL,
+        &User::human(1_100_000_000_000_000_800, "asker"),
+        &format!("<@{bot}> How does a port authenticate a call?"),
+    );
+    trail_until(
+        &mut operator,
+        &q.to_string(),
+        "DiscordDeliveryIntent@1",
+        WAIT,
+    )
+    .await;
+    let bob = User::human(1_100_000_000_000_000_900, "bob");
+    for i in 0..250 {
+        em.post_user_message(CHANNEL, &bob, &format!("chatter {i}"));
+    }
+    em.script_next_create(Fault::CommitThenDrop);
+    let running = body.body.as_mut().unwrap();
+    running
+        .start_role("egress-discord")
+        .await
+        .expect("egress-discord restarts");
     let trail = trail_until(&mut operator, &q.to_string(), "KNOWN_SENT", WAIT).await;
+    let intent = intent_id(&trail);
     println!("{trail}");
 
     // One decision per GET, each bound to the exact URL the emulator then received.
     let reads = reads_of(&em);
     let recorded = decisions(&trail, READ);
-    assert!(!reads.is_empty(), "the reply was found by a channel read");
+    assert_eq!(reads.len(), 3, "three pages were read: {reads:?}");
     assert_eq!(
         recorded.len(),
         reads.len(),
         "one decision per read:\n{trail}"
     );
+    assert!(reads[0].starts_with(&format!("after={q}&")), "{reads:?}");
     let base = em.rest_base_url();
     let mut discord = ward(&body, "egress-discord");
     for ((id, fields), query) in recorded.iter().zip(&reads) {
         let url = format!("{base}/channels/{CHANNEL}/messages?{query}");
         assert_eq!(field(fields, "destination"), url);
-        assert!(query.starts_with(&format!("after={q}&")), "{query}");
         // Ward holds it as redeemed: it admits no second attempt.
         let again = discord
             .redeem_decision(RedeemDecisionRequest {

@@ -564,13 +564,20 @@ impl Desk {
         ) {
             return Err(Refusal::OverBudget(Budget::Spend).into());
         }
-        let live: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM decision WHERE sigil_id = ?1 AND state != 'revoked' AND expires_at > ?2",
-        )
-        .bind(sigil_id.as_str())
-        .bind(now.0)
-        .fetch_one(&mut *tx)
-        .await?;
+        // A task's redeemed decision still counts while it lives: its attempt (a model call, a
+        // send) may still be running. A duty's read is one bounded GET made right after its
+        // redemption and the next page is asked for only after it, so only reads not yet
+        // redeemed are in flight; counting redeemed ones would refuse a deep page walk.
+        let live_sql = if duty.is_some() {
+            "SELECT COUNT(*) FROM decision WHERE sigil_id = ?1 AND state = 'issued' AND expires_at > ?2"
+        } else {
+            "SELECT COUNT(*) FROM decision WHERE sigil_id = ?1 AND state != 'revoked' AND expires_at > ?2"
+        };
+        let live: i64 = sqlx::query_scalar(live_sql)
+            .bind(sigil_id.as_str())
+            .bind(now.0)
+            .fetch_one(&mut *tx)
+            .await?;
         if over(
             u64::try_from(live).unwrap_or(0),
             1,

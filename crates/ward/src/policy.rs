@@ -118,7 +118,7 @@ pub struct DutyBudgets {
     /// How long a duty Sigil lives. Its holder asks for a new one only once it expired, so
     /// `reads` per `time_ms` bounds how often one subject can be read.
     pub time_ms: u64,
-    /// Decisions live at once on one duty Sigil.
+    /// Decisions issued and not yet redeemed at once on one duty Sigil (reads in flight).
     pub concurrency: u32,
 }
 

@@ -252,3 +252,29 @@ async fn a_revoked_duty_sigil_refuses_and_is_not_returned_again() {
     assert_eq!(refusal(r), Refusal::DecisionRevoked);
     assert_ne!(mint(&f).await.id, d.id);
 }
+
+#[tokio::test]
+async fn a_page_walk_is_bounded_by_reads_in_flight_not_by_reads_made() {
+    let f = Fixture::with_policy(duty_budgets(8, Duration::from_secs(300))).await;
+    let d = mint(&f).await;
+    let digest = Sha256Digest::of(format!("GET {READ_URL}\n"));
+    // Five pages one after another, each redeemed before the next is asked for: concurrency 2
+    // does not stop the walk.
+    for page in 0..5 {
+        let issued = f
+            .desk
+            .issue(CORE, read_request(&d, &format!("r{page}")))
+            .await
+            .unwrap();
+        f.desk
+            .redeem(DISCORD, issued.id.as_str(), READ_URL, &digest)
+            .await
+            .unwrap();
+    }
+    // Two unredeemed reads are in flight; a third waits.
+    f.desk.issue(CORE, read_request(&d, "a")).await.unwrap();
+    f.desk.issue(CORE, read_request(&d, "b")).await.unwrap();
+    let r = refusal(f.desk.issue(CORE, read_request(&d, "c")).await);
+    assert!(!r.is_final());
+    assert_eq!(r, Refusal::OverBudget(Budget::Concurrency));
+}
