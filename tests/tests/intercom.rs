@@ -665,6 +665,71 @@ async fn an_ambiguous_send_stays_uncertain_and_is_never_resent_without_a_receipt
     body.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_task_whose_run_budget_is_spent_expires_at_its_deadline_without_more_polls() {
+    // The peer keeps the task WORKING; ward allows three decisions for the run (the send and
+    // the request's two polls), so the Stasis can authorize no further poll.
+    let peer = A2aPeer::start(Script {
+        held: true,
+        ..Script::ending(state::COMPLETED, 0)
+    })
+    .await;
+    let body = TestBody::start_configured(|m, l| {
+        configure_core_and_peer(m, l, &peer, 2);
+        set_core_intercom(m, "deadline_secs", 4);
+        let ward = m
+            .roles
+            .iter_mut()
+            .find(|r| r.name.as_str() == "ward")
+            .expect("ward role");
+        let mut budgets = toml::Table::new();
+        budgets.insert("retries".into(), 3.into());
+        ward.settings.insert("budgets".into(), budgets.into());
+    })
+    .await;
+    let mut operator = body.operator_after_genesis("intercom budget").await;
+    let r = operator
+        .send_a2a_task(reach_proto::core::v1::SendA2aTaskRequest {
+            task_id: "op-task-budget".into(),
+            text: "Which roles hold no credential?".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (r.phase.as_str(), r.polls, r.turn_state.as_str()),
+        ("POLLING", 2, "OPEN"),
+        "{r:?}"
+    );
+    let trail = settled_turn(
+        &body,
+        &mut operator,
+        "op-task-budget",
+        std::time::Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(
+        turn_line(&trail),
+        "reason=intercom/deadline state=EXPIRED",
+        "{trail}"
+    );
+    assert_eq!(
+        (peer.count("SendMessage"), peer.count("GetTask")),
+        (1, 2),
+        "no request beyond ward's budget"
+    );
+    // Ward refused for good once; the Stasis then waited for the deadline instead of asking
+    // again every second.
+    let core = body.log("core");
+    assert_eq!(
+        core.matches("stasis: ward refused a poll").count(),
+        1,
+        "{core}"
+    );
+    body.stop().await;
+}
+
 /// Sets `settings.intercom.<key>` of core.
 fn set_core_intercom(manifest: &mut reach_manifest::Manifest, key: &str, value: i64) {
     let core = manifest

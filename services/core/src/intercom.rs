@@ -24,6 +24,7 @@
 mod stasis;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -224,6 +225,7 @@ impl IntercomRoute {
             ward: self.ward.clone(),
             sigil: self.sigil(turn).await,
             run: turn.to_owned(),
+            refused_for_good: AtomicBool::new(false),
         }
     }
 
@@ -495,6 +497,16 @@ pub(crate) struct WardIssuer {
     /// The run's Sigil, or ward's refusal of the run's scope.
     sigil: Result<String, String>,
     run: String,
+    /// Ward refused a decision for good (`refusal_final`: the Sigil expired, a budget other
+    /// than concurrency is spent…): no later attempt of this run can be authorized.
+    refused_for_good: AtomicBool,
+}
+
+impl WardIssuer {
+    /// Whether no decision can be issued for this run any more (see `refused_for_good`).
+    pub(crate) fn refused_for_good(&self) -> bool {
+        self.sigil.is_err() || self.refused_for_good.load(Ordering::Relaxed)
+    }
 }
 
 impl DecisionAuthority for WardIssuer {
@@ -527,6 +539,9 @@ impl DecisionAuthority for WardIssuer {
             .into_inner();
         if r.refusal_code.is_empty() {
             return Ok(DecisionId(r.decision_id));
+        }
+        if r.refusal_final {
+            self.refused_for_good.store(true, Ordering::Relaxed);
         }
         Err(decision_refusal(r.refusal_code))
     }

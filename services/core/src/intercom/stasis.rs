@@ -5,7 +5,8 @@
 //! - A parked task (PARKED: the peer holds it) is polled on, each GetTask under its own fresh
 //!   decision and the task's local deadline; a spent poll budget is renewed (polls keep their
 //!   numbers), a decision ward refuses for now (rate, concurrency, a spent run budget) is asked
-//!   again after a pause, and the deadline settles EXPIRED.
+//!   again after a pause (a refusal for good waits for the deadline), and the deadline settles
+//!   EXPIRED.
 //! - An uncertain task (the send's outcome was lost) is **never resent** from here: the Stasis
 //!   lets go of it, so the operator may still reconcile it under a receipt, and at its local
 //!   deadline takes it back and settles it EXPIRED unless something settled it meanwhile.
@@ -129,8 +130,16 @@ pub(crate) async fn drive(route: IntercomRoute, mut p: Parked) {
                     tokio::time::sleep(interval).await;
                 }
                 Err(IntercomRefusal::DecisionRefused { code }) => {
-                    tracing::info!(task = %p.task.spec().task_id, code, "stasis: ward refused a poll for now");
-                    tokio::time::sleep(interval.max(REFUSED_PAUSE)).await;
+                    // For now (rate, concurrency): ask again after a pause. For good (the
+                    // Sigil expired, the run's budget is spent): nothing can be polled any
+                    // more, so wait for the deadline, which settles the task EXPIRED.
+                    let pause = if p.issuer.refused_for_good() {
+                        until(p.task.spec().deadline)
+                    } else {
+                        interval.max(REFUSED_PAUSE)
+                    };
+                    tracing::info!(task = %p.task.spec().task_id, code, pause_ms = pause.as_millis() as u64, "stasis: ward refused a poll");
+                    tokio::time::sleep(pause).await;
                 }
                 Err(e) => {
                     tracing::warn!(task = %p.task.spec().task_id, code = %e, "stasis stops; the next start resumes");
@@ -155,12 +164,9 @@ pub(crate) async fn drive(route: IntercomRoute, mut p: Parked) {
                     ..
                 } = p;
                 let task_id = task.spec().task_id.clone();
-                let left = task.spec().deadline.0 - SystemClock.now().0;
+                let pause = until(task.spec().deadline);
                 drop(guard);
-                tokio::time::sleep(Duration::from_millis(
-                    u64::try_from(left.max(0)).unwrap_or(0) + 10,
-                ))
-                .await;
+                tokio::time::sleep(pause).await;
                 let Some(guard) = route.claim(&task_id) else {
                     return;
                 };
@@ -185,4 +191,10 @@ pub(crate) async fn drive(route: IntercomRoute, mut p: Parked) {
             }
         }
     }
+}
+
+/// How long until `deadline` has passed (a little after it, so the deadline check holds).
+fn until(deadline: ledger::UnixMillis) -> Duration {
+    let left = deadline.0 - SystemClock.now().0;
+    Duration::from_millis(u64::try_from(left.max(0)).unwrap_or(0) + 10)
 }
