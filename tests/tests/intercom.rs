@@ -730,6 +730,58 @@ async fn a_parked_task_whose_run_budget_is_spent_expires_at_its_deadline_without
     body.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_ward_will_never_authorize_refuses_its_turn_and_sends_nothing() {
+    // Ward's policy refuses the `public` label every operator task carries: decision refused
+    // for good (`decision/label-refused`).
+    let peer = A2aPeer::start(Script::ending(state::COMPLETED, 0)).await;
+    let body = TestBody::start_configured(|m, l| {
+        configure_core_and_peer(m, l, &peer, 2);
+        let ward = m
+            .roles
+            .iter_mut()
+            .find(|r| r.name.as_str() == "ward")
+            .expect("ward role");
+        ward.settings.insert(
+            "refused_labels".into(),
+            vec![toml::Value::from("public")].into(),
+        );
+    })
+    .await;
+    let mut operator = body.operator_after_genesis("intercom refused").await;
+    let r = operator
+        .send_a2a_task(reach_proto::core::v1::SendA2aTaskRequest {
+            task_id: "op-task-refused".into(),
+            text: "Which roles hold no credential?".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (
+            r.phase.as_str(),
+            r.code.as_str(),
+            r.turn_state.as_str(),
+            r.polls
+        ),
+        ("COMMITTED", "decision/label-refused", "REFUSED", 0),
+        "{r:?}"
+    );
+    let trail = reach_tests::trail_text(&mut operator, "op-task-refused").await;
+    assert_eq!(
+        turn_line(&trail),
+        "reason=decision/label-refused state=REFUSED",
+        "{trail}"
+    );
+    assert!(
+        !trail.contains("IntercomTask"),
+        "nothing committed: {trail}"
+    );
+    assert!(peer.requests().is_empty(), "nothing sent");
+    body.stop().await;
+}
+
 /// Sets `settings.intercom.<key>` of core.
 fn set_core_intercom(manifest: &mut reach_manifest::Manifest, key: &str, value: i64) {
     let core = manifest

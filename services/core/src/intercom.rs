@@ -322,7 +322,11 @@ impl IntercomRoute {
             None => fresh,
         };
         let issuer = self.issuer(&turn.0).await;
-        if let Err(code) = &issuer.sigil {
+        if let (Err(code), None) = (&issuer.sigil, &existing) {
+            // Nothing was committed and no decision can be issued for this run: the turn ends
+            // REFUSED with ward's code. (A committed task is driven on: its issuer refuses
+            // every decision, and the deadline settles it.)
+            self.refuse_turn(&turn, code).await?;
             return Err(Status::failed_precondition(format!(
                 "ward refused the task's scope: {code}"
             )));
@@ -349,6 +353,19 @@ impl IntercomRoute {
         let phase = task.phase();
         let report = if phase.is_terminal() {
             self.settle_turn(&turn, &task).await?
+        } else if let (Phase::Committed, Some(IntercomRefusal::DecisionRefused { code })) =
+            (phase, &stopped)
+            && issuer.refused_for_good()
+        {
+            // Ward will never authorize the send: nothing was committed or sent, and the turn
+            // ends REFUSED with ward's code. A refusal for now (rate, concurrency) leaves the
+            // turn OPEN: the same task id asked later tries again under a new decision.
+            Report {
+                phase: phase.to_string(),
+                code: code.clone(),
+                answer: String::new(),
+                turn_state: self.refuse_turn(&turn, code).await?,
+            }
         } else {
             let code = match &stopped {
                 Some(e) => e.to_string(),
@@ -375,6 +392,36 @@ impl IntercomRoute {
         };
         tracing::info!(task = %r.task_id, turn = %turn.0, phase = %report.phase, code = %report.code, turn_state = %report.turn_state, "operator A2A task");
         Ok(respond(report, polls))
+    }
+
+    /// Terminates a turn whose task ward will never authorize: REFUSED with ward's `code`.
+    async fn refuse_turn(&self, turn: &ledger::TurnId, code: &str) -> Result<TurnState, Status> {
+        self.terminate(turn, TurnState::Refused, code.to_owned(), None)
+            .await
+    }
+
+    /// Commits the turn's terminal (no delivery intent: the operator reads the response); a
+    /// turn already terminated (a replay, another driver) is reported as it is.
+    async fn terminate(
+        &self,
+        turn: &ledger::TurnId,
+        outcome: TurnState,
+        reason: String,
+        answer_digest: Option<Sha256Digest>,
+    ) -> Result<TurnState, Status> {
+        let commit = ledger::TurnCommit {
+            outcome,
+            reason: Some(reason),
+            answer_digest,
+            intent: None,
+        };
+        match self.vault.commit_turn(turn, &commit).await {
+            Ok(c) => Ok(c.state),
+            Err(LedgerError::TurnAlreadyTerminal { .. }) => {
+                self.vault.turn_state(turn).await.map_err(ledger_status)
+            }
+            Err(e) => Err(ledger_status(e)),
+        }
     }
 
     /// Terminates the task's turn from its terminal phase (`ledger::turn_outcome`), after the
@@ -404,19 +451,10 @@ impl IntercomRoute {
             },
             _ => (outcome, code, None),
         };
-        let commit = ledger::TurnCommit {
-            outcome,
-            reason: Some(reason.clone()),
-            answer_digest: answer.as_ref().map(|t| Sha256Digest::of(t.as_bytes())),
-            intent: None,
-        };
-        let turn_state = match self.vault.commit_turn(turn, &commit).await {
-            Ok(c) => c.state,
-            Err(LedgerError::TurnAlreadyTerminal { .. }) => {
-                self.vault.turn_state(turn).await.map_err(ledger_status)?
-            }
-            Err(e) => return Err(ledger_status(e)),
-        };
+        let digest = answer.as_ref().map(|t| Sha256Digest::of(t.as_bytes()));
+        let turn_state = self
+            .terminate(turn, outcome, reason.clone(), digest)
+            .await?;
         tracing::info!(task = %task.spec().task_id, turn = %turn.0, phase = %phase, %turn_state, reason, "operator A2A turn settled");
         Ok(Report {
             phase: phase.to_string(),
