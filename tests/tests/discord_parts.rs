@@ -3,7 +3,7 @@
 //! every one of its parts, in order, each exactly once under its own nonce, each replying to the
 //! question; the messages are exactly what rendering produced (fences closed and reopened at
 //! the split, never broken). A lost outcome of part 1 holds part 2 until reconciliation proves
-//! part 1 was sent; nothing is resent.
+//! part 1 was sent; nothing is resent. A part Discord refuses stops the rest.
 //!
 //! The answer comes through the model Portal because neither cognition writes past one message
 //! in plain text (the local one quotes at most three sentences; the Portal asks for at most
@@ -275,6 +275,28 @@ async fn a_long_answer_is_delivered_as_every_part_in_order_once() {
         headlines(&trail)
     );
     assert_delivered_in_parts(&em, q2, &expected).await;
+    println!("{}", headlines(&trail));
+
+    // Discord refuses part 1 (a 400 with its code): the rest is never sent, and the trail says
+    // so.
+    model.script(Script::Text(long_answer()));
+    em.script_next_create(Fault::Reject {
+        status: 400,
+        code: 50_035,
+    });
+    let q3 = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> How does a port authenticate a call, a third time?"),
+    );
+    let trail = trail_until(&mut operator, &q3.to_string(), "NEVER_SENT", WAIT).await;
+    assert!(
+        trail.contains("outcome=KNOWN_REJECTED"),
+        "{}",
+        headlines(&trail)
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(replies(&em, q3).is_empty(), "nothing after a refused part");
     println!("{}", headlines(&trail));
     body.stop().await;
 }
