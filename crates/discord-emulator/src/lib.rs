@@ -4,7 +4,9 @@
 //! [`Emulator::start`] and drive it through the control API; it records every message it
 //! created, so a test asserts what a Discord user would see.
 //!
-//! **Architecture Invariant:** the emulator binds `127.0.0.1:0` only and never dials anything.
+//! **Architecture Invariant:** the emulator binds `127.0.0.1:0` only and never dials anything;
+//! the one exception is [`EmulatorConfig::rest_listen`], set only by a test inside a network
+//! namespace it created (no interface but its loopback).
 //!
 //! **Architecture Invariant:** the emulator shares no code with `reach-discord`: it parses and
 //! writes the wire JSON itself, so the adapters are tested against an independent reading of
@@ -57,6 +59,13 @@ pub struct EmulatorConfig {
     /// Serve the gateway as `wss://` (TLS with the run's CA, name [`REST_HOST`]) instead of
     /// plain `ws://127.0.0.1`.
     pub gateway_tls: bool,
+    /// Where the REST server listens instead of `127.0.0.1:0`: only a test that owns a network
+    /// namespace sets it (a public address on that namespace's loopback, port 443), to test
+    /// the production road to `https://discord.com`.
+    pub rest_listen: Option<SocketAddr>,
+    /// The names the servers' certificate is issued for instead of [`REST_HOST`] and
+    /// `127.0.0.1` (e.g. `discord.com`, so the client verifies Discord's real name).
+    pub tls_names: Option<Vec<String>>,
 }
 
 impl Default for EmulatorConfig {
@@ -70,6 +79,8 @@ impl Default for EmulatorConfig {
             nonce_window: Duration::from_secs(300),
             nonce_in_reads: true,
             gateway_tls: false,
+            rest_listen: None,
+            tls_names: None,
         }
     }
 }
@@ -339,11 +350,18 @@ impl Emulator {
     pub async fn start(config: EmulatorConfig) -> io::Result<Emulator> {
         let gateway = TcpListener::bind("127.0.0.1:0").await?;
         let resume = TcpListener::bind("127.0.0.1:0").await?;
-        let rest = TcpListener::bind("127.0.0.1:0").await?;
+        let rest = match config.rest_listen {
+            Some(addr) => TcpListener::bind(addr).await?,
+            None => TcpListener::bind("127.0.0.1:0").await?,
+        };
         let gateway_addr = gateway.local_addr()?;
         let resume_addr = resume.local_addr()?;
         let rest_addr = rest.local_addr()?;
-        let ca = tls::mint(&[REST_HOST, "127.0.0.1"]).map_err(io::Error::other)?;
+        let names: Vec<&str> = match &config.tls_names {
+            Some(names) => names.iter().map(String::as_str).collect(),
+            None => vec![REST_HOST, "127.0.0.1"],
+        };
+        let ca = tls::mint(&names).map_err(io::Error::other)?;
         let gateway_tls = config.gateway_tls.then(|| Arc::clone(&ca.server));
         let resume_url = if config.gateway_tls {
             format!("wss://{REST_HOST}:{}", resume_addr.port())

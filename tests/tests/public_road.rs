@@ -1,0 +1,365 @@
+//! The production road to Discord, run for real but isolated from the host's network.
+//!
+//! Every other body test reaches the emulator through exact local roads. Here egress-discord is
+//! configured exactly as for public Discord — `rest_base_url = "https://discord.com/api/v10"`,
+//! `roads.name_servers` and `roads.ca_file` — inside a network namespace this test creates. The
+//! namespace has only its loopback interface, carrying Discord's real public address
+//! 162.159.128.233; a DNS server written here (hickory-proto) answers on 127.0.0.1:53 from a
+//! table the test controls and records every query; the emulator's REST server listens on
+//! 162.159.128.233:443 with a certificate issued for `discord.com` only. So one reply proves the
+//! whole road: resolution only through the named server, admission of a public answer, the
+//! connection pinned to it, SNI and certificate name `discord.com`, trust from `ca_file`.
+//! Then the DNS answer turns hostile (a private address, a mixed answer, an IPv4-mapped IPv6
+//! address) and nothing may be delivered.
+//!
+//! The gateway stays on its loopback `ws://` road (ingress-edge is not what this test checks).
+//!
+//! Needs root (to create the namespace); skips with a printed reason otherwise, unless
+//! `REACH_REQUIRE_NETNS=1` makes that a failure.
+
+// Tests may read the environment: the re-exec marker and REACH_REQUIRE_NETNS.
+#![allow(clippy::disallowed_methods)]
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::Message;
+use hickory_proto::rr::rdata::{A, AAAA};
+use hickory_proto::rr::{RData, Record, RecordType};
+use reach_destination::roads::Roads;
+use reach_destination::{AdmissionPolicy, Destination, Purpose};
+use reach_discord_emulator::{EmulatorConfig, User};
+use reach_tests::{TestBody, trail_until};
+use tokio::net::UdpSocket;
+
+/// The test's own name, for the re-execution inside the namespace.
+const TEST_NAME: &str = "public_discord_road_through_controlled_dns";
+/// Set (to the namespace name) in the re-executed child: it is inside.
+const INSIDE: &str = "REACH_PUBLIC_ROAD_NETNS";
+/// One of discord.com's real addresses; inside the namespace it is on `lo` only.
+const DISCORD_COM: Ipv4Addr = Ipv4Addr::new(162, 159, 128, 233);
+/// The private address of the first hostile answer; also on `lo`, with a trap listening.
+const PRIVATE: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 7);
+/// The one name server egress-discord may ask.
+const NAME_SERVER: &str = "127.0.0.1:53";
+const REST_BASE_URL: &str = "https://discord.com/api/v10";
+const CHANNEL: u64 = 1_100_000_000_000_000_200;
+/// A bound on waiting for an effect, so a failure is a clear message rather than a hang.
+const WAIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn public_discord_road_through_controlled_dns() {
+    if std::env::var_os(INSIDE).is_some() {
+        return inside();
+    }
+    if !nix::unistd::geteuid().is_root() {
+        let reason = "public_road: skipped, creating a network namespace needs root";
+        assert!(
+            std::env::var("REACH_REQUIRE_NETNS").as_deref() != Ok("1"),
+            "{reason} and REACH_REQUIRE_NETNS=1"
+        );
+        println!("{reason}");
+        return;
+    }
+    let ns = Netns::create(&format!("reach-road-{}", std::process::id()));
+    ns.ip(&["link", "set", "lo", "up"]);
+    ns.ip(&["addr", "add", &format!("{DISCORD_COM}/32"), "dev", "lo"]);
+    ns.ip(&["addr", "add", &format!("{PRIVATE}/32"), "dev", "lo"]);
+    let exe = std::env::current_exe().expect("test binary");
+    let status = Command::new("ip")
+        .args(["netns", "exec", &ns.name])
+        .arg(exe)
+        .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
+        .env(INSIDE, &ns.name)
+        .status()
+        .expect("ip netns exec");
+    assert!(status.success(), "the test inside {} failed", ns.name);
+}
+
+/// A network namespace deleted when dropped, also when the test fails.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn create(name: &str) -> Netns {
+        let status = Command::new("ip")
+            .args(["netns", "add", name])
+            .status()
+            .expect("ip netns add");
+        assert!(status.success(), "ip netns add {name}");
+        Netns { name: name.into() }
+    }
+
+    fn ip(&self, args: &[&str]) {
+        let status = Command::new("ip")
+            .args(["-n", &self.name])
+            .args(args)
+            .status()
+            .expect("ip");
+        assert!(status.success(), "ip -n {} {args:?}", self.name);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.name])
+            .status();
+    }
+}
+
+/// The DNS server's answers (name → addresses) and every question it was asked.
+#[derive(Clone, Default)]
+struct Dns {
+    table: Arc<Mutex<HashMap<String, Vec<IpAddr>>>>,
+    queries: Arc<Mutex<Vec<(String, RecordType)>>>,
+}
+
+impl Dns {
+    fn answer(&self, name: &str, addrs: &[IpAddr]) {
+        self.table
+            .lock()
+            .unwrap()
+            .insert(name.to_owned(), addrs.to_vec());
+    }
+
+    fn queries(&self) -> Vec<(String, RecordType)> {
+        self.queries.lock().unwrap().clone()
+    }
+
+    /// Serve on `addr` (UDP): A and AAAA from the table with TTL 0 (so neither hickory nor
+    /// admission may reuse an answer across the test's cases), an empty NOERROR otherwise.
+    async fn serve(&self, addr: &str) {
+        let socket = UdpSocket::bind(addr).await.expect("bind the DNS server");
+        let dns = self.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
+                let Ok(request) = Message::from_vec(&buf[..n]) else {
+                    continue;
+                };
+                let mut response = request.clone().into_response();
+                for query in &request.queries {
+                    let name = query.name().to_ascii().to_ascii_lowercase();
+                    let name = name.trim_end_matches('.').to_owned();
+                    dns.queries
+                        .lock()
+                        .unwrap()
+                        .push((name.clone(), query.query_type()));
+                    let addrs = dns.table.lock().unwrap().get(&name).cloned();
+                    for ip in addrs.unwrap_or_default() {
+                        let rdata = match (query.query_type(), ip) {
+                            (RecordType::A, IpAddr::V4(v4)) => RData::A(A(v4)),
+                            (RecordType::AAAA, IpAddr::V6(v6)) => RData::AAAA(AAAA(v6)),
+                            _ => continue,
+                        };
+                        response.add_answer(Record::from_rdata(query.name().clone(), 0, rdata));
+                    }
+                }
+                if let Ok(bytes) = response.to_vec() {
+                    let _ = socket.send_to(&bytes, peer).await;
+                }
+            }
+        });
+    }
+}
+
+/// A TCP listener on an address admission must refuse, counting every connection: a refused
+/// destination is refused before any dial, so a connection here is a failure even if nothing
+/// was delivered.
+#[derive(Clone)]
+struct Trap {
+    addr: SocketAddr,
+    dials: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Trap {
+    async fn listen(addr: SocketAddr) -> Trap {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .expect("bind a trap");
+        let trap = Trap {
+            addr,
+            dials: Arc::default(),
+        };
+        let dials = Arc::clone(&trap.dials);
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                dials.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(conn);
+            }
+        });
+        trap
+    }
+
+    fn dials(&self) -> usize {
+        self.dials.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+fn inside() {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(road());
+}
+
+async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Egress-discord's settings for public Discord: the real base URL, only the test's name
+/// server, and only the emulator's CA (which `discord::configure` wrote as discord-ca.pem).
+fn public_road(manifest: &mut reach_manifest::Manifest, ca_file: &std::path::Path) {
+    let role = manifest
+        .roles
+        .iter_mut()
+        .find(|r| r.name.as_str() == "egress-discord")
+        .expect("egress-discord role");
+    let mut roads = toml::Table::new();
+    roads.insert(
+        "name_servers".into(),
+        toml::Value::Array(vec![NAME_SERVER.into()]),
+    );
+    roads.insert("ca_file".into(), ca_file.display().to_string().into());
+    role.settings
+        .insert("rest_base_url".into(), REST_BASE_URL.into());
+    role.settings.insert("roads".into(), roads.into());
+}
+
+async fn road() {
+    let dns = Dns::default();
+    dns.serve(NAME_SERVER).await;
+    dns.answer("discord.com", &[IpAddr::V4(DISCORD_COM)]);
+    let config = EmulatorConfig {
+        rest_listen: Some(SocketAddr::new(IpAddr::V4(DISCORD_COM), 443)),
+        tls_names: Some(vec!["discord.com".into()]),
+        ..EmulatorConfig::default()
+    };
+    let (body, em) = TestBody::start_with_emulator_configured(
+        config,
+        &[CHANNEL],
+        |manifest, layout| public_road(manifest, &layout.root().join("discord-ca.pem")),
+        "info",
+    )
+    .await;
+    let ca_file = body.layout.root().join("discord-ca.pem");
+    let mut operator = body.operator_after_genesis("public road").await;
+    let bot = em.config().bot_user_id;
+
+    // One question → exactly one reply, over the public road.
+    let asker = User::human(1_100_000_000_000_000_500, "asker");
+    let q = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> How does a port authenticate a call?"),
+    );
+    eventually("the reply over the public road", || {
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .find(|m| m.reply_to == Some(q))
+    })
+    .await;
+    trail_until(&mut operator, &q.to_string(), "outcome=KNOWN_SENT", WAIT).await;
+    assert_eq!(em.bot_messages(CHANNEL).len(), 1);
+    assert_eq!(em.create_requests().len(), 1);
+    assert!(
+        dns.queries()
+            .iter()
+            .any(|(name, t)| name == "discord.com" && *t == RecordType::A),
+        "egress-discord resolved discord.com through the named server only: {:?}",
+        dns.queries()
+    );
+
+    // Hostile answers: each refused at egress-discord's admission, before any dial (traps
+    // listen on the private and loopback addresses), nothing delivered.
+    let traps = [
+        Trap::listen(SocketAddr::new(IpAddr::V4(PRIVATE), 443)).await,
+        Trap::listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 443)).await,
+    ];
+    let mapped = Ipv4Addr::new(162, 159, 128, 233).to_ipv6_mapped();
+    let cases: [(&str, Vec<IpAddr>, &str); 3] = [
+        (
+            "a private address",
+            vec![IpAddr::V4(PRIVATE)],
+            "destination/special-purpose-address",
+        ),
+        (
+            "public and loopback mixed",
+            vec![IpAddr::V4(DISCORD_COM), IpAddr::V4(Ipv4Addr::LOCALHOST)],
+            "destination/mixed-resolution",
+        ),
+        (
+            "an IPv4-mapped IPv6 address",
+            vec![IpAddr::V6(mapped)],
+            "destination/special-purpose-address",
+        ),
+    ];
+    let admission = Roads {
+        name_servers: vec![NAME_SERVER.parse().unwrap()],
+        ca_file: Some(ca_file),
+        ..Roads::default()
+    }
+    .admission(AdmissionPolicy::default())
+    .expect("the same roads egress-discord has");
+    let discord = Destination::parse(REST_BASE_URL, Purpose::new("discord-rest").unwrap()).unwrap();
+    for (i, (what, answer, code)) in cases.into_iter().enumerate() {
+        dns.answer("discord.com", &answer);
+        let asked_before = dns.queries().len();
+        // The typed reason, from the admission egress-discord builds from these roads.
+        let refused = admission.admit(discord.clone()).await.expect_err(what);
+        assert_eq!(refused.code(), code, "{what}: {refused}");
+        let asker = User::human(1_100_000_000_000_000_600 + i as u64, "asker");
+        let q = em.post_user_message(
+            CHANNEL,
+            &asker,
+            &format!("<@{bot}> How do I rotate the trust root?"),
+        );
+        let trail = trail_until(&mut operator, &q.to_string(), "outcome=", WAIT).await;
+        // What the trail shows today: the attempts were not accepted (egress-discord settles a
+        // refused admission like an unaccepted send; the destination code is not recorded).
+        assert!(
+            trail.contains("outcome=KNOWN_REJECTED") && trail.contains("detail=not-accepted"),
+            "{what}: not settled as refused:\n{trail}"
+        );
+        for trap in &traps {
+            assert_eq!(
+                trap.dials(),
+                0,
+                "{what}: egress-discord dialed {}",
+                trap.addr
+            );
+        }
+        assert!(
+            dns.queries().len() > asked_before,
+            "{what}: egress-discord never asked the name server"
+        );
+        assert_eq!(
+            em.create_requests().len(),
+            1,
+            "{what}: a Create Message arrived"
+        );
+        assert_eq!(
+            em.bot_messages(CHANNEL).len(),
+            1,
+            "{what}: a reply appeared"
+        );
+    }
+    body.stop().await;
+}
