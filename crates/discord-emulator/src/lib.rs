@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 mod gateway;
+mod interaction;
 mod rest;
 mod tls;
 
@@ -66,6 +67,10 @@ pub struct EmulatorConfig {
     /// The names the servers' certificate is issued for instead of [`REST_HOST`] and
     /// `127.0.0.1` (e.g. `discord.com`, so the client verifies Discord's real name).
     pub tls_names: Option<Vec<String>>,
+    /// With `gateway_tls`: the gateway's public names and addresses instead of `127.0.0.1:0`,
+    /// identify first (`wss://{name}`), then READY's `resume_gateway_url`. Only a test inside
+    /// its own network namespace sets it; `tls_names` must name both.
+    pub gateway_listen: Option<[(String, SocketAddr); 2]>,
 }
 
 impl Default for EmulatorConfig {
@@ -81,6 +86,7 @@ impl Default for EmulatorConfig {
             gateway_tls: false,
             rest_listen: None,
             tls_names: None,
+            gateway_listen: None,
         }
     }
 }
@@ -130,6 +136,8 @@ pub struct EmulatedMessage {
     pub reply_to: Option<u64>,
     /// Message flags.
     pub flags: u64,
+    /// The interaction this message answers (an interaction callback's response).
+    pub interaction_id: Option<u64>,
 }
 
 /// One Create Message request as received, before any fault or deduplication.
@@ -141,6 +149,28 @@ pub struct CreateRequest {
     pub body: Value,
     /// When the request body had been read, for latency measurements.
     pub received_at: Instant,
+}
+
+/// One interaction callback request as received, before any fault or deduplication.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallbackRequest {
+    /// The interaction id in the path.
+    pub interaction_id: u64,
+    /// Whether the token in the path was the interaction's own.
+    pub token_matched: bool,
+    /// Whether the request also carried an `Authorization` header (it needs none).
+    pub authorization_sent: bool,
+    /// The JSON body.
+    pub body: Value,
+}
+
+/// One interaction Discord dispatched, as the emulator tracks it.
+#[derive(Clone, Debug)]
+pub(crate) struct InteractionRecord {
+    pub(crate) token: String,
+    pub(crate) channel_id: u64,
+    /// The message of the accepted callback (the interaction's original response).
+    pub(crate) original: Option<u64>,
 }
 
 /// One Get Channel Messages request as received (failed reads included).
@@ -222,6 +252,9 @@ pub(crate) struct State {
     pub(crate) channel_guilds: HashMap<u64, Option<u64>>,
     pub(crate) creates: Vec<CreateRequest>,
     pub(crate) reads: Vec<ReadRequest>,
+    pub(crate) interactions: HashMap<u64, InteractionRecord>,
+    pub(crate) callbacks: Vec<CallbackRequest>,
+    pub(crate) callback_faults: VecDeque<Fault>,
     pub(crate) faults: VecDeque<Fault>,
     pub(crate) nonces: HashMap<String, (u64, Instant)>,
     pub(crate) sessions: HashMap<String, SessionState>,
@@ -307,6 +340,11 @@ pub(crate) fn message_json(m: &EmulatedMessage, author_name: &str, with_nonce: b
     v
 }
 
+/// The token of interaction `id`: distinct per interaction, and shaped like none of the bot's.
+fn interaction_token(id: u64) -> String {
+    format!("aW50ZXJhY3Rpb24-{id:x}-emulated-token")
+}
+
 /// Parse `<@id>` and `<@!id>` mentions out of content, as Discord does.
 pub(crate) fn parse_mentions(content: &str) -> Vec<u64> {
     let mut out = Vec::new();
@@ -322,6 +360,15 @@ pub(crate) fn parse_mentions(content: &str) -> Vec<u64> {
         }
     }
     out
+}
+
+/// `wss://name`, with the port only when it is not 443 (as Discord's URLs are written).
+fn wss_url(name: &str, port: u16) -> String {
+    if port == 443 {
+        format!("wss://{name}")
+    } else {
+        format!("wss://{name}:{port}")
+    }
 }
 
 /// A running emulator. Dropping it stops its servers.
@@ -348,8 +395,16 @@ impl Emulator {
     /// Start the gateway (two listeners: the IDENTIFY URL and READY's `resume_gateway_url`)
     /// and the REST server, all on `127.0.0.1:0`.
     pub async fn start(config: EmulatorConfig) -> io::Result<Emulator> {
-        let gateway = TcpListener::bind("127.0.0.1:0").await?;
-        let resume = TcpListener::bind("127.0.0.1:0").await?;
+        let (gateway, resume) = match &config.gateway_listen {
+            Some([(_, identify), (_, resume)]) => (
+                TcpListener::bind(*identify).await?,
+                TcpListener::bind(*resume).await?,
+            ),
+            None => (
+                TcpListener::bind("127.0.0.1:0").await?,
+                TcpListener::bind("127.0.0.1:0").await?,
+            ),
+        };
         let rest = match config.rest_listen {
             Some(addr) => TcpListener::bind(addr).await?,
             None => TcpListener::bind("127.0.0.1:0").await?,
@@ -363,7 +418,9 @@ impl Emulator {
         };
         let ca = tls::mint(&names).map_err(io::Error::other)?;
         let gateway_tls = config.gateway_tls.then(|| Arc::clone(&ca.server));
-        let resume_url = if config.gateway_tls {
+        let resume_url = if let Some([_, (name, _)]) = &config.gateway_listen {
+            wss_url(name, resume_addr.port())
+        } else if config.gateway_tls {
             format!("wss://{REST_HOST}:{}", resume_addr.port())
         } else {
             format!("ws://{resume_addr}")
@@ -412,7 +469,9 @@ impl Emulator {
     /// The URL to IDENTIFY at (`ws://127.0.0.1:port`, or `wss://discord.emulator.test:port`
     /// with [`EmulatorConfig::gateway_tls`]).
     pub fn gateway_url(&self) -> String {
-        if self.inner.config.gateway_tls {
+        if let Some([(name, _), _]) = &self.inner.config.gateway_listen {
+            wss_url(name, self.gateway_addr.port())
+        } else if self.inner.config.gateway_tls {
             format!("wss://{REST_HOST}:{}", self.gateway_addr.port())
         } else {
             format!("ws://{}", self.gateway_addr)
@@ -482,6 +541,7 @@ impl Emulator {
             nonce: None,
             reply_to: None,
             flags: 0,
+            interaction_id: None,
         };
         let mut d = message_json(&message, &author.name, true);
         if let Some(g) = message.guild_id {
@@ -494,17 +554,25 @@ impl Emulator {
     }
 
     /// A user runs a slash command with one string option; INTERACTION_CREATE is
-    /// dispatched. Returns the interaction id.
+    /// dispatched. Returns the interaction id. Its token is [`Emulator::interaction_token`].
     pub fn post_interaction(&self, channel_id: u64, user: &User, command: &str, text: &str) -> u64 {
         let id = self.inner.snowflake();
         let mut state = self.inner.lock();
+        state.interactions.insert(
+            id,
+            InteractionRecord {
+                token: interaction_token(id),
+                channel_id,
+                original: None,
+            },
+        );
         let guild = self.guild_of(&state, channel_id);
         let user_json = json!({"id": user.id.to_string(), "username": user.name, "bot": user.bot});
         let mut d = json!({
             "id": id.to_string(),
             "application_id": self.inner.config.application_id.to_string(),
             "type": 2,
-            "token": format!("interaction-token-{id}"),
+            "token": interaction_token(id),
             "version": 1,
             "channel_id": channel_id.to_string(),
             "data": {
@@ -546,6 +614,22 @@ impl Emulator {
     /// Every Create Message request received, in order.
     pub fn create_requests(&self) -> Vec<CreateRequest> {
         self.inner.lock().creates.clone()
+    }
+
+    /// The token the emulator gave interaction `id` (what Discord puts in INTERACTION_CREATE).
+    pub fn interaction_token(&self, id: u64) -> String {
+        interaction_token(id)
+    }
+
+    /// Every interaction callback request received, in order.
+    pub fn callback_requests(&self) -> Vec<CallbackRequest> {
+        self.inner.lock().callbacks.clone()
+    }
+
+    /// Script the behaviour of the next interaction callback (queued in order). Only
+    /// `CommitThenDrop`, `DropBeforeCommit`, `ServerError`, `RateLimit` and `Reject` apply.
+    pub fn script_next_callback(&self, fault: Fault) {
+        self.inner.lock().callback_faults.push_back(fault);
     }
 
     /// Every Get Channel Messages request received, in order (a reconciliation's reads).

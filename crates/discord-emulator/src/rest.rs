@@ -46,7 +46,7 @@ pub(crate) async fn serve(listener: TcpListener, tls: Arc<ServerConfig>, inner: 
 
 /// Dropping the connection: returning an error makes hyper close it without a response.
 #[derive(Debug)]
-struct DropConnection;
+pub(crate) struct DropConnection;
 
 impl std::fmt::Display for DropConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -56,9 +56,9 @@ impl std::fmt::Display for DropConnection {
 
 impl std::error::Error for DropConnection {}
 
-type Reply = Result<Response<Full<Bytes>>, DropConnection>;
+pub(crate) type Reply = Result<Response<Full<Bytes>>, DropConnection>;
 
-fn respond(status: u16, body: Value) -> Reply {
+pub(crate) fn respond(status: u16, body: Value) -> Reply {
     let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     r.headers_mut().insert(
@@ -68,11 +68,29 @@ fn respond(status: u16, body: Value) -> Reply {
     Ok(r)
 }
 
-fn error(status: u16, code: u64, message: &str) -> Reply {
+pub(crate) fn error(status: u16, code: u64, message: &str) -> Reply {
     respond(status, json!({"message": message, "code": code}))
 }
 
 async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
+    // Interaction callbacks and the interaction webhook are authorized by the interaction's
+    // token in the path, not by the bot token, as on Discord.
+    if let Some(route) = crate::interaction::route(req.uri().path()) {
+        let method = req.method().clone();
+        let query = req.uri().query().unwrap_or("").to_owned();
+        let authorization_sent = req.headers().contains_key(http::header::AUTHORIZATION);
+        let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => return error(413, 40005, "Request entity too large"),
+        };
+        let request = crate::interaction::Received {
+            method: &method,
+            query: &query,
+            body: &body,
+            authorization_sent,
+        };
+        return crate::interaction::handle(&inner, route, request);
+    }
     let auth = req
         .headers()
         .get(http::header::AUTHORIZATION)
@@ -188,6 +206,7 @@ fn create(inner: &Inner, channel: u64, body: &[u8]) -> Reply {
         nonce: nonce.clone(),
         reply_to,
         flags: body.get("flags").and_then(Value::as_u64).unwrap_or(0),
+        interaction_id: None,
     };
     let json = message_json(&message, "reach", true);
     state.messages.insert(id, message);

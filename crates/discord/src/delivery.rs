@@ -191,3 +191,57 @@ pub fn channel_read_url(base: &str, channel_id: &str, after: Snowflake) -> Strin
 pub fn channel_read_request(url: &str) -> Vec<u8> {
     format!("GET {url}\n").into_bytes()
 }
+
+/// CHANNEL_MESSAGE_WITH_SOURCE: answer an application command with a message.
+pub const INTERACTION_CHANNEL_MESSAGE: u64 = 4;
+
+/// The reply to one `/ask` interaction, as an interaction callback (type 4). Discord accepts at
+/// most one callback per interaction, so the interaction id is the reply's deduplication key
+/// (a second callback is refused with 40060) and no nonce is needed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InteractionReply {
+    /// The interaction answered.
+    pub interaction_id: Snowflake,
+    /// The rendered text (at most [`MAX_CONTENT_CHARS`]).
+    pub content: String,
+}
+
+impl InteractionReply {
+    /// The exact JSON body sent: the same fixed mention and embed policy as a Create Message.
+    pub fn body(&self) -> Value {
+        json!({
+            "type": INTERACTION_CHANNEL_MESSAGE,
+            "data": {
+                "content": self.content,
+                "allowed_mentions": {"parse": []},
+                "flags": FLAG_SUPPRESS_EMBEDS,
+            },
+        })
+    }
+
+    /// The body bytes (what an EgressDecision's payload digest covers).
+    pub fn body_bytes(&self) -> Vec<u8> {
+        self.body().to_string().into_bytes()
+    }
+}
+
+/// The path segment standing for interaction `id`'s token in the destinations a decision
+/// binds. The token is a credential: core and ward never see it, so a decision names the
+/// interaction (which has exactly one token) instead, and the egress role, which alone opens
+/// the token, dials the real URL.
+pub fn token_placeholder(interaction_id: Snowflake) -> String {
+    format!("{{token:{interaction_id}}}")
+}
+
+/// The interaction callback URL with `token` in place (`?with_response=true`, so Discord
+/// answers with the message it created). Pass [`token_placeholder`] for the destination a
+/// decision binds.
+pub fn interaction_callback_url(base: &str, interaction_id: Snowflake, token: &str) -> String {
+    format!("{base}/interactions/{interaction_id}/{token}/callback?with_response=true")
+}
+
+/// The URL of an interaction's original response (the read that reconciles an UNKNOWN
+/// callback). Pass [`token_placeholder`] for the destination a decision binds.
+pub fn original_response_url(base: &str, application_id: Snowflake, token: &str) -> String {
+    format!("{base}/webhooks/{application_id}/{token}/messages/@original")
+}

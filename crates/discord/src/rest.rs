@@ -31,7 +31,7 @@ use reach_destination::{
 };
 use serde_json::Value;
 
-use crate::model::{BotToken, MessageCreate, Snowflake};
+use crate::model::{BotToken, InteractionToken, MessageCreate, Snowflake};
 
 /// The production base URL.
 pub const DISCORD_API_BASE: &str = "https://discord.com/api/v10";
@@ -46,8 +46,9 @@ pub const RECONCILE_SETTLE: Duration = Duration::from_secs(60);
 const USER_AGENT_VALUE: &str = "DiscordBot (https://reach.invalid, 1)";
 
 pub use crate::delivery::{
-    CreateMessage, CreateOutcome, FLAG_SUPPRESS_EMBEDS, InvalidNonce, MAX_CONTENT_CHARS,
-    MAX_NONCE_LEN, Nonce, RECONCILE_PAGE, Reconciliation, channel_read_request, channel_read_url,
+    CreateMessage, CreateOutcome, FLAG_SUPPRESS_EMBEDS, InteractionReply, InvalidNonce,
+    MAX_CONTENT_CHARS, MAX_NONCE_LEN, Nonce, RECONCILE_PAGE, Reconciliation, channel_read_request,
+    channel_read_url, interaction_callback_url, original_response_url, token_placeholder,
 };
 
 /// Admits each channel read of a reconciliation, immediately before its request is written.
@@ -57,7 +58,9 @@ pub use crate::delivery::{
 /// ends [`Reconciliation::Inconclusive`] with the code. There is deliberately no gate that
 /// admits everything in this crate.
 pub trait ReadGate {
-    /// Admit one GET of `url` (built by [`channel_read_url`]) after `after`.
+    /// Admit one GET of `url`: a channel page (built by [`channel_read_url`]) after the cursor
+    /// `after`, or an interaction's original response, named by its token-free destination
+    /// ([`RestClient::original_destination`]) with `after` the interaction id.
     fn admit(
         &mut self,
         url: &str,
@@ -129,12 +132,26 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         path: &str,
         body: Bytes,
     ) -> Result<Request<Bytes>, http::Error> {
+        let mut r = self.request_without_bot_token(admitted, method, path, body)?;
+        let auth = http::HeaderValue::try_from(format!("Bot {}", self.config.token.expose()))?;
+        r.headers_mut().insert(AUTHORIZATION, auth);
+        Ok(r)
+    }
+
+    /// A request authorized by something in its path (an interaction token), so the bot token
+    /// is not sent: a credential goes only where it is needed.
+    fn request_without_bot_token(
+        &self,
+        admitted: &AdmittedDestination,
+        method: Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<Request<Bytes>, http::Error> {
         let mut builder = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base_path))
             .header(HOST, admitted.host_header())
-            .header(USER_AGENT, USER_AGENT_VALUE)
-            .header(AUTHORIZATION, format!("Bot {}", self.config.token.expose()));
+            .header(USER_AGENT, USER_AGENT_VALUE);
         if !body.is_empty() {
             builder = builder.header(CONTENT_TYPE, "application/json");
         }
@@ -171,6 +188,132 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
                 reason: e.code().to_owned(),
             },
             Err(e) => CreateOutcome::Unknown { reason: e.code() },
+        }
+    }
+
+    /// One interaction callback attempt (type 4): `POST /interactions/{id}/{token}/callback`.
+    /// The token, opened by the egress role alone, appears only in the request line.
+    pub async fn interaction_callback(
+        &self,
+        reply: &InteractionReply,
+        token: &InteractionToken,
+    ) -> CallbackOutcome {
+        if !token_is_path_safe(&token.0) {
+            return CallbackOutcome::NotSent {
+                reason: "discord/interaction-token".into(),
+            };
+        }
+        let (admitted, stream) = match self.open().await {
+            Ok(open) => open,
+            Err(e) => {
+                return CallbackOutcome::NotSent {
+                    reason: e.code().to_owned(),
+                };
+            }
+        };
+        let path = interaction_callback_url("", reply.interaction_id, &token.0);
+        let request = match self.request_without_bot_token(
+            &admitted,
+            Method::POST,
+            &path,
+            Bytes::from(reply.body_bytes()),
+        ) {
+            Ok(r) => r,
+            Err(_) => {
+                return CallbackOutcome::NotSent {
+                    reason: "discord/request-build".into(),
+                };
+            }
+        };
+        match fetch(stream, request, &create_bounds()).await {
+            Ok(response) => {
+                classify_callback(response.status.as_u16(), &response.headers, &response.body)
+            }
+            Err(ReturnError::Request(e)) => CallbackOutcome::NotSent {
+                reason: e.code().to_owned(),
+            },
+            Err(e) => CallbackOutcome::Unknown { reason: e.code() },
+        }
+    }
+
+    /// The token-free destination of interaction `id`'s callback: what its decision binds.
+    pub fn callback_destination(&self, interaction_id: Snowflake) -> String {
+        interaction_callback_url(
+            self.config.base_url.trim_end_matches('/'),
+            interaction_id,
+            &token_placeholder(interaction_id),
+        )
+    }
+
+    /// The token-free destination of interaction `id`'s original response: what the decision
+    /// of its reconciliation read binds.
+    pub fn original_destination(
+        &self,
+        application: Snowflake,
+        interaction_id: Snowflake,
+    ) -> String {
+        original_response_url(
+            self.config.base_url.trim_end_matches('/'),
+            application,
+            &token_placeholder(interaction_id),
+        )
+    }
+
+    /// Reconciles an UNKNOWN interaction callback from independent evidence: one read of the
+    /// interaction's original response, admitted by `gate` for its token-free destination
+    /// ([`RestClient::original_destination`]) before the GET. Found: the reply exists; 10008
+    /// (Unknown Message): Discord holds no response to this interaction.
+    pub async fn reconcile_interaction(
+        &self,
+        application: Snowflake,
+        interaction_id: Snowflake,
+        token: &InteractionToken,
+        gate: &mut impl ReadGate,
+    ) -> Reconciliation {
+        if !token_is_path_safe(&token.0) {
+            return Reconciliation::Inconclusive {
+                reason: "discord/interaction-token".into(),
+            };
+        }
+        let destination = self.original_destination(application, interaction_id);
+        if let Err(reason) = gate.admit(&destination, interaction_id).await {
+            return Reconciliation::Inconclusive { reason };
+        }
+        let read = async {
+            let (admitted, stream) = self.open().await.map_err(|e| e.code().to_owned())?;
+            let path = original_response_url("", application, &token.0);
+            let request = self
+                .request_without_bot_token(&admitted, Method::GET, &path, Bytes::new())
+                .map_err(|_| "discord/request-build".to_owned())?;
+            fetch(stream, request, &read_bounds())
+                .await
+                .map_err(|e| e.code())
+        };
+        let response = match read.await {
+            Ok(r) => r,
+            Err(reason) => return Reconciliation::Inconclusive { reason },
+        };
+        let json: Option<Value> = serde_json::from_slice(&response.body).ok();
+        let code = json
+            .as_ref()
+            .and_then(|v| v.get("code"))
+            .and_then(Value::as_u64);
+        match (response.status.as_u16(), code) {
+            (200, _) => match json
+                .as_ref()
+                .and_then(|v| v.get("id"))
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse().ok())
+            {
+                Some(message_id) => Reconciliation::Found { message_id },
+                None => Reconciliation::Inconclusive {
+                    reason: "discord/read-json".into(),
+                },
+            },
+            (404, Some(UNKNOWN_MESSAGE)) => Reconciliation::ProvedAbsent,
+            (status, _) => Reconciliation::Inconclusive {
+                reason: format!("discord/read-status-{status}"),
+            },
         }
     }
 
@@ -310,6 +453,95 @@ fn read_bounds() -> Bounds {
         max_json_depth: 16,
         max_json_items: 100_000,
         ..Bounds::default()
+    }
+}
+
+/// Discord's "Unknown Message": the interaction has no original response.
+const UNKNOWN_MESSAGE: u64 = 10008;
+/// Discord's "Interaction has already been acknowledged".
+const ALREADY_ACKNOWLEDGED: u64 = 40060;
+
+/// Interaction tokens are URL-safe text; anything else is refused before it reaches a path.
+fn token_is_path_safe(token: &str) -> bool {
+    !token.is_empty()
+        && token.len() <= 512
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// What one interaction callback attempt established.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallbackOutcome {
+    /// Discord created the reply.
+    Sent {
+        /// The message id.
+        message_id: Snowflake,
+    },
+    /// Discord already holds a response to this interaction (40060, or a 2xx naming no
+    /// message): an earlier attempt was accepted. Its message id comes from the original
+    /// response ([`RestClient::reconcile_interaction`]); nothing is sent again.
+    Acknowledged,
+    /// Discord refused the callback (4xx other than 429 and 40060): no reply exists from it.
+    Rejected {
+        /// HTTP status.
+        status: u16,
+        /// Discord's JSON error code (10062: unknown or expired interaction).
+        code: Option<u64>,
+    },
+    /// 429: not accepted; as for [`CreateOutcome::RateLimited`].
+    RateLimited {
+        /// How long Discord asked us to wait.
+        retry_after: Duration,
+        /// Whether the limit is global.
+        global: bool,
+    },
+    /// No byte of the request left the body.
+    NotSent {
+        /// A secret-free reason code.
+        reason: String,
+    },
+    /// The callback may have been accepted: reconcile from the original response, never
+    /// resend blindly (a resend is harmless only because Discord answers 40060).
+    Unknown {
+        /// A secret-free reason code.
+        reason: String,
+    },
+}
+
+/// Classify a complete interaction callback return (`with_response=true`). Pure.
+pub fn classify_callback(status: u16, headers: &http::HeaderMap, body: &[u8]) -> CallbackOutcome {
+    if (200..300).contains(&status) {
+        let json: Option<Value> = serde_json::from_slice(body).ok();
+        let id = json
+            .as_ref()
+            .and_then(|v| v.pointer("/resource/message/id"))
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok());
+        return match id {
+            Some(message_id) => CallbackOutcome::Sent { message_id },
+            None => CallbackOutcome::Acknowledged,
+        };
+    }
+    match classify(status, headers, body) {
+        CreateOutcome::KnownRejected {
+            code: Some(ALREADY_ACKNOWLEDGED),
+            ..
+        } => CallbackOutcome::Acknowledged,
+        CreateOutcome::KnownRejected { status, code } => CallbackOutcome::Rejected { status, code },
+        CreateOutcome::RateLimited {
+            retry_after,
+            global,
+        } => CallbackOutcome::RateLimited {
+            retry_after,
+            global,
+        },
+        CreateOutcome::NotSent { reason } => CallbackOutcome::NotSent { reason },
+        CreateOutcome::KnownSent { .. } | CreateOutcome::Unknown { .. } => {
+            CallbackOutcome::Unknown {
+                reason: format!("discord/status-{status}"),
+            }
+        }
     }
 }
 

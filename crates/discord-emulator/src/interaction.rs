@@ -1,0 +1,193 @@
+//! Interaction responses, as Discord serves them for a `/ask` command: the callback
+//! (`POST /interactions/{id}/{token}/callback`, type 4 CHANNEL_MESSAGE_WITH_SOURCE) and the
+//! original response behind the interaction's webhook
+//! (`GET /webhooks/{application}/{token}/messages/@original`).
+//!
+//! Both are authorized by the interaction's token in the path, never by the bot token. An
+//! interaction is answered at most once: a second callback is refused with 40060 ("Interaction
+//! has already been acknowledged"), which is what makes the interaction id the deduplication key
+//! of an interaction reply. Unknown ids and wrong tokens are 10062 ("Unknown interaction"); a
+//! read of the original before any callback is 10008 ("Unknown Message").
+
+use bytes::Bytes;
+use http::{Method, Response, StatusCode};
+use http_body_util::Full;
+use serde_json::{Value, json};
+
+use crate::rest::{DropConnection, Reply, error, respond};
+use crate::{CallbackRequest, EmulatedMessage, Fault, Inner, ReadRequest, message_json};
+
+/// Discord's content limit in characters.
+const MAX_CONTENT_CHARS: usize = 2_000;
+/// CHANNEL_MESSAGE_WITH_SOURCE: answer the command with a message.
+const CHANNEL_MESSAGE_WITH_SOURCE: u64 = 4;
+
+/// The two interaction routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    Callback { id: String, token: String },
+    Original { application: String, token: String },
+}
+
+/// Recognizes an interaction path; `None` for every other path.
+pub(crate) fn route(path: &str) -> Option<Route> {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["api", "v10", "interactions", id, token, "callback"] => Some(Route::Callback {
+            id: (*id).to_owned(),
+            token: (*token).to_owned(),
+        }),
+        [
+            "api",
+            "v10",
+            "webhooks",
+            app,
+            token,
+            "messages",
+            "@original",
+        ] => Some(Route::Original {
+            application: (*app).to_owned(),
+            token: (*token).to_owned(),
+        }),
+        _ => None,
+    }
+}
+
+/// What the request brought besides its route.
+pub(crate) struct Received<'a> {
+    pub(crate) method: &'a Method,
+    pub(crate) query: &'a str,
+    pub(crate) body: &'a [u8],
+    pub(crate) authorization_sent: bool,
+}
+
+pub(crate) fn handle(inner: &Inner, route: Route, req: Received<'_>) -> Reply {
+    match (route, req.method) {
+        (Route::Callback { id, token }, &Method::POST) => callback(inner, &id, &token, &req),
+        (Route::Original { application, token }, &Method::GET) => {
+            original(inner, &application, &token)
+        }
+        _ => error(405, 0, "405: Method Not Allowed"),
+    }
+}
+
+fn unknown_interaction() -> Reply {
+    error(404, 10062, "Unknown interaction")
+}
+
+fn callback(inner: &Inner, id: &str, token: &str, req: &Received<'_>) -> Reply {
+    let Ok(id) = id.parse::<u64>() else {
+        return unknown_interaction();
+    };
+    let Ok(body) = serde_json::from_slice::<Value>(req.body) else {
+        return error(400, 50109, "The request body contains invalid JSON.");
+    };
+    let mut state = inner.lock();
+    let record = state.interactions.get(&id).cloned();
+    let token_matched = record.as_ref().is_some_and(|r| r.token == token);
+    state.callbacks.push(CallbackRequest {
+        interaction_id: id,
+        token_matched,
+        authorization_sent: req.authorization_sent,
+        body: body.clone(),
+    });
+    let Some(record) = record.filter(|_| token_matched) else {
+        return unknown_interaction();
+    };
+    let fault = state.callback_faults.pop_front();
+    match &fault {
+        Some(Fault::RateLimit { retry_after }) => {
+            return respond(
+                429,
+                json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false}),
+            );
+        }
+        Some(Fault::ServerError { status }) => {
+            return error(*status, 0, "500: Internal Server Error");
+        }
+        Some(Fault::Reject { status, code }) => return error(*status, *code, "Rejected"),
+        Some(Fault::DropBeforeCommit) => return Err(DropConnection),
+        Some(Fault::CommitThenDrop) | None => {}
+    }
+    if record.original.is_some() {
+        return error(400, 40060, "Interaction has already been acknowledged.");
+    }
+    if body.get("type").and_then(Value::as_u64) != Some(CHANNEL_MESSAGE_WITH_SOURCE) {
+        return error(400, 50035, "Invalid Form Body");
+    }
+    let data = body.get("data").cloned().unwrap_or(Value::Null);
+    let content = data.get("content").and_then(Value::as_str).unwrap_or("");
+    if content.is_empty() {
+        return error(400, 50006, "Cannot send an empty message");
+    }
+    if content.chars().count() > MAX_CONTENT_CHARS {
+        return error(400, 50035, "Invalid Form Body");
+    }
+    let message_id = inner.snowflake();
+    let guild_id = state
+        .channel_guilds
+        .get(&record.channel_id)
+        .copied()
+        .unwrap_or(Some(inner.config.default_guild_id));
+    let message = EmulatedMessage {
+        id: message_id,
+        channel_id: record.channel_id,
+        guild_id,
+        author_id: inner.config.bot_user_id,
+        author_bot: true,
+        content: content.to_owned(),
+        mentions: crate::parse_mentions(content),
+        nonce: None,
+        reply_to: None,
+        flags: data.get("flags").and_then(Value::as_u64).unwrap_or(0),
+        interaction_id: Some(id),
+    };
+    let json = message_json(&message, "reach", false);
+    state.messages.insert(message_id, message);
+    if let Some(r) = state.interactions.get_mut(&id) {
+        r.original = Some(message_id);
+    }
+    inner.dispatch(&mut state, "MESSAGE_CREATE", json.clone());
+    drop(state);
+    if fault == Some(Fault::CommitThenDrop) {
+        return Err(DropConnection);
+    }
+    if req.query.split('&').any(|p| p == "with_response=true") {
+        return respond(
+            200,
+            json!({
+                "interaction": {"id": id.to_string(), "type": 2, "response_message_id": message_id.to_string()},
+                "resource": {"type": CHANNEL_MESSAGE_WITH_SOURCE, "message": json},
+            }),
+        );
+    }
+    let mut r = Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    Ok(r)
+}
+
+fn original(inner: &Inner, application: &str, token: &str) -> Reply {
+    let mut state = inner.lock();
+    let found = state
+        .interactions
+        .iter()
+        .find(|(_, r)| r.token == token)
+        .map(|(id, r)| (*id, r.clone()));
+    state.reads.push(ReadRequest {
+        channel_id: found.as_ref().map_or(0, |(_, r)| r.channel_id),
+        query: "@original".into(),
+    });
+    if state.reads_unavailable {
+        return error(503, 0, "503: Service Unavailable");
+    }
+    if application != inner.config.application_id.to_string() {
+        return error(404, 10015, "Unknown Webhook");
+    }
+    let Some((_, record)) = found else {
+        return error(404, 10015, "Unknown Webhook");
+    };
+    match record.original.and_then(|m| state.messages.get(&m)) {
+        Some(m) => respond(200, message_json(m, "reach", false)),
+        None => error(404, 10008, "Unknown Message"),
+    }
+}

@@ -1,0 +1,237 @@
+//! `/ask` interaction replies against the emulator: one callback (type 4) per interaction, a
+//! second refused with 40060, an UNKNOWN callback reconciled from the original response, and
+//! the interaction token only ever in the request line (never in a gate's destination, never
+//! beside the bot token).
+
+mod common;
+
+use common::*;
+use reach_discord::Snowflake;
+use reach_discord::model::InteractionToken;
+use reach_discord::rest::{
+    CallbackOutcome, FLAG_SUPPRESS_EMBEDS, InteractionReply, ReadGate, Reconciliation,
+};
+use reach_discord_emulator::{Emulator, Fault, User};
+
+/// Admits up to `budget` reads and records each destination.
+struct Gate {
+    budget: usize,
+    asked: Vec<String>,
+}
+
+impl Gate {
+    fn with_budget(budget: usize) -> Self {
+        Self {
+            budget,
+            asked: Vec::new(),
+        }
+    }
+}
+
+impl ReadGate for Gate {
+    async fn admit(&mut self, url: &str, _after: Snowflake) -> Result<(), String> {
+        self.asked.push(url.to_owned());
+        if self.asked.len() > self.budget {
+            return Err("decision/over-budget".into());
+        }
+        Ok(())
+    }
+}
+
+fn ask(em: &Emulator) -> (Snowflake, InteractionToken) {
+    let id = em.post_interaction(CHANNEL, &User::human(42, "ada"), "ask", "a question");
+    (Snowflake(id), InteractionToken(em.interaction_token(id)))
+}
+
+fn reply(id: Snowflake, text: &str) -> InteractionReply {
+    InteractionReply {
+        interaction_id: id,
+        content: text.into(),
+    }
+}
+
+fn app(em: &Emulator) -> Snowflake {
+    Snowflake(em.config().application_id)
+}
+
+#[tokio::test]
+async fn one_callback_per_interaction_and_a_second_is_acknowledged_not_resent() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let (id, token) = ask(&em);
+    let out = rest
+        .interaction_callback(&reply(id, "the answer <@42> @everyone"), &token)
+        .await;
+    let CallbackOutcome::Sent { message_id } = out else {
+        panic!("{out:?}")
+    };
+    let seen = em.bot_messages(CHANNEL);
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].id, message_id.0);
+    assert_eq!(seen[0].interaction_id, Some(id.0));
+    assert_eq!(seen[0].flags, FLAG_SUPPRESS_EMBEDS);
+    let request = &em.callback_requests()[0];
+    assert!(request.token_matched);
+    assert!(
+        !request.authorization_sent,
+        "the bot token is not sent with a callback"
+    );
+    let body = &request.body;
+    assert_eq!(body["type"], 4);
+    assert_eq!(
+        body["data"]["allowed_mentions"]["parse"],
+        serde_json::json!([])
+    );
+
+    // The interaction id deduplicates: a second callback creates nothing.
+    let again = rest.interaction_callback(&reply(id, "again"), &token).await;
+    assert_eq!(again, CallbackOutcome::Acknowledged);
+    assert_eq!(em.bot_messages(CHANNEL).len(), 1);
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_rejected_as_an_unknown_interaction() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let (id, _) = ask(&em);
+    let forged = InteractionToken("not-the-token".into());
+    let out = rest.interaction_callback(&reply(id, "x"), &forged).await;
+    assert_eq!(
+        out,
+        CallbackOutcome::Rejected {
+            status: 404,
+            code: Some(10062)
+        }
+    );
+    assert!(em.bot_messages(CHANNEL).is_empty());
+    assert!(!em.callback_requests()[0].token_matched);
+    // A token that is not path-safe never reaches a request line.
+    let odd = InteractionToken("../../channels".into());
+    assert_eq!(
+        rest.interaction_callback(&reply(id, "x"), &odd).await,
+        CallbackOutcome::NotSent {
+            reason: "discord/interaction-token".into()
+        }
+    );
+    assert_eq!(em.callback_requests().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unknown_callback_is_reconciled_from_the_original_response() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let (id, token) = ask(&em);
+    em.script_next_callback(Fault::CommitThenDrop);
+    let out = rest
+        .interaction_callback(&reply(id, "answer"), &token)
+        .await;
+    assert!(matches!(out, CallbackOutcome::Unknown { .. }), "{out:?}");
+    let created = em.bot_messages(CHANNEL);
+    assert_eq!(created.len(), 1, "Discord committed the reply");
+
+    let mut gate = Gate::with_budget(1);
+    let found = rest
+        .reconcile_interaction(app(&em), id, &token, &mut gate)
+        .await;
+    assert_eq!(
+        found,
+        Reconciliation::Found {
+            message_id: Snowflake(created[0].id)
+        }
+    );
+    // The gate (and so core and ward) saw a destination without the token.
+    assert_eq!(gate.asked, vec![rest.original_destination(app(&em), id)]);
+    assert!(!gate.asked[0].contains(&token.0), "{:?}", gate.asked);
+    assert!(gate.asked[0].ends_with(&format!("/{{token:{id}}}/messages/@original")));
+}
+
+#[tokio::test]
+async fn a_callback_dropped_before_commit_is_proved_absent_and_a_refused_read_is_not_made() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let (id, token) = ask(&em);
+    em.script_next_callback(Fault::DropBeforeCommit);
+    let out = rest
+        .interaction_callback(&reply(id, "answer"), &token)
+        .await;
+    assert!(matches!(out, CallbackOutcome::Unknown { .. }), "{out:?}");
+    assert_eq!(
+        rest.reconcile_interaction(app(&em), id, &token, &mut Gate::with_budget(1))
+            .await,
+        Reconciliation::ProvedAbsent
+    );
+    let reads = em.read_requests().len();
+    assert_eq!(reads, 1);
+    let refused = rest
+        .reconcile_interaction(app(&em), id, &token, &mut Gate::with_budget(0))
+        .await;
+    assert_eq!(
+        refused,
+        Reconciliation::Inconclusive {
+            reason: "decision/over-budget".into()
+        }
+    );
+    assert_eq!(em.read_requests().len(), reads, "no GET without admission");
+    // After proved absence the interaction may still be answered once.
+    let out = rest
+        .interaction_callback(&reply(id, "answer"), &token)
+        .await;
+    assert!(matches!(out, CallbackOutcome::Sent { .. }), "{out:?}");
+}
+
+#[tokio::test]
+async fn a_rate_limited_callback_is_not_accepted() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let (id, token) = ask(&em);
+    em.script_next_callback(Fault::RateLimit { retry_after: 0.25 });
+    let out = rest
+        .interaction_callback(&reply(id, "answer"), &token)
+        .await;
+    assert!(
+        matches!(out, CallbackOutcome::RateLimited { global: false, .. }),
+        "{out:?}"
+    );
+    assert!(em.bot_messages(CHANNEL).is_empty());
+}
+
+#[test]
+fn callback_returns_are_classified() {
+    use reach_discord::rest::classify_callback;
+    let h = http::HeaderMap::new();
+    let sent = br#"{"resource":{"type":4,"message":{"id":"77"}}}"#;
+    let table = [
+        (
+            200,
+            &sent[..],
+            CallbackOutcome::Sent {
+                message_id: Snowflake(77),
+            },
+        ),
+        // Accepted, but no message named: an earlier or this attempt holds the reply.
+        (204, &b""[..], CallbackOutcome::Acknowledged),
+        (
+            400,
+            &br#"{"code":40060}"#[..],
+            CallbackOutcome::Acknowledged,
+        ),
+        (
+            404,
+            &br#"{"code":10062}"#[..],
+            CallbackOutcome::Rejected {
+                status: 404,
+                code: Some(10062),
+            },
+        ),
+        (
+            503,
+            &b"{}"[..],
+            CallbackOutcome::Unknown {
+                reason: "discord/status-503".into(),
+            },
+        ),
+    ];
+    for (status, body, want) in table {
+        assert_eq!(classify_callback(status, &h, body), want, "{status}");
+    }
+}
