@@ -41,6 +41,11 @@ const TEST_NAME: &str = "public_discord_road_through_controlled_dns";
 const INSIDE: &str = "REACH_PUBLIC_ROAD_NETNS";
 /// One of discord.com's real addresses; inside the namespace it is on `lo` only.
 const DISCORD_COM: Ipv4Addr = Ipv4Addr::new(162, 159, 128, 233);
+/// One of gateway.discord.gg's real addresses, and a resume gateway's (Discord's range).
+const GATEWAY: Ipv4Addr = Ipv4Addr::new(162, 159, 135, 232);
+const RESUME_GATEWAY: Ipv4Addr = Ipv4Addr::new(162, 159, 136, 232);
+const GATEWAY_HOST: &str = "gateway.discord.gg";
+const RESUME_HOST: &str = "gateway-us-east1-b.discord.gg";
 /// The private address of the first hostile answer; also on `lo`, with a trap listening.
 const PRIVATE: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 7);
 /// The one name server egress-discord may ask.
@@ -67,7 +72,9 @@ fn public_discord_road_through_controlled_dns() {
     let ns = Netns::create(&format!("reach-road-{}", std::process::id()));
     ns.ip(&["link", "set", "lo", "up"]);
     ns.ip(&["addr", "add", &format!("{DISCORD_COM}/32"), "dev", "lo"]);
-    ns.ip(&["addr", "add", &format!("{PRIVATE}/32"), "dev", "lo"]);
+    for addr in [GATEWAY, RESUME_GATEWAY, PRIVATE] {
+        ns.ip(&["addr", "add", &format!("{addr}/32"), "dev", "lo"]);
+    }
     let exe = std::env::current_exe().expect("test binary");
     let status = Command::new("ip")
         .args(["netns", "exec", &ns.name])
@@ -201,6 +208,14 @@ impl Trap {
     }
 }
 
+/// How many times discord.com was asked for.
+fn discord_queries(dns: &Dns) -> usize {
+    dns.queries()
+        .iter()
+        .filter(|(name, _)| name == "discord.com")
+        .count()
+}
+
 fn inside() {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -224,32 +239,51 @@ async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-/// Egress-discord's settings for public Discord: the real base URL, only the test's name
-/// server, and only the emulator's CA (which `discord::configure` wrote as discord-ca.pem).
+/// The Discord roles' settings for public Discord: the real REST base URL and gateway URL
+/// (which `discord::configure` already wrote from the emulator), only the test's name server,
+/// and only the emulator's CA (which `discord::configure` wrote as discord-ca.pem).
 fn public_road(manifest: &mut reach_manifest::Manifest, ca_file: &std::path::Path) {
-    let role = manifest
-        .roles
-        .iter_mut()
-        .find(|r| r.name.as_str() == "egress-discord")
-        .expect("egress-discord role");
     let mut roads = toml::Table::new();
     roads.insert(
         "name_servers".into(),
         toml::Value::Array(vec![NAME_SERVER.into()]),
     );
     roads.insert("ca_file".into(), ca_file.display().to_string().into());
-    role.settings
-        .insert("rest_base_url".into(), REST_BASE_URL.into());
-    role.settings.insert("roads".into(), roads.into());
+    for role in manifest.roles.iter_mut() {
+        match role.name.as_str() {
+            "egress-discord" => {
+                role.settings
+                    .insert("rest_base_url".into(), REST_BASE_URL.into());
+            }
+            "ingress-edge" => {
+                let url = role.settings.get("gateway_url").and_then(|u| u.as_str());
+                assert_eq!(url, Some("wss://gateway.discord.gg"));
+            }
+            _ => continue,
+        }
+        role.settings.insert("roads".into(), roads.clone().into());
+    }
 }
 
 async fn road() {
     let dns = Dns::default();
     dns.serve(NAME_SERVER).await;
     dns.answer("discord.com", &[IpAddr::V4(DISCORD_COM)]);
+    dns.answer(GATEWAY_HOST, &[IpAddr::V4(GATEWAY)]);
+    dns.answer(RESUME_HOST, &[IpAddr::V4(RESUME_GATEWAY)]);
+    let at_443 = |ip: Ipv4Addr| SocketAddr::new(IpAddr::V4(ip), 443);
     let config = EmulatorConfig {
-        rest_listen: Some(SocketAddr::new(IpAddr::V4(DISCORD_COM), 443)),
-        tls_names: Some(vec!["discord.com".into()]),
+        rest_listen: Some(at_443(DISCORD_COM)),
+        gateway_tls: true,
+        gateway_listen: Some([
+            (GATEWAY_HOST.into(), at_443(GATEWAY)),
+            (RESUME_HOST.into(), at_443(RESUME_GATEWAY)),
+        ]),
+        tls_names: Some(vec![
+            "discord.com".into(),
+            GATEWAY_HOST.into(),
+            RESUME_HOST.into(),
+        ]),
         ..EmulatorConfig::default()
     };
     let (body, em) = TestBody::start_with_emulator_configured(
@@ -279,13 +313,36 @@ async fn road() {
     trail_until(&mut operator, &q.to_string(), "outcome=KNOWN_SENT", WAIT).await;
     assert_eq!(em.bot_messages(CHANNEL).len(), 1);
     assert_eq!(em.create_requests().len(), 1);
-    assert!(
+    let asked = |host: &str| {
         dns.queries()
             .iter()
-            .any(|(name, t)| name == "discord.com" && *t == RecordType::A),
-        "egress-discord resolved discord.com through the named server only: {:?}",
-        dns.queries()
+            .any(|(name, t)| name == host && *t == RecordType::A)
+    };
+    assert!(asked("discord.com"), "{:?}", dns.queries());
+    assert!(asked(GATEWAY_HOST), "{:?}", dns.queries());
+
+    // The connection drops: ingress-edge resumes at READY's resume_gateway_url, a new name
+    // resolved and admitted like the first, and the next question is answered once.
+    assert!(em.drop_connection());
+    let q = em.post_user_message(
+        CHANNEL,
+        &User::human(1_100_000_000_000_000_501, "asker"),
+        &format!("<@{bot}> What happens when a vault is lost?"),
     );
+    eventually("the reply after the resume", || {
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .find(|m| m.reply_to == Some(q))
+    })
+    .await;
+    assert!(
+        em.gateway_counts().resumes >= 1,
+        "{:?}",
+        em.gateway_counts()
+    );
+    assert!(asked(RESUME_HOST), "{:?}", dns.queries());
+    assert_eq!(em.bot_messages(CHANNEL).len(), 2);
+    assert_eq!(em.create_requests().len(), 2);
 
     // Hostile answers: each refused at egress-discord's admission, before any dial (traps
     // listen on the private and loopback addresses), nothing delivered.
@@ -321,10 +378,10 @@ async fn road() {
     let discord = Destination::parse(REST_BASE_URL, Purpose::new("discord-rest").unwrap()).unwrap();
     for (i, (what, answer, code)) in cases.into_iter().enumerate() {
         dns.answer("discord.com", &answer);
-        let asked_before = dns.queries().len();
         // The typed reason, from the admission egress-discord builds from these roads.
         let refused = admission.admit(discord.clone()).await.expect_err(what);
         assert_eq!(refused.code(), code, "{what}: {refused}");
+        let asked_before = discord_queries(&dns);
         let asker = User::human(1_100_000_000_000_000_600 + i as u64, "asker");
         let q = em.post_user_message(
             CHANNEL,
@@ -347,17 +404,17 @@ async fn road() {
             );
         }
         assert!(
-            dns.queries().len() > asked_before,
+            discord_queries(&dns) > asked_before,
             "{what}: egress-discord never asked the name server"
         );
         assert_eq!(
             em.create_requests().len(),
-            1,
+            2,
             "{what}: a Create Message arrived"
         );
         assert_eq!(
             em.bot_messages(CHANNEL).len(),
-            1,
+            2,
             "{what}: a reply appeared"
         );
     }
