@@ -1,8 +1,8 @@
 //! Multi-part answers (issue #7, rendering), each test on SQLite and on PostgreSQL: the parts of
 //! one turn are delivered in order, each exactly once, each under its own intent and nonce; an
 //! UNKNOWN part holds the rest until evidence settles it; a refused part stops the rest; a
-//! restart between parts resumes with the next one; the database refuses raw SQL that would
-//! break the order. A property test drives random operations over a three-part turn.
+//! restart between parts resumes with the next one; a later part keeps its answer's place in the
+//! claim order; the database refuses raw SQL that would break the order. A property test drives random operations over a three-part turn.
 #![allow(clippy::disallowed_methods)] // Test knobs (the PostgreSQL URL), never secrets.
 
 mod common;
@@ -337,6 +337,27 @@ async fn restart_between_parts_resumes_with_the_next(db: Db) {
     p.close().await;
 }
 
+async fn a_later_part_keeps_its_answers_place(db: Db) {
+    let (p, clock, _g) = open(db, "parts_claim_order").await;
+    let (_, a) = commit_parts(&p, 1, 2).await;
+    let a1 = claim_and_submit(&p).await;
+    // Another answer is committed while part 1 of the first is in flight...
+    clock.advance(Duration::from_secs(1));
+    let b = p
+        .commit_turn(
+            &p.admit(&request(2)).await.unwrap().status().turn_id,
+            &success(2),
+        )
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(1));
+    settle_sent(&p, &a1).await;
+    // ...yet the first answer's part 2 goes first: it was committed before the other answer.
+    assert_eq!(send_next(&p).await, a.later_parts[0].1);
+    assert_eq!(send_next(&p).await, b.intent.unwrap().1);
+    nothing_claimable(&p).await;
+}
+
 async fn bad_part_lists_are_refused(db: Db) {
     let (p, _clock, _g) = open(db, "parts_refused").await;
     let turn = p.admit(&request(1)).await.unwrap().status().turn_id.clone();
@@ -532,6 +553,7 @@ on_both!(
     unknown_part_holds_the_rest_until_reconciled,
     refused_part_stops_the_rest,
     restart_between_parts_resumes_with_the_next,
+    a_later_part_keeps_its_answers_place,
     bad_part_lists_are_refused,
     the_database_keeps_the_part_order,
 );

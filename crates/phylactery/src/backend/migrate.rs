@@ -48,6 +48,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "delivery_parts",
         sql: include_str!("../../migrations/sqlite/0006_delivery_parts.sql"),
     },
+    Migration {
+        version: 7,
+        name: "part_claim_order",
+        sql: include_str!("../../migrations/sqlite/0007_part_claim_order.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -80,6 +85,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 6,
         name: "delivery_parts",
         sql: include_str!("../../migrations/postgres/0006_delivery_parts.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "part_claim_order",
+        sql: include_str!("../../migrations/postgres/0007_part_claim_order.sql"),
     },
 ];
 
