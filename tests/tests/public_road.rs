@@ -1,18 +1,22 @@
 //! The production road to Discord, run for real but isolated from the host's network.
 //!
-//! Every other body test reaches the emulator through exact local roads. Here egress-discord is
-//! configured exactly as for public Discord — `rest_base_url = "https://discord.com/api/v10"`,
-//! `roads.name_servers` and `roads.ca_file` — inside a network namespace this test creates. The
-//! namespace has only its loopback interface, carrying Discord's real public address
-//! 162.159.128.233; a DNS server written here (hickory-proto) answers on 127.0.0.1:53 from a
-//! table the test controls and records every query; the emulator's REST server listens on
-//! 162.159.128.233:443 with a certificate issued for `discord.com` only. So one reply proves the
+//! Every other body test reaches the emulator through exact local roads. Here both Discord roles
+//! are configured exactly as for public Discord — `rest_base_url = "https://discord.com/api/v10"`,
+//! `gateway_url = "wss://gateway.discord.gg"`, `roads.name_servers` and `roads.ca_file` — inside
+//! a network namespace this test creates. The namespace has only its loopback interface,
+//! carrying Discord's public addresses; a DNS server written here (hickory-proto) answers on
+//! 127.0.0.1:53 from a table the test controls and records every query; the emulator's REST
+//! server listens on 162.159.128.233:443 and its gateway (identify and resume) on two more
+//! Discord addresses, with a certificate issued for the real names only. So one reply proves the
 //! whole road: resolution only through the named server, admission of a public answer, the
-//! connection pinned to it, SNI and certificate name `discord.com`, trust from `ca_file`.
-//! Then the DNS answer turns hostile (a private address, a mixed answer, an IPv4-mapped IPv6
-//! address) and nothing may be delivered.
+//! connection pinned to it, SNI and certificate name the real name, trust from `ca_file`; a
+//! dropped connection resumes at READY's `resume_gateway_url`, resolved and admitted the same way.
+//! Then the DNS answer for discord.com turns hostile (a private address, a mixed answer, an
+//! IPv4-mapped IPv6 address, a NAT64 address) and nothing may be delivered, nor any refused
+//! address dialed.
 //!
-//! The gateway stays on its loopback `ws://` road (ingress-edge is not what this test checks).
+//! The emulator does not record the SNI it was sent; its certificate names only the real names,
+//! so a completed handshake shows the client verified `discord.com`.
 //!
 //! Needs root (to create the namespace); skips with a printed reason otherwise, unless
 //! `REACH_REQUIRE_NETNS=1` makes that a failure.
@@ -351,7 +355,7 @@ async fn road() {
         Trap::listen(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 443)).await,
     ];
     let mapped = Ipv4Addr::new(162, 159, 128, 233).to_ipv6_mapped();
-    let cases: [(&str, Vec<IpAddr>, &str); 3] = [
+    let cases: [(&str, Vec<IpAddr>, &str); 4] = [
         (
             "a private address",
             vec![IpAddr::V4(PRIVATE)],
@@ -365,6 +369,11 @@ async fn road() {
         (
             "an IPv4-mapped IPv6 address",
             vec![IpAddr::V6(mapped)],
+            "destination/special-purpose-address",
+        ),
+        (
+            "a NAT64 address embedding the metadata address",
+            vec!["64:ff9b::a9fe:a9fe".parse().unwrap()],
             "destination/special-purpose-address",
         ),
     ];
