@@ -5,8 +5,8 @@
 //! created, so a test asserts what a Discord user would see.
 //!
 //! **Architecture Invariant:** the emulator binds `127.0.0.1:0` only and never dials anything;
-//! the one exception is [`EmulatorConfig::rest_listen`], set only by a test inside a network
-//! namespace it created (no interface but its loopback).
+//! the exceptions are [`EmulatorConfig::rest_listen`] and [`EmulatorConfig::gateway_listen`],
+//! set only by a test inside a network namespace it created (no interface but its loopback).
 //!
 //! **Architecture Invariant:** the emulator shares no code with `reach-discord`: it parses and
 //! writes the wire JSON itself, so the adapters are tested against an independent reading of
