@@ -243,12 +243,33 @@ async fn every_reconciliation_read_redeems_its_own_decision() {
     body.stop().await;
 }
 
+/// Also lets the operator call `Delivery/DecideReconcileRead` (the checked-in port table grants
+/// it to egress-discord alone), to reach core's owner check with a caller that is not the gate.
+fn with_operator_read_grant(m: &mut Manifest) {
+    let port = m
+        .ports
+        .iter_mut()
+        .find(|p| p.name == "core.delivery")
+        .expect("core.delivery");
+    let mut grant = port
+        .grants
+        .iter()
+        .find(|g| g.method == "DecideReconcileRead")
+        .expect("the gate's grant")
+        .clone();
+    grant.caller = "operator".into();
+    port.grants.push(grant);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spent_read_budget_sends_no_get_and_the_duty_sigil_authorizes_no_create_message() {
     let (body, em) = TestBody::start_with_emulator(
         EmulatorConfig::default(),
         &[CHANNEL],
-        duty_budgets(0, 600_000),
+        |m| {
+            duty_budgets(0, 600_000)(m);
+            with_operator_read_grant(m);
+        },
         "info",
     )
     .await;
@@ -280,6 +301,17 @@ async fn a_spent_read_budget_sends_no_get_and_the_duty_sigil_authorizes_no_creat
         ),
         ("decision/over-budget", "reads", "")
     );
+    // Only the gate that settled the delivery UNKNOWN may have it read.
+    let r = delivery(&body, "operator")
+        .decide_reconcile_read(DecideReconcileReadRequest {
+            intent_id: intent.clone(),
+            destination_base: em.rest_base_url(),
+            after: q,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(r.code(), Code::PermissionDenied);
+    assert!(r.message().starts_with("delivery/not-owner"), "{r:?}");
     let trail = trail_text(&mut operator, &q.to_string()).await;
     assert!(trail.contains("outcome=UNKNOWN"), "{trail}");
     assert!(!trail.contains("KNOWN_SENT"), "{trail}");
