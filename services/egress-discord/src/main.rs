@@ -1,7 +1,8 @@
 //! reach-egress-discord: claims PENDING delivery intents from core, persists SUBMITTING through
 //! core before any byte leaves, sends Create Message with the intent's nonce and
 //! `enforce_nonce`, and settles the outcome. An UNKNOWN outcome is never resent: it is
-//! reconciled from a channel read that finds our nonce or proves its absence. Public Discord is
+//! reconciled from a channel read that finds our nonce or proves its absence, each GET under its
+//! own EgressDecision from core (`Delivery/DecideReconcileRead`) redeemed at ward first. Public Discord is
 //! reached through the manifest's name servers only (`roads.name_servers`); the loopback
 //! emulator through an exact local road with its CA.
 
