@@ -182,6 +182,29 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time (user + system) a process has used, in clock ticks (`/proc/<pid>/stat` fields 14
+/// and 15; the command name may hold spaces, so fields are counted after its closing paren).
+fn cpu_ticks(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0)
+}
+
+/// Every role's CPU ticks, and this process's (the emulator and the load generator).
+fn cpu_snapshot(pids: &[(String, u32)]) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = pids
+        .iter()
+        .map(|(r, p)| (r.clone(), cpu_ticks(&p.to_string())))
+        .collect();
+    v.push(("emulator+load".into(), cpu_ticks("self")));
+    v
+}
+
 fn ward_policy(admitted_per_s: u64) -> toml::Table {
     let window = |limit: u64| {
         let mut w = toml::Table::new();
@@ -273,6 +296,7 @@ async fn main() {
             }
         })
     };
+    let cpu_before = cpu_snapshot(&pids);
     let started = Instant::now();
     let asked = post(&em, channels, rate, rate * secs, &mut seq).await;
     let posting = started.elapsed();
@@ -291,6 +315,15 @@ async fn main() {
         .filter(|a| r.creates.get(&a.id).map_or(0, Vec::len) > 1)
         .count();
     let sustained_lat = latencies(&asked, &r);
+    // The delivery rate over the time replies took to arrive, first question to last reply: the
+    // drain's wait for questions ward refused (never answered) is not delivery time.
+    let last_reply = asked
+        .iter()
+        .filter_map(|a| r.creates.get(&a.id).and_then(|t| t.first()))
+        .max()
+        .copied()
+        .unwrap_or(started);
+    let delivering = last_reply.duration_since(started).max(posting);
     let states = unanswered_states(&mut operator, &asked, &r).await;
     let lost = states
         .iter()
@@ -298,17 +331,36 @@ async fn main() {
         .map(|(_, n)| n)
         .sum::<u64>();
     println!(
-        "sustained: asked {} in {:.1} s ({:.0}/s offered), answered {answered} ({:.0}/s), duplicates {duplicates}, resends {resends}, lost {lost}, latency p50 {:.2} ms p99 {:.2} ms",
+        "sustained: asked {} in {:.1} s ({:.0}/s offered), answered {answered} by {:.1} s ({:.0}/s delivered), duplicates {duplicates}, resends {resends}, lost {lost}, latency p50 {:.2} ms p99 {:.2} ms",
         asked.len(),
         posting.as_secs_f64(),
         asked.len() as f64 / posting.as_secs_f64(),
-        answered as f64 / elapsed.as_secs_f64(),
+        delivering.as_secs_f64(),
+        answered as f64 / delivering.as_secs_f64(),
         ms(pct(&sustained_lat, 0.5)),
         ms(pct(&sustained_lat, 0.99)),
     );
     for (state, n) in &states {
         println!("  unanswered: {n} {state}");
     }
+    // Where the machine's CPU went during the sustained phase (the cores are shared by all).
+    let cpu_after = cpu_snapshot(&pids);
+    let per_q = |ticks: u64| ticks as f64 * 10.0 / answered.max(1) as f64; // 100 ticks/s
+    let mut cpu: Vec<(String, u64)> = cpu_before
+        .iter()
+        .zip(&cpu_after)
+        .map(|((r, b), (_, a))| (r.clone(), a.saturating_sub(*b)))
+        .collect();
+    cpu.sort_by_key(|c| std::cmp::Reverse(c.1));
+    let line: Vec<String> = cpu
+        .iter()
+        .map(|(r, t)| format!("{r} {:.2}", per_q(*t)))
+        .collect();
+    println!(
+        "  cpu per answered question (ms), over {:.1} s: {}",
+        elapsed.as_secs_f64(),
+        line.join(", ")
+    );
     sampler.abort();
     let peak = peak.lock().unwrap().clone();
 
@@ -356,4 +408,83 @@ async fn main() {
         idle_total as f64 / 1024.0
     );
     body.body.take().expect("running").stop().await;
+
+    // 5. The bare ledger chain in the same run: what the pipeline adds to the ledger's own work.
+    let chain = ledger_chain_p50(latency_n).await;
+    println!(
+        "ledger chain (admission + turn + intent + claim + SUBMITTING + settle, SQLite, one at a time): p50 {:.2} ms; pipeline latency p50 is {:.1}x the chain",
+        ms(chain),
+        pct(&lat, 0.5).as_secs_f64() / chain.as_secs_f64().max(1e-9)
+    );
+}
+
+/// The p50 of `n` sequential full chains on a fresh SQLite vault, as the ledger bench runs them.
+async fn ledger_chain_p50(n: u64) -> Duration {
+    use reach_phylactery::*;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = Phylactery::open(
+        VaultConfig::sqlite(dir.path().join("chain.db")),
+        Arc::new(SystemClock),
+    )
+    .await
+    .expect("vault");
+    p.record_operator_reconciliation(&OperatorReconciliation {
+        kind: ReconciliationKind::Genesis,
+        operator: "bench".into(),
+        note: "load bench chain".into(),
+    })
+    .await
+    .expect("genesis");
+    let mut times = Vec::new();
+    for i in 0..n.max(1) {
+        let t = Instant::now();
+        let a = p
+            .admit(&AdmissionRequest {
+                key: EventKey {
+                    platform: "discord".into(),
+                    adapter_revision: "gw-v10/1".into(),
+                    application_id: "app".into(),
+                    event_kind: "MESSAGE_CREATE".into(),
+                    external_event_id: format!("chain-{i}"),
+                },
+                payload_digest: reach_digest::Sha256Digest::of(i.to_be_bytes()),
+                habitat: "bench".into(),
+            })
+            .await
+            .expect("admit");
+        let c = p
+            .commit_turn(
+                &a.status().turn_id,
+                &TurnCommit {
+                    outcome: TurnState::Succeeded,
+                    reason: None,
+                    answer_digest: Some(reach_digest::Sha256Digest::of(b"answer")),
+                    intent: Some(DeliveryIntentSpec {
+                        effect: format!("create_message channel=c reply_to=chain-{i}"),
+                        payload_digest: reach_digest::Sha256Digest::of(b"body"),
+                    }),
+                },
+            )
+            .await
+            .expect("turn");
+        let intent = c.intent.expect("intent").0;
+        let claimed = p
+            .claim(&intent, "bench", Duration::from_secs(30))
+            .await
+            .expect("claim");
+        p.mark_submitting(&claimed.lease).await.expect("submitting");
+        p.settle(
+            &claimed.lease,
+            &DeliveryReport::Sent {
+                message_id: format!("m-{i}"),
+                platform_status: 200,
+            },
+        )
+        .await
+        .expect("settle");
+        times.push(t.elapsed());
+    }
+    p.close().await;
+    times.sort();
+    pct(&times, 0.5)
 }
