@@ -11,6 +11,8 @@
 //! - [`delivery`]: the nonce, the exact Create Message body and the typed outcomes, shared by
 //!   core and egress-discord.
 //!
+//! - `seal`: sealing of the interaction token to egress-discord's key (feature `seal`).
+//!
 //! `gateway` and `rest` exist only with the `net` feature (ingress-edge, egress-discord);
 //! without it the crate has no network code, so core links no HTTP or WebSocket client.
 //!
@@ -32,6 +34,8 @@ pub mod model;
 pub mod render;
 #[cfg(feature = "net")]
 pub mod rest;
+#[cfg(feature = "seal")]
+pub mod seal;
 
 pub use model::{
     Author, BotToken, GatewayEvent, InteractionCreate, InvalidToken, MessageCreate, Snowflake,
