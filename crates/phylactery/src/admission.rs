@@ -8,7 +8,7 @@
 use reach_digest::Sha256Digest;
 
 use crate::Phylactery;
-use crate::backend::args;
+use crate::backend::{Durability, args};
 use crate::clock::UnixMillis;
 use crate::error::{LedgerError, Result, SecurityFaultKind};
 use crate::fault::FaultPoint;
@@ -83,11 +83,51 @@ impl Admission {
     }
 }
 
+/// The flush an unflushed admission still owes (see [`Phylactery::admit_unflushed`]).
+#[derive(Debug)]
+#[must_use = "an admission is answered only once it is durable"]
+pub struct AdmissionFlush {
+    vault: Phylactery,
+}
+
+impl AdmissionFlush {
+    /// Returns once the admission (and everything committed before it) is on stable storage.
+    pub async fn durable(self) -> Result<()> {
+        self.vault.pool().sync().await
+    }
+}
+
 impl Phylactery {
     /// Reserves the event. Admission and its OPEN `ReachTurn@1` commit in one statement (the
     /// turn is written by the `admission_opens_turn` trigger), so an admitted event always has a
     /// turn to finish (no lost turn after a crash).
     pub async fn admit(&self, req: &AdmissionRequest) -> Result<Admission> {
+        self.admit_with(req, Durability::Synced).await
+    }
+
+    /// As [`Phylactery::admit`], returning once the admission is written but before it is
+    /// flushed, with the flush still to await. Core starts the turn beside the flush and
+    /// answers the edge only after [`AdmissionFlush::durable`]: until then the edge keeps the
+    /// event for redelivery, and nothing the turn does leaves the host before a synced
+    /// SUBMITTING, which flushes the admission first (see `backend::Durability`).
+    pub async fn admit_unflushed(
+        &self,
+        req: &AdmissionRequest,
+    ) -> Result<(Admission, AdmissionFlush)> {
+        let admission = self.admit_with(req, Durability::Deferred).await?;
+        Ok((
+            admission,
+            AdmissionFlush {
+                vault: self.clone(),
+            },
+        ))
+    }
+
+    async fn admit_with(
+        &self,
+        req: &AdmissionRequest,
+        durability: Durability,
+    ) -> Result<Admission> {
         self.require_serving().await?;
         if req.habitat.is_empty() || req.key.external_event_id.is_empty() {
             return Err(LedgerError::InvalidInput(
@@ -105,7 +145,8 @@ impl Phylactery {
         self.fault(FaultPoint::AdmissionBeforeCommit);
         let inserted = self
             .pool()
-            .execute(
+            .execute_with(
+                durability,
                 "INSERT INTO discord_event_admission (admission_id, platform, adapter_revision, application_id,
                     event_kind, external_event_id, payload_digest, habitat, admitted_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)

@@ -46,7 +46,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-pub use admission::{Admission, AdmissionRequest, AdmissionStatus, EventKey};
+pub use admission::{Admission, AdmissionFlush, AdmissionRequest, AdmissionStatus, EventKey};
 pub use attempt::{
     AttemptChannel, AttemptEvidence, AttemptRecord, AttemptSettlement, AttemptSpec, ContextLineage,
     CorpusSnapshotRef, EgressDecisionRef, EvidenceBundleRef, PatternRevision,

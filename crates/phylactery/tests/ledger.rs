@@ -750,7 +750,32 @@ async fn a_claim_ward_never_authorizes_ends_not_attempted(db: Db) {
     );
 }
 
+/// An admission core answers after its flush: written (and readable, so the turn can start)
+/// before the flush, the same replay and fault rules after it.
+async fn an_unflushed_admission_is_the_same_admission(db: Db) {
+    let (p, _clock, _g) = open(db, "unflushed").await;
+    let (first, flush) = p.admit_unflushed(&request(1)).await.unwrap();
+    let Admission::Admitted(s) = &first else {
+        panic!("expected a first admission, got {first:?}")
+    };
+    // Visible to the turn before the flush: the OPEN turn is there to run.
+    assert_eq!(p.turn_state(&s.turn_id).await.unwrap(), TurnState::Open);
+    flush.durable().await.unwrap();
+    let (again, flush) = p.admit_unflushed(&request(1)).await.unwrap();
+    flush.durable().await.unwrap();
+    assert_eq!(
+        again,
+        Admission::Replayed(first.status().clone()),
+        "a replay answers with the committed status"
+    );
+    let mut changed = request(1);
+    changed.payload_digest = Sha256Digest::of(b"other");
+    let err = p.admit_unflushed(&changed).await.unwrap_err();
+    assert_eq!(err.code(), "admission/payload-digest-mismatch");
+}
+
 on_both!(
+    an_unflushed_admission_is_the_same_admission,
     a_claim_ward_never_authorizes_ends_not_attempted,
     exact_replay_returns_committed_status,
     changed_payload_is_a_security_fault,

@@ -155,9 +155,9 @@ impl Admission for Core {
             payload_digest: digest(&r.payload_digest)?,
             habitat: self.habitat.clone(),
         };
-        let (outcome, s) = match self.vault.admit(&request).await {
-            Ok(ledger::Admission::Admitted(s)) => (pb::AdmissionOutcome::Admitted, s),
-            Ok(ledger::Admission::Replayed(s)) => (pb::AdmissionOutcome::Replayed, s),
+        let (outcome, s, flush) = match self.vault.admit_unflushed(&request).await {
+            Ok((ledger::Admission::Admitted(s), f)) => (pb::AdmissionOutcome::Admitted, s, f),
+            Ok((ledger::Admission::Replayed(s), f)) => (pb::AdmissionOutcome::Replayed, s, f),
             Err(e @ LedgerError::SecurityFault { .. }) => {
                 tracing::warn!(code = e.code(), "admission security fault recorded");
                 return Ok(Response::new(pb::AdmitResponse {
@@ -172,6 +172,9 @@ impl Admission for Core {
         if !terminal {
             self.start_turn(s.turn_id.clone(), r);
         }
+        // The turn runs beside the admission's flush; the edge is answered (and stops
+        // redelivering) only once the admission is durable.
+        flush.durable().await.map_err(status)?;
         Ok(Response::new(pb::AdmitResponse {
             outcome: outcome as i32,
             admission_id: s.admission_id.0,

@@ -60,6 +60,9 @@ pub enum BackendKind {
 ///   durable before anything leaves the host because of it.
 ///
 /// Deferred commits, and what a host loss before the next synced commit means for each:
+/// - an admission written by `admit_unflushed`: core answers the edge only after its flush, so
+///   until then the edge still holds the event and redelivers it; the turn core started beside
+///   the flush sends nothing before a synced SUBMITTING, which flushes the admission first;
 /// - the run, its grounding (snapshot and evidence bundle refs), its context lineage and the
 ///   EgressDecision refs of its attempts: lost with everything after them (prefix), so the turn
 ///   is OPEN again and core forms it again; nothing left the host under them, since every
