@@ -43,6 +43,9 @@ pub async fn open(path: &Path) -> Result<SqlitePool> {
         .busy_timeout(BUSY_TIMEOUT);
     let pool = SqlitePoolOptions::new()
         .max_connections(MAX_CONNECTIONS)
+        // An embedded connection cannot be dropped by a server: the ping before every acquire
+        // would only add a worker round trip to each of ward's calls.
+        .test_before_acquire(false)
         .connect_with(opts)
         .await?;
     migrate(&pool).await?;
