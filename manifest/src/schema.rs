@@ -123,6 +123,10 @@ pub enum CredentialKind {
     WardKey,
     /// A task Sigil. Never provisioned as a file: ward mints them per task.
     Sigil,
+    /// egress-discord's private key that opens sealed interaction tokens (Scribe mints it).
+    InteractionSealKey,
+    /// The public half, with which ingress-edge seals each interaction token (Scribe writes it).
+    InteractionSealPublic,
 }
 
 impl CredentialKind {
@@ -134,6 +138,8 @@ impl CredentialKind {
             Self::PeerCredential => "peer-credential",
             Self::WardKey => "ward-key",
             Self::Sigil => "sigil",
+            Self::InteractionSealKey => "interaction-seal-key",
+            Self::InteractionSealPublic => "interaction-seal-public",
         }
     }
 }
@@ -259,6 +265,10 @@ impl RoleKind {
             }
             (Self::Ward, C::WardKey) => Ok(()),
             (_, C::WardKey) => Err("only ward holds ward keys"),
+            (Self::EgressDiscord, C::InteractionSealKey) => Ok(()),
+            (_, C::InteractionSealKey) => Err("only egress-discord opens interaction tokens"),
+            (Self::IngressEdge, C::InteractionSealPublic) => Ok(()),
+            (_, C::InteractionSealPublic) => Err("only ingress-edge seals interaction tokens"),
         }
     }
 }

@@ -20,6 +20,7 @@ fn event(id: &str, payload: &[u8]) -> AdmitRequest {
         subject_id: "u1".into(),
         question: "how do ports authenticate?".into(),
         reply_to_message_id: id.into(),
+        sealed_interaction_token: Vec::new(),
     }
 }
 

@@ -29,6 +29,7 @@ fn question(id: &str, text: &str) -> AdmitRequest {
         subject_id: "u1".into(),
         question: text.into(),
         reply_to_message_id: id.into(),
+        sealed_interaction_token: Vec::new(),
     }
 }
 

@@ -50,6 +50,15 @@ pub enum ScribeError {
     /// random bytes were unavailable
     #[error("random source failed: {0}")]
     Random(String),
+    /// the interaction-seal key on disk is not a key
+    #[error("{path}: {source}")]
+    SealKey {
+        path: PathBuf,
+        source: reach_discord::seal::SealError,
+    },
+    /// ingress-edge seals to a key no egress-discord in this manifest holds
+    #[error("role {0} holds interaction-seal-public but no role holds interaction-seal-key")]
+    NoSealKeyHolder(String),
 }
 
 /// What was written.
@@ -202,7 +211,7 @@ pub fn issue_leaves(
     Ok(issued)
 }
 
-/// Generates role keys the body owns itself (ward's key). External credentials — the Discord
+/// Generates role keys the body owns itself (ward's key, the interaction-seal pair). External credentials — the Discord
 /// token, provider keys — are never generated: the operator provides them.
 fn generate_role_keys(
     manifest: &Manifest,
@@ -225,6 +234,63 @@ fn generate_role_keys(
             written.push(path);
         }
     }
+    written.extend(generate_seal_pair(manifest, layout)?);
+    Ok(written)
+}
+
+/// Mints the interaction-seal pair: the private key into the secret dir of the role that opens
+/// interaction tokens (egress-discord), its public half into each role that seals them
+/// (ingress-edge). An existing private key is kept and its public half rewritten from it, so
+/// the two never drift apart.
+fn generate_seal_pair(
+    manifest: &Manifest,
+    layout: &StateLayout,
+) -> Result<Vec<PathBuf>, ScribeError> {
+    use reach_discord::seal::SealSecretKey;
+    let holders = |kind: CredentialKind| {
+        manifest.roles.iter().flat_map(move |role| {
+            role.credentials
+                .iter()
+                .filter(move |c| c.kind == kind)
+                .map(move |c| layout.secret_dir(role.name.as_str()).join(&c.file))
+        })
+    };
+    let mut written = Vec::new();
+    let mut key = None;
+    for path in holders(CredentialKind::InteractionSealKey) {
+        let secret = if path.exists() {
+            SealSecretKey::from_bytes(&files::read_secret(&path)?).map_err(|source| {
+                ScribeError::SealKey {
+                    path: path.clone(),
+                    source,
+                }
+            })?
+        } else {
+            let secret = match &key {
+                Some(k) => SealSecretKey::from_bytes(&SealSecretKey::to_bytes(k)),
+                None => SealSecretKey::generate(),
+            }
+            .map_err(|e| ScribeError::Random(e.to_string()))?;
+            files::write_secret(&path, &secret.to_bytes())?;
+            written.push(path);
+            secret
+        };
+        key.get_or_insert(secret);
+    }
+    for path in holders(CredentialKind::InteractionSealPublic) {
+        let Some(k) = &key else {
+            return Err(ScribeError::NoSealKeyHolder(path.display().to_string()));
+        };
+        let public = k.public_key();
+        let current = path
+            .exists()
+            .then(|| files::read_secret(&path))
+            .transpose()?;
+        if current.as_deref() != Some(public.as_bytes().as_slice()) {
+            files::write_secret(&path, public.as_bytes())?;
+            written.push(path);
+        }
+    }
     Ok(written)
 }
 
@@ -233,11 +299,15 @@ fn generate_role_keys(
 pub fn missing_credentials(manifest: &Manifest, layout: &StateLayout) -> Vec<(String, String)> {
     let mut missing = Vec::new();
     for role in &manifest.roles {
-        for c in role
-            .credentials
-            .iter()
-            .filter(|c| !c.optional && c.kind != CredentialKind::WardKey)
-        {
+        for c in role.credentials.iter().filter(|c| {
+            !c.optional
+                && !matches!(
+                    c.kind,
+                    CredentialKind::WardKey
+                        | CredentialKind::InteractionSealKey
+                        | CredentialKind::InteractionSealPublic
+                )
+        }) {
             if !layout.secret_dir(role.name.as_str()).join(&c.file).exists() {
                 missing.push((role.name.as_str().to_owned(), c.file.clone()));
             }

@@ -94,7 +94,7 @@ fn a_hand_edit_is_refused_with_the_rule_it_breaks() {
         changed: reach-egress-discord.container line 24: expected `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007`, found `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007 --privileged`
         refused: reach-core.container: scribe/host-namespace: reach-core.container:23: `Network=host` joins a host namespace
         refused: reach-egress-discord.container: scribe/privileged: reach-egress-discord.container:24: `--privileged` gives the container every capability and device
-        refused: reach-egress-discord.container: scribe/foreign-secret: reach-egress-discord.container:34: `reach.core.tls.key` belongs to `core`, not to role `egress-discord`
+        refused: reach-egress-discord.container: scribe/foreign-secret: reach-egress-discord.container:35: `reach.core.tls.key` belongs to `core`, not to role `egress-discord`
     "#]].assert_eq(&drift(state.path(), out.path(), &CheckOptions::default()));
 }
 

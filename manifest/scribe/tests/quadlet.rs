@@ -203,10 +203,10 @@ fn each_role_mounts_exactly_its_sockets_and_secrets() {
           secrets: reach.core.bundle.pem reach.core.config reach.core.tls.crt reach.core.tls.key
         egress-discord net=reach-egress-egress-discord.network after=["core", "ward"]
           volumes: reach-data-egress-discord reach-port-core.delivery(ro) reach-port-egress-discord.health reach-port-ward.authority(ro)
-          secrets: reach.egress-discord.bundle.pem reach.egress-discord.config reach.egress-discord.discord-bot-token reach.egress-discord.tls.crt reach.egress-discord.tls.key
+          secrets: reach.egress-discord.bundle.pem reach.egress-discord.config reach.egress-discord.discord-bot-token reach.egress-discord.interaction-seal-key reach.egress-discord.tls.crt reach.egress-discord.tls.key
         ingress-edge net=reach-egress-ingress-edge.network after=["core"]
           volumes: reach-data-ingress-edge reach-port-core.admission(ro) reach-port-ingress-edge.health
-          secrets: reach.ingress-edge.bundle.pem reach.ingress-edge.config reach.ingress-edge.discord-bot-token reach.ingress-edge.tls.crt reach.ingress-edge.tls.key
+          secrets: reach.ingress-edge.bundle.pem reach.ingress-edge.config reach.ingress-edge.discord-bot-token reach.ingress-edge.interaction-seal-public reach.ingress-edge.tls.crt reach.ingress-edge.tls.key
         workbench net=none after=[]
           volumes: reach-data-workbench reach-port-vm-broker.instances(ro) reach-port-workbench.health
           secrets: reach.workbench.bundle.pem reach.workbench.config reach.workbench.tls.crt reach.workbench.tls.key

@@ -15,7 +15,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use reach_digest::Sha256Digest;
-use reach_discord::delivery::{create_message_url, decision_attempt_id};
+use reach_discord::Snowflake;
+use reach_discord::delivery::{
+    InteractionReply, create_message_url, decision_attempt_id, interaction_callback_url,
+    token_placeholder,
+};
 use reach_phylactery as ledger;
 use reach_phylactery::{ClaimedIntent, Phylactery, UnixMillis};
 use reach_proto::ward::v1::IssueDecisionRequest;
@@ -34,6 +38,34 @@ pub const POLICY_REVISION: &str = "reach.public-answer/1";
 const LABELS: [&str; 1] = ["public"];
 /// Longest accepted `destination_base` from a claimer.
 const MAX_BASE_BYTES: usize = 512;
+
+/// The destination and payload digest a delivery's decision binds: the channel's Create Message
+/// URL and the content bytes, or, for an interaction's callback, the token-free callback URL
+/// (the token is sealed; core never sees it) and the exact callback body.
+fn bound_send(
+    base: &str,
+    effect: &DiscordEffect,
+    content: &str,
+) -> Result<(String, Sha256Digest), Status> {
+    let Some(interaction) = &effect.interaction else {
+        return Ok((
+            create_message_url(base, &effect.channel_id),
+            Sha256Digest::of(content),
+        ));
+    };
+    let id: Snowflake = interaction
+        .interaction_id
+        .parse()
+        .map_err(|_| Status::internal("intent effect has no valid interaction id"))?;
+    let reply = InteractionReply {
+        interaction_id: id,
+        content: content.to_owned(),
+    };
+    Ok((
+        interaction_callback_url(base, id, &token_placeholder(id)),
+        Sha256Digest::of(reply.body_bytes()),
+    ))
+}
 
 /// What ward bound for one claim.
 #[derive(Debug, Clone)]
@@ -106,8 +138,7 @@ impl DeliveryAuthority {
             .parts
             .first()
             .ok_or_else(|| Status::internal("intent effect has no content"))?;
-        let destination = create_message_url(base, &effect.channel_id);
-        let content_digest = Sha256Digest::of(content);
+        let (destination, content_digest) = bound_send(base, effect, content)?;
         let run = ledger::ids::run_id(&claimed.turn_id, PATTERN.0, PATTERN.1);
         let generation = claimed.lease.generation;
         let r = self

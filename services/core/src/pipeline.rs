@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 use tonic::transport::Channel;
 
 use crate::authority::{ModelAttempt, ModelAuthority};
-use crate::ports::DiscordEffect;
+use crate::ports::{DiscordEffect, InteractionEffect};
 
 /// How long the task may live: answering plus delivery. The Sigil expires with it, and with it
 /// every chance of a fresh EgressDecision for the reply (ward caps it at its time budget).
@@ -76,6 +76,18 @@ const WITHHELD: [&str; 8] = [
     "sigil_id",
 ];
 
+/// The interaction a turn's reply answers with its callback: an INTERACTION_CREATE admitted
+/// with a sealed token. Without one (an edge with no sealing key) the reply is a Create Message.
+fn interaction(req: &AdmitRequest) -> Option<InteractionEffect> {
+    (req.event_kind == reach_discord::edge::EventKind::InteractionCreate.as_str()
+        && !req.sealed_interaction_token.is_empty())
+    .then(|| InteractionEffect {
+        interaction_id: req.external_event_id.clone(),
+        application_id: req.application_id.clone(),
+        sealed_token: hex::encode(&req.sealed_interaction_token),
+    })
+}
+
 struct Outcome {
     state: TurnState,
     reason: Option<String>,
@@ -117,14 +129,20 @@ impl Pipeline {
         if sigil_id.is_empty() {
             parts.clear();
         }
+        // An `/ask` interaction is answered by its callback (part 1, carrying the sealed token);
+        // Discord takes one callback per interaction, so later parts are Create Messages in the
+        // channel.
+        let interaction = interaction(&req);
         let specs: Vec<ledger::DeliveryIntentSpec> = parts
             .into_iter()
-            .map(|content| {
+            .enumerate()
+            .map(|(i, content)| {
                 let effect = DiscordEffect {
                     channel_id: req.channel_id.clone(),
                     reply_to_message_id: req.reply_to_message_id.clone(),
                     parts: vec![content],
                     sigil_id: sigil_id.clone(),
+                    interaction: if i == 0 { interaction.clone() } else { None },
                 };
                 let effect = serde_json::to_string(&effect).expect("effect serializes");
                 ledger::DeliveryIntentSpec {

@@ -37,6 +37,36 @@ pub struct DiscordEffect {
     pub reply_to_message_id: String,
     pub parts: Vec<String>,
     pub sigil_id: String,
+    /// Present when this part answers an `/ask` interaction with its callback; absent (and
+    /// absent from the serialized effect, so a message's effect and digest are unchanged) for
+    /// a Create Message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interaction: Option<InteractionEffect>,
+}
+
+/// The interaction a callback answers. The token is sealed to egress-discord's key
+/// (`reach_discord::seal`): core stores and forwards the blob and never opens it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InteractionEffect {
+    pub interaction_id: String,
+    pub application_id: String,
+    /// Hex of the sealed blob.
+    pub sealed_token: String,
+}
+
+impl InteractionEffect {
+    /// The proto fields of a delivery intent for `effect` (all empty for a Create Message).
+    fn wire(effect: &Option<Self>) -> (String, String, Vec<u8>) {
+        match effect {
+            Some(i) => (
+                i.interaction_id.clone(),
+                i.application_id.clone(),
+                hex::decode(&i.sealed_token).unwrap_or_default(),
+            ),
+            None => Default::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -256,6 +286,8 @@ impl Delivery for Core {
                 }));
             }
         };
+        let (interaction_id, application_id, sealed_interaction_token) =
+            InteractionEffect::wire(&effect.interaction);
         Ok(Response::new(pb::ClaimResponse {
             intent: Some(pb::DeliveryIntent {
                 intent_id: c.lease.intent_id.0,
@@ -270,6 +302,9 @@ impl Delivery for Core {
                 decision_expires_at_ms: issued.expires_at_ms,
                 destination: issued.destination,
                 content_digest: issued.content_digest.to_string(),
+                interaction_id,
+                application_id,
+                sealed_interaction_token,
             }),
             ..Default::default()
         }))
@@ -374,7 +409,12 @@ impl Delivery for Core {
             let effect: DiscordEffect = serde_json::from_str(&r.effect).map_err(|e| {
                 Status::internal(format!("intent effect is not a Discord effect: {e}"))
             })?;
+            let (interaction_id, application_id, sealed_interaction_token) =
+                InteractionEffect::wire(&effect.interaction);
             intents.push(pb::DeliveryIntent {
+                interaction_id,
+                application_id,
+                sealed_interaction_token,
                 intent_id: r.intent_id.0,
                 channel_id: effect.channel_id,
                 reply_to_message_id: effect.reply_to_message_id,

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 use reach_destination::TcpDialer;
 use reach_destination::roads::ConfiguredResolver;
 use reach_discord::Snowflake;
+use reach_discord::seal::SealSecretKey;
+
+use crate::callback::Callback;
 use reach_discord::delivery::{
     CreateMessage, CreateOutcome, Nonce, Reconciliation, create_message_url, decision_attempt_id,
 };
@@ -22,7 +25,7 @@ use reach_proto::ward::v1::ward_client::WardClient;
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
-type Rest = RestClient<ConfiguredResolver, TcpDialer>;
+pub(crate) type Rest = RestClient<ConfiguredResolver, TcpDialer>;
 
 /// How long a claim is leased; a crashed sender's pre-submit claim is reclaimable after it.
 const LEASE_MS: u32 = 15_000;
@@ -32,7 +35,7 @@ const CLAIM_WAIT_MS: u32 = 500;
 /// Pause after a refused or failed claim.
 const IDLE_POLL: Duration = Duration::from_millis(50);
 /// Sends of one attempt that Discord provably did not accept (429, nothing sent) before giving up.
-const MAX_UNACCEPTED_TRIES: u32 = 3;
+pub(crate) const MAX_UNACCEPTED_TRIES: u32 = 3;
 /// How often the reconciler looks for UNKNOWN outcomes due for a read.
 const RECONCILE_TICK: Duration = Duration::from_millis(500);
 /// The wait before an UNKNOWN outcome's first read, doubled after each inconclusive pass up to
@@ -41,9 +44,17 @@ const RECONCILE_TICK: Duration = Duration::from_millis(500);
 const FIRST_READ_BACKOFF: Duration = RECONCILE_TICK;
 const MAX_READ_BACKOFF: Duration = Duration::from_secs(30);
 
-struct Unknown {
+/// What an UNKNOWN delivery tried to create, and so where the evidence of it is read.
+pub(crate) enum Sent {
+    /// A Create Message: found by its nonce in the channel.
+    Message(CreateMessage),
+    /// An interaction callback: found as the interaction's original response.
+    Callback(Callback),
+}
+
+pub(crate) struct Unknown {
     intent_id: String,
-    message: CreateMessage,
+    sent: Sent,
     after: Snowflake,
     since: Instant,
     /// When the next reconciliation pass may read, and the wait after it.
@@ -52,12 +63,16 @@ struct Unknown {
 }
 
 impl Unknown {
-    fn new(intent_id: String, message: CreateMessage) -> Self {
+    pub(crate) fn new(intent_id: String, sent: Sent) -> Self {
         let now = Instant::now();
+        let after = match &sent {
+            Sent::Message(m) => m.reply_to.unwrap_or(Snowflake(0)),
+            Sent::Callback(c) => c.reply.interaction_id,
+        };
         Self {
             intent_id,
-            after: message.reply_to.unwrap_or(Snowflake(0)),
-            message,
+            after,
+            sent,
             since: now,
             next_read: now,
             backoff: FIRST_READ_BACKOFF,
@@ -76,6 +91,9 @@ pub struct Peers {
     pub ward: WardClient<Channel>,
     /// The exact base URL this gate dials; every decision binds a URL under it.
     pub base: String,
+    /// The key that opens sealed interaction tokens (`reach_discord::seal`); absent: an
+    /// interaction intent is not sent (its lease lapses, nothing leaves).
+    pub seal_key: Option<Arc<SealSecretKey>>,
 }
 
 /// Deliveries in flight at once. Each one waits on several durable commits (claim, decision,
@@ -88,20 +106,21 @@ pub async fn run(peers: Peers, rest: Arc<Rest>, stop: impl Future<Output = ()>) 
         mut core,
         ward,
         base,
+        seal_key,
     } = peers;
     tokio::pin!(stop);
     // What an earlier run of this gate left UNKNOWN is still ours to reconcile, never to resend.
     let resumed = tokio::select! {
         _ = &mut stop => return,
-        u = resume_unknown(&mut core) => u,
+        u = resume_unknown(&mut core, seal_key.as_deref()) => u,
     };
     let unknown = Arc::new(Mutex::new(resumed));
     let (stopping, stopped) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..WORKERS {
         let (core, ward, rest, base) = (core.clone(), ward.clone(), rest.clone(), base.clone());
-        let (unknown, stopped) = (unknown.clone(), stopped.clone());
-        tasks.spawn(worker(core, ward, rest, base, unknown, stopped));
+        let (unknown, stopped, key) = (unknown.clone(), stopped.clone(), seal_key.clone());
+        tasks.spawn(worker(core, ward, rest, base, key, unknown, stopped));
     }
     tasks.spawn(reconciler(core, ward, rest, base, unknown, stopped));
     stop.await;
@@ -117,6 +136,7 @@ async fn worker(
     mut ward: WardClient<Channel>,
     rest: Arc<Rest>,
     base: String,
+    seal_key: Option<Arc<SealSecretKey>>,
     unknown: Unknowns,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -133,7 +153,18 @@ async fn worker(
         match claimed.map(|r| r.into_inner()) {
             Ok(r) if r.intent.is_some() => {
                 let intent = r.intent.expect("checked");
-                if let Some(u) = deliver(&mut core, &mut ward, &rest, &base, intent).await {
+                let u = if intent.interaction_id.is_empty() {
+                    deliver(&mut core, &mut ward, &rest, &base, intent).await
+                } else {
+                    let gate = Gate {
+                        core: &mut core,
+                        ward: &mut ward,
+                        rest: &rest,
+                        base: &base,
+                    };
+                    crate::callback::deliver(gate, seal_key.as_deref(), intent).await
+                };
+                if let Some(u) = u {
                     lock(&unknown).push(u);
                 }
             }
@@ -199,7 +230,7 @@ fn message(intent: &DeliveryIntent) -> Option<CreateMessage> {
     })
 }
 
-async fn settle(
+pub(crate) async fn settle(
     core: &mut DeliveryClient<Channel>,
     intent: &DeliveryIntent,
     outcome: DeliveryOutcome,
@@ -232,14 +263,21 @@ async fn redeem(
     msg: &CreateMessage,
 ) -> Result<(), String> {
     let destination = create_message_url(base, &msg.channel_id.to_string());
-    let redeemed = reach_egress_gate::redeem(
-        ward,
-        &intent.egress_decision_id,
-        &destination,
-        msg.content.as_bytes(),
-    )
-    .await
-    .map_err(|r| r.code())?;
+    redeem_for(ward, intent, &destination, msg.content.as_bytes()).await
+}
+
+/// Redeems the claim's decision for `destination` and the exact `payload` bytes, and checks
+/// that it names this intent's attempt.
+pub(crate) async fn redeem_for(
+    ward: &mut WardClient<Channel>,
+    intent: &DeliveryIntent,
+    destination: &str,
+    payload: &[u8],
+) -> Result<(), String> {
+    let redeemed =
+        reach_egress_gate::redeem(ward, &intent.egress_decision_id, destination, payload)
+            .await
+            .map_err(|r| r.code())?;
     // The decision names the one physical attempt it admits: this intent at this generation.
     let attempt = decision_attempt_id(&intent.intent_id, intent.generation);
     if redeemed.attempt_id() != attempt {
@@ -340,7 +378,7 @@ async fn deliver(
                     String::new(),
                 )
                 .await;
-                return Some(Unknown::new(intent.intent_id, msg));
+                return Some(Unknown::new(intent.intent_id, Sent::Message(msg)));
             }
         }
     }
@@ -348,7 +386,10 @@ async fn deliver(
 
 /// Reads every UNKNOWN intent back from core, retrying until core answers: a gate that forgot
 /// them would leave the channel unreconciled for ever.
-async fn resume_unknown(core: &mut DeliveryClient<Channel>) -> Vec<Unknown> {
+async fn resume_unknown(
+    core: &mut DeliveryClient<Channel>,
+    seal_key: Option<&SealSecretKey>,
+) -> Vec<Unknown> {
     loop {
         match core.list_unknown(ListUnknownRequest {}).await {
             Ok(r) => {
@@ -356,13 +397,18 @@ async fn resume_unknown(core: &mut DeliveryClient<Channel>) -> Vec<Unknown> {
                 let resumed: Vec<Unknown> = intents
                     .into_iter()
                     .filter_map(|i| {
-                        let Some(message) = message(&i) else {
-                            tracing::warn!(intent = %i.intent_id, "unknown intent is not a Discord message");
+                        let sent = if i.interaction_id.is_empty() {
+                            message(&i).map(Sent::Message)
+                        } else {
+                            crate::callback::Callback::open(&i, seal_key).ok().map(Sent::Callback)
+                        };
+                        let Some(sent) = sent else {
+                            tracing::warn!(intent = %i.intent_id, "unknown intent is not a Discord message or callback this gate can open");
                             return None;
                         };
                         // When the outcome became unknown is not known here: absence is
                         // proved only after a full settle interval from now.
-                        Some(Unknown::new(i.intent_id, message))
+                        Some(Unknown::new(i.intent_id, sent))
                     })
                     .collect();
                 if !resumed.is_empty() {
@@ -379,6 +425,14 @@ async fn resume_unknown(core: &mut DeliveryClient<Channel>) -> Vec<Unknown> {
             }
         }
     }
+}
+
+/// What one delivery uses: the two ports, the REST client and the base URL.
+pub(crate) struct Gate<'a> {
+    pub core: &'a mut DeliveryClient<Channel>,
+    pub ward: &'a mut WardClient<Channel>,
+    pub rest: &'a Rest,
+    pub base: &'a str,
 }
 
 /// The ports a reconciliation pass uses.
@@ -437,21 +491,33 @@ async fn reconcile(peers: &mut ReadPeers<'_>, rest: &Rest, unknown: &mut Vec<Unk
             peers: &mut *peers,
             intent_id: &u.intent_id,
         };
-        let read = rest.reconcile(&u.message, u.after, &mut gate).await;
+        let (read, evidence_kind) = match &u.sent {
+            Sent::Message(m) => (rest.reconcile(m, u.after, &mut gate).await, "channel_read"),
+            Sent::Callback(c) => (
+                rest.reconcile_interaction(
+                    c.application_id,
+                    c.reply.interaction_id,
+                    &c.token,
+                    &mut gate,
+                )
+                .await,
+                "original_response",
+            ),
+        };
         if let Reconciliation::Inconclusive { reason } = &read {
             tracing::warn!(intent = %u.intent_id, %reason, "reconciliation read inconclusive; still UNKNOWN");
         }
         let evidence = match read {
             Reconciliation::Found { message_id } => Some(ReconcileRequest {
                 intent_id: u.intent_id.clone(),
-                evidence_kind: "channel_read".into(),
+                evidence_kind: evidence_kind.into(),
                 message_id: message_id.to_string(),
                 proved_absent: false,
             }),
             Reconciliation::ProvedAbsent if u.since.elapsed() >= RECONCILE_SETTLE => {
                 Some(ReconcileRequest {
                     intent_id: u.intent_id.clone(),
-                    evidence_kind: "channel_read".into(),
+                    evidence_kind: evidence_kind.into(),
                     message_id: String::new(),
                     proved_absent: true,
                 })

@@ -6,6 +6,7 @@
 //! reached through the manifest's name servers only (`roads.name_servers`); the loopback
 //! emulator through an exact local road with its CA.
 
+mod callback;
 mod deliver;
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use anyhow::Context as _;
 use reach_destination::AdmissionPolicy;
 use reach_destination::roads::Roads;
 use reach_discord::rest::{RestClient, RestConfig};
+use reach_discord::seal::SealSecretKey;
 use reach_discord::{BotToken, Snowflake};
 use reach_manifest::CredentialKind;
 use reach_proto::core::v1::delivery_client::DeliveryClient;
@@ -64,10 +66,18 @@ fn main() -> std::process::ExitCode {
             admission: Arc::new(admission),
             connector,
         })?;
+        // The key that opens `/ask` tokens sealed by ingress-edge (Scribe mints the pair).
+        let seal_key = role
+            .credential(CredentialKind::InteractionSealKey)
+            .map(SealSecretKey::from_bytes)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("interaction-seal-key: {e}"))?
+            .map(Arc::new);
         let peers = deliver::Peers {
             core: DeliveryClient::new(role.client("core.delivery")?),
             ward: WardClient::new(role.client("ward.authority")?),
             base: base_url.trim_end_matches('/').to_owned(),
+            seal_key,
         };
         tokio::spawn(deliver::run(peers, Arc::new(rest), role.shutdown_signal()));
         Ok(())

@@ -13,6 +13,7 @@ use reach_destination::roads::Roads;
 use reach_destination::{AdmissionPolicy, PinnedConnector, TcpDialer};
 use reach_discord::edge::{self, EdgePolicy};
 use reach_discord::gateway::{self, Backoff, GatewayConfig, GatewayEvent, GatewayUrl, WssDialer};
+use reach_discord::seal::{self, SealBinding, SealPublicKey};
 use reach_discord::{BotToken, Snowflake};
 use reach_manifest::CredentialKind;
 use reach_proto::core::v1::AdmitRequest;
@@ -54,6 +55,18 @@ struct Settings {
     roads: Roads,
 }
 
+/// egress-discord's public sealing key (Scribe mints the pair: the private half goes to
+/// egress-discord only). Without it an `/ask` is still admitted, and answered by a Create
+/// Message in the channel instead of its interaction callback.
+fn seal_key(role: &reach_runtime::Role) -> anyhow::Result<Option<SealPublicKey>> {
+    role.credential(CredentialKind::InteractionSealPublic)
+        .map(|bytes| {
+            SealPublicKey::from_bytes(bytes)
+                .map_err(|e| anyhow::anyhow!("interaction-seal-public: {e}"))
+        })
+        .transpose()
+}
+
 fn main() -> std::process::ExitCode {
     reach_runtime::run("ingress-edge", async |role| {
         if !role.config.settings.contains_key("gateway_url") {
@@ -68,6 +81,7 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_default(),
         )
         .map_err(|_| anyhow::anyhow!("the discord-bot credential file is not a bot token"))?;
+        let seal_key = seal_key(role)?;
         let url = GatewayUrl::parse(&settings.gateway_url)
             .map_err(|e| anyhow::anyhow!("gateway_url: {e}"))?;
         let policy = EdgePolicy {
@@ -109,6 +123,7 @@ fn main() -> std::process::ExitCode {
         };
         let stop = role.shutdown_signal();
         let policy = Arc::new(policy);
+        let seal_key = Arc::new(seal_key);
         tokio::spawn(async move {
             tokio::pin!(stop);
             // Admissions run concurrently up to a bound, so the gateway keeps being read while
@@ -122,9 +137,9 @@ fn main() -> std::process::ExitCode {
                 let Ok(permit) = in_flight.clone().acquire_owned().await else {
                     break;
                 };
-                let (policy, core) = (policy.clone(), core.clone());
+                let (policy, core, key) = (policy.clone(), core.clone(), seal_key.clone());
                 tokio::spawn(async move {
-                    relay(&policy, &core, event).await;
+                    relay(&policy, &core, key.as_ref().as_ref(), event).await;
                     drop(permit);
                 });
             }
@@ -139,6 +154,7 @@ fn main() -> std::process::ExitCode {
 async fn relay(
     policy: &EdgePolicy,
     core: &AdmissionClient<tonic::transport::Channel>,
+    seal_key: Option<&SealPublicKey>,
     event: GatewayEvent,
 ) {
     if !matches!(
@@ -154,6 +170,25 @@ async fn relay(
             return;
         }
     };
+    // The interaction token is sealed here and its plaintext dropped with the event: core and
+    // ward only ever carry the blob.
+    let sealed_interaction_token = match (&event, seal_key) {
+        (GatewayEvent::InteractionCreate { interaction, .. }, Some(key)) => {
+            let binding = SealBinding {
+                application_id: interaction.application_id,
+                interaction_id: interaction.id,
+            };
+            match seal::seal(key, binding, &interaction.token) {
+                Ok(blob) => blob.into_bytes(),
+                Err(why) => {
+                    tracing::warn!(code = %why, event = %e.external_event_id, "interaction token not sealed; not admitted");
+                    return;
+                }
+            }
+        }
+        _ => Vec::new(),
+    };
+    drop(event);
     let request = AdmitRequest {
         platform: e.platform.to_owned(),
         adapter_revision: e.adapter_revision.to_owned(),
@@ -166,6 +201,7 @@ async fn relay(
         subject_id: e.subject.to_string(),
         question: e.question,
         reply_to_message_id: e.reply_to.map(|r| r.to_string()).unwrap_or_default(),
+        sealed_interaction_token,
     };
     match core.clone().admit(request).await {
         Ok(r) => {

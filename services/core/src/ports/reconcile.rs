@@ -21,7 +21,9 @@ use std::sync::{Arc, Mutex};
 
 use reach_digest::Sha256Digest;
 use reach_discord::Snowflake;
-use reach_discord::delivery::{channel_read_request, channel_read_url};
+use reach_discord::delivery::{
+    channel_read_request, channel_read_url, original_response_url, token_placeholder,
+};
 use reach_phylactery as ledger;
 use reach_phylactery::{IntentState, Phylactery, UnixMillis};
 use reach_proto::core::v1 as pb;
@@ -103,11 +105,25 @@ impl ReadAuthority {
         }
         let effect: DiscordEffect = serde_json::from_str(&rec.effect)
             .map_err(|e| Status::internal(format!("intent effect is not a Discord effect: {e}")))?;
-        let destination = channel_read_url(
-            &req.destination_base,
-            &effect.channel_id,
-            Snowflake(req.after),
-        );
+        // An interaction callback is reconciled from its original response, named token-free
+        // (the token is sealed; core never sees it); a Create Message from its channel's pages.
+        let destination = match &effect.interaction {
+            Some(i) => {
+                let (app, id): (Snowflake, Snowflake) =
+                    match (i.application_id.parse(), i.interaction_id.parse()) {
+                        (Ok(app), Ok(id)) => (app, id),
+                        _ => {
+                            return Err(Status::internal("intent effect has no valid interaction"));
+                        }
+                    };
+                original_response_url(&req.destination_base, app, &token_placeholder(id))
+            }
+            None => channel_read_url(
+                &req.destination_base,
+                &effect.channel_id,
+                Snowflake(req.after),
+            ),
+        };
         let request_digest = Sha256Digest::of(channel_read_request(&destination));
 
         let duty = match self.duty(&req.intent_id).await? {
