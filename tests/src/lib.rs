@@ -366,3 +366,73 @@ pub async fn trail_until(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// Polls `probe` until it yields, within `wait`; a failure names what did not happen instead of
+/// hanging the test.
+pub async fn eventually<T>(
+    wait: std::time::Duration,
+    what: &str,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not happen within {wait:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Points core and egress-provider at the model emulator: the same endpoint string in both,
+/// egress-provider on an exact local road trusting only the emulator's CA, with its key file;
+/// `streaming` picks the provider's SSE path.
+pub fn configure_portal(
+    manifest: &mut Manifest,
+    layout: &StateLayout,
+    model: &reach_model_emulator::ModelEmulator,
+    streaming: bool,
+) {
+    let ca = layout.root().join("model-ca.pem");
+    std::fs::write(&ca, model.ca_pem()).expect("model CA");
+    for role in manifest.roles.iter_mut() {
+        let mut portal = toml::Table::new();
+        portal.insert("endpoint".into(), model.endpoint().into());
+        portal.insert("model".into(), reach_model_emulator::MODEL.into());
+        match role.name.as_str() {
+            "core" => {
+                // Zero data retention, no training: the declaration core admits before egress.
+                let custody: toml::Table = toml::from_str(
+                    "storage = \"none\"\nretention_days = 0\ntraining = false\n\
+                     region = \"eu\"\nsubcontractors = []\ndeletion = \"automatic\"",
+                )
+                .expect("custody");
+                portal.insert("custody".into(), custody.into());
+            }
+            "egress-provider" => {
+                if streaming {
+                    portal.insert("streaming".into(), true.into());
+                }
+                let mut road = toml::Table::new();
+                road.insert("host".into(), reach_model_emulator::HOST.into());
+                road.insert("addr".into(), model.addr().to_string().into());
+                let mut roads = toml::Table::new();
+                roads.insert("local_roads".into(), vec![toml::Value::from(road)].into());
+                roads.insert("ca_file".into(), ca.display().to_string().into());
+                portal.insert("roads".into(), roads.into());
+                let dir = layout.secret_dir("egress-provider");
+                reach_identity::files::ensure_secret_dir(&dir).expect("secret dir");
+                reach_identity::files::write_secret(
+                    &dir.join("provider-api-key"),
+                    reach_model_emulator::KEY.as_bytes(),
+                )
+                .expect("provider key");
+            }
+            _ => continue,
+        }
+        role.settings.insert("portal".into(), portal.into());
+    }
+}

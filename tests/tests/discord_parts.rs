@@ -14,67 +14,12 @@ use std::time::{Duration, Instant};
 
 use reach_discord::render::{ChannelPolicy, Citation, TurnView, render};
 use reach_discord_emulator::{EmulatedMessage, Emulator, Fault, User};
-use reach_model_emulator::{HOST, KEY, ModelEmulator, Script};
-use reach_tests::{TestBody, trail_until};
+use reach_model_emulator::{ModelEmulator, Script};
+use reach_tests::{TestBody, configure_portal, eventually, trail_until};
 
 const CHANNEL: u64 = 1_100_000_000_000_000_200;
 /// A bound on waiting for an effect, so a failure is a clear message rather than a hang.
 const WAIT: Duration = Duration::from_secs(45);
-const MODEL: &str = reach_model_emulator::MODEL;
-
-async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen within {WAIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Points core and egress-provider at the model emulator (as tests/tests/portal.rs does).
-fn configure_portal(
-    manifest: &mut reach_manifest::Manifest,
-    layout: &reach_manifest::plan::StateLayout,
-    model: &ModelEmulator,
-) {
-    let ca = layout.root().join("model-ca.pem");
-    std::fs::write(&ca, model.ca_pem()).unwrap();
-    for role in manifest.roles.iter_mut() {
-        let mut portal = toml::Table::new();
-        portal.insert("endpoint".into(), model.endpoint().into());
-        portal.insert("model".into(), MODEL.into());
-        match role.name.as_str() {
-            "core" => {
-                let custody: toml::Table = toml::from_str(
-                    "storage = \"none\"\nretention_days = 0\ntraining = false\n\
-                     region = \"eu\"\nsubcontractors = []\ndeletion = \"automatic\"",
-                )
-                .unwrap();
-                portal.insert("custody".into(), custody.into());
-            }
-            "egress-provider" => {
-                let mut road = toml::Table::new();
-                road.insert("host".into(), HOST.into());
-                road.insert("addr".into(), model.addr().to_string().into());
-                let mut roads = toml::Table::new();
-                roads.insert("local_roads".into(), vec![toml::Value::from(road)].into());
-                roads.insert("ca_file".into(), ca.display().to_string().into());
-                portal.insert("roads".into(), roads.into());
-                let dir = layout.secret_dir("egress-provider");
-                reach_identity::files::ensure_secret_dir(&dir).unwrap();
-                reach_identity::files::write_secret(&dir.join("provider-api-key"), KEY.as_bytes())
-                    .unwrap();
-            }
-            _ => continue,
-        }
-        role.settings.insert("portal".into(), portal.into());
-    }
-}
 
 /// A cited answer of at most 1,200 characters whose emoji make it longer than one message, with
 /// a code fence the split falls inside.
@@ -163,7 +108,7 @@ fn fences_balanced(text: &str) -> bool {
 /// messages, in order, each within Discord's limit with its fences balanced, each under its own
 /// nonce sent once, none pinging anyone.
 async fn assert_delivered_in_parts(em: &Emulator, q: u64, expected: &[String]) {
-    eventually("every part of the answer", || {
+    eventually(WAIT, "every part of the answer", || {
         (replies(em, q).len() >= expected.len()).then_some(())
     })
     .await;
@@ -194,7 +139,7 @@ async fn a_long_answer_is_delivered_as_every_part_in_order_once() {
     let (body, em) = TestBody::start_with_emulator_configured(
         Default::default(),
         &[CHANNEL],
-        |manifest, layout| configure_portal(manifest, layout, &model),
+        |manifest, layout| configure_portal(manifest, layout, &model, false),
         "info",
     )
     .await;
@@ -210,7 +155,7 @@ async fn a_long_answer_is_delivered_as_every_part_in_order_once() {
         &asker,
         &format!("<@{bot}> How does a port authenticate a call?"),
     );
-    eventually("the model call", || {
+    eventually(WAIT, "the model call", || {
         (!model.requests().is_empty()).then_some(())
     })
     .await;
@@ -245,7 +190,7 @@ async fn a_long_answer_is_delivered_as_every_part_in_order_once() {
         &asker,
         &format!("<@{bot}> How does a port authenticate a call, once more?"),
     );
-    eventually("the second model call", || {
+    eventually(WAIT, "the second model call", || {
         (model.requests().len() == 2).then_some(())
     })
     .await;

@@ -5,79 +5,20 @@
 //! hallucinated citation is quarantined and the asker gets the refusal text; an out-of-corpus
 //! question is refused before any model call; a Sigil never reaches egress-provider.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reach_digest::Sha256Digest;
 use reach_discord_emulator::User;
-use reach_model_emulator::{HOST, KEY, ModelEmulator, Script};
+use reach_model_emulator::{ModelEmulator, Script};
 use reach_proto::egress::v1::CallRequest;
 use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
 use reach_proto::ward::v1::ward_client::WardClient;
 use reach_proto::ward::v1::{AdmitScopeRequest, IssueDecisionRequest};
-use reach_tests::{TestBody, trail_until};
+use reach_tests::{TestBody, configure_portal, eventually, trail_until};
 
 const CHANNEL: u64 = 1_100_000_000_000_000_200;
 /// A bound on waiting for an effect, so a failure is a clear message rather than a hang.
 const WAIT: Duration = Duration::from_secs(30);
-/// What the model emulator answers as (core and egress-provider name the same model).
-const MODEL: &str = reach_model_emulator::MODEL;
-
-async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen within {WAIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Points core and egress-provider at the model emulator: the same endpoint string in both,
-/// egress-provider on an exact local road trusting only the emulator's CA, with its key file.
-fn configure_portal(
-    manifest: &mut reach_manifest::Manifest,
-    layout: &reach_manifest::plan::StateLayout,
-    model: &ModelEmulator,
-) {
-    let ca = layout.root().join("model-ca.pem");
-    std::fs::write(&ca, model.ca_pem()).unwrap();
-    for role in manifest.roles.iter_mut() {
-        let mut portal = toml::Table::new();
-        portal.insert("endpoint".into(), model.endpoint().into());
-        portal.insert("model".into(), MODEL.into());
-        match role.name.as_str() {
-            "core" => {
-                // Zero data retention, no training: the declaration core admits before egress.
-                let custody: toml::Table = toml::from_str(
-                    "storage = \"none\"\nretention_days = 0\ntraining = false\n\
-                     region = \"eu\"\nsubcontractors = []\ndeletion = \"automatic\"",
-                )
-                .unwrap();
-                portal.insert("custody".into(), custody.into());
-            }
-            "egress-provider" => {
-                portal.insert("streaming".into(), true.into());
-                let mut road = toml::Table::new();
-                road.insert("host".into(), HOST.into());
-                road.insert("addr".into(), model.addr().to_string().into());
-                let mut roads = toml::Table::new();
-                roads.insert("local_roads".into(), vec![toml::Value::from(road)].into());
-                roads.insert("ca_file".into(), ca.display().to_string().into());
-                portal.insert("roads".into(), roads.into());
-                let dir = layout.secret_dir("egress-provider");
-                reach_identity::files::ensure_secret_dir(&dir).unwrap();
-                reach_identity::files::write_secret(&dir.join("provider-api-key"), KEY.as_bytes())
-                    .unwrap();
-            }
-            _ => continue,
-        }
-        role.settings.insert("portal".into(), portal.into());
-    }
-}
 
 /// Whether `text` holds a ward Sigil id.
 fn has_sigil(text: &str) -> bool {
@@ -90,7 +31,7 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
     let (body, em) = TestBody::start_with_emulator_configured(
         Default::default(),
         &[CHANNEL],
-        |manifest, layout| configure_portal(manifest, layout, &model),
+        |manifest, layout| configure_portal(manifest, layout, &model, true),
         "info",
     )
     .await;
@@ -112,7 +53,7 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
         &asker,
         &format!("<@{bot}> How does a port authenticate a call?"),
     );
-    let reply = eventually("the adopted answer", reply_to(q1)).await;
+    let reply = eventually(WAIT, "the adopted answer", reply_to(q1)).await;
     assert!(
         reply.content.contains("never resent [1]") && reply.content.contains("[2] <https://"),
         "{}",
@@ -148,7 +89,7 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
         &asker,
         &format!("<@{bot}> How do I rotate the trust root?"),
     );
-    let reply = eventually("the refusal", reply_to(q2)).await;
+    let reply = eventually(WAIT, "the refusal", reply_to(q2)).await;
     assert!(reply.content.contains("won't guess"), "{}", reply.content);
     let trail = trail_until(
         &mut operator,
@@ -166,7 +107,7 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
         &asker,
         &format!("<@{bot}> What is the airspeed velocity of an unladen swallow?"),
     );
-    let reply = eventually("the out-of-corpus refusal", reply_to(q3)).await;
+    let reply = eventually(WAIT, "the out-of-corpus refusal", reply_to(q3)).await;
     assert!(reply.content.contains("won't guess"), "{}", reply.content);
     trail_until(
         &mut operator,
@@ -254,7 +195,7 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
         &asker,
         &format!("<@{bot}> How does a port authenticate a call?"),
     );
-    let reply = eventually("the unavailable reply", reply_to(q4)).await;
+    let reply = eventually(WAIT, "the unavailable reply", reply_to(q4)).await;
     assert!(
         reply.content.contains("ask again later"),
         "{}",
