@@ -1,0 +1,166 @@
+//! An `/ask` question end to end: the emulator dispatches INTERACTION_CREATE, ingress-edge seals
+//! the interaction token to egress-discord's key and admits the event into core, core answers
+//! it carrying only the sealed blob, and egress-discord opens it and answers with exactly one
+//! interaction callback. A redelivered INTERACTION_CREATE and a lost callback outcome never
+//! call back twice, and the token appears nowhere outside the two edge processes' memory: not
+//! in the trail, not in any file of the body's state (vault, ward's store, logs).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use reach_discord_emulator::{Fault, User};
+use reach_tests::{TestBody, trail_until};
+
+const CHANNEL: u64 = 1_100_000_000_000_000_300;
+/// A bound on waiting for an effect, so a failure is a clear message rather than a hang.
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            found.extend(files_containing(&path, needle));
+        } else if kind.is_file()
+            && std::fs::read(&path).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}
+
+fn callbacks_for(em: &reach_discord_emulator::Emulator, interaction: u64) -> usize {
+    em.callback_requests()
+        .iter()
+        .filter(|c| c.interaction_id == interaction)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_is_answered_by_one_callback_and_its_token_stays_sealed() {
+    let (body, em) = TestBody::start_with_discord(CHANNEL).await;
+    let mut operator = body.operator_after_genesis("emulated deployment").await;
+    let asker = User::human(1_100_000_000_000_000_600, "asker");
+
+    // One `/ask` -> exactly one callback, with the interaction's own token, carrying the cited
+    // answer; no Create Message for it.
+    let i1 = em.post_interaction(
+        CHANNEL,
+        &asker,
+        "ask",
+        "How does a port authenticate a call?",
+    );
+    let reply = eventually("the interaction's reply", || {
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .find(|m| m.interaction_id == Some(i1))
+    })
+    .await;
+    assert!(
+        reply.content.contains("<https://reach.invalid/reach/blob/"),
+        "{}",
+        reply.content
+    );
+    assert!(reply.mentions.is_empty(), "the bot never pings anyone");
+    let calls: Vec<_> = em
+        .callback_requests()
+        .into_iter()
+        .filter(|c| c.interaction_id == i1)
+        .collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(
+        calls[0].token_matched,
+        "the callback carries the opened token"
+    );
+    assert!(
+        !calls[0].authorization_sent,
+        "a callback needs no bot token"
+    );
+    assert_eq!(calls[0].body["type"], 4);
+    assert!(
+        em.create_requests().is_empty(),
+        "an `/ask` is answered by its callback, not a Create Message: {:?}",
+        em.create_requests()
+    );
+    let trail = trail_until(&mut operator, &i1.to_string(), "KNOWN_SENT", WAIT).await;
+    assert!(trail.contains("INTERACTION_CREATE"), "{trail}");
+    assert!(
+        trail.contains("/interactions/") && trail.contains(&format!("{{token:{i1}}}")),
+        "the decision binds the token-free callback destination:\n{trail}"
+    );
+
+    // The same INTERACTION_CREATE redelivered after a resume: still one callback.
+    em.script_redelivery_on_resume(3);
+    assert!(em.drop_connection());
+    let i2 = em.post_interaction(CHANNEL, &asker, "ask", "How do I rotate the trust root?");
+    eventually("the second interaction's reply", || {
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .find(|m| m.interaction_id == Some(i2))
+    })
+    .await;
+    assert_eq!(
+        callbacks_for(&em, i1),
+        1,
+        "a redelivered event must not call back again"
+    );
+
+    // The emulator accepts the callback, then drops the connection: UNKNOWN, never called back
+    // again, reconciled from the interaction's original response.
+    em.script_next_callback(Fault::CommitThenDrop);
+    let i3 = em.post_interaction(CHANNEL, &asker, "ask", "What happens when a vault is lost?");
+    let trail3 = trail_until(&mut operator, &i3.to_string(), "KNOWN_SENT", WAIT).await;
+    assert!(trail3.contains("original_response"), "{trail3}");
+    assert_eq!(
+        callbacks_for(&em, i3),
+        1,
+        "a lost callback outcome is never called back again"
+    );
+    assert_eq!(
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .filter(|m| m.interaction_id == Some(i3))
+            .count(),
+        1
+    );
+
+    // The tokens exist in clear only in the two edge processes' memory: not on any trail, not
+    // in any file of the body's state (core's vault, ward's store, every role's log).
+    for id in [i1, i2, i3] {
+        let token = em.interaction_token(id);
+        let t = reach_tests::trail_text(&mut operator, &id.to_string()).await;
+        assert!(!t.contains(&token), "the token of {id} is on the trail");
+        let leaked = files_containing(body.layout.root(), token.as_bytes());
+        assert!(leaked.is_empty(), "the token of {id} is in {leaked:?}");
+        for role in ["core", "ward", "ingress-edge", "egress-discord"] {
+            assert!(
+                !body.log(role).contains(&token),
+                "the token of {id} is in {role}'s log"
+            );
+        }
+    }
+    println!("{trail}\n{trail3}");
+    body.stop().await;
+}
