@@ -262,3 +262,31 @@ fn duplicate_grants_and_ports() {
         expect![[r#"ports[2].name: duplicate entry `core.admission`"#]],
     );
 }
+
+#[test]
+fn only_egress_discord_holds_the_interaction_seal_key() {
+    let k = refused(
+        &replace(
+            "credentials = [{ file = \"ward-key\", kind = \"ward-key\" }]",
+            "credentials = [{ file = \"ward-key\", kind = \"ward-key\" }, { file = \"s\", kind = \"interaction-seal-key\" }]",
+        ),
+        expect![
+            "roles[0].credentials[1].kind: role `ward` may not hold a interaction-seal-key credential: only egress-discord opens interaction tokens"
+        ],
+    );
+    assert!(matches!(k, K::ForbiddenCredential { .. }));
+}
+
+#[test]
+fn only_ingress_edge_holds_the_interaction_seal_public_key() {
+    let k = refused(
+        &replace(
+            "credentials = [{ file = \"ward-key\", kind = \"ward-key\" }]",
+            "credentials = [{ file = \"ward-key\", kind = \"ward-key\" }, { file = \"p\", kind = \"interaction-seal-public\" }]",
+        ),
+        expect![
+            "roles[0].credentials[1].kind: role `ward` may not hold a interaction-seal-public credential: only ingress-edge seals interaction tokens"
+        ],
+    );
+    assert!(matches!(k, K::ForbiddenCredential { .. }));
+}

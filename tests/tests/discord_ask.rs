@@ -146,9 +146,31 @@ async fn an_ask_is_answered_by_one_callback_and_its_token_stays_sealed() {
         1
     );
 
+    // An expired interaction (10062): the callback is refused, the delivery is KNOWN_REJECTED
+    // and nothing else is sent for it.
+    em.script_next_callback(Fault::Reject {
+        status: 404,
+        code: 10062,
+    });
+    let i4 = em.post_interaction(
+        CHANNEL,
+        &asker,
+        "ask",
+        "How does a port authenticate a call?",
+    );
+    let trail4 = trail_until(&mut operator, &i4.to_string(), "KNOWN_REJECTED", WAIT).await;
+    assert!(trail4.contains("10062"), "{trail4}");
+    assert_eq!(callbacks_for(&em, i4), 1);
+    assert!(
+        !em.bot_messages(CHANNEL)
+            .iter()
+            .any(|m| m.interaction_id == Some(i4))
+    );
+    assert!(em.create_requests().is_empty());
+
     // The tokens exist in clear only in the two edge processes' memory: not on any trail, not
     // in any file of the body's state (core's vault, ward's store, every role's log).
-    for id in [i1, i2, i3] {
+    for id in [i1, i2, i3, i4] {
         let token = em.interaction_token(id);
         let t = reach_tests::trail_text(&mut operator, &id.to_string()).await;
         assert!(!t.contains(&token), "the token of {id} is on the trail");

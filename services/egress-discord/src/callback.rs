@@ -149,14 +149,27 @@ pub async fn deliver(
             CallbackOutcome::NotSent { .. } if tries < MAX_UNACCEPTED_TRIES => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            CallbackOutcome::RateLimited { .. } | CallbackOutcome::NotSent { .. } => {
-                let code = "not-accepted".to_owned();
+            // Never accepted: settled with why, as Create Message does (see deliver.rs).
+            CallbackOutcome::RateLimited { .. } => {
                 settle(
                     core,
                     &intent,
                     DeliveryOutcome::KnownRejected,
                     429,
-                    code,
+                    "rate-limited".into(),
+                    String::new(),
+                )
+                .await;
+                return None;
+            }
+            CallbackOutcome::NotSent { reason } => {
+                tracing::warn!(intent = %intent.intent_id, %reason, "nothing was sent; settled rejected");
+                settle(
+                    core,
+                    &intent,
+                    DeliveryOutcome::KnownRejected,
+                    0,
+                    reason,
                     String::new(),
                 )
                 .await;
@@ -179,5 +192,93 @@ pub async fn deliver(
                 return Some(Unknown::new(intent.intent_id, Sent::Callback(callback)));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const APP: u64 = 1_100_000_000_000_000_001;
+    const ID: u64 = 1_250_000_000_000_000_001;
+
+    fn intent(key: &SealSecretKey, sealed_for: u64) -> DeliveryIntent {
+        let binding = SealBinding {
+            application_id: Snowflake(APP),
+            interaction_id: Snowflake(sealed_for),
+        };
+        let blob = seal::seal(&key.public_key(), binding, &InteractionToken("tok".into())).unwrap();
+        DeliveryIntent {
+            intent_id: "int_1".into(),
+            interaction_id: ID.to_string(),
+            application_id: APP.to_string(),
+            sealed_interaction_token: blob.into_bytes(),
+            parts: vec!["the answer".into()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn opens_the_token_of_its_own_interaction() {
+        let key = SealSecretKey::generate().unwrap();
+        let c = Callback::open(&intent(&key, ID), Some(&key)).unwrap();
+        assert_eq!(c.token.0, "tok");
+        assert_eq!(c.reply.interaction_id, Snowflake(ID));
+        assert_eq!(c.reply.content, "the answer");
+    }
+
+    #[test]
+    fn a_gate_without_the_key_sends_nothing() {
+        let key = SealSecretKey::generate().unwrap();
+        let err = Callback::open(&intent(&key, ID), None).err().unwrap();
+        assert!(matches!(err, CallbackRefusal::NoKey), "{err}");
+    }
+
+    #[test]
+    fn a_blob_sealed_for_another_interaction_is_refused() {
+        let key = SealSecretKey::generate().unwrap();
+        let err = Callback::open(&intent(&key, ID + 1), Some(&key))
+            .err()
+            .unwrap();
+        assert!(
+            matches!(err, CallbackRefusal::Sealed(SealError::Open)),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_tampered_or_truncated_blob_is_refused() {
+        let key = SealSecretKey::generate().unwrap();
+        let mut i = intent(&key, ID);
+        let last = i.sealed_interaction_token.len() - 1;
+        i.sealed_interaction_token[last] ^= 1;
+        let err = Callback::open(&i, Some(&key)).err().unwrap();
+        assert!(
+            matches!(err, CallbackRefusal::Sealed(SealError::Open)),
+            "{err}"
+        );
+        i.sealed_interaction_token.truncate(10);
+        let err = Callback::open(&i, Some(&key)).err().unwrap();
+        assert!(
+            matches!(err, CallbackRefusal::Sealed(SealError::Truncated(10))),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_intent_without_interaction_or_content_is_refused() {
+        let key = SealSecretKey::generate().unwrap();
+        let mut i = intent(&key, ID);
+        i.parts.clear();
+        assert!(matches!(
+            Callback::open(&i, Some(&key)).err().unwrap(),
+            CallbackRefusal::BadIntent
+        ));
+        let mut i = intent(&key, ID);
+        i.interaction_id = "not-a-snowflake".into();
+        assert!(matches!(
+            Callback::open(&i, Some(&key)).err().unwrap(),
+            CallbackRefusal::BadIntent
+        ));
     }
 }
