@@ -8,8 +8,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use reach_discord::render::{ChannelPolicy, Citation, TurnView, render};
 use reach_discord_emulator::{Fault, User};
-use reach_tests::{TestBody, trail_until};
+use reach_model_emulator::{ModelEmulator, Script};
+use reach_tests::{TestBody, configure_portal, trail_until};
 
 const CHANNEL: u64 = 1_100_000_000_000_000_300;
 /// A bound on waiting for an effect, so a failure is a clear message rather than a hang.
@@ -184,5 +186,115 @@ async fn an_ask_is_answered_by_one_callback_and_its_token_stays_sealed() {
         }
     }
     println!("{trail}\n{trail3}");
+    body.stop().await;
+}
+
+/// A cited answer longer than one Discord message (emoji count twice in UTF-16), as the
+/// multi-part test builds it: only the model Portal writes past one message.
+fn long_answer() -> String {
+    let mut text = String::from("Each part of a long answer is its own delivery [1]. Rows [2].\n");
+    for _ in 0..50 {
+        text.push_str(&"🟩".repeat(20));
+        text.push('\n');
+    }
+    text.push_str("Nothing is resent [1].");
+    assert!(text.encode_utf16().count() > 2_000, "it needs two messages");
+    text
+}
+
+/// The citation URLs of passages [1] and [2] in the Cut the model received last.
+fn cited_urls(model: &ModelEmulator) -> Vec<Citation> {
+    let sent = model
+        .requests()
+        .pop()
+        .expect("a model request")
+        .user_message();
+    (1..=2)
+        .map(|n| {
+            let line = sent
+                .lines()
+                .find(|l| l.starts_with(&format!("[{n}] ")))
+                .unwrap_or_else(|| panic!("passage [{n}] in the Cut:\n{sent}"));
+            let url = line
+                .rsplit_once('(')
+                .and_then(|(_, u)| u.strip_suffix(')'))
+                .unwrap();
+            Citation::new(url).unwrap()
+        })
+        .collect()
+}
+
+/// A long answer to an `/ask`: part 1 is the interaction's one callback (Discord takes one per
+/// interaction), every later part a Create Message in the channel, each sent once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_ask_answer_is_one_callback_then_channel_messages() {
+    let model = ModelEmulator::start().await.expect("model emulator");
+    let (body, em) = TestBody::start_with_emulator_configured(
+        Default::default(),
+        &[CHANNEL],
+        |manifest, layout| configure_portal(manifest, layout, &model, false),
+        "info",
+    )
+    .await;
+    let mut operator = body.operator_after_genesis("multi-part ask").await;
+    let asker = User::human(1_100_000_000_000_000_601, "asker");
+    let answer = long_answer();
+    model.script(Script::Text(answer.clone()));
+    let i1 = em.post_interaction(
+        CHANNEL,
+        &asker,
+        "ask",
+        "How does a port authenticate a call?",
+    );
+    eventually("the model call", || {
+        (!model.requests().is_empty()).then_some(())
+    })
+    .await;
+    let expected = render(
+        &TurnView::Answer {
+            text: answer,
+            citations: cited_urls(&model),
+        },
+        ChannelPolicy::PostRefusals,
+    );
+    assert!(expected.len() >= 2, "{expected:?}");
+    eventually("every part", || {
+        (em.bot_messages(CHANNEL).len() >= expected.len()).then_some(())
+    })
+    .await;
+    // Give a duplicate the time to show up, should one be coming.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let got = em.bot_messages(CHANNEL);
+    let contents: Vec<&str> = got.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(contents, expected, "the rendered parts, in order");
+    assert_eq!(got[0].interaction_id, Some(i1), "part 1 is the callback");
+    assert_eq!(callbacks_for(&em, i1), 1);
+    let creates = em.create_requests();
+    assert_eq!(
+        creates.len(),
+        expected.len() - 1,
+        "later parts are channel messages"
+    );
+    for (m, r) in got[1..].iter().zip(&creates) {
+        assert_eq!(m.interaction_id, None);
+        assert_eq!(
+            m.reply_to, None,
+            "an interaction has no message to reply to"
+        );
+        assert_eq!(r.body["content"].as_str(), Some(m.content.as_str()));
+    }
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let trail = reach_tests::trail_text(&mut operator, &i1.to_string()).await;
+        let sent = trail
+            .lines()
+            .filter(|l| l.starts_with("ReachDelivery@1") && l.contains("outcome=KNOWN_SENT"))
+            .count();
+        if sent == expected.len() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "every part's delivery:\n{trail}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     body.stop().await;
 }
