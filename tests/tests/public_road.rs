@@ -398,11 +398,10 @@ async fn road() {
             &format!("<@{bot}> How do I rotate the trust root?"),
         );
         let trail = trail_until(&mut operator, &q.to_string(), "outcome=", WAIT).await;
-        // What the trail shows today: the attempts were not accepted (egress-discord settles a
-        // refused admission like an unaccepted send; the destination code is not recorded).
+        // Nothing was sent: settled rejected with the destination's refusal code.
         assert!(
-            trail.contains("outcome=KNOWN_REJECTED") && trail.contains("detail=not-accepted"),
-            "{what}: not settled as refused:\n{trail}"
+            trail.contains("outcome=KNOWN_REJECTED") && trail.contains("detail=destination/"),
+            "{what}: not settled as refused with its destination code:\n{trail}"
         );
         for trap in &traps {
             assert_eq!(

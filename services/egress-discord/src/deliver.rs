@@ -355,13 +355,28 @@ async fn deliver(
             CreateOutcome::NotSent { .. } if tries < MAX_UNACCEPTED_TRIES => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            CreateOutcome::RateLimited { .. } | CreateOutcome::NotSent { .. } => {
+            // Never accepted: Discord's 429s, or no byte left (a refused destination, a failed
+            // connect), settled with that reason so the trail says which.
+            CreateOutcome::RateLimited { .. } => {
                 settle(
                     core,
                     &intent,
                     DeliveryOutcome::KnownRejected,
                     429,
-                    "not-accepted".into(),
+                    "rate-limited".into(),
+                    String::new(),
+                )
+                .await;
+                return None;
+            }
+            CreateOutcome::NotSent { reason } => {
+                tracing::warn!(intent = %intent.intent_id, %reason, "nothing was sent; settled rejected");
+                settle(
+                    core,
+                    &intent,
+                    DeliveryOutcome::KnownRejected,
+                    0,
+                    reason,
                     String::new(),
                 )
                 .await;
