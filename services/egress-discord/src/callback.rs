@@ -17,7 +17,9 @@ use reach_discord::rest::CallbackOutcome;
 use reach_discord::seal::{self, SealBinding, SealError, SealSecretKey, SealedToken};
 use reach_proto::core::v1::{DeliveryIntent, DeliveryOutcome, MarkSubmittingRequest};
 
-use crate::deliver::{Gate, MAX_UNACCEPTED_TRIES, Sent, Unknown, redeem_for, settle};
+use crate::deliver::{
+    Gate, MAX_UNACCEPTED_TRIES, Sent, Unknown, redeem_for, settle, settle_never_accepted,
+};
 
 /// Why an interaction intent cannot be sent by this gate. Nothing leaves; the lease lapses.
 #[derive(Debug, thiserror::Error)]
@@ -149,30 +151,12 @@ pub async fn deliver(
             CallbackOutcome::NotSent { .. } if tries < MAX_UNACCEPTED_TRIES => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            // Never accepted: settled with why, as Create Message does (see deliver.rs).
             CallbackOutcome::RateLimited { .. } => {
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::KnownRejected,
-                    429,
-                    "rate-limited".into(),
-                    String::new(),
-                )
-                .await;
+                settle_never_accepted(core, &intent, None).await;
                 return None;
             }
             CallbackOutcome::NotSent { reason } => {
-                tracing::warn!(intent = %intent.intent_id, %reason, "nothing was sent; settled rejected");
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::KnownRejected,
-                    0,
-                    reason,
-                    String::new(),
-                )
-                .await;
+                settle_never_accepted(core, &intent, Some(reason)).await;
                 return None;
             }
             // 40060: Discord already holds a response (an earlier attempt of this intent was

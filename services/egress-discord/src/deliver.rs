@@ -253,6 +253,32 @@ pub(crate) async fn settle(
     }
 }
 
+/// Settles an attempt Discord never accepted, with the reason the trail shows: its 429s
+/// outlasted the tries (`not_sent` is `None`), or no byte left (a refused destination, a failed
+/// connect). Create Message and the interaction callback share it.
+pub(crate) async fn settle_never_accepted(
+    core: &mut DeliveryClient<Channel>,
+    intent: &DeliveryIntent,
+    not_sent: Option<String>,
+) {
+    let (status, code) = match not_sent {
+        None => (429, "rate-limited".to_owned()),
+        Some(reason) => {
+            tracing::warn!(intent = %intent.intent_id, %reason, "nothing was sent; settled rejected");
+            (0, reason)
+        }
+    };
+    settle(
+        core,
+        intent,
+        DeliveryOutcome::KnownRejected,
+        status,
+        code,
+        String::new(),
+    )
+    .await;
+}
+
 /// Redeems the claim's decision at ward for exactly what this gate is about to send: the URL it
 /// dials and the digest of the content bytes, computed by `reach_egress_gate` rather than taken
 /// from core.
@@ -355,31 +381,12 @@ async fn deliver(
             CreateOutcome::NotSent { .. } if tries < MAX_UNACCEPTED_TRIES => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            // Never accepted: Discord's 429s, or no byte left (a refused destination, a failed
-            // connect), settled with that reason so the trail says which.
             CreateOutcome::RateLimited { .. } => {
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::KnownRejected,
-                    429,
-                    "rate-limited".into(),
-                    String::new(),
-                )
-                .await;
+                settle_never_accepted(core, &intent, None).await;
                 return None;
             }
             CreateOutcome::NotSent { reason } => {
-                tracing::warn!(intent = %intent.intent_id, %reason, "nothing was sent; settled rejected");
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::KnownRejected,
-                    0,
-                    reason,
-                    String::new(),
-                )
-                .await;
+                settle_never_accepted(core, &intent, Some(reason)).await;
                 return None;
             }
             CreateOutcome::Unknown { reason } => {
