@@ -436,3 +436,27 @@ pub fn configure_portal(
         role.settings.insert("portal".into(), portal.into());
     }
 }
+
+/// The citation URLs of passages [1] and [2] in the Cut the model received last.
+pub fn cited_urls(
+    model: &reach_model_emulator::ModelEmulator,
+) -> Vec<reach_discord::render::Citation> {
+    let sent = model
+        .requests()
+        .pop()
+        .expect("a model request")
+        .user_message();
+    (1..=2)
+        .map(|n| {
+            let line = sent
+                .lines()
+                .find(|l| l.starts_with(&format!("[{n}] ")))
+                .unwrap_or_else(|| panic!("passage [{n}] in the Cut:\n{sent}"));
+            let url = line
+                .rsplit_once('(')
+                .and_then(|(_, u)| u.strip_suffix(')'))
+                .unwrap();
+            reach_discord::render::Citation::new(url).expect("citation")
+        })
+        .collect()
+}

@@ -8,10 +8,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use reach_discord::render::{ChannelPolicy, Citation, TurnView, render};
+use reach_discord::render::{ChannelPolicy, TurnView, render};
 use reach_discord_emulator::{Fault, User};
 use reach_model_emulator::{ModelEmulator, Script};
-use reach_tests::{TestBody, configure_portal, trail_until};
+use reach_tests::{TestBody, cited_urls, configure_portal, trail_until};
 
 const CHANNEL: u64 = 1_100_000_000_000_000_300;
 /// A bound on waiting for an effect, so a failure is a clear message rather than a hang.
@@ -200,28 +200,6 @@ fn long_answer() -> String {
     text.push_str("Nothing is resent [1].");
     assert!(text.encode_utf16().count() > 2_000, "it needs two messages");
     text
-}
-
-/// The citation URLs of passages [1] and [2] in the Cut the model received last.
-fn cited_urls(model: &ModelEmulator) -> Vec<Citation> {
-    let sent = model
-        .requests()
-        .pop()
-        .expect("a model request")
-        .user_message();
-    (1..=2)
-        .map(|n| {
-            let line = sent
-                .lines()
-                .find(|l| l.starts_with(&format!("[{n}] ")))
-                .unwrap_or_else(|| panic!("passage [{n}] in the Cut:\n{sent}"));
-            let url = line
-                .rsplit_once('(')
-                .and_then(|(_, u)| u.strip_suffix(')'))
-                .unwrap();
-            Citation::new(url).unwrap()
-        })
-        .collect()
 }
 
 /// A long answer to an `/ask`: part 1 is the interaction's one callback (Discord takes one per

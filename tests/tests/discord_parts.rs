@@ -12,10 +12,10 @@
 
 use std::time::{Duration, Instant};
 
-use reach_discord::render::{ChannelPolicy, Citation, TurnView, render};
+use reach_discord::render::{ChannelPolicy, TurnView, render};
 use reach_discord_emulator::{EmulatedMessage, Emulator, Fault, User};
 use reach_model_emulator::{ModelEmulator, Script};
-use reach_tests::{TestBody, configure_portal, eventually, trail_until};
+use reach_tests::{TestBody, cited_urls, configure_portal, eventually, trail_until};
 
 const CHANNEL: u64 = 1_100_000_000_000_000_200;
 /// A bound on waiting for an effect, so a failure is a clear message rather than a hang.
@@ -36,28 +36,6 @@ fn long_answer() -> String {
     assert!(text.chars().count() <= 1_200, "the Portal accepts it");
     assert!(text.encode_utf16().count() > 2_000, "it needs two messages");
     text
-}
-
-/// The citation URLs of passages [1] and [2] in the Cut the model received last.
-fn cited_urls(model: &ModelEmulator) -> Vec<Citation> {
-    let sent = model
-        .requests()
-        .pop()
-        .expect("a model request")
-        .user_message();
-    (1..=2)
-        .map(|n| {
-            let line = sent
-                .lines()
-                .find(|l| l.starts_with(&format!("[{n}] ")))
-                .unwrap_or_else(|| panic!("passage [{n}] in the Cut:\n{sent}"));
-            let url = line
-                .rsplit_once('(')
-                .and_then(|(_, u)| u.strip_suffix(')'))
-                .unwrap();
-            Citation::new(url).unwrap()
-        })
-        .collect()
 }
 
 fn replies(em: &Emulator, q: u64) -> Vec<EmulatedMessage> {
