@@ -64,6 +64,8 @@ fn ms(d: Duration) -> f64 {
 struct Asked {
     id: u64,
     at: Instant,
+    /// Wall time of the dispatch, to compare with the ledger's commit times (same host clock).
+    wall_ms: u64,
 }
 
 /// Posts `n` questions at `rate`/s, round-robin over channels and users.
@@ -82,8 +84,9 @@ async fn post(em: &Emulator, channels: u64, rate: u64, n: u64, seq: &mut u64) ->
         let user = User::human(1_100_000_000_000_100_000 + *seq % USERS, "asker");
         let q = QUESTIONS[(*seq % QUESTIONS.len() as u64) as usize];
         let at = Instant::now();
+        let wall_ms = unix_ms();
         let id = em.post_user_message(channel, &user, &format!("<@{bot}> {q}"));
-        asked.push(Asked { id, at });
+        asked.push(Asked { id, at, wall_ms });
     }
     asked
 }
@@ -140,6 +143,62 @@ fn latencies(asked: &[Asked], r: &Replies) -> Vec<Duration> {
         .collect();
     l.sort();
     l
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Where an answered question's time went, from the commit times in its trail (ms):
+/// dispatch → admission, admission → turn and intent committed, intent committed → delivery
+/// settled. The last is the committed-intent delivery latency; the first is the queue in front
+/// of admission. Samples at most `MAX` questions evenly.
+async fn stages(
+    operator: &mut TrailClient<tonic::transport::Channel>,
+    asked: &[Asked],
+    r: &Replies,
+) -> [Vec<Duration>; 3] {
+    const MAX: usize = 400;
+    let answered: Vec<&Asked> = asked
+        .iter()
+        .filter(|a| r.creates.contains_key(&a.id))
+        .collect();
+    let step = answered.len().div_ceil(MAX).max(1);
+    let mut out: [Vec<Duration>; 3] = Default::default();
+    for a in answered.iter().step_by(step) {
+        let Ok(t) = operator
+            .get_trail(GetTrailRequest {
+                key: a.id.to_string(),
+            })
+            .await
+        else {
+            continue;
+        };
+        let edges = t.into_inner().edges;
+        let at = |record: &str| {
+            edges
+                .iter()
+                .find(|e| e.record == record)
+                .map(|e| e.committed_at_ms)
+        };
+        let (Some(admitted), Some(turn), Some(delivered)) = (
+            at("DiscordEventAdmission@1"),
+            at("ReachTurn@1"),
+            at("ReachDelivery@1"),
+        ) else {
+            continue;
+        };
+        let gap = |from: u64, to: u64| Duration::from_millis(to.saturating_sub(from));
+        out[0].push(gap(a.wall_ms, admitted));
+        out[1].push(gap(admitted, turn));
+        out[2].push(gap(turn, delivered));
+    }
+    for s in &mut out {
+        s.sort();
+    }
+    out
 }
 
 /// The committed turn state of each question without a reply, from the operator's trail.
@@ -387,6 +446,17 @@ async fn main() {
         ms(pct(&over_lat, 0.99)),
         hb.heartbeats - hb_before.heartbeats,
         ms(hb.heartbeat_late_max),
+    );
+    let [queued, turned, delivered] = stages(&mut operator, &over, &r).await;
+    println!(
+        "  answered under overload, from the trail's commit times (n {}): dispatch -> admission p50 {:.0} ms p99 {:.0} ms; admission -> turn committed p50 {:.0} ms p99 {:.0} ms; committed intent -> delivery settled p50 {:.0} ms p99 {:.0} ms",
+        queued.len(),
+        ms(pct(&queued, 0.5)),
+        ms(pct(&queued, 0.99)),
+        ms(pct(&turned, 0.5)),
+        ms(pct(&turned, 0.99)),
+        ms(pct(&delivered, 0.5)),
+        ms(pct(&delivered, 0.99)),
     );
     for (state, n) in &states {
         println!("  unanswered: {n} {state}");
