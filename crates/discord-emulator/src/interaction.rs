@@ -6,8 +6,13 @@
 //! Both are authorized by the interaction's token in the path, never by the bot token. An
 //! interaction is answered at most once: a second callback is refused with 40060 ("Interaction
 //! has already been acknowledged"), which is what makes the interaction id the deduplication key
-//! of an interaction reply. Unknown ids and wrong tokens are 10062 ("Unknown interaction"); a
-//! read of the original before any callback is 10008 ("Unknown Message").
+//! of an interaction reply. Unknown ids and wrong tokens are 10062 ("Unknown interaction"), and
+//! so is a first callback after the 3-second response window
+//! ([`crate::INTERACTION_RESPONSE_WINDOW`], shortened by a test's script); a read or an edit of
+//! the original before any callback is 10008 ("Unknown Message").
+//!
+//! A deferred acknowledgement (type 5) creates the original response as a LOADING placeholder
+//! with no content; `PATCH …/messages/@original` then sets its content (and clears LOADING).
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};
@@ -15,12 +20,19 @@ use http_body_util::Full;
 use serde_json::{Value, json};
 
 use crate::rest::{DropConnection, Reply, error, respond};
-use crate::{CallbackRequest, EmulatedMessage, Fault, Inner, ReadRequest, message_json};
+use crate::{
+    CallbackRequest, EditRequest, EmulatedMessage, Fault, INTERACTION_RESPONSE_WINDOW, Inner,
+    ReadRequest, message_json,
+};
 
 /// Discord's content limit in characters.
 const MAX_CONTENT_CHARS: usize = 2_000;
 /// CHANNEL_MESSAGE_WITH_SOURCE: answer the command with a message.
 const CHANNEL_MESSAGE_WITH_SOURCE: u64 = 4;
+/// DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE: acknowledge now, edit the original later.
+const DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE: u64 = 5;
+/// Message flag LOADING: a deferred original not yet edited.
+const FLAG_LOADING: u64 = 1 << 7;
 
 /// The two interaction routes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +79,9 @@ pub(crate) fn handle(inner: &Inner, route: Route, req: Received<'_>) -> Reply {
         (Route::Original { application, token }, &Method::GET) => {
             original(inner, &application, &token)
         }
+        (Route::Original { application, token }, &Method::PATCH) => {
+            edit(inner, &application, &token, &req)
+        }
         _ => error(405, 0, "405: Method Not Allowed"),
     }
 }
@@ -112,17 +127,29 @@ fn callback(inner: &Inner, id: &str, token: &str, req: &Received<'_>) -> Reply {
     if record.original.is_some() {
         return error(400, 40060, "Interaction has already been acknowledged.");
     }
-    if body.get("type").and_then(Value::as_u64) != Some(CHANNEL_MESSAGE_WITH_SOURCE) {
-        return error(400, 50035, "Invalid Form Body");
+    let window = state
+        .interaction_window
+        .unwrap_or(INTERACTION_RESPONSE_WINDOW);
+    if record.created.elapsed() > window {
+        return unknown_interaction();
     }
+    let kind = body.get("type").and_then(Value::as_u64);
     let data = body.get("data").cloned().unwrap_or(Value::Null);
-    let content = data.get("content").and_then(Value::as_str).unwrap_or("");
-    if content.is_empty() {
-        return error(400, 50006, "Cannot send an empty message");
-    }
-    if content.chars().count() > MAX_CONTENT_CHARS {
-        return error(400, 50035, "Invalid Form Body");
-    }
+    let (content, flags) = match kind {
+        Some(CHANNEL_MESSAGE_WITH_SOURCE) => {
+            let content = data.get("content").and_then(Value::as_str).unwrap_or("");
+            if content.is_empty() {
+                return error(400, 50006, "Cannot send an empty message");
+            }
+            if content.chars().count() > MAX_CONTENT_CHARS {
+                return error(400, 50035, "Invalid Form Body");
+            }
+            let flags = data.get("flags").and_then(Value::as_u64).unwrap_or(0);
+            (content.to_owned(), flags)
+        }
+        Some(DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE) => (String::new(), FLAG_LOADING),
+        _ => return error(400, 50035, "Invalid Form Body"),
+    };
     let message_id = inner.snowflake();
     let guild_id = state
         .channel_guilds
@@ -135,11 +162,11 @@ fn callback(inner: &Inner, id: &str, token: &str, req: &Received<'_>) -> Reply {
         guild_id,
         author_id: inner.config.bot_user_id,
         author_bot: true,
-        content: content.to_owned(),
-        mentions: crate::parse_mentions(content),
+        mentions: crate::parse_mentions(&content),
+        content,
         nonce: None,
         reply_to: None,
-        flags: data.get("flags").and_then(Value::as_u64).unwrap_or(0),
+        flags,
         interaction_id: Some(id),
     };
     let json = message_json(&message, "reach", false);
@@ -157,7 +184,7 @@ fn callback(inner: &Inner, id: &str, token: &str, req: &Received<'_>) -> Reply {
             200,
             json!({
                 "interaction": {"id": id.to_string(), "type": 2, "response_message_id": message_id.to_string()},
-                "resource": {"type": CHANNEL_MESSAGE_WITH_SOURCE, "message": json},
+                "resource": {"type": kind, "message": json},
             }),
         );
     }
@@ -190,4 +217,63 @@ fn original(inner: &Inner, application: &str, token: &str) -> Reply {
         Some(m) => respond(200, message_json(m, "reach", false)),
         None => error(404, 10008, "Unknown Message"),
     }
+}
+
+fn edit(inner: &Inner, application: &str, token: &str, req: &Received<'_>) -> Reply {
+    let Ok(body) = serde_json::from_slice::<Value>(req.body) else {
+        return error(400, 50109, "The request body contains invalid JSON.");
+    };
+    let mut state = inner.lock();
+    let found = state
+        .interactions
+        .iter()
+        .find(|(_, r)| r.token == token)
+        .map(|(id, r)| (*id, r.clone()));
+    state.edits.push(EditRequest {
+        interaction_id: found.as_ref().map(|(id, _)| *id),
+        authorization_sent: req.authorization_sent,
+        body: body.clone(),
+    });
+    if application != inner.config.application_id.to_string() {
+        return error(404, 10015, "Unknown Webhook");
+    }
+    let Some((_, record)) = found else {
+        return error(404, 10015, "Unknown Webhook");
+    };
+    let fault = state.edit_faults.pop_front();
+    match &fault {
+        Some(Fault::RateLimit { retry_after }) => {
+            return respond(
+                429,
+                json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false}),
+            );
+        }
+        Some(Fault::ServerError { status }) => {
+            return error(*status, 0, "500: Internal Server Error");
+        }
+        Some(Fault::Reject { status, code }) => return error(*status, *code, "Rejected"),
+        Some(Fault::DropBeforeCommit) => return Err(DropConnection),
+        Some(Fault::CommitThenDrop) | None => {}
+    }
+    let Some(message_id) = record.original else {
+        return error(404, 10008, "Unknown Message");
+    };
+    let content = body.get("content").and_then(Value::as_str).unwrap_or("");
+    if content.is_empty() || content.chars().count() > MAX_CONTENT_CHARS {
+        return error(400, 50035, "Invalid Form Body");
+    }
+    let flags = body.get("flags").and_then(Value::as_u64).unwrap_or(0);
+    let Some(message) = state.messages.get_mut(&message_id) else {
+        return error(404, 10008, "Unknown Message");
+    };
+    message.content = content.to_owned();
+    message.mentions = crate::parse_mentions(content);
+    message.flags = flags & !FLAG_LOADING;
+    let json = message_json(message, "reach", false);
+    inner.dispatch(&mut state, "MESSAGE_UPDATE", json.clone());
+    drop(state);
+    if fault == Some(Fault::CommitThenDrop) {
+        return Err(DropConnection);
+    }
+    respond(200, json)
 }

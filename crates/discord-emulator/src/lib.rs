@@ -164,11 +164,29 @@ pub struct CallbackRequest {
     pub body: Value,
 }
 
+/// One edit of an interaction's original response (`PATCH …/messages/@original`) as received,
+/// before any fault.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EditRequest {
+    /// The interaction whose token was in the path (`None` for a token the emulator never
+    /// handed out).
+    pub interaction_id: Option<u64>,
+    /// Whether the request also carried an `Authorization` header (it needs none).
+    pub authorization_sent: bool,
+    /// The JSON body.
+    pub body: Value,
+}
+
+/// How long after INTERACTION_CREATE Discord accepts the interaction's first callback.
+pub const INTERACTION_RESPONSE_WINDOW: Duration = Duration::from_secs(3);
+
 /// One interaction Discord dispatched, as the emulator tracks it.
 #[derive(Clone, Debug)]
 pub(crate) struct InteractionRecord {
     pub(crate) token: String,
     pub(crate) channel_id: u64,
+    /// When INTERACTION_CREATE was dispatched: the response window runs from here.
+    pub(crate) created: Instant,
     /// The message of the accepted callback (the interaction's original response).
     pub(crate) original: Option<u64>,
 }
@@ -255,6 +273,10 @@ pub(crate) struct State {
     pub(crate) interactions: HashMap<u64, InteractionRecord>,
     pub(crate) callbacks: Vec<CallbackRequest>,
     pub(crate) callback_faults: VecDeque<Fault>,
+    pub(crate) edits: Vec<EditRequest>,
+    pub(crate) edit_faults: VecDeque<Fault>,
+    /// The response window when a test shortened it ([`Emulator::set_interaction_window`]).
+    pub(crate) interaction_window: Option<Duration>,
     pub(crate) faults: VecDeque<Fault>,
     pub(crate) nonces: HashMap<String, (u64, Instant)>,
     pub(crate) sessions: HashMap<String, SessionState>,
@@ -563,6 +585,7 @@ impl Emulator {
             InteractionRecord {
                 token: interaction_token(id),
                 channel_id,
+                created: Instant::now(),
                 original: None,
             },
         );
@@ -630,6 +653,24 @@ impl Emulator {
     /// `CommitThenDrop`, `DropBeforeCommit`, `ServerError`, `RateLimit` and `Reject` apply.
     pub fn script_next_callback(&self, fault: Fault) {
         self.inner.lock().callback_faults.push_back(fault);
+    }
+
+    /// Every edit of an original response received, in order.
+    pub fn edit_requests(&self) -> Vec<EditRequest> {
+        self.inner.lock().edits.clone()
+    }
+
+    /// Script the behaviour of the next edit of an original response (queued in order).
+    /// `CommitThenDrop`, `DropBeforeCommit`, `ServerError`, `RateLimit` and `Reject` apply.
+    pub fn script_next_edit(&self, fault: Fault) {
+        self.inner.lock().edit_faults.push_back(fault);
+    }
+
+    /// Discord refuses an interaction's first callback (10062, "Unknown interaction") once
+    /// [`INTERACTION_RESPONSE_WINDOW`] (3 s) has passed since INTERACTION_CREATE; a test may
+    /// shorten the window instead of waiting out three seconds.
+    pub fn set_interaction_window(&self, window: Duration) {
+        self.inner.lock().interaction_window = Some(window);
     }
 
     /// Every Get Channel Messages request received, in order (a reconciliation's reads).

@@ -245,3 +245,97 @@ pub fn interaction_callback_url(base: &str, interaction_id: Snowflake, token: &s
 pub fn original_response_url(base: &str, application_id: Snowflake, token: &str) -> String {
     format!("{base}/webhooks/{application_id}/{token}/messages/@original")
 }
+
+/// DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE: acknowledge the command now, answer later by editing
+/// the interaction's original response (Discord shows "… is thinking" until then).
+pub const INTERACTION_DEFERRED_CHANNEL_MESSAGE: u64 = 5;
+/// Discord's message flag LOADING (1 << 7): the original response of a deferred interaction
+/// that no edit has answered yet.
+pub const FLAG_LOADING: u64 = 1 << 7;
+
+/// The deferred acknowledgement of one `/ask` interaction (type 5): sent when the answer has not
+/// been committed within core's budget, so Discord's 3-second window never expires under a slow
+/// answer. It carries no content; the answer then edits `@original` ([`OriginalEdit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeferredAck {
+    /// The interaction acknowledged.
+    pub interaction_id: Snowflake,
+}
+
+impl DeferredAck {
+    /// The exact JSON body sent.
+    pub fn body(&self) -> Value {
+        json!({ "type": INTERACTION_DEFERRED_CHANNEL_MESSAGE })
+    }
+
+    /// The body bytes (what the acknowledgement's EgressDecision digest covers).
+    pub fn body_bytes(&self) -> Vec<u8> {
+        self.body().to_string().into_bytes()
+    }
+}
+
+/// The answer to a deferred interaction: an edit of its original response
+/// (`PATCH /webhooks/{application}/{token}/messages/@original`), with the same fixed mention and
+/// embed policy as a callback. An edit sets the content, so sending it twice shows the user the
+/// same message; it is still sent once and an UNKNOWN edit is reconciled by reading `@original`
+/// and comparing the content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OriginalEdit {
+    /// The rendered text (at most [`MAX_CONTENT_CHARS`]).
+    pub content: String,
+}
+
+impl OriginalEdit {
+    /// The exact JSON body sent.
+    pub fn body(&self) -> Value {
+        json!({
+            "content": self.content,
+            "allowed_mentions": {"parse": []},
+            "flags": FLAG_SUPPRESS_EMBEDS,
+        })
+    }
+
+    /// The body bytes (what an EgressDecision's payload digest covers).
+    pub fn body_bytes(&self) -> Vec<u8> {
+        self.body().to_string().into_bytes()
+    }
+}
+
+/// The attempt id of interaction acknowledgement decisions: one per turn, never a second.
+pub fn deferral_attempt_id(turn_id: &str) -> String {
+    format!("{turn_id}#defer")
+}
+
+#[cfg(test)]
+mod interaction_tests {
+    use super::*;
+
+    #[test]
+    fn a_deferred_ack_is_type_5_without_content() {
+        let ack = DeferredAck {
+            interaction_id: Snowflake(7),
+        };
+        assert_eq!(ack.body_bytes(), br#"{"type":5}"#.to_vec());
+    }
+
+    #[test]
+    fn an_edit_pings_nobody_and_embeds_nothing() {
+        let edit = OriginalEdit {
+            content: "the answer".into(),
+        };
+        let body = edit.body();
+        assert_eq!(body["content"], "the answer");
+        assert_eq!(body["allowed_mentions"]["parse"], json!([]));
+        assert_eq!(body["flags"], FLAG_SUPPRESS_EMBEDS);
+        assert!(body.get("type").is_none());
+    }
+
+    #[test]
+    fn deferral_attempts_are_named_by_their_turn() {
+        assert_eq!(deferral_attempt_id("turn_1"), "turn_1#defer");
+        assert_ne!(
+            deferral_attempt_id("turn_1"),
+            decision_attempt_id("turn_1", 0)
+        );
+    }
+}

@@ -46,9 +46,10 @@ pub const RECONCILE_SETTLE: Duration = Duration::from_secs(60);
 const USER_AGENT_VALUE: &str = "DiscordBot (https://reach.invalid, 1)";
 
 pub use crate::delivery::{
-    CreateMessage, CreateOutcome, FLAG_SUPPRESS_EMBEDS, InteractionReply, InvalidNonce,
-    MAX_CONTENT_CHARS, MAX_NONCE_LEN, Nonce, RECONCILE_PAGE, Reconciliation, channel_read_request,
-    channel_read_url, interaction_callback_url, original_response_url, token_placeholder,
+    CreateMessage, CreateOutcome, DeferredAck, FLAG_LOADING, FLAG_SUPPRESS_EMBEDS,
+    InteractionReply, InvalidNonce, MAX_CONTENT_CHARS, MAX_NONCE_LEN, Nonce, OriginalEdit,
+    RECONCILE_PAGE, Reconciliation, channel_read_request, channel_read_url,
+    interaction_callback_url, original_response_url, token_placeholder,
 };
 
 /// Admits each channel read of a reconciliation, immediately before its request is written.
@@ -198,6 +199,28 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         reply: &InteractionReply,
         token: &InteractionToken,
     ) -> CallbackOutcome {
+        self.post_callback(reply.interaction_id, reply.body_bytes(), token)
+            .await
+    }
+
+    /// One deferred acknowledgement attempt (type 5) of interaction `ack`: Discord answers 2xx
+    /// without a message ([`CallbackOutcome::Acknowledged`] is then the success), 10062 after
+    /// the interaction's 3-second window, 40060 when it already holds a response.
+    pub async fn defer_interaction(
+        &self,
+        ack: &DeferredAck,
+        token: &InteractionToken,
+    ) -> CallbackOutcome {
+        self.post_callback(ack.interaction_id, ack.body_bytes(), token)
+            .await
+    }
+
+    async fn post_callback(
+        &self,
+        interaction_id: Snowflake,
+        body: Vec<u8>,
+        token: &InteractionToken,
+    ) -> CallbackOutcome {
         if !token_is_path_safe(&token.0) {
             return CallbackOutcome::NotSent {
                 reason: "discord/interaction-token".into(),
@@ -211,20 +234,17 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
                 };
             }
         };
-        let path = interaction_callback_url("", reply.interaction_id, &token.0);
-        let request = match self.request_without_bot_token(
-            &admitted,
-            Method::POST,
-            &path,
-            Bytes::from(reply.body_bytes()),
-        ) {
-            Ok(r) => r,
-            Err(_) => {
-                return CallbackOutcome::NotSent {
-                    reason: "discord/request-build".into(),
-                };
-            }
-        };
+        let path = interaction_callback_url("", interaction_id, &token.0);
+        let request =
+            match self.request_without_bot_token(&admitted, Method::POST, &path, Bytes::from(body))
+            {
+                Ok(r) => r,
+                Err(_) => {
+                    return CallbackOutcome::NotSent {
+                        reason: "discord/request-build".into(),
+                    };
+                }
+            };
         match fetch(stream, request, &create_bounds()).await {
             Ok(response) => {
                 classify_callback(response.status.as_u16(), &response.headers, &response.body)
@@ -233,6 +253,52 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
                 reason: e.code().to_owned(),
             },
             Err(e) => CallbackOutcome::Unknown { reason: e.code() },
+        }
+    }
+
+    /// One edit of a deferred interaction's original response:
+    /// `PATCH /webhooks/{application}/{token}/messages/@original`. Classified like a Create
+    /// Message: 2xx with the message is sent; 10008 (Unknown Message) means the deferred
+    /// acknowledgement has not landed, so nothing was edited.
+    pub async fn edit_original(
+        &self,
+        application: Snowflake,
+        edit: &OriginalEdit,
+        token: &InteractionToken,
+    ) -> CreateOutcome {
+        if !token_is_path_safe(&token.0) {
+            return CreateOutcome::NotSent {
+                reason: "discord/interaction-token".into(),
+            };
+        }
+        let (admitted, stream) = match self.open().await {
+            Ok(open) => open,
+            Err(e) => {
+                return CreateOutcome::NotSent {
+                    reason: e.code().to_owned(),
+                };
+            }
+        };
+        let path = original_response_url("", application, &token.0);
+        let request = match self.request_without_bot_token(
+            &admitted,
+            Method::PATCH,
+            &path,
+            Bytes::from(edit.body_bytes()),
+        ) {
+            Ok(r) => r,
+            Err(_) => {
+                return CreateOutcome::NotSent {
+                    reason: "discord/request-build".into(),
+                };
+            }
+        };
+        match fetch(stream, request, &create_bounds()).await {
+            Ok(response) => classify(response.status.as_u16(), &response.headers, &response.body),
+            Err(ReturnError::Request(e)) => CreateOutcome::NotSent {
+                reason: e.code().to_owned(),
+            },
+            Err(e) => CreateOutcome::Unknown { reason: e.code() },
         }
     }
 
@@ -259,15 +325,17 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         )
     }
 
-    /// Reconciles an UNKNOWN interaction callback from independent evidence: one read of the
-    /// interaction's original response, admitted by `gate` for its token-free destination
-    /// ([`RestClient::original_destination`]) before the GET. Found: the reply exists; 10008
-    /// (Unknown Message): Discord holds no response to this interaction.
+    /// Reconciles an UNKNOWN interaction reply (a callback or an edit of a deferred one) from
+    /// independent evidence: one read of the interaction's original response, admitted by
+    /// `gate` for its token-free destination ([`RestClient::original_destination`]) before the
+    /// GET. See [`judge_original`] for what the read proves (`edit`: the reply was an edit).
     pub async fn reconcile_interaction(
         &self,
         application: Snowflake,
         interaction_id: Snowflake,
         token: &InteractionToken,
+        expected: &str,
+        edit: bool,
         gate: &mut impl ReadGate,
     ) -> Reconciliation {
         if !token_is_path_safe(&token.0) {
@@ -293,28 +361,7 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
             Ok(r) => r,
             Err(reason) => return Reconciliation::Inconclusive { reason },
         };
-        let json: Option<Value> = serde_json::from_slice(&response.body).ok();
-        let code = json
-            .as_ref()
-            .and_then(|v| v.get("code"))
-            .and_then(Value::as_u64);
-        match (response.status.as_u16(), code) {
-            (200, _) => match json
-                .as_ref()
-                .and_then(|v| v.get("id"))
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse().ok())
-            {
-                Some(message_id) => Reconciliation::Found { message_id },
-                None => Reconciliation::Inconclusive {
-                    reason: "discord/read-json".into(),
-                },
-            },
-            (404, Some(UNKNOWN_MESSAGE)) => Reconciliation::ProvedAbsent,
-            (status, _) => Reconciliation::Inconclusive {
-                reason: format!("discord/read-status-{status}"),
-            },
-        }
+        judge_original(response.status.as_u16(), &response.body, expected, edit)
     }
 
     /// The exact URL of the channel-read page after `after` (what a read's decision binds).
@@ -456,8 +503,58 @@ fn read_bounds() -> Bounds {
     }
 }
 
+/// What one read of an interaction's original response proves about a reply whose content is
+/// `expected`, sent as an edit of a deferred original (`edit`) or as a callback. Pure, so the
+/// table is tested without a server.
+///
+/// * 200 with exactly our content: the reply (callback or edit) exists: Found.
+/// * 200 with a deferred placeholder (LOADING, no content): for an edit, ours did not land:
+///   absent (a successor edit is safe). For a callback it proves nothing useful: the
+///   interaction was acknowledged by a deferral this reply did not know of, and no callback can
+///   land any more; inconclusive, so nothing is sent again.
+/// * 200 with other content: inconclusive (nothing of ours can explain it; never resend).
+/// * 404 10008 (Unknown Message): Discord holds no response at all: absent.
+pub fn judge_original(status: u16, body: &[u8], expected: &str, edit: bool) -> Reconciliation {
+    let json: Option<Value> = serde_json::from_slice(body).ok();
+    let code = json
+        .as_ref()
+        .and_then(|v| v.get("code"))
+        .and_then(Value::as_u64);
+    match (status, code) {
+        (200, _) => {
+            let field = |k: &str| json.as_ref().and_then(|v| v.get(k));
+            let id = field("id")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse().ok());
+            let content = field("content").and_then(Value::as_str);
+            let flags = field("flags").and_then(Value::as_u64).unwrap_or(0);
+            match (id, content) {
+                (Some(message_id), Some(c)) if c == expected => {
+                    Reconciliation::Found { message_id }
+                }
+                (Some(_), Some("")) if flags & FLAG_LOADING != 0 && edit => {
+                    Reconciliation::ProvedAbsent
+                }
+                (Some(_), Some("")) if flags & FLAG_LOADING != 0 => Reconciliation::Inconclusive {
+                    reason: "discord/original-deferred".into(),
+                },
+                (Some(_), Some(_)) => Reconciliation::Inconclusive {
+                    reason: "discord/original-differs".into(),
+                },
+                _ => Reconciliation::Inconclusive {
+                    reason: "discord/read-json".into(),
+                },
+            }
+        }
+        (404, Some(UNKNOWN_MESSAGE)) => Reconciliation::ProvedAbsent,
+        (status, _) => Reconciliation::Inconclusive {
+            reason: format!("discord/read-status-{status}"),
+        },
+    }
+}
+
 /// Discord's "Unknown Message": the interaction has no original response.
-const UNKNOWN_MESSAGE: u64 = 10008;
+pub const UNKNOWN_MESSAGE: u64 = 10008;
 /// Discord's "Interaction has already been acknowledged".
 const ALREADY_ACKNOWLEDGED: u64 = 40060;
 

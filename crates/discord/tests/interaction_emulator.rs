@@ -9,7 +9,8 @@ use common::*;
 use reach_discord::Snowflake;
 use reach_discord::model::InteractionToken;
 use reach_discord::rest::{
-    CallbackOutcome, FLAG_SUPPRESS_EMBEDS, InteractionReply, ReadGate, Reconciliation,
+    CallbackOutcome, CreateOutcome, DeferredAck, FLAG_LOADING, FLAG_SUPPRESS_EMBEDS,
+    InteractionReply, OriginalEdit, ReadGate, Reconciliation, judge_original,
 };
 use reach_discord_emulator::{Emulator, Fault, User};
 
@@ -131,7 +132,7 @@ async fn an_unknown_callback_is_reconciled_from_the_original_response() {
 
     let mut gate = Gate::with_budget(1);
     let found = rest
-        .reconcile_interaction(app(&em), id, &token, &mut gate)
+        .reconcile_interaction(app(&em), id, &token, "answer", false, &mut gate)
         .await;
     assert_eq!(
         found,
@@ -156,14 +157,28 @@ async fn a_callback_dropped_before_commit_is_proved_absent_and_a_refused_read_is
         .await;
     assert!(matches!(out, CallbackOutcome::Unknown { .. }), "{out:?}");
     assert_eq!(
-        rest.reconcile_interaction(app(&em), id, &token, &mut Gate::with_budget(1))
-            .await,
+        rest.reconcile_interaction(
+            app(&em),
+            id,
+            &token,
+            "answer",
+            false,
+            &mut Gate::with_budget(1)
+        )
+        .await,
         Reconciliation::ProvedAbsent
     );
     let reads = em.read_requests().len();
     assert_eq!(reads, 1);
     let refused = rest
-        .reconcile_interaction(app(&em), id, &token, &mut Gate::with_budget(0))
+        .reconcile_interaction(
+            app(&em),
+            id,
+            &token,
+            "answer",
+            false,
+            &mut Gate::with_budget(0),
+        )
         .await;
     assert_eq!(
         refused,
@@ -234,4 +249,205 @@ fn callback_returns_are_classified() {
     for (status, body, want) in table {
         assert_eq!(classify_callback(status, &h, body), want, "{status}");
     }
+}
+
+fn edit(text: &str) -> OriginalEdit {
+    OriginalEdit {
+        content: text.into(),
+    }
+}
+
+/// A slow answer: acknowledged (type 5) inside the window, then the original edited once.
+#[tokio::test]
+async fn a_deferred_interaction_is_answered_by_editing_its_original() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let (id, token) = ask(&em);
+    // Before any acknowledgement there is nothing to edit: 10008, nothing changed.
+    let early = rest
+        .edit_original(app(&em), &edit("too early"), &token)
+        .await;
+    assert_eq!(
+        early,
+        CreateOutcome::KnownRejected {
+            status: 404,
+            code: Some(10008)
+        }
+    );
+    let ack = rest
+        .defer_interaction(&DeferredAck { interaction_id: id }, &token)
+        .await;
+    assert!(
+        matches!(
+            ack,
+            CallbackOutcome::Acknowledged | CallbackOutcome::Sent { .. }
+        ),
+        "{ack:?}"
+    );
+    let placeholder = em.bot_messages(CHANNEL);
+    assert_eq!(placeholder.len(), 1);
+    assert_eq!(placeholder[0].content, "");
+    assert_eq!(placeholder[0].flags & FLAG_LOADING, FLAG_LOADING);
+    assert_eq!(em.callback_requests()[0].body["type"], 5);
+    // A second acknowledgement or a late type-4 callback is refused: 40060.
+    assert_eq!(
+        rest.defer_interaction(&DeferredAck { interaction_id: id }, &token)
+            .await,
+        CallbackOutcome::Acknowledged
+    );
+    let out = rest
+        .edit_original(app(&em), &edit("the answer <@42>"), &token)
+        .await;
+    let CreateOutcome::KnownSent { message_id } = out else {
+        panic!("{out:?}")
+    };
+    let seen = em.bot_messages(CHANNEL);
+    assert_eq!(seen.len(), 1, "the edit creates no second message");
+    assert_eq!(seen[0].id, message_id.0);
+    assert_eq!(seen[0].content, "the answer <@42>");
+    assert_eq!(seen[0].flags, FLAG_SUPPRESS_EMBEDS, "LOADING is cleared");
+    let edits = em.edit_requests();
+    assert_eq!(edits.len(), 2);
+    assert_eq!(edits[1].interaction_id, Some(id.0));
+    assert!(!edits[1].authorization_sent, "an edit needs no bot token");
+    assert_eq!(
+        edits[1].body["allowed_mentions"]["parse"],
+        serde_json::json!([])
+    );
+}
+
+/// Discord's 3-second rule: a first callback after the window is refused (10062), whatever its
+/// type, and nothing is created.
+#[tokio::test]
+async fn a_callback_after_the_response_window_is_an_unknown_interaction() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    em.set_interaction_window(std::time::Duration::from_millis(100));
+    let (id, token) = ask(&em);
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    let expired = CallbackOutcome::Rejected {
+        status: 404,
+        code: Some(10062),
+    };
+    assert_eq!(
+        rest.interaction_callback(&reply(id, "late"), &token).await,
+        expired
+    );
+    assert_eq!(
+        rest.defer_interaction(&DeferredAck { interaction_id: id }, &token)
+            .await,
+        expired
+    );
+    assert!(em.bot_messages(CHANNEL).is_empty());
+}
+
+/// An edit whose outcome was lost is reconciled from `@original` by its content: our content
+/// found, or the LOADING placeholder still there (proved absent); never edited again blindly.
+#[tokio::test]
+async fn an_unknown_edit_is_reconciled_by_the_content_of_the_original() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let (id, token) = ask(&em);
+    rest.defer_interaction(&DeferredAck { interaction_id: id }, &token)
+        .await;
+    em.script_next_edit(Fault::DropBeforeCommit);
+    let out = rest.edit_original(app(&em), &edit("answer"), &token).await;
+    assert!(matches!(out, CreateOutcome::Unknown { .. }), "{out:?}");
+    assert_eq!(
+        rest.reconcile_interaction(
+            app(&em),
+            id,
+            &token,
+            "answer",
+            true,
+            &mut Gate::with_budget(1)
+        )
+        .await,
+        Reconciliation::ProvedAbsent,
+        "the placeholder is still LOADING"
+    );
+    // For a callback the placeholder proves nothing: no callback can land any more.
+    assert_eq!(
+        rest.reconcile_interaction(
+            app(&em),
+            id,
+            &token,
+            "answer",
+            false,
+            &mut Gate::with_budget(1)
+        )
+        .await,
+        Reconciliation::Inconclusive {
+            reason: "discord/original-deferred".into()
+        }
+    );
+    em.script_next_edit(Fault::CommitThenDrop);
+    let out = rest.edit_original(app(&em), &edit("answer"), &token).await;
+    assert!(matches!(out, CreateOutcome::Unknown { .. }), "{out:?}");
+    let found = rest
+        .reconcile_interaction(
+            app(&em),
+            id,
+            &token,
+            "answer",
+            true,
+            &mut Gate::with_budget(1),
+        )
+        .await;
+    assert_eq!(
+        found,
+        Reconciliation::Found {
+            message_id: Snowflake(em.bot_messages(CHANNEL)[0].id)
+        }
+    );
+    // Another content in the original proves nothing about ours.
+    assert!(matches!(
+        rest.reconcile_interaction(
+            app(&em),
+            id,
+            &token,
+            "other",
+            true,
+            &mut Gate::with_budget(1)
+        )
+        .await,
+        Reconciliation::Inconclusive { .. }
+    ));
+}
+
+#[test]
+fn original_reads_are_judged_by_content() {
+    let ours = br#"{"id":"9","content":"ours","flags":4}"#;
+    let loading = br#"{"id":"9","content":"","flags":128}"#;
+    let other = br#"{"id":"9","content":"theirs","flags":0}"#;
+    assert_eq!(
+        judge_original(200, ours, "ours", true),
+        Reconciliation::Found {
+            message_id: Snowflake(9)
+        }
+    );
+    assert_eq!(
+        judge_original(200, loading, "ours", true),
+        Reconciliation::ProvedAbsent
+    );
+    assert!(matches!(
+        judge_original(200, loading, "ours", false),
+        Reconciliation::Inconclusive { .. }
+    ));
+    assert_eq!(
+        judge_original(200, other, "ours", true),
+        Reconciliation::Inconclusive {
+            reason: "discord/original-differs".into()
+        }
+    );
+    assert_eq!(
+        judge_original(404, br#"{"code":10008}"#, "ours", false),
+        Reconciliation::ProvedAbsent
+    );
+    assert_eq!(
+        judge_original(503, b"", "ours", true),
+        Reconciliation::Inconclusive {
+            reason: "discord/read-status-503".into()
+        }
+    );
 }
