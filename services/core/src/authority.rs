@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use reach_digest::Sha256Digest;
 use reach_discord::Snowflake;
 use reach_discord::delivery::{
-    InteractionReply, create_message_url, decision_attempt_id, interaction_callback_url,
-    token_placeholder,
+    DeferredAck, InteractionReply, OriginalEdit, create_message_url, decision_attempt_id,
+    deferral_attempt_id, interaction_callback_url, original_response_url, token_placeholder,
 };
 use reach_phylactery as ledger;
 use reach_phylactery::{ClaimedIntent, Phylactery, UnixMillis};
@@ -41,11 +41,13 @@ const MAX_BASE_BYTES: usize = 512;
 
 /// The destination and payload digest a delivery's decision binds: the channel's Create Message
 /// URL and the content bytes, or, for an interaction's callback, the token-free callback URL
-/// (the token is sealed; core never sees it) and the exact callback body.
+/// (the token is sealed; core never sees it) and the exact callback body; for the answer to a
+/// deferred interaction (`edits`), its token-free `@original` and the exact edit body.
 fn bound_send(
     base: &str,
     effect: &DiscordEffect,
     content: &str,
+    edits: bool,
 ) -> Result<(String, Sha256Digest), Status> {
     let Some(interaction) = &effect.interaction else {
         return Ok((
@@ -57,6 +59,19 @@ fn bound_send(
         .interaction_id
         .parse()
         .map_err(|_| Status::internal("intent effect has no valid interaction id"))?;
+    if edits {
+        let app: Snowflake = interaction
+            .application_id
+            .parse()
+            .map_err(|_| Status::internal("intent effect has no valid application id"))?;
+        let edit = OriginalEdit {
+            content: content.to_owned(),
+        };
+        return Ok((
+            original_response_url(base, app, &token_placeholder(id)),
+            Sha256Digest::of(edit.body_bytes()),
+        ));
+    }
     let reply = InteractionReply {
         interaction_id: id,
         content: content.to_owned(),
@@ -126,29 +141,91 @@ impl DeliveryAuthority {
         self.ward.clone()
     }
 
-    /// Obtains and records the decision for a fresh claim.
+    /// Obtains and records the decision for a fresh claim; `edits`: the answer to a deferred
+    /// interaction ([`crate::deferral`]).
     pub async fn issue(
         &self,
         claimed: &ClaimedIntent,
         effect: &DiscordEffect,
         base: &str,
+        edits: bool,
     ) -> Result<Result<Issued, Refused>, Status> {
         check_base(base)?;
         let content = effect
             .parts
             .first()
             .ok_or_else(|| Status::internal("intent effect has no content"))?;
-        let (destination, content_digest) = bound_send(base, effect, content)?;
-        let run = ledger::ids::run_id(&claimed.turn_id, PATTERN.0, PATTERN.1);
+        let (destination, content_digest) = bound_send(base, effect, content, edits)?;
         let generation = claimed.lease.generation;
+        let attempt = decision_attempt_id(&claimed.lease.intent_id.0, generation as u64);
+        let issued = self
+            .issue_bound(
+                &effect.sigil_id,
+                &claimed.turn_id,
+                attempt,
+                destination,
+                content_digest,
+            )
+            .await?;
+        let Ok(issued) = issued else {
+            return Ok(issued);
+        };
+        let mut map = self.issued.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.vault.now();
+        map.retain(|_, (_, exp)| *exp > now);
+        let expires_at = UnixMillis(i64::try_from(issued.expires_at_ms).unwrap_or(i64::MAX));
+        map.insert(
+            (claimed.lease.intent_id.0.clone(), generation),
+            (issued.decision_id.clone(), expires_at),
+        );
+        Ok(Ok(issued))
+    }
+
+    /// Obtains and records the decision for an interaction's deferred acknowledgement (type 5):
+    /// the token-free callback destination and the exact type-5 body, attempt `{turn}#defer`,
+    /// recorded on the turn's run before the gate sees its id.
+    pub async fn issue_deferral(
+        &self,
+        due: &crate::deferral::Due,
+        base: &str,
+    ) -> Result<Result<Issued, Refused>, Status> {
+        check_base(base)?;
+        let id: Snowflake = due
+            .interaction_id
+            .parse()
+            .map_err(|_| Status::internal("deferral names no valid interaction id"))?;
+        let ack = DeferredAck { interaction_id: id };
+        let destination = interaction_callback_url(base, id, &token_placeholder(id));
+        let turn = ledger::TurnId(due.turn_id.clone());
+        self.issue_bound(
+            &due.sigil_id,
+            &turn,
+            deferral_attempt_id(&due.turn_id),
+            destination,
+            Sha256Digest::of(ack.body_bytes()),
+        )
+        .await
+    }
+
+    /// Asks ward for a decision bound to `destination` and `content_digest` on the turn's Sigil
+    /// and records it on the turn's run.
+    async fn issue_bound(
+        &self,
+        sigil_id: &str,
+        turn: &ledger::TurnId,
+        attempt_id: String,
+        destination: String,
+        content_digest: Sha256Digest,
+    ) -> Result<Result<Issued, Refused>, Status> {
+        let run = ledger::ids::run_id(turn, PATTERN.0, PATTERN.1);
         let r = self
             .ward
             .clone()
             .issue_decision(IssueDecisionRequest {
-                sigil_id: effect.sigil_id.clone(),
+                sigil_id: sigil_id.to_owned(),
                 // Ward knows the task by the turn id it admitted the scope for.
-                run_id: claimed.turn_id.0.clone(),
-                attempt_id: decision_attempt_id(&claimed.lease.intent_id.0, generation as u64),
+                run_id: turn.0.clone(),
+                attempt_id,
                 destination: destination.clone(),
                 purpose: PURPOSE.into(),
                 payload_digest: content_digest.to_string(),
@@ -182,13 +259,6 @@ impl DeliveryAuthority {
             )
             .await
             .map_err(|e| Status::unavailable(format!("{}: {e}", e.code())))?;
-        let mut issued = self.issued.lock().unwrap_or_else(|e| e.into_inner());
-        let now = self.vault.now();
-        issued.retain(|_, (_, exp)| *exp > now);
-        issued.insert(
-            (claimed.lease.intent_id.0.clone(), generation),
-            (r.decision_id.clone(), expires_at),
-        );
         Ok(Ok(Issued {
             decision_id: r.decision_id,
             expires_at_ms: r.expires_at_ms,

@@ -1,6 +1,7 @@
 //! reach-core: the turn owner. Holds the Phylactery; no network, no credential but the vault's.
 
 mod authority;
+mod deferral;
 mod intercom;
 mod pipeline;
 mod ports;
@@ -108,6 +109,17 @@ fn main() -> std::process::ExitCode {
             route.resume_parked();
         }
         let authority = authority::DeliveryAuthority::new(ward, vault.clone());
+        // `interaction_defer_ms`: how long an `/ask` answer may take before the interaction is
+        // acknowledged (type 5) and the answer edits it; inside Discord's 3 s.
+        let defer_budget = match role.config.settings.get("interaction_defer_ms") {
+            None => deferral::DEFAULT_BUDGET,
+            Some(v) => match v.as_integer() {
+                Some(ms @ 1..=2_500) => std::time::Duration::from_millis(ms as u64),
+                _ => anyhow::bail!(
+                    "settings.interaction_defer_ms must be 1 to 2500 (Discord's window is 3 s)"
+                ),
+            },
+        };
         let core = ports::Core::new(
             vault,
             role.config.habitat.clone(),
@@ -115,6 +127,7 @@ fn main() -> std::process::ExitCode {
             authority,
             committed,
         )
+        .with_defer_budget(defer_budget)
         .with_intercom(intercom);
         role.serve("core.admission", core.admission())?;
         role.serve("core.delivery", core.delivery())?;

@@ -50,6 +50,9 @@ pub struct Pipeline {
     committed: Arc<Notify>,
     /// The model Portal, when core's config names one; `None` keeps cognition local.
     portal: Option<PortalRoute>,
+    /// Told when an interaction's turn has its Sigil and run, so a slow answer can be
+    /// acknowledged first (`crate::deferral`).
+    deferrals: Option<Arc<crate::deferral::Deferrals>>,
 }
 
 /// Where a remote formation goes: the endpoint and model egress-provider is configured with
@@ -110,7 +113,14 @@ impl Pipeline {
             policy,
             committed,
             portal,
+            deferrals: None,
         }
+    }
+
+    /// Reports each interaction's Sigil and run to `deferrals`.
+    pub fn with_deferrals(mut self, deferrals: Arc<crate::deferral::Deferrals>) -> Self {
+        self.deferrals = Some(deferrals);
+        self
     }
 
     /// Runs the turn and commits its outcome exactly once. A failure to commit leaves the turn
@@ -244,6 +254,9 @@ impl Pipeline {
             Ok(r) => r,
             Err(e) => return refused(TurnState::Failed, e.code().into(), None),
         };
+        if let Some(d) = &self.deferrals {
+            d.sigil_ready(&req.external_event_id, sigil);
+        }
 
         // Ground: the active snapshot, bounded passages, a sealed bundle.
         let (corpus, question) = (self.corpus.clone(), req.question.clone());

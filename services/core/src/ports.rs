@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
 use crate::authority::DeliveryAuthority;
+use crate::deferral::Deferrals;
 use crate::pipeline::Pipeline;
 
 mod reconcile;
@@ -81,8 +82,12 @@ pub struct Core {
     committed: Arc<Notify>,
     /// Turns whose pipeline runs in this process, so a redelivery does not start a second one.
     running: Arc<Mutex<HashSet<String>>>,
+    /// Bounds the turns in flight ([`MAX_TURNS`]).
+    turns: Arc<tokio::sync::Semaphore>,
     /// Operator A2A tasks (`settings.intercom`); absent: `SendA2aTask` is refused.
     intercom: Option<crate::intercom::IntercomRoute>,
+    /// `/ask` interactions whose answer may need a deferred acknowledgement.
+    deferrals: Arc<Deferrals>,
 }
 
 impl Core {
@@ -94,16 +99,64 @@ impl Core {
         committed: Arc<Notify>,
     ) -> Self {
         let reads = reconcile::ReadAuthority::new(authority.ward(), vault.clone());
+        let deferrals = Arc::new(Deferrals::new(
+            crate::deferral::DEFAULT_BUDGET,
+            committed.clone(),
+        ));
         Self {
             vault,
             habitat,
-            pipeline,
+            pipeline: pipeline.with_deferrals(deferrals.clone()),
             authority,
             reads,
             committed,
             running: Arc::default(),
+            turns: Arc::new(tokio::sync::Semaphore::new(MAX_TURNS)),
             intercom: None,
+            deferrals,
         }
+    }
+
+    /// Acknowledges an `/ask` whose answer is not committed within `budget` of its admission
+    /// ([`crate::deferral`]).
+    pub fn with_defer_budget(mut self, budget: Duration) -> Self {
+        self.deferrals = Arc::new(Deferrals::new(budget, self.committed.clone()));
+        self.pipeline = self.pipeline.with_deferrals(self.deferrals.clone());
+        self
+    }
+
+    /// The next interaction due for its deferred acknowledgement, with its decision issued and
+    /// recorded; `None` when none is due or ward refused (then the answer calls back).
+    async fn deferral(&self, base: &str) -> Option<pb::ClaimResponse> {
+        let due = self.deferrals.take_due()?;
+        let issued = self.authority.issue_deferral(&due, base).await;
+        let issued = match issued {
+            Ok(Ok(issued)) => issued,
+            Ok(Err(refused)) => {
+                tracing::warn!(turn = %due.turn_id, code = %refused.code, "ward refused the interaction's acknowledgement; not deferred");
+                self.deferrals.decided(&due.interaction_id, false);
+                return None;
+            }
+            Err(s) => {
+                tracing::warn!(turn = %due.turn_id, code = ?s.code(), "no decision for the interaction's acknowledgement; not deferred");
+                self.deferrals.decided(&due.interaction_id, false);
+                return None;
+            }
+        };
+        self.deferrals.decided(&due.interaction_id, true);
+        tracing::info!(turn = %due.turn_id, "interaction acknowledged before its answer (deferred)");
+        Some(pb::ClaimResponse {
+            deferral: Some(pb::InteractionDeferral {
+                attempt_id: reach_discord::delivery::deferral_attempt_id(&due.turn_id),
+                turn_id: due.turn_id,
+                interaction_id: due.interaction_id,
+                application_id: due.application_id,
+                sealed_interaction_token: due.sealed_token,
+                egress_decision_id: issued.decision_id,
+                destination: issued.destination,
+            }),
+            ..Default::default()
+        })
     }
 
     /// Serves operator A2A tasks through `route`.
@@ -114,7 +167,12 @@ impl Core {
 
     /// Starts the turn's pipeline unless it already runs here. A turn left OPEN by a crash is
     /// picked up when its event is redelivered; the ledger commits a turn exactly once anyway.
-    fn start_turn(&self, turn: ledger::TurnId, req: pb::AdmitRequest) {
+    fn start_turn(
+        &self,
+        turn: ledger::TurnId,
+        req: pb::AdmitRequest,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) {
         if !self
             .running
             .lock()
@@ -124,8 +182,13 @@ impl Core {
             return;
         }
         let (pipeline, running) = (self.pipeline.clone(), self.running.clone());
+        self.deferrals.admitted(&turn.0, &req);
+        let deferrals = self.deferrals.clone();
         tokio::spawn(async move {
+            let interaction = req.external_event_id.clone();
             pipeline.run(turn.clone(), req).await;
+            drop(slot);
+            deferrals.turn_ended(&interaction);
             running
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -200,7 +263,16 @@ impl Admission for Core {
         };
         let terminal = s.turn_state.is_terminal();
         if !terminal {
-            self.start_turn(s.turn_id.clone(), r);
+            // Past MAX_TURNS the edge's call waits here: overload queues at the edge (bounded)
+            // and the platform, not in core's memory, and the calls that deliver committed
+            // intents are not starved by a crowd of new turns.
+            let slot = self
+                .turns
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| Status::unavailable("core/stopping"))?;
+            self.start_turn(s.turn_id.clone(), r, slot);
         }
         // The turn runs beside the admission's flush; the edge is answered (and stops
         // redelivering) only once the admission is durable.
@@ -217,6 +289,11 @@ impl Admission for Core {
         }))
     }
 }
+
+/// Turn pipelines in flight at once. A turn mostly waits (ward, grounding, the model); at the
+/// admitted rate about two run at a time, so this bound only bites under overload; it is wide
+/// enough that model-backed turns (seconds each) still run many at once.
+const MAX_TURNS: usize = 64;
 
 fn lease(intent_id: String, generation: u64, owner: String) -> ledger::Lease {
     ledger::Lease {
@@ -248,6 +325,10 @@ impl Delivery for Core {
         let committed = self.committed.notified();
         tokio::pin!(committed);
         committed.as_mut().enable();
+        // An interaction past its budget is acknowledged before any answer is claimed.
+        if let Some(deferral) = self.deferral(&base).await {
+            return Ok(Response::new(deferral));
+        }
         let mut claimed = self
             .vault
             .claim_next(&owner, lease_for)
@@ -255,6 +336,9 @@ impl Delivery for Core {
             .map_err(status)?;
         if claimed.is_none() && !wait.is_zero() {
             let _ = tokio::time::timeout(wait, committed).await;
+            if let Some(deferral) = self.deferral(&base).await {
+                return Ok(Response::new(deferral));
+            }
             claimed = self
                 .vault
                 .claim_next(&owner, lease_for)
@@ -268,7 +352,12 @@ impl Delivery for Core {
             .map_err(|e| Status::internal(format!("intent effect is not a Discord effect: {e}")))?;
         // No decision, no send. A refusal that can never lift ends the intent NOT_ATTEMPTED;
         // otherwise it stays leased (unsent) and a reclaim after the lease asks again.
-        let issued = match self.authority.issue(&c, &effect, &base).await? {
+        // The answer to an acknowledged interaction edits its original response.
+        let edits = effect
+            .interaction
+            .as_ref()
+            .is_some_and(|i| self.deferrals.answer_edits(&i.interaction_id));
+        let issued = match self.authority.issue(&c, &effect, &base, edits).await? {
             Ok(d) => d,
             Err(refused) => {
                 tracing::warn!(intent = %c.lease.intent_id.0, code = %refused.code, "ward refused the delivery's EgressDecision");
@@ -283,6 +372,7 @@ impl Delivery for Core {
                     intent: None,
                     refusal_code: refused.code,
                     refusal_detail: refused.detail,
+                    ..Default::default()
                 }));
             }
         };
@@ -305,6 +395,7 @@ impl Delivery for Core {
                 interaction_id,
                 application_id,
                 sealed_interaction_token,
+                interaction_deferred: edits,
             }),
             ..Default::default()
         }))
@@ -343,9 +434,21 @@ impl Delivery for Core {
             Ok(pb::DeliveryOutcome::Unknown) => ledger::DeliveryReport::Unknown {
                 detail: r.platform_code,
             },
+            // The gate can never send this claim (e.g. an interaction token sealed to a retired
+            // key): nothing left, and it is never claimed again.
+            Ok(pb::DeliveryOutcome::NotAttempted) => {
+                self.vault
+                    .settle_not_attempted(
+                        &lease(r.intent_id, r.generation, owner),
+                        &r.platform_code,
+                    )
+                    .await
+                    .map_err(status)?;
+                return Ok(Response::new(pb::SettleResponse {}));
+            }
             _ => {
                 return Err(Status::invalid_argument(
-                    "outcome must be KNOWN_SENT, KNOWN_REJECTED or UNKNOWN",
+                    "outcome must be KNOWN_SENT, KNOWN_REJECTED, UNKNOWN or NOT_ATTEMPTED",
                 ));
             }
         };
