@@ -129,6 +129,9 @@ enum RotateArg {
     Leaves,
     Root,
     RetirePreviousRoot,
+    /// A new interaction-seal pair; egress-discord keeps opening tokens sealed to the previous
+    /// key for 20 minutes. Restart egress-discord, then ingress-edge.
+    InteractionSeal,
 }
 
 #[derive(Subcommand, Debug)]
@@ -217,6 +220,25 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Corpus { command } => corpus::run(command).await,
         Command::A2a { command } => a2a::run(command).await,
         Command::Scribe {
+            command:
+                ScribeCommand::Identities {
+                    target,
+                    rotate: RotateArg::InteractionSeal,
+                },
+        } => {
+            let m = load_manifest(target.manifest.as_deref())?;
+            let written = reach_scribe::identities::rotate_interaction_seal(
+                &m,
+                &StateLayout::new(&target.state),
+                std::time::SystemTime::now(),
+            )?;
+            println!(
+                "interaction-seal rotated ({} files); restart egress-discord, then ingress-edge",
+                written.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Scribe {
             command: ScribeCommand::Identities { target, rotate },
         } => {
             let m = load_manifest(target.manifest.as_deref())?;
@@ -225,6 +247,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 RotateArg::Leaves => reach_scribe::Rotation::Leaves,
                 RotateArg::Root => reach_scribe::Rotation::Root,
                 RotateArg::RetirePreviousRoot => reach_scribe::Rotation::RetirePreviousRoot,
+                RotateArg::InteractionSeal => unreachable!("handled above"),
             };
             let report = reach_scribe::materialize_identities(
                 &m,

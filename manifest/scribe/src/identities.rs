@@ -238,15 +238,39 @@ fn generate_role_keys(
     Ok(written)
 }
 
-/// Mints the interaction-seal pair: the private key into the secret dir of the role that opens
-/// interaction tokens (egress-discord), its public half into each role that seals them
-/// (ingress-edge). An existing private key is kept and its public half rewritten from it, so
-/// the two never drift apart.
+/// Mints the interaction-seal pair: the private key ring into the secret dir of the role that
+/// opens interaction tokens (egress-discord), the current public half into each role that seals
+/// them (ingress-edge). An existing ring is kept and the public half rewritten from its current
+/// key, so the two never drift apart. With `rotate_at` (Unix ms), the ring first rotates: a new
+/// current key, the old one kept as the previous for `PREVIOUS_KEY_GRACE`.
 fn generate_seal_pair(
     manifest: &Manifest,
     layout: &StateLayout,
 ) -> Result<Vec<PathBuf>, ScribeError> {
-    use reach_discord::seal::SealSecretKey;
+    seal_pair(manifest, layout, None)
+}
+
+/// `reach scribe identities --rotate interaction-seal`: a new interaction-seal pair, the old
+/// private key kept as the previous one (retired at `now`), so tokens sealed before the
+/// rotation are still answered. Takes effect when egress-discord, then ingress-edge, restart.
+pub fn rotate_interaction_seal(
+    manifest: &Manifest,
+    layout: &StateLayout,
+    now: SystemTime,
+) -> Result<Vec<PathBuf>, ScribeError> {
+    let ms = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    seal_pair(manifest, layout, Some(ms))
+}
+
+fn seal_pair(
+    manifest: &Manifest,
+    layout: &StateLayout,
+    rotate_at: Option<u64>,
+) -> Result<Vec<PathBuf>, ScribeError> {
+    use reach_discord::seal::SealKeyring;
     let holders = |kind: CredentialKind| {
         manifest.roles.iter().flat_map(move |role| {
             role.credentials
@@ -256,32 +280,43 @@ fn generate_seal_pair(
         })
     };
     let mut written = Vec::new();
-    let mut key = None;
+    // The one ring every holder gets (the first holder's, rotated at most once).
+    let mut ring: Option<SealKeyring> = None;
     for path in holders(CredentialKind::InteractionSealKey) {
-        let secret = if path.exists() {
-            SealSecretKey::from_bytes(&files::read_secret(&path)?).map_err(|source| {
-                ScribeError::SealKey {
-                    path: path.clone(),
-                    source,
-                }
-            })?
-        } else {
-            let secret = match &key {
-                Some(k) => SealSecretKey::from_bytes(&SealSecretKey::to_bytes(k)),
-                None => SealSecretKey::generate(),
-            }
-            .map_err(|e| ScribeError::Random(e.to_string()))?;
-            files::write_secret(&path, &secret.to_bytes())?;
+        let on_disk = path
+            .exists()
+            .then(|| -> Result<SealKeyring, ScribeError> {
+                SealKeyring::from_bytes(&files::read_secret(&path)?).map_err(|source| {
+                    ScribeError::SealKey {
+                        path: path.clone(),
+                        source,
+                    }
+                })
+            })
+            .transpose()?;
+        if ring.is_none() {
+            let first = match on_disk {
+                Some(r) => r,
+                None => SealKeyring::generate().map_err(|e| ScribeError::Random(e.to_string()))?,
+            };
+            ring = Some(match rotate_at {
+                Some(at) => first
+                    .rotate(at)
+                    .map_err(|e| ScribeError::Random(e.to_string()))?,
+                None => first,
+            });
+        }
+        let bytes = ring.as_ref().expect("set above").to_bytes();
+        if files::read_secret(&path).ok().as_deref() != Some(bytes.as_slice()) {
+            files::write_secret(&path, &bytes)?;
             written.push(path);
-            secret
-        };
-        key.get_or_insert(secret);
+        }
     }
     for path in holders(CredentialKind::InteractionSealPublic) {
-        let Some(k) = &key else {
+        let Some(r) = &ring else {
             return Err(ScribeError::NoSealKeyHolder(path.display().to_string()));
         };
-        let public = k.public_key();
+        let public = r.current_public();
         let current = path
             .exists()
             .then(|| files::read_secret(&path))

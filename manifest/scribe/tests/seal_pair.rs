@@ -68,7 +68,7 @@ fn a_corrupt_private_key_is_refused() {
     std::fs::write(&private, b"short").unwrap();
     let err = mint(&manifest, &layout).unwrap_err();
     assert!(matches!(err, ScribeError::SealKey { .. }), "{err}");
-    assert!(err.to_string().contains("seal/bad-key"), "{err}");
+    assert!(err.to_string().contains("seal/bad-ring"), "{err}");
 }
 
 #[test]
@@ -84,4 +84,60 @@ fn a_sealer_without_an_opener_is_refused() {
     let manifest = load(&text).unwrap();
     let err = mint(&manifest, &layout).unwrap_err();
     assert!(matches!(err, ScribeError::NoSealKeyHolder(_)), "{err}");
+}
+
+/// Rotation: a new current key for ingress-edge to seal to, the old private key kept as the
+/// previous one, so a token sealed before the rotation still opens (within the grace window);
+/// a second rotation forgets the first key.
+#[test]
+fn a_rotation_keeps_the_previous_key_for_its_grace_window() {
+    use reach_discord::seal::{PREVIOUS_KEY_GRACE, SealError, SealKeyring};
+    let dir = tempfile::tempdir().unwrap();
+    let layout = StateLayout::new(dir.path());
+    let manifest = load(VPS_PUBLIC).unwrap();
+    mint(&manifest, &layout).unwrap();
+    let private = layout
+        .secret_dir("egress-discord")
+        .join("interaction-seal-key");
+    let public = layout
+        .secret_dir("ingress-edge")
+        .join("interaction-seal-public");
+    let old = SealPublicKey::from_bytes(&std::fs::read(&public).unwrap()).unwrap();
+    let binding = SealBinding {
+        application_id: Snowflake(1),
+        interaction_id: Snowflake(2),
+    };
+    let before = seal::seal(&old, binding, &InteractionToken("t0ken".into())).unwrap();
+
+    let now = SystemTime::now();
+    let written =
+        reach_scribe::identities::rotate_interaction_seal(&manifest, &layout, now).unwrap();
+    assert_eq!(written, vec![private.clone(), public.clone()]);
+    let mode = std::fs::metadata(&private).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let ring = SealKeyring::from_bytes(&std::fs::read(&private).unwrap()).unwrap();
+    let new = SealPublicKey::from_bytes(&std::fs::read(&public).unwrap()).unwrap();
+    assert_ne!(new, old);
+    assert_eq!(ring.current_public(), new);
+    let now_ms = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert_eq!(ring.previous(), Some((old.id(), now_ms)));
+    assert_eq!(ring.open(binding, &before, now_ms).unwrap().0, "t0ken");
+    let after_grace = now_ms + PREVIOUS_KEY_GRACE.as_millis() as u64;
+    assert_eq!(
+        ring.open(binding, &before, after_grace),
+        Err(SealError::RetiredKey(old.id()))
+    );
+    // A plain rerun keeps the ring as it is.
+    mint(&manifest, &layout).unwrap();
+    assert_eq!(std::fs::read(&private).unwrap(), ring.to_bytes());
+
+    reach_scribe::identities::rotate_interaction_seal(&manifest, &layout, now).unwrap();
+    let ring = SealKeyring::from_bytes(&std::fs::read(&private).unwrap()).unwrap();
+    assert_eq!(
+        ring.open(binding, &before, now_ms),
+        Err(SealError::UnknownKey(old.id()))
+    );
 }

@@ -7,15 +7,27 @@
 //! interaction. Discord accepts one callback per interaction: 10062 (expired or unknown
 //! interaction) is a KNOWN_REJECTED; a lost answer or 40060 (already acknowledged) is UNKNOWN and
 //! is reconciled from the interaction's original response, never by calling back again.
+//!
+//! A slow answer's interaction is acknowledged first ([`defer`], type 5, when core hands out an
+//! `InteractionDeferral`); the answer then edits `@original` instead of calling back
+//! (`DeliveryIntent.interaction_deferred`). An edit refused with 10008 found no original yet
+//! (the acknowledgement has not landed): Discord accepted nothing, so the same edit is tried
+//! again a bounded number of times. An UNKNOWN edit is reconciled like a callback, by reading
+//! `@original` and comparing its content with ours.
 
 use std::time::Duration;
 
 use reach_discord::Snowflake;
-use reach_discord::delivery::{InteractionReply, interaction_callback_url, token_placeholder};
+use reach_discord::delivery::{
+    CreateOutcome, DeferredAck, InteractionReply, OriginalEdit, deferral_attempt_id,
+    interaction_callback_url, original_response_url, token_placeholder,
+};
 use reach_discord::model::InteractionToken;
-use reach_discord::rest::CallbackOutcome;
-use reach_discord::seal::{self, SealBinding, SealError, SealSecretKey, SealedToken};
-use reach_proto::core::v1::{DeliveryIntent, DeliveryOutcome, MarkSubmittingRequest};
+use reach_discord::rest::{CallbackOutcome, UNKNOWN_MESSAGE};
+use reach_discord::seal::{SealBinding, SealError, SealKeyring, SealedToken};
+use reach_proto::core::v1::{
+    DeliveryIntent, DeliveryOutcome, InteractionDeferral, MarkSubmittingRequest,
+};
 
 use crate::deliver::{
     Gate, MAX_UNACCEPTED_TRIES, Sent, Unknown, redeem_for, settle, settle_never_accepted,
@@ -37,32 +49,28 @@ pub struct Callback {
     pub application_id: Snowflake,
     pub reply: InteractionReply,
     pub token: InteractionToken,
+    /// The reply edits the deferred original (`DeliveryIntent.interaction_deferred`) instead of
+    /// calling back; reconciliation judges `@original` accordingly.
+    pub edit: bool,
 }
 
 impl Callback {
     /// Opens the intent's sealed token for exactly its interaction (the seal's AAD).
     pub fn open(
         intent: &DeliveryIntent,
-        key: Option<&SealSecretKey>,
+        key: Option<&SealKeyring>,
     ) -> Result<Self, CallbackRefusal> {
-        let key = key.ok_or(CallbackRefusal::NoKey)?;
-        let (Ok(application_id), Ok(interaction_id)) = (
-            intent.application_id.parse::<Snowflake>(),
-            intent.interaction_id.parse::<Snowflake>(),
-        ) else {
-            return Err(CallbackRefusal::BadIntent);
-        };
         let content = intent
             .parts
             .first()
             .ok_or(CallbackRefusal::BadIntent)?
             .clone();
-        let binding = SealBinding {
-            application_id,
-            interaction_id,
-        };
-        let blob = SealedToken::from_bytes(intent.sealed_interaction_token.clone());
-        let token = seal::open(key, binding, &blob)?;
+        let (application_id, interaction_id, token) = open_token(
+            key,
+            &intent.application_id,
+            &intent.interaction_id,
+            &intent.sealed_interaction_token,
+        )?;
         Ok(Self {
             application_id,
             reply: InteractionReply {
@@ -70,14 +78,105 @@ impl Callback {
                 content,
             },
             token,
+            edit: intent.interaction_deferred,
         })
+    }
+}
+
+/// Opens a sealed interaction token for exactly the interaction it names.
+fn open_token(
+    key: Option<&SealKeyring>,
+    application_id: &str,
+    interaction_id: &str,
+    sealed: &[u8],
+) -> Result<(Snowflake, Snowflake, InteractionToken), CallbackRefusal> {
+    let key = key.ok_or(CallbackRefusal::NoKey)?;
+    let (Ok(application_id), Ok(interaction_id)) = (
+        application_id.parse::<Snowflake>(),
+        interaction_id.parse::<Snowflake>(),
+    ) else {
+        return Err(CallbackRefusal::BadIntent);
+    };
+    let binding = SealBinding {
+        application_id,
+        interaction_id,
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    let token = key.open(binding, &SealedToken::from_bytes(sealed.to_vec()), now_ms)?;
+    Ok((application_id, interaction_id, token))
+}
+
+/// Edits of a deferred interaction's original tried while Discord answers 10008 (the
+/// acknowledgement has not landed yet), [`EDIT_RETRY`] apart: about three seconds.
+const MAX_EARLY_EDITS: u32 = 10;
+const EDIT_RETRY: Duration = Duration::from_millis(300);
+
+/// Acknowledges one interaction (type 5) under the decision core issued for it: opened,
+/// redeemed for exactly the token-free callback destination and the type-5 body, sent once
+/// (again only after a 429 or a send that never left). Its outcome is logged, not settled: the
+/// answer's edit of `@original` is what proves the acknowledgement landed.
+pub async fn defer(gate: Gate<'_>, key: Option<&SealKeyring>, d: InteractionDeferral) {
+    let Gate {
+        ward, rest, base, ..
+    } = gate;
+    let (_, id, token) = match open_token(
+        key,
+        &d.application_id,
+        &d.interaction_id,
+        &d.sealed_interaction_token,
+    ) {
+        Ok(t) => t,
+        Err(why) => {
+            tracing::warn!(turn = %d.turn_id, code = %why, "interaction acknowledgement not sendable; not sent");
+            return;
+        }
+    };
+    let ack = DeferredAck { interaction_id: id };
+    let destination = interaction_callback_url(base, id, &token_placeholder(id));
+    let redeemed =
+        reach_egress_gate::redeem(ward, &d.egress_decision_id, &destination, &ack.body_bytes())
+            .await;
+    match redeemed {
+        Ok(r) if r.attempt_id() == deferral_attempt_id(&d.turn_id) => {}
+        Ok(r) => {
+            tracing::warn!(turn = %d.turn_id, attempt = %r.attempt_id(), "decision/attempt-mismatch; acknowledgement not sent");
+            return;
+        }
+        Err(r) => {
+            tracing::warn!(turn = %d.turn_id, code = %r.code(), "EgressDecision not redeemed; acknowledgement not sent");
+            return;
+        }
+    }
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let outcome = rest.defer_interaction(&ack, &token).await;
+        match outcome {
+            CallbackOutcome::RateLimited { retry_after, .. } if tries < MAX_UNACCEPTED_TRIES => {
+                tokio::time::sleep(retry_after.min(Duration::from_secs(1))).await;
+            }
+            CallbackOutcome::NotSent { .. } if tries < MAX_UNACCEPTED_TRIES => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            CallbackOutcome::Sent { .. } | CallbackOutcome::Acknowledged => {
+                tracing::info!(turn = %d.turn_id, "interaction acknowledged (deferred)");
+                return;
+            }
+            other => {
+                tracing::warn!(turn = %d.turn_id, outcome = ?other, "interaction acknowledgement not accepted; never resent");
+                return;
+            }
+        }
     }
 }
 
 /// Sends one claimed interaction intent. Returns it when its outcome is UNKNOWN.
 pub async fn deliver(
     gate: Gate<'_>,
-    key: Option<&SealSecretKey>,
+    key: Option<&SealKeyring>,
     intent: DeliveryIntent,
 ) -> Option<Unknown> {
     let Gate {
@@ -88,14 +187,43 @@ pub async fn deliver(
     } = gate;
     let callback = match Callback::open(&intent, key) {
         Ok(c) => c,
-        Err(why) => {
+        // A gate without the key leaves the intent to one that holds it (the lease lapses).
+        Err(why @ CallbackRefusal::NoKey) => {
             tracing::warn!(intent = %intent.intent_id, code = %why, "interaction reply not sendable; not sent");
+            return None;
+        }
+        // No gate can ever open it (a retired or unknown key, a blob for another interaction):
+        // settled NOT_ATTEMPTED with its typed code, never claimed or sent again.
+        Err(why) => {
+            tracing::warn!(intent = %intent.intent_id, code = %why, "interaction reply can never be sent; settled not attempted");
+            let code = why.to_string();
+            settle(
+                core,
+                &intent,
+                DeliveryOutcome::NotAttempted,
+                0,
+                code,
+                String::new(),
+            )
+            .await;
             return None;
         }
     };
     let id = callback.reply.interaction_id;
-    let destination = interaction_callback_url(base, id, &token_placeholder(id));
-    if let Err(code) = redeem_for(ward, &intent, &destination, &callback.reply.body_bytes()).await {
+    let edit = callback.edit.then(|| OriginalEdit {
+        content: callback.reply.content.clone(),
+    });
+    let (destination, body) = match &edit {
+        Some(edit) => (
+            original_response_url(base, callback.application_id, &token_placeholder(id)),
+            edit.body_bytes(),
+        ),
+        None => (
+            interaction_callback_url(base, id, &token_placeholder(id)),
+            callback.reply.body_bytes(),
+        ),
+    };
+    if let Err(code) = redeem_for(ward, &intent, &destination, &body).await {
         tracing::warn!(intent = %intent.intent_id, %code, "EgressDecision not redeemed; not sent");
         return None;
     }
@@ -110,6 +238,15 @@ pub async fn deliver(
     if let Err(s) = submitting {
         tracing::info!(intent = %intent.intent_id, code = ?s.code(), "lease lost before submitting; not sent");
         return None;
+    }
+    if let Some(edit) = edit {
+        let gate = Gate {
+            core,
+            ward,
+            rest,
+            base,
+        };
+        return edit_original(gate, intent, callback, edit).await;
     }
     let mut tries = 0;
     loop {
@@ -179,12 +316,105 @@ pub async fn deliver(
     }
 }
 
+/// Sends the answer to a deferred interaction as an edit of its original response, after
+/// SUBMITTING. Returns it when its outcome is UNKNOWN.
+async fn edit_original(
+    gate: Gate<'_>,
+    intent: DeliveryIntent,
+    callback: Callback,
+    edit: OriginalEdit,
+) -> Option<Unknown> {
+    let core = gate.core;
+    let (mut early, mut unaccepted) = (0, 0);
+    loop {
+        let outcome = gate
+            .rest
+            .edit_original(callback.application_id, &edit, &callback.token)
+            .await;
+        match outcome {
+            CreateOutcome::KnownSent { message_id } => {
+                let id = message_id.to_string();
+                settle(
+                    core,
+                    &intent,
+                    DeliveryOutcome::KnownSent,
+                    200,
+                    String::new(),
+                    id,
+                )
+                .await;
+                return None;
+            }
+            // No original yet: the acknowledgement has not landed. Nothing was edited.
+            CreateOutcome::KnownRejected {
+                code: Some(UNKNOWN_MESSAGE),
+                ..
+            } if early + 1 < MAX_EARLY_EDITS => {
+                early += 1;
+                tokio::time::sleep(EDIT_RETRY).await;
+            }
+            CreateOutcome::KnownRejected { status, code } => {
+                let code = code.map(|c| c.to_string()).unwrap_or_default();
+                let status = u32::from(status);
+                settle(
+                    core,
+                    &intent,
+                    DeliveryOutcome::KnownRejected,
+                    status,
+                    code,
+                    String::new(),
+                )
+                .await;
+                return None;
+            }
+            CreateOutcome::RateLimited { retry_after, .. }
+                if unaccepted + 1 < MAX_UNACCEPTED_TRIES =>
+            {
+                unaccepted += 1;
+                tokio::time::sleep(retry_after.min(Duration::from_secs(5))).await;
+            }
+            CreateOutcome::NotSent { .. } if unaccepted + 1 < MAX_UNACCEPTED_TRIES => {
+                unaccepted += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            CreateOutcome::RateLimited { .. } => {
+                settle_never_accepted(core, &intent, None).await;
+                return None;
+            }
+            CreateOutcome::NotSent { reason } => {
+                settle_never_accepted(core, &intent, Some(reason)).await;
+                return None;
+            }
+            CreateOutcome::Unknown { reason } => {
+                tracing::warn!(intent = %intent.intent_id, %reason, "edit outcome unknown; reconciling from the original response, never editing again");
+                let code = "unknown".to_owned();
+                settle(
+                    core,
+                    &intent,
+                    DeliveryOutcome::Unknown,
+                    0,
+                    code,
+                    String::new(),
+                )
+                .await;
+                return Some(Unknown::new(intent.intent_id, Sent::Callback(callback)));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const APP: u64 = 1_100_000_000_000_000_001;
     const ID: u64 = 1_250_000_000_000_000_001;
+
+    use reach_discord::seal::{self, SealSecretKey};
+
+    fn ring(key: &SealSecretKey) -> SealKeyring {
+        SealKeyring::single(SealSecretKey::from_bytes(&key.to_bytes()).unwrap())
+    }
 
     fn intent(key: &SealSecretKey, sealed_for: u64) -> DeliveryIntent {
         let binding = SealBinding {
@@ -205,7 +435,7 @@ mod tests {
     #[test]
     fn opens_the_token_of_its_own_interaction() {
         let key = SealSecretKey::generate().unwrap();
-        let c = Callback::open(&intent(&key, ID), Some(&key)).unwrap();
+        let c = Callback::open(&intent(&key, ID), Some(&ring(&key))).unwrap();
         assert_eq!(c.token.0, "tok");
         assert_eq!(c.reply.interaction_id, Snowflake(ID));
         assert_eq!(c.reply.content, "the answer");
@@ -221,7 +451,7 @@ mod tests {
     #[test]
     fn a_blob_sealed_for_another_interaction_is_refused() {
         let key = SealSecretKey::generate().unwrap();
-        let err = Callback::open(&intent(&key, ID + 1), Some(&key))
+        let err = Callback::open(&intent(&key, ID + 1), Some(&ring(&key)))
             .err()
             .unwrap();
         assert!(
@@ -236,13 +466,13 @@ mod tests {
         let mut i = intent(&key, ID);
         let last = i.sealed_interaction_token.len() - 1;
         i.sealed_interaction_token[last] ^= 1;
-        let err = Callback::open(&i, Some(&key)).err().unwrap();
+        let err = Callback::open(&i, Some(&ring(&key))).err().unwrap();
         assert!(
             matches!(err, CallbackRefusal::Sealed(SealError::Open)),
             "{err}"
         );
         i.sealed_interaction_token.truncate(10);
-        let err = Callback::open(&i, Some(&key)).err().unwrap();
+        let err = Callback::open(&i, Some(&ring(&key))).err().unwrap();
         assert!(
             matches!(err, CallbackRefusal::Sealed(SealError::Truncated(10))),
             "{err}"
@@ -255,13 +485,13 @@ mod tests {
         let mut i = intent(&key, ID);
         i.parts.clear();
         assert!(matches!(
-            Callback::open(&i, Some(&key)).err().unwrap(),
+            Callback::open(&i, Some(&ring(&key))).err().unwrap(),
             CallbackRefusal::BadIntent
         ));
         let mut i = intent(&key, ID);
         i.interaction_id = "not-a-snowflake".into();
         assert!(matches!(
-            Callback::open(&i, Some(&key)).err().unwrap(),
+            Callback::open(&i, Some(&ring(&key))).err().unwrap(),
             CallbackRefusal::BadIntent
         ));
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use reach_destination::TcpDialer;
 use reach_destination::roads::ConfiguredResolver;
 use reach_discord::Snowflake;
-use reach_discord::seal::SealSecretKey;
+use reach_discord::seal::SealKeyring;
 
 use crate::callback::Callback;
 use reach_discord::delivery::{
@@ -93,7 +93,7 @@ pub struct Peers {
     pub base: String,
     /// The key that opens sealed interaction tokens (`reach_discord::seal`); absent: an
     /// interaction intent is not sent (its lease lapses, nothing leaves).
-    pub seal_key: Option<Arc<SealSecretKey>>,
+    pub seal_key: Option<Arc<SealKeyring>>,
 }
 
 /// Deliveries in flight at once. Each one waits on several durable commits (claim, decision,
@@ -136,7 +136,7 @@ async fn worker(
     mut ward: WardClient<Channel>,
     rest: Arc<Rest>,
     base: String,
-    seal_key: Option<Arc<SealSecretKey>>,
+    seal_key: Option<Arc<SealKeyring>>,
     unknown: Unknowns,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -151,6 +151,16 @@ async fn worker(
             c = core.claim(request) => c,
         };
         match claimed.map(|r| r.into_inner()) {
+            Ok(r) if r.deferral.is_some() => {
+                let gate = Gate {
+                    core: &mut core,
+                    ward: &mut ward,
+                    rest: &rest,
+                    base: &base,
+                };
+                let d = r.deferral.expect("checked");
+                crate::callback::defer(gate, seal_key.as_deref(), d).await;
+            }
             Ok(r) if r.intent.is_some() => {
                 let intent = r.intent.expect("checked");
                 let u = if intent.interaction_id.is_empty() {
@@ -410,7 +420,7 @@ async fn deliver(
 /// them would leave the channel unreconciled for ever.
 async fn resume_unknown(
     core: &mut DeliveryClient<Channel>,
-    seal_key: Option<&SealSecretKey>,
+    seal_key: Option<&SealKeyring>,
 ) -> Vec<Unknown> {
     loop {
         match core.list_unknown(ListUnknownRequest {}).await {
@@ -520,6 +530,8 @@ async fn reconcile(peers: &mut ReadPeers<'_>, rest: &Rest, unknown: &mut Vec<Unk
                     c.application_id,
                     c.reply.interaction_id,
                     &c.token,
+                    &c.reply.content,
+                    c.edit,
                     &mut gate,
                 )
                 .await,

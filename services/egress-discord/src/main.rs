@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use reach_destination::AdmissionPolicy;
 use reach_destination::roads::Roads;
 use reach_discord::rest::{RestClient, RestConfig};
-use reach_discord::seal::SealSecretKey;
+use reach_discord::seal::SealKeyring;
 use reach_discord::{BotToken, Snowflake};
 use reach_manifest::CredentialKind;
 use reach_proto::core::v1::delivery_client::DeliveryClient;
@@ -66,10 +66,11 @@ fn main() -> std::process::ExitCode {
             admission: Arc::new(admission),
             connector,
         })?;
-        // The key that opens `/ask` tokens sealed by ingress-edge (Scribe mints the pair).
+        // The keys that open `/ask` tokens sealed by ingress-edge: the current one and, for a
+        // grace window after a rotation, the previous one (Scribe mints and rotates them).
         let seal_key = role
             .credential(CredentialKind::InteractionSealKey)
-            .map(SealSecretKey::from_bytes)
+            .map(SealKeyring::from_bytes)
             .transpose()
             .map_err(|e| anyhow::anyhow!("interaction-seal-key: {e}"))?
             .map(Arc::new);

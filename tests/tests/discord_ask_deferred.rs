@@ -1,0 +1,138 @@
+//! A slow `/ask` answer, with all eight roles as processes: Discord takes an interaction's first
+//! response within a short window (3 s; shortened here through the emulator's script, with
+//! core's budget shortened to match), so core hands egress-discord a deferred acknowledgement
+//! (type 5, under its own decision, recorded on the run) when the answer is not committed
+//! within its budget, and the answer then edits the interaction's original response — one
+//! message, never a second callback. A fast answer is still one type-4 callback.
+
+use std::time::{Duration, Instant};
+
+use reach_discord::delivery::FLAG_LOADING;
+use reach_discord_emulator::User;
+use reach_model_emulator::{ModelEmulator, Script};
+use reach_tests::{TestBody, configure_portal, trail_until};
+
+const CHANNEL: u64 = 1_100_000_000_000_000_310;
+const WAIT: Duration = Duration::from_secs(30);
+/// The emulator's response window and core's budget in this test.
+const WINDOW: Duration = Duration::from_millis(2_000);
+const BUDGET_MS: i64 = 800;
+
+async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn callback_types(em: &reach_discord_emulator::Emulator, interaction: u64) -> Vec<u64> {
+    em.callback_requests()
+        .iter()
+        .filter(|c| c.interaction_id == interaction)
+        .filter_map(|c| c.body["type"].as_u64())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_ask_is_acknowledged_then_answered_by_editing_its_original() {
+    let model = ModelEmulator::start().await.expect("model emulator");
+    let (body, em) = TestBody::start_with_emulator_configured(
+        Default::default(),
+        &[CHANNEL],
+        |manifest, layout| {
+            configure_portal(manifest, layout, &model, false);
+            let core = manifest
+                .roles
+                .iter_mut()
+                .find(|r| r.name.as_str() == "core")
+                .expect("core");
+            core.settings
+                .insert("interaction_defer_ms".into(), BUDGET_MS.into());
+        },
+        "info",
+    )
+    .await;
+    em.set_interaction_window(WINDOW);
+    let mut operator = body.operator_after_genesis("deferred ask").await;
+    let asker = User::human(1_100_000_000_000_000_610, "asker");
+
+    // The model takes longer than the window: without an acknowledgement the answer would be
+    // refused (10062) and lost.
+    model.script(Script::Slow(WINDOW + Duration::from_millis(800)));
+    let i1 = em.post_interaction(
+        CHANNEL,
+        &asker,
+        "ask",
+        "How does a port authenticate a call?",
+    );
+    let trail = trail_until(&mut operator, &i1.to_string(), "KNOWN_SENT", WAIT).await;
+    assert_eq!(
+        callback_types(&em, i1),
+        vec![5],
+        "one deferred acknowledgement, never a type-4 callback after it"
+    );
+    let edits: Vec<_> = em
+        .edit_requests()
+        .into_iter()
+        .filter(|e| e.interaction_id == Some(i1))
+        .collect();
+    assert_eq!(edits.len(), 1, "the answer is one edit: {edits:?}");
+    assert!(!edits[0].authorization_sent, "an edit needs no bot token");
+    let mine: Vec<_> = em
+        .bot_messages(CHANNEL)
+        .into_iter()
+        .filter(|m| m.interaction_id == Some(i1))
+        .collect();
+    assert_eq!(mine.len(), 1, "one message for the interaction: {mine:?}");
+    assert!(
+        mine[0]
+            .content
+            .contains("<https://reach.invalid/reach/blob/"),
+        "{}",
+        mine[0].content
+    );
+    assert_eq!(mine[0].flags & FLAG_LOADING, 0, "no longer 'thinking'");
+    assert!(mine[0].mentions.is_empty());
+    assert!(
+        em.create_requests().is_empty(),
+        "{:?}",
+        em.create_requests()
+    );
+    // Both decisions are on the run, each bound to a token-free destination: the
+    // acknowledgement's callback and the answer's `@original`.
+    let token_free = format!("{{token:{i1}}}");
+    assert!(
+        trail.contains(&format!("/interactions/{i1}/{token_free}/callback")),
+        "{trail}"
+    );
+    assert!(
+        trail.contains(&format!("/{token_free}/messages/@original")),
+        "{trail}"
+    );
+    assert!(!trail.contains(&em.interaction_token(i1)), "{trail}");
+
+    // A fast answer is not deferred: one type-4 callback, no edit.
+    let i2 = em.post_interaction(CHANNEL, &asker, "ask", "How do I rotate the trust root?");
+    trail_until(&mut operator, &i2.to_string(), "KNOWN_SENT", WAIT).await;
+    eventually("the fast reply", || {
+        em.bot_messages(CHANNEL)
+            .into_iter()
+            .find(|m| m.interaction_id == Some(i2))
+    })
+    .await;
+    assert_eq!(callback_types(&em, i2), vec![4]);
+    assert!(
+        !em.edit_requests()
+            .iter()
+            .any(|e| e.interaction_id == Some(i2))
+    );
+    println!("{trail}");
+    body.stop().await;
+}
