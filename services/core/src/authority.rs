@@ -17,8 +17,9 @@ use std::sync::{Arc, Mutex};
 use reach_digest::Sha256Digest;
 use reach_discord::Snowflake;
 use reach_discord::delivery::{
-    DeferredAck, InteractionReply, OriginalEdit, create_message_url, decision_attempt_id,
-    deferral_attempt_id, interaction_callback_url, original_response_url, token_placeholder,
+    DeferredAck, FollowUp, InteractionReply, OriginalEdit, create_message_url, decision_attempt_id,
+    deferral_attempt_id, follow_up_url, interaction_callback_url, original_response_url,
+    token_placeholder,
 };
 use reach_phylactery as ledger;
 use reach_phylactery::{ClaimedIntent, Phylactery, UnixMillis};
@@ -59,6 +60,19 @@ fn bound_send(
         .interaction_id
         .parse()
         .map_err(|_| Status::internal("intent effect has no valid interaction id"))?;
+    if interaction.follow_up {
+        let app: Snowflake = interaction
+            .application_id
+            .parse()
+            .map_err(|_| Status::internal("intent effect has no valid application id"))?;
+        let follow_up = FollowUp {
+            content: content.to_owned(),
+        };
+        return Ok((
+            follow_up_url(base, app, &token_placeholder(id)),
+            Sha256Digest::of(follow_up.body_bytes()),
+        ));
+    }
     if edits {
         let app: Snowflake = interaction
             .application_id

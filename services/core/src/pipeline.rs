@@ -88,6 +88,7 @@ fn interaction(req: &AdmitRequest) -> Option<InteractionEffect> {
         interaction_id: req.external_event_id.clone(),
         application_id: req.application_id.clone(),
         sealed_token: hex::encode(&req.sealed_interaction_token),
+        follow_up: false,
     })
 }
 
@@ -140,8 +141,8 @@ impl Pipeline {
             parts.clear();
         }
         // An `/ask` interaction is answered by its callback (part 1, carrying the sealed token);
-        // Discord takes one callback per interaction, so later parts are Create Messages in the
-        // channel.
+        // Discord takes one callback per interaction, so later parts are its follow-up messages
+        // (each carrying the sealed token too).
         let interaction = interaction(&req);
         let specs: Vec<ledger::DeliveryIntentSpec> = parts
             .into_iter()
@@ -152,7 +153,10 @@ impl Pipeline {
                     reply_to_message_id: req.reply_to_message_id.clone(),
                     parts: vec![content],
                     sigil_id: sigil_id.clone(),
-                    interaction: if i == 0 { interaction.clone() } else { None },
+                    interaction: interaction.clone().map(|x| InteractionEffect {
+                        follow_up: i > 0,
+                        ..x
+                    }),
                 };
                 let effect = serde_json::to_string(&effect).expect("effect serializes");
                 ledger::DeliveryIntentSpec {

@@ -54,6 +54,10 @@ pub struct InteractionEffect {
     pub application_id: String,
     /// Hex of the sealed blob.
     pub sealed_token: String,
+    /// A later part of the answer: a follow-up message rather than the callback (absent from
+    /// the serialized effect for part 1, so its effect and digest are unchanged).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub follow_up: bool,
 }
 
 impl InteractionEffect {
@@ -67,6 +71,10 @@ impl InteractionEffect {
             ),
             None => Default::default(),
         }
+    }
+
+    fn is_follow_up(effect: &Option<Self>) -> bool {
+        effect.as_ref().is_some_and(|i| i.follow_up)
     }
 }
 
@@ -356,7 +364,7 @@ impl Delivery for Core {
         let edits = effect
             .interaction
             .as_ref()
-            .is_some_and(|i| self.deferrals.answer_edits(&i.interaction_id));
+            .is_some_and(|i| !i.follow_up && self.deferrals.answer_edits(&i.interaction_id));
         let issued = match self.authority.issue(&c, &effect, &base, edits).await? {
             Ok(d) => d,
             Err(refused) => {
@@ -394,6 +402,7 @@ impl Delivery for Core {
                 content_digest: issued.content_digest.to_string(),
                 interaction_id,
                 application_id,
+                interaction_follow_up: InteractionEffect::is_follow_up(&effect.interaction),
                 sealed_interaction_token,
                 interaction_deferred: edits,
             }),
@@ -515,6 +524,7 @@ impl Delivery for Core {
             let (interaction_id, application_id, sealed_interaction_token) =
                 InteractionEffect::wire(&effect.interaction);
             intents.push(pb::DeliveryIntent {
+                interaction_follow_up: InteractionEffect::is_follow_up(&effect.interaction),
                 interaction_id,
                 application_id,
                 sealed_interaction_token,

@@ -107,8 +107,9 @@ impl ReadAuthority {
             .map_err(|e| Status::internal(format!("intent effect is not a Discord effect: {e}")))?;
         // An interaction callback is reconciled from its original response, named token-free
         // (the token is sealed; core never sees it); a Create Message from its channel's pages.
+        // A follow-up (a later part of an `/ask` answer) is found in its channel's pages.
         let destination = match &effect.interaction {
-            Some(i) => {
+            Some(i) if !i.follow_up => {
                 let (app, id): (Snowflake, Snowflake) =
                     match (i.application_id.parse(), i.interaction_id.parse()) {
                         (Ok(app), Ok(id)) => (app, id),
@@ -118,7 +119,7 @@ impl ReadAuthority {
                     };
                 original_response_url(&req.destination_base, app, &token_placeholder(id))
             }
-            None => channel_read_url(
+            _ => channel_read_url(
                 &req.destination_base,
                 &effect.channel_id,
                 Snowflake(req.after),
