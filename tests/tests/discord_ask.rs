@@ -203,9 +203,12 @@ fn long_answer() -> String {
 }
 
 /// A long answer to an `/ask`: part 1 is the interaction's one callback (Discord takes one per
-/// interaction), every later part a Create Message in the channel, each sent once, in order.
+/// interaction), every later part a follow-up message of the interaction, each sent once, in
+/// order. Part 2's follow-up is committed by the emulator and its connection dropped: UNKNOWN,
+/// never sent again, reconciled from the channel's pages (the message naming the interaction,
+/// with exactly that content).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_long_ask_answer_is_one_callback_then_channel_messages() {
+async fn a_long_ask_answer_is_one_callback_then_follow_ups() {
     let model = ModelEmulator::start().await.expect("model emulator");
     let (body, em) = TestBody::start_with_emulator_configured(
         Default::default(),
@@ -218,6 +221,7 @@ async fn a_long_ask_answer_is_one_callback_then_channel_messages() {
     let asker = User::human(1_100_000_000_000_000_601, "asker");
     let answer = long_answer();
     model.script(Script::Text(answer.clone()));
+    em.script_next_follow_up(Fault::CommitThenDrop);
     let i1 = em.post_interaction(
         CHANNEL,
         &asker,
@@ -240,27 +244,37 @@ async fn a_long_ask_answer_is_one_callback_then_channel_messages() {
         (em.bot_messages(CHANNEL).len() >= expected.len()).then_some(())
     })
     .await;
+    let trail = trail_until(&mut operator, &i1.to_string(), "channel_read", WAIT).await;
     // Give a duplicate the time to show up, should one be coming.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let got = em.bot_messages(CHANNEL);
     let contents: Vec<&str> = got.iter().map(|m| m.content.as_str()).collect();
     assert_eq!(contents, expected, "the rendered parts, in order");
-    assert_eq!(got[0].interaction_id, Some(i1), "part 1 is the callback");
-    assert_eq!(callbacks_for(&em, i1), 1);
-    let creates = em.create_requests();
-    assert_eq!(
-        creates.len(),
-        expected.len() - 1,
-        "later parts are channel messages"
+    assert_eq!(callbacks_for(&em, i1), 1, "part 1 is the callback");
+    assert!(
+        got.iter().all(|m| m.interaction_id == Some(i1)),
+        "every part answers the interaction"
     );
-    for (m, r) in got[1..].iter().zip(&creates) {
-        assert_eq!(m.interaction_id, None);
-        assert_eq!(
-            m.reply_to, None,
-            "an interaction has no message to reply to"
-        );
+    assert!(em.create_requests().is_empty(), "no channel message");
+    let follow_ups = em.follow_up_requests();
+    assert_eq!(
+        follow_ups.len(),
+        expected.len() - 1,
+        "each later part once, the lost one never again"
+    );
+    for (m, r) in got[1..].iter().zip(&follow_ups) {
+        assert_eq!(r.interaction_id, Some(i1));
+        assert!(!r.authorization_sent);
         assert_eq!(r.body["content"].as_str(), Some(m.content.as_str()));
+        assert_eq!(m.reply_to, None);
     }
+    assert!(
+        trail.contains(&format!(
+            "/webhooks/{}/{{token:{i1}}}?wait=true",
+            em.config().application_id
+        )),
+        "the follow-up's decision binds its token-free destination:\n{trail}"
+    );
     let deadline = Instant::now() + WAIT;
     loop {
         let trail = reach_tests::trail_text(&mut operator, &i1.to_string()).await;

@@ -39,6 +39,7 @@ const FLAG_LOADING: u64 = 1 << 7;
 pub(crate) enum Route {
     Callback { id: String, token: String },
     Original { application: String, token: String },
+    FollowUp { application: String, token: String },
 }
 
 /// Recognizes an interaction path; `None` for every other path.
@@ -58,6 +59,10 @@ pub(crate) fn route(path: &str) -> Option<Route> {
             "messages",
             "@original",
         ] => Some(Route::Original {
+            application: (*app).to_owned(),
+            token: (*token).to_owned(),
+        }),
+        ["api", "v10", "webhooks", app, token] => Some(Route::FollowUp {
             application: (*app).to_owned(),
             token: (*token).to_owned(),
         }),
@@ -81,6 +86,9 @@ pub(crate) fn handle(inner: &Inner, route: Route, req: Received<'_>) -> Reply {
         }
         (Route::Original { application, token }, &Method::PATCH) => {
             edit(inner, &application, &token, &req)
+        }
+        (Route::FollowUp { application, token }, &Method::POST) => {
+            follow_up(inner, &application, &token, &req)
         }
         _ => error(405, 0, "405: Method Not Allowed"),
     }
@@ -276,4 +284,81 @@ fn edit(inner: &Inner, application: &str, token: &str, req: &Received<'_>) -> Re
         return Err(DropConnection);
     }
     respond(200, json)
+}
+
+/// A follow-up message (`POST /webhooks/{application}/{token}`): a new message in the
+/// interaction's channel, answering the interaction, allowed once the interaction has a
+/// response. No nonce, no deduplication: every accepted request is a message.
+fn follow_up(inner: &Inner, application: &str, token: &str, req: &Received<'_>) -> Reply {
+    let Ok(body) = serde_json::from_slice::<Value>(req.body) else {
+        return error(400, 50109, "The request body contains invalid JSON.");
+    };
+    let mut state = inner.lock();
+    let found = state
+        .interactions
+        .iter()
+        .find(|(_, r)| r.token == token)
+        .map(|(id, r)| (*id, r.clone()));
+    state.follow_ups.push(EditRequest {
+        interaction_id: found.as_ref().map(|(id, _)| *id),
+        authorization_sent: req.authorization_sent,
+        body: body.clone(),
+    });
+    if application != inner.config.application_id.to_string() {
+        return error(404, 10015, "Unknown Webhook");
+    }
+    let Some((id, record)) = found.filter(|(_, r)| r.original.is_some()) else {
+        return error(404, 10015, "Unknown Webhook");
+    };
+    let fault = state.follow_up_faults.pop_front();
+    match &fault {
+        Some(Fault::RateLimit { retry_after }) => {
+            return respond(
+                429,
+                json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false}),
+            );
+        }
+        Some(Fault::ServerError { status }) => {
+            return error(*status, 0, "500: Internal Server Error");
+        }
+        Some(Fault::Reject { status, code }) => return error(*status, *code, "Rejected"),
+        Some(Fault::DropBeforeCommit) => return Err(DropConnection),
+        Some(Fault::CommitThenDrop) | None => {}
+    }
+    let content = body.get("content").and_then(Value::as_str).unwrap_or("");
+    if content.is_empty() || content.chars().count() > MAX_CONTENT_CHARS {
+        return error(400, 50035, "Invalid Form Body");
+    }
+    let message_id = inner.snowflake();
+    let guild_id = state
+        .channel_guilds
+        .get(&record.channel_id)
+        .copied()
+        .unwrap_or(Some(inner.config.default_guild_id));
+    let message = EmulatedMessage {
+        id: message_id,
+        channel_id: record.channel_id,
+        guild_id,
+        author_id: inner.config.bot_user_id,
+        author_bot: true,
+        content: content.to_owned(),
+        mentions: crate::parse_mentions(content),
+        nonce: None,
+        reply_to: None,
+        flags: body.get("flags").and_then(Value::as_u64).unwrap_or(0),
+        interaction_id: Some(id),
+    };
+    let json = message_json(&message, "reach", false);
+    state.messages.insert(message_id, message);
+    inner.dispatch(&mut state, "MESSAGE_CREATE", json.clone());
+    drop(state);
+    if fault == Some(Fault::CommitThenDrop) {
+        return Err(DropConnection);
+    }
+    if req.query.split('&').any(|p| p == "wait=true") {
+        return respond(200, json);
+    }
+    let mut r = Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    Ok(r)
 }

@@ -164,8 +164,8 @@ pub struct CallbackRequest {
     pub body: Value,
 }
 
-/// One edit of an interaction's original response (`PATCH …/messages/@original`) as received,
-/// before any fault.
+/// One edit of an interaction's original response (`PATCH …/messages/@original`), or one
+/// follow-up message request, as received, before any fault.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EditRequest {
     /// The interaction whose token was in the path (`None` for a token the emulator never
@@ -275,6 +275,8 @@ pub(crate) struct State {
     pub(crate) callback_faults: VecDeque<Fault>,
     pub(crate) edits: Vec<EditRequest>,
     pub(crate) edit_faults: VecDeque<Fault>,
+    pub(crate) follow_ups: Vec<EditRequest>,
+    pub(crate) follow_up_faults: VecDeque<Fault>,
     /// The response window when a test shortened it ([`Emulator::set_interaction_window`]).
     pub(crate) interaction_window: Option<Duration>,
     pub(crate) faults: VecDeque<Fault>,
@@ -358,6 +360,9 @@ pub(crate) fn message_json(m: &EmulatedMessage, author_name: &str, with_nonce: b
     if let Some(r) = m.reply_to {
         v["message_reference"] =
             json!({"message_id": r.to_string(), "channel_id": m.channel_id.to_string()});
+    }
+    if let Some(i) = m.interaction_id {
+        v["interaction_metadata"] = json!({"id": i.to_string(), "type": 2});
     }
     v
 }
@@ -664,6 +669,16 @@ impl Emulator {
     /// `CommitThenDrop`, `DropBeforeCommit`, `ServerError`, `RateLimit` and `Reject` apply.
     pub fn script_next_edit(&self, fault: Fault) {
         self.inner.lock().edit_faults.push_back(fault);
+    }
+
+    /// Every follow-up message request (`POST /webhooks/{app}/{token}`) received, in order.
+    pub fn follow_up_requests(&self) -> Vec<EditRequest> {
+        self.inner.lock().follow_ups.clone()
+    }
+
+    /// Script the behaviour of the next follow-up message request (queued in order).
+    pub fn script_next_follow_up(&self, fault: Fault) {
+        self.inner.lock().follow_up_faults.push_back(fault);
     }
 
     /// Discord refuses an interaction's first callback (10062, "Unknown interaction") once

@@ -301,6 +301,39 @@ impl OriginalEdit {
     }
 }
 
+/// A later part of an `/ask` answer: a follow-up message of the interaction
+/// (`POST /webhooks/{application}/{token}?wait=true`), with the same fixed mention and embed
+/// policy. Discord has no nonce for it; an UNKNOWN follow-up is reconciled from a channel read
+/// that finds a message of the bot answering this interaction (`interaction_metadata.id`) with
+/// exactly this content, or proves there is none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FollowUp {
+    /// The rendered text (at most [`MAX_CONTENT_CHARS`]).
+    pub content: String,
+}
+
+impl FollowUp {
+    /// The exact JSON body sent.
+    pub fn body(&self) -> Value {
+        json!({
+            "content": self.content,
+            "allowed_mentions": {"parse": []},
+            "flags": FLAG_SUPPRESS_EMBEDS,
+        })
+    }
+
+    /// The body bytes (what an EgressDecision's payload digest covers).
+    pub fn body_bytes(&self) -> Vec<u8> {
+        self.body().to_string().into_bytes()
+    }
+}
+
+/// The follow-up URL of an interaction (`?wait=true`, so Discord answers with the message).
+/// Pass [`token_placeholder`] for the destination a decision binds.
+pub fn follow_up_url(base: &str, application_id: Snowflake, token: &str) -> String {
+    format!("{base}/webhooks/{application_id}/{token}?wait=true")
+}
+
 /// The attempt id of interaction acknowledgement decisions: one per turn, never a second.
 pub fn deferral_attempt_id(turn_id: &str) -> String {
     format!("{turn_id}#defer")

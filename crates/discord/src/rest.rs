@@ -46,9 +46,9 @@ pub const RECONCILE_SETTLE: Duration = Duration::from_secs(60);
 const USER_AGENT_VALUE: &str = "DiscordBot (https://reach.invalid, 1)";
 
 pub use crate::delivery::{
-    CreateMessage, CreateOutcome, DeferredAck, FLAG_LOADING, FLAG_SUPPRESS_EMBEDS,
+    CreateMessage, CreateOutcome, DeferredAck, FLAG_LOADING, FLAG_SUPPRESS_EMBEDS, FollowUp,
     InteractionReply, InvalidNonce, MAX_CONTENT_CHARS, MAX_NONCE_LEN, Nonce, OriginalEdit,
-    RECONCILE_PAGE, Reconciliation, channel_read_request, channel_read_url,
+    RECONCILE_PAGE, Reconciliation, channel_read_request, channel_read_url, follow_up_url,
     interaction_callback_url, original_response_url, token_placeholder,
 };
 
@@ -256,6 +256,50 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         }
     }
 
+    /// One follow-up message of an interaction (a later part of its answer):
+    /// `POST /webhooks/{application}/{token}?wait=true`, classified like a Create Message.
+    pub async fn execute_follow_up(
+        &self,
+        application: Snowflake,
+        follow_up: &FollowUp,
+        token: &InteractionToken,
+    ) -> CreateOutcome {
+        if !token_is_path_safe(&token.0) {
+            return CreateOutcome::NotSent {
+                reason: "discord/interaction-token".into(),
+            };
+        }
+        let (admitted, stream) = match self.open().await {
+            Ok(open) => open,
+            Err(e) => {
+                return CreateOutcome::NotSent {
+                    reason: e.code().to_owned(),
+                };
+            }
+        };
+        let path = follow_up_url("", application, &token.0);
+        let request = match self.request_without_bot_token(
+            &admitted,
+            Method::POST,
+            &path,
+            Bytes::from(follow_up.body_bytes()),
+        ) {
+            Ok(r) => r,
+            Err(_) => {
+                return CreateOutcome::NotSent {
+                    reason: "discord/request-build".into(),
+                };
+            }
+        };
+        match fetch(stream, request, &create_bounds()).await {
+            Ok(response) => classify(response.status.as_u16(), &response.headers, &response.body),
+            Err(ReturnError::Request(e)) => CreateOutcome::NotSent {
+                reason: e.code().to_owned(),
+            },
+            Err(e) => CreateOutcome::Unknown { reason: e.code() },
+        }
+    }
+
     /// One edit of a deferred interaction's original response:
     /// `PATCH /webhooks/{application}/{token}/messages/@original`. Classified like a Create
     /// Message: 2xx with the message is sent; 10008 (Unknown Message) means the deferred
@@ -382,35 +426,54 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         after: Snowflake,
         gate: &mut impl ReadGate,
     ) -> Reconciliation {
+        let ours = |m: &ReadMessage| match m.message.nonce.as_deref() {
+            Some(n) => n == message.nonce.as_str(),
+            None => m.message.content == message.content && m.reply_to == message.reply_to,
+        };
+        self.find_in_channel(message.channel_id, after, gate, ours)
+            .await
+    }
+
+    /// Look for the follow-up `content` of interaction `interaction_id` in `channel` after the
+    /// interaction: a message of the bot whose `interaction_metadata` names that interaction and
+    /// whose content is exactly ours. Pages are admitted by `gate` as for [`Self::reconcile`].
+    pub async fn reconcile_follow_up(
+        &self,
+        channel: Snowflake,
+        interaction_id: Snowflake,
+        content: &str,
+        gate: &mut impl ReadGate,
+    ) -> Reconciliation {
+        let ours = |m: &ReadMessage| {
+            m.interaction_id == Some(interaction_id) && m.message.content == content
+        };
+        self.find_in_channel(channel, interaction_id, gate, ours)
+            .await
+    }
+
+    async fn find_in_channel(
+        &self,
+        channel: Snowflake,
+        after: Snowflake,
+        gate: &mut impl ReadGate,
+        ours: impl Fn(&ReadMessage) -> bool,
+    ) -> Reconciliation {
         let mut cursor = after;
         for _ in 0..MAX_RECONCILE_PAGES {
-            let url = self.read_url(message.channel_id, cursor);
+            let url = self.read_url(channel, cursor);
             if let Err(reason) = gate.admit(&url, cursor).await {
                 return Reconciliation::Inconclusive { reason };
             }
-            let page = match self.read_page(message.channel_id, cursor).await {
+            let page = match self.read_page(channel, cursor).await {
                 Ok(page) => page,
                 Err(reason) => return Reconciliation::Inconclusive { reason },
             };
             let full = page.len() >= usize::from(RECONCILE_PAGE);
             for m in &page {
-                if m.message.author.id != self.config.bot_user_id {
-                    continue;
-                }
-                match m.message.nonce.as_deref() {
-                    Some(n) if n == message.nonce.as_str() => {
-                        return Reconciliation::Found {
-                            message_id: m.message.id,
-                        };
-                    }
-                    Some(_) => {}
-                    None => {
-                        if m.message.content == message.content && m.reply_to == message.reply_to {
-                            return Reconciliation::Found {
-                                message_id: m.message.id,
-                            };
-                        }
-                    }
+                if m.message.author.id == self.config.bot_user_id && ours(m) {
+                    return Reconciliation::Found {
+                        message_id: m.message.id,
+                    };
                 }
             }
             if !full {
@@ -452,13 +515,19 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         values
             .into_iter()
             .map(|v| {
-                let reply_to = v
-                    .get("message_reference")
-                    .and_then(|r| r.get("message_id"))
-                    .and_then(Value::as_str)
-                    .and_then(|s| s.parse().ok());
+                let id_at = |path: &str| {
+                    v.pointer(path)
+                        .and_then(Value::as_str)
+                        .and_then(|s| s.parse().ok())
+                };
+                let reply_to = id_at("/message_reference/message_id");
+                let interaction_id = id_at("/interaction_metadata/id");
                 MessageCreate::from_json(v)
-                    .map(|message| ReadMessage { message, reply_to })
+                    .map(|message| ReadMessage {
+                        message,
+                        reply_to,
+                        interaction_id,
+                    })
                     .map_err(|_| "discord/read-json".to_owned())
             })
             .collect()
@@ -468,6 +537,8 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
 struct ReadMessage {
     message: MessageCreate,
     reply_to: Option<Snowflake>,
+    /// The interaction the message answers (`interaction_metadata.id`), for follow-ups.
+    interaction_id: Option<Snowflake>,
 }
 
 /// Bounds of a Create Message return: every status is read (the classification needs 4xx

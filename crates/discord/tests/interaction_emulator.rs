@@ -9,7 +9,7 @@ use common::*;
 use reach_discord::Snowflake;
 use reach_discord::model::InteractionToken;
 use reach_discord::rest::{
-    CallbackOutcome, CreateOutcome, DeferredAck, FLAG_LOADING, FLAG_SUPPRESS_EMBEDS,
+    CallbackOutcome, CreateOutcome, DeferredAck, FLAG_LOADING, FLAG_SUPPRESS_EMBEDS, FollowUp,
     InteractionReply, OriginalEdit, ReadGate, Reconciliation, judge_original,
 };
 use reach_discord_emulator::{Emulator, Fault, User};
@@ -448,6 +448,89 @@ fn original_reads_are_judged_by_content() {
         judge_original(503, b"", "ours", true),
         Reconciliation::Inconclusive {
             reason: "discord/read-status-503".into()
+        }
+    );
+}
+
+fn follow(text: &str) -> FollowUp {
+    FollowUp {
+        content: text.into(),
+    }
+}
+
+/// Later parts of an answer: follow-up messages, allowed once the interaction has a response,
+/// each a message of the bot answering that interaction.
+#[tokio::test]
+async fn follow_ups_follow_the_response_and_name_their_interaction() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let (id, token) = ask(&em);
+    assert_eq!(
+        rest.execute_follow_up(app(&em), &follow("part 2"), &token)
+            .await,
+        CreateOutcome::KnownRejected {
+            status: 404,
+            code: Some(10015)
+        },
+        "no follow-up before the interaction's response"
+    );
+    rest.interaction_callback(&reply(id, "part 1"), &token)
+        .await;
+    let out = rest
+        .execute_follow_up(app(&em), &follow("part 2 <@42>"), &token)
+        .await;
+    let CreateOutcome::KnownSent { message_id } = out else {
+        panic!("{out:?}")
+    };
+    let seen = em.bot_messages(CHANNEL);
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].id, message_id.0);
+    assert_eq!(seen[1].interaction_id, Some(id.0));
+    let sent = &em.follow_up_requests()[1];
+    assert!(!sent.authorization_sent, "a follow-up needs no bot token");
+    assert_eq!(
+        sent.body["allowed_mentions"]["parse"],
+        serde_json::json!([])
+    );
+}
+
+/// An UNKNOWN follow-up is reconciled from channel pages: found by its interaction and exact
+/// content, proved absent when the whole channel after the interaction lacks it; the same
+/// content answering another interaction is not ours.
+#[tokio::test]
+async fn an_unknown_follow_up_is_reconciled_from_the_channel() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let (id, token) = ask(&em);
+    let (other, other_token) = ask(&em);
+    for (i, t) in [(id, &token), (other, &other_token)] {
+        rest.interaction_callback(&reply(i, "part 1"), t).await;
+    }
+    rest.execute_follow_up(app(&em), &follow("part 2"), &other_token)
+        .await;
+    let mut gate = Gate::with_budget(5);
+    assert_eq!(
+        rest.reconcile_follow_up(Snowflake(CHANNEL), id, "part 2", &mut gate)
+            .await,
+        Reconciliation::ProvedAbsent,
+        "another interaction's identical part is not ours"
+    );
+    assert_eq!(gate.asked, vec![rest.read_url(Snowflake(CHANNEL), id)]);
+    em.script_next_follow_up(Fault::CommitThenDrop);
+    let out = rest
+        .execute_follow_up(app(&em), &follow("part 2"), &token)
+        .await;
+    assert!(matches!(out, CreateOutcome::Unknown { .. }), "{out:?}");
+    let mine = em
+        .bot_messages(CHANNEL)
+        .into_iter()
+        .rfind(|m| m.interaction_id == Some(id.0))
+        .unwrap();
+    assert_eq!(
+        rest.reconcile_follow_up(Snowflake(CHANNEL), id, "part 2", &mut Gate::with_budget(5))
+            .await,
+        Reconciliation::Found {
+            message_id: Snowflake(mine.id)
         }
     );
 }

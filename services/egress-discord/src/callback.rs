@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use reach_discord::Snowflake;
 use reach_discord::delivery::{
-    CreateOutcome, DeferredAck, InteractionReply, OriginalEdit, deferral_attempt_id,
-    interaction_callback_url, original_response_url, token_placeholder,
+    CreateOutcome, DeferredAck, FollowUp, InteractionReply, OriginalEdit, deferral_attempt_id,
+    follow_up_url, interaction_callback_url, original_response_url, token_placeholder,
 };
 use reach_discord::model::InteractionToken;
 use reach_discord::rest::{CallbackOutcome, UNKNOWN_MESSAGE};
@@ -52,6 +52,10 @@ pub struct Callback {
     /// The reply edits the deferred original (`DeliveryIntent.interaction_deferred`) instead of
     /// calling back; reconciliation judges `@original` accordingly.
     pub edit: bool,
+    /// A later part: a follow-up message (`DeliveryIntent.interaction_follow_up`), reconciled
+    /// from the pages of `channel_id`.
+    pub follow_up: bool,
+    pub channel_id: Snowflake,
 }
 
 impl Callback {
@@ -65,6 +69,11 @@ impl Callback {
             .first()
             .ok_or(CallbackRefusal::BadIntent)?
             .clone();
+        let channel_id = match intent.channel_id.parse::<Snowflake>() {
+            Ok(c) => c,
+            Err(_) if !intent.interaction_follow_up => Snowflake(0),
+            Err(_) => return Err(CallbackRefusal::BadIntent),
+        };
         let (application_id, interaction_id, token) = open_token(
             key,
             &intent.application_id,
@@ -79,6 +88,8 @@ impl Callback {
             },
             token,
             edit: intent.interaction_deferred,
+            follow_up: intent.interaction_follow_up,
+            channel_id,
         })
     }
 }
@@ -210,13 +221,23 @@ pub async fn deliver(
         }
     };
     let id = callback.reply.interaction_id;
-    let edit = callback.edit.then(|| OriginalEdit {
-        content: callback.reply.content.clone(),
-    });
-    let (destination, body) = match &edit {
-        Some(edit) => (
-            original_response_url(base, callback.application_id, &token_placeholder(id)),
+    let content = callback.reply.content.clone();
+    let webhook = if callback.follow_up {
+        Some(Webhook::FollowUp(FollowUp { content }))
+    } else if callback.edit {
+        Some(Webhook::Edit(OriginalEdit { content }))
+    } else {
+        None
+    };
+    let app = callback.application_id;
+    let (destination, body) = match &webhook {
+        Some(Webhook::Edit(edit)) => (
+            original_response_url(base, app, &token_placeholder(id)),
             edit.body_bytes(),
+        ),
+        Some(Webhook::FollowUp(f)) => (
+            follow_up_url(base, app, &token_placeholder(id)),
+            f.body_bytes(),
         ),
         None => (
             interaction_callback_url(base, id, &token_placeholder(id)),
@@ -239,14 +260,14 @@ pub async fn deliver(
         tracing::info!(intent = %intent.intent_id, code = ?s.code(), "lease lost before submitting; not sent");
         return None;
     }
-    if let Some(edit) = edit {
+    if let Some(webhook) = webhook {
         let gate = Gate {
             core,
             ward,
             rest,
             base,
         };
-        return edit_original(gate, intent, callback, edit).await;
+        return send_webhook(gate, intent, callback, webhook).await;
     }
     let mut tries = 0;
     loop {
@@ -316,21 +337,30 @@ pub async fn deliver(
     }
 }
 
-/// Sends the answer to a deferred interaction as an edit of its original response, after
-/// SUBMITTING. Returns it when its outcome is UNKNOWN.
-async fn edit_original(
+/// A reply sent through the interaction's webhook rather than its callback.
+enum Webhook {
+    /// The answer to a deferred interaction: an edit of its original response.
+    Edit(OriginalEdit),
+    /// A later part: a follow-up message.
+    FollowUp(FollowUp),
+}
+
+/// Sends an edit of the original response or a follow-up, after SUBMITTING. Returns it when
+/// its outcome is UNKNOWN.
+async fn send_webhook(
     gate: Gate<'_>,
     intent: DeliveryIntent,
     callback: Callback,
-    edit: OriginalEdit,
+    webhook: Webhook,
 ) -> Option<Unknown> {
     let core = gate.core;
     let (mut early, mut unaccepted) = (0, 0);
+    let app = callback.application_id;
     loop {
-        let outcome = gate
-            .rest
-            .edit_original(callback.application_id, &edit, &callback.token)
-            .await;
+        let outcome = match &webhook {
+            Webhook::Edit(edit) => gate.rest.edit_original(app, edit, &callback.token).await,
+            Webhook::FollowUp(f) => gate.rest.execute_follow_up(app, f, &callback.token).await,
+        };
         match outcome {
             CreateOutcome::KnownSent { message_id } => {
                 let id = message_id.to_string();
@@ -349,7 +379,7 @@ async fn edit_original(
             CreateOutcome::KnownRejected {
                 code: Some(UNKNOWN_MESSAGE),
                 ..
-            } if early + 1 < MAX_EARLY_EDITS => {
+            } if matches!(webhook, Webhook::Edit(_)) && early + 1 < MAX_EARLY_EDITS => {
                 early += 1;
                 tokio::time::sleep(EDIT_RETRY).await;
             }
@@ -386,7 +416,7 @@ async fn edit_original(
                 return None;
             }
             CreateOutcome::Unknown { reason } => {
-                tracing::warn!(intent = %intent.intent_id, %reason, "edit outcome unknown; reconciling from the original response, never editing again");
+                tracing::warn!(intent = %intent.intent_id, %reason, "edit or follow-up outcome unknown; reconciling from evidence, never sending again");
                 let code = "unknown".to_owned();
                 settle(
                     core,

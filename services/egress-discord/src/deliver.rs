@@ -525,6 +525,16 @@ async fn reconcile(peers: &mut ReadPeers<'_>, rest: &Rest, unknown: &mut Vec<Unk
         };
         let (read, evidence_kind) = match &u.sent {
             Sent::Message(m) => (rest.reconcile(m, u.after, &mut gate).await, "channel_read"),
+            Sent::Callback(c) if c.follow_up => (
+                rest.reconcile_follow_up(
+                    c.channel_id,
+                    c.reply.interaction_id,
+                    &c.reply.content,
+                    &mut gate,
+                )
+                .await,
+                "channel_read",
+            ),
             Sent::Callback(c) => (
                 rest.reconcile_interaction(
                     c.application_id,
