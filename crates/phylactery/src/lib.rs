@@ -235,21 +235,26 @@ impl Phylactery {
                     boot.close().await;
                     opts = opts.options([("search_path", schema.as_str())]);
                 }
-                let pool = |opts: PgConnectOptions| {
-                    PgPoolOptions::new()
-                        .max_connections(config.max_connections.max(1))
-                        // No ping before every acquire: it doubled the round trips of each
-                        // chain step. A connection the server dropped fails its next statement
-                        // with a typed database error (the caller's retry gets a fresh one);
-                        // no statement is ever half-applied by that.
-                        .test_before_acquire(false)
-                        .connect_with(opts)
-                };
+                let max = config.max_connections.max(1);
+                // Opened now so a wrong URL or credentials fail `open`, not the first step.
+                let transactions = PgPoolOptions::new()
+                    .max_connections(max)
+                    // No ping before every acquire: it doubled the round trips of each
+                    // chain step. A connection the server dropped fails its next statement
+                    // with a typed database error (the caller's retry gets a fresh one);
+                    // no statement is ever half-applied by that.
+                    .test_before_acquire(false)
+                    .connect_with(opts.clone())
+                    .await?;
                 Pool::Postgres {
-                    synced: pool(opts.clone()).await?,
+                    synced: Arc::new(backend::PgLane::new(opts.clone(), max)),
                     // `synchronous_commit = off`: only for the commits `Durability::Deferred`
                     // lists; the next synchronous commit's WAL flush covers them.
-                    deferred: pool(opts.options([("synchronous_commit", "off")])).await?,
+                    deferred: Arc::new(backend::PgLane::new(
+                        opts.options([("synchronous_commit", "off")]),
+                        max,
+                    )),
+                    transactions,
                 }
             }
         };

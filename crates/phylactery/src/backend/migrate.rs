@@ -91,6 +91,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "part_claim_order",
         sql: include_str!("../../migrations/postgres/0007_part_claim_order.sql"),
     },
+    Migration {
+        version: 8,
+        name: "lean_guards",
+        sql: include_str!("../../migrations/postgres/0008_lean_guards.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS phylactery_migration (

@@ -6,8 +6,10 @@
 
 mod group_commit;
 pub(crate) mod migrate;
+mod pg_lane;
 
 pub(crate) use group_commit::GroupCommit;
+pub(crate) use pg_lane::PgLane;
 
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
@@ -94,8 +96,13 @@ pub(crate) enum Pool {
         writer: Arc<SqliteWriter>,
         flush: Arc<GroupCommit>,
     },
-    /// Two pools that differ only in `synchronous_commit`.
-    Postgres { synced: PgPool, deferred: PgPool },
+    /// Two lanes that differ only in `synchronous_commit`, for one-statement writes and reads
+    /// (see [`PgLane`]: no ping per statement), and a pool for multi-statement transactions.
+    Postgres {
+        synced: Arc<PgLane>,
+        deferred: Arc<PgLane>,
+        transactions: PgPool,
+    },
 }
 
 /// A bound parameter. Nulls are typed because PostgreSQL checks parameter types.
@@ -255,7 +262,7 @@ impl WriterConn {
 /// Where a write goes: on SQLite the writer and the flush to wait for when synced.
 enum Chosen<'a> {
     Sqlite(&'a SqliteWriter, Option<&'a Arc<GroupCommit>>),
-    Postgres(&'a PgPool),
+    Postgres(&'a PgLane),
 }
 
 /// An open write transaction (on SQLite, holding the writer until it ends, and the flush its
@@ -279,7 +286,7 @@ impl Pool {
         }
     }
 
-    /// Where a write with the given durability goes (PostgreSQL has one pool).
+    /// Where a write with the given durability goes.
     fn choose(&self, durability: Durability) -> Chosen<'_> {
         match self {
             Pool::Sqlite { writer, flush, .. } => {
@@ -298,13 +305,13 @@ impl Pool {
             Pool::Sqlite { flush, .. } => flush.sync().await,
             // A transaction that takes a transaction id commits with a WAL record and, under
             // `synchronous_commit = on`, flushes the WAL through it: every earlier asynchronous
-            // commit's record lies before it.
+            // commit's record lies before it. One statement in its own implicit transaction is
+            // such a transaction (one round trip).
             Pool::Postgres { synced, .. } => {
-                let mut tx = synced.begin().await?;
-                sqlx::query("SELECT txid_current()")
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
+                let mut c = synced.acquire().await?;
+                let done = sqlx::query("SELECT txid_current()").execute(c.conn()).await;
+                c.keep_unless_broken(&done);
+                done?;
                 Ok(())
             }
         }
@@ -326,7 +333,20 @@ impl Pool {
                 w.in_tx = true;
                 Tx::Sqlite(w, flush.cloned())
             }
-            Chosen::Postgres(p) => Tx::Postgres(p.begin().await?),
+            Chosen::Postgres(_) => {
+                let Pool::Postgres { transactions, .. } = self else {
+                    unreachable!("a PostgreSQL choice comes from a PostgreSQL pool")
+                };
+                Tx::Postgres(match durability {
+                    Durability::Synced => transactions.begin().await?,
+                    // One round trip: both statements go in one simple query.
+                    Durability::Deferred => {
+                        transactions
+                            .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+                            .await?
+                    }
+                })
+            }
         })
     }
 
@@ -356,10 +376,12 @@ impl Pool {
                 }
                 affected
             }
-            Chosen::Postgres(p) => bind_all!(sqlx::query(sql), args)
-                .execute(p)
-                .await?
-                .rows_affected(),
+            Chosen::Postgres(lane) => {
+                let mut c = lane.acquire().await?;
+                let done = bind_all!(sqlx::query(sql), args).execute(c.conn()).await;
+                c.keep_unless_broken(&done);
+                done?.rows_affected()
+            }
         })
     }
 
@@ -403,10 +425,14 @@ impl Pool {
                 }
                 row
             }
-            Chosen::Postgres(p) => bind_all!(sqlx::query(sql), args)
-                .fetch_optional(p)
-                .await?
-                .map(Row::Postgres),
+            Chosen::Postgres(lane) => {
+                let mut c = lane.acquire().await?;
+                let row = bind_all!(sqlx::query(sql), args)
+                    .fetch_optional(c.conn())
+                    .await;
+                c.keep_unless_broken(&row);
+                row?.map(Row::Postgres)
+            }
         })
     }
 
@@ -418,12 +444,12 @@ impl Pool {
                 .into_iter()
                 .map(Row::Sqlite)
                 .collect(),
-            Pool::Postgres { synced, .. } => bind_all!(sqlx::query(sql), args)
-                .fetch_all(synced)
-                .await?
-                .into_iter()
-                .map(Row::Postgres)
-                .collect(),
+            Pool::Postgres { synced, .. } => {
+                let mut c = synced.acquire().await?;
+                let rows = bind_all!(sqlx::query(sql), args).fetch_all(c.conn()).await;
+                c.keep_unless_broken(&rows);
+                rows?.into_iter().map(Row::Postgres).collect()
+            }
         })
     }
 
@@ -444,9 +470,14 @@ impl Pool {
                 readers.close().await;
                 writer.close().await;
             }
-            Pool::Postgres { synced, deferred } => {
+            Pool::Postgres {
+                synced,
+                deferred,
+                transactions,
+            } => {
                 deferred.close().await;
                 synced.close().await;
+                transactions.close().await;
             }
         }
     }
