@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use reach_discord::delivery::FLAG_LOADING;
-use reach_discord_emulator::User;
+use reach_discord_emulator::{Fault, User};
 use reach_model_emulator::{ModelEmulator, Script};
 use reach_tests::{TestBody, configure_portal, trail_until};
 
@@ -132,6 +132,34 @@ async fn a_slow_ask_is_acknowledged_then_answered_by_editing_its_original() {
         !em.edit_requests()
             .iter()
             .any(|e| e.interaction_id == Some(i2))
+    );
+
+    // An acknowledgement Discord refuses (10062) is never resent; the answer's edit then finds
+    // no original (10008: nothing edited), tries a bounded number of times, and settles
+    // KNOWN_REJECTED with that code. Nothing appears for the interaction.
+    em.script_next_callback(Fault::Reject {
+        status: 404,
+        code: 10062,
+    });
+    model.script(Script::Slow(WINDOW + Duration::from_millis(800)));
+    let i3 = em.post_interaction(CHANNEL, &asker, "ask", "What happens when a vault is lost?");
+    let trail3 = trail_until(&mut operator, &i3.to_string(), "KNOWN_REJECTED", WAIT).await;
+    assert!(trail3.contains("10008"), "{trail3}");
+    assert_eq!(
+        callback_types(&em, i3),
+        vec![5],
+        "the refused ack is not resent"
+    );
+    let edits = em
+        .edit_requests()
+        .iter()
+        .filter(|e| e.interaction_id == Some(i3))
+        .count();
+    assert!((1..=10).contains(&edits), "{edits} bounded edit attempts");
+    assert!(
+        !em.bot_messages(CHANNEL)
+            .iter()
+            .any(|m| m.interaction_id == Some(i3))
     );
     println!("{trail}");
     body.stop().await;
