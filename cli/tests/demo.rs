@@ -56,11 +56,12 @@ fn answers(stdout: &str) -> Vec<(String, Vec<String>)> {
             // The demo indents a reply's later lines under its first.
             reply.push('\n');
             reply.push_str(line.trim_start());
-        } else if let (At::Trail, Some((_, trail))) = (&at, out.last_mut()) {
-            if !line.starts_with("      ") {
-                let record = line.split_whitespace().next().unwrap_or_default();
-                trail.push(record.to_owned());
-            }
+        } else if let (At::Trail, Some((_, trail))) = (&at, out.last_mut())
+            && !line.starts_with("      ")
+        {
+            // A record's line; its fields follow, indented deeper.
+            let record = line.split_whitespace().next().unwrap_or_default();
+            trail.push(record.to_owned());
         }
     }
     out

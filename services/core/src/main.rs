@@ -5,6 +5,7 @@ mod deferral;
 mod intercom;
 mod pipeline;
 mod ports;
+mod slots;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -32,6 +32,7 @@ use tonic::transport::Channel;
 
 use crate::authority::{ModelAttempt, ModelAuthority};
 use crate::ports::{DiscordEffect, InteractionEffect};
+use crate::slots::{TurnSlot, TurnSlots};
 
 /// How long the task may live: answering plus delivery. The Sigil expires with it, and with it
 /// every chance of a fresh EgressDecision for the reply (ward caps it at its time budget).
@@ -53,6 +54,8 @@ pub struct Pipeline {
     /// Told when an interaction's turn has its Sigil and run, so a slow answer can be
     /// acknowledged first (`crate::deferral`).
     deferrals: Option<Arc<crate::deferral::Deferrals>>,
+    /// Bounds the admitted turns whose answer is not yet delivered.
+    slots: Arc<TurnSlots>,
 }
 
 /// Where a remote formation goes: the endpoint and model egress-provider is configured with
@@ -115,6 +118,10 @@ impl Pipeline {
             committed,
             portal,
             deferrals: None,
+            slots: Arc::new(TurnSlots::new(
+                crate::slots::MAX_TURNS,
+                crate::slots::MAX_HOLD,
+            )),
         }
     }
 
@@ -126,8 +133,11 @@ impl Pipeline {
 
     /// Runs the turn and commits its outcome exactly once. A failure to commit leaves the turn
     /// OPEN; a redelivered event or recovery picks it up.
+    ///
+    /// A turn ward admitted takes one of the [`TurnSlots`] and, if it commits an intent, holds
+    /// it until that intent settles.
     pub async fn run(&self, turn: ledger::TurnId, req: AdmitRequest) {
-        let (outcome, sigil_id) = self.decide(&turn, &req).await;
+        let (outcome, sigil_id, slot) = self.decide(&turn, &req).await;
         let mut parts = outcome
             .view
             .as_ref()
@@ -191,6 +201,10 @@ impl Pipeline {
                 tracing::info!(turn = %turn.0, state = c.state.as_str(), "turn committed");
                 // One waiting claimer per committed intent: waking them all made every idle
                 // claimer run a claim through the single writer for one intent.
+                // Held before any claimer can see the intent, so its settlement finds it.
+                if let (Some(slot), Some((intent, _))) = (slot, &c.intent) {
+                    self.slots.hold_until_settled(&intent.0, slot);
+                }
                 if answer_digest.is_some() {
                     self.committed.notify_one();
                 }
@@ -199,11 +213,21 @@ impl Pipeline {
         }
     }
 
-    /// Decides the turn's outcome; also returns the task's Sigil id (empty when ward minted none).
-    async fn decide(&self, turn: &ledger::TurnId, req: &AdmitRequest) -> (Outcome, String) {
-        let mut sigil = String::new();
-        let outcome = self.decide_with(turn, req, &mut sigil).await;
-        (outcome, sigil)
+    /// The bound on turns whose answer is not yet delivered; settlements free their slot here.
+    pub fn slots(&self) -> &TurnSlots {
+        &self.slots
+    }
+
+    /// Decides the turn's outcome; also returns the task's Sigil id (empty when ward minted none)
+    /// and, once ward admitted the turn, its slot.
+    async fn decide(
+        &self,
+        turn: &ledger::TurnId,
+        req: &AdmitRequest,
+    ) -> (Outcome, String, Option<TurnSlot>) {
+        let (mut sigil, mut slot) = (String::new(), None);
+        let outcome = self.decide_with(turn, req, &mut sigil, &mut slot).await;
+        (outcome, sigil, slot)
     }
 
     async fn decide_with(
@@ -211,6 +235,7 @@ impl Pipeline {
         turn: &ledger::TurnId,
         req: &AdmitRequest,
         sigil: &mut String,
+        slot: &mut Option<TurnSlot>,
     ) -> Outcome {
         let refused = |state, reason: String, view| Outcome {
             state,
@@ -249,6 +274,10 @@ impl Pipeline {
                 );
             }
         }
+        // Only a turn ward admitted waits for a slot: events over the admitted rate are refused
+        // at arrival speed above, and what was admitted is answered and delivered before more
+        // admitted turns pile up behind it (`crate::slots`).
+        *slot = Some(self.slots.acquire().await);
 
         let pattern = ledger::PatternRevision {
             pattern_id: PATTERN.0.into(),

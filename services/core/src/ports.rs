@@ -90,8 +90,6 @@ pub struct Core {
     committed: Arc<Notify>,
     /// Turns whose pipeline runs in this process, so a redelivery does not start a second one.
     running: Arc<Mutex<HashSet<String>>>,
-    /// Bounds the turns in flight ([`MAX_TURNS`]).
-    turns: Arc<tokio::sync::Semaphore>,
     /// Operator A2A tasks (`settings.intercom`); absent: `SendA2aTask` is refused.
     intercom: Option<crate::intercom::IntercomRoute>,
     /// `/ask` interactions whose answer may need a deferred acknowledgement.
@@ -119,7 +117,6 @@ impl Core {
             reads,
             committed,
             running: Arc::default(),
-            turns: Arc::new(tokio::sync::Semaphore::new(MAX_TURNS)),
             intercom: None,
             deferrals,
         }
@@ -175,12 +172,7 @@ impl Core {
 
     /// Starts the turn's pipeline unless it already runs here. A turn left OPEN by a crash is
     /// picked up when its event is redelivered; the ledger commits a turn exactly once anyway.
-    fn start_turn(
-        &self,
-        turn: ledger::TurnId,
-        req: pb::AdmitRequest,
-        slot: tokio::sync::OwnedSemaphorePermit,
-    ) {
+    fn start_turn(&self, turn: ledger::TurnId, req: pb::AdmitRequest) {
         if !self
             .running
             .lock()
@@ -195,7 +187,6 @@ impl Core {
         tokio::spawn(async move {
             let interaction = req.external_event_id.clone();
             pipeline.run(turn.clone(), req).await;
-            drop(slot);
             deferrals.turn_ended(&interaction);
             running
                 .lock()
@@ -271,16 +262,7 @@ impl Admission for Core {
         };
         let terminal = s.turn_state.is_terminal();
         if !terminal {
-            // Past MAX_TURNS the edge's call waits here: overload queues at the edge (bounded)
-            // and the platform, not in core's memory, and the calls that deliver committed
-            // intents are not starved by a crowd of new turns.
-            let slot = self
-                .turns
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|_| Status::unavailable("core/stopping"))?;
-            self.start_turn(s.turn_id.clone(), r, slot);
+            self.start_turn(s.turn_id.clone(), r);
         }
         // The turn runs beside the admission's flush; the edge is answered (and stops
         // redelivering) only once the admission is durable.
@@ -297,11 +279,6 @@ impl Admission for Core {
         }))
     }
 }
-
-/// Turn pipelines in flight at once. A turn mostly waits (ward, grounding, the model); at the
-/// admitted rate about two run at a time, so this bound only bites under overload; it is wide
-/// enough that model-backed turns (seconds each) still run many at once.
-const MAX_TURNS: usize = 64;
 
 fn lease(intent_id: String, generation: u64, owner: String) -> ledger::Lease {
     ledger::Lease {
@@ -431,6 +408,8 @@ impl Delivery for Core {
     ) -> Result<Response<pb::SettleResponse>, Status> {
         let owner = peer(&req)?;
         let r = req.into_inner();
+        // Whatever the outcome, the reply is out of core's hands: the turn's slot is free.
+        self.pipeline.slots().settled(&r.intent_id);
         let report = match pb::DeliveryOutcome::try_from(r.outcome) {
             Ok(pb::DeliveryOutcome::KnownSent) => ledger::DeliveryReport::Sent {
                 message_id: r.message_id,
