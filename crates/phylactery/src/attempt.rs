@@ -243,6 +243,24 @@ impl Phylactery {
         Ok(())
     }
 
+    /// Whether a decision bound to exactly `payload_digest` was recorded on the run. Core asks
+    /// it after a restart, for effects it otherwise tracks in memory (an `/ask`'s deferred
+    /// acknowledgement, whose answer must then edit the original instead of calling back).
+    pub async fn decision_recorded_for(
+        &self,
+        run: &RunId,
+        payload_digest: &Sha256Digest,
+    ) -> Result<bool> {
+        Ok(self
+            .pool()
+            .fetch_optional(
+                "SELECT decision_id FROM egress_decision_ref WHERE run_id = $1 AND payload_digest = $2 LIMIT 1",
+                &args![&run.0, payload_digest.to_string()],
+            )
+            .await?
+            .is_some())
+    }
+
     /// Persists a new attempt under a recorded, unused, unexpired decision whose destination and
     /// payload digest match the attempt exactly.
     ///

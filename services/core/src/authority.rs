@@ -221,6 +221,26 @@ impl DeliveryAuthority {
         .await
     }
 
+    /// Whether the turn's interaction was acknowledged (its type-5 decision is on the run): the
+    /// ledger's answer to what [`crate::deferral::Deferrals`] knows in memory, for a core that
+    /// restarted between the acknowledgement and the answer's claim.
+    pub async fn acknowledged(
+        &self,
+        turn: &ledger::TurnId,
+        interaction_id: &str,
+    ) -> Result<bool, Status> {
+        let Ok(interaction_id) = interaction_id.parse::<Snowflake>() else {
+            return Ok(false);
+        };
+        let run = ledger::ids::run_id(turn, PATTERN.0, PATTERN.1);
+        // The type-5 body is the same for every interaction; the run makes it this one's.
+        let ack = DeferredAck { interaction_id };
+        self.vault
+            .decision_recorded_for(&run, &Sha256Digest::of(ack.body_bytes()))
+            .await
+            .map_err(|e| Status::unavailable(format!("ledger: {}", e.code())))
+    }
+
     /// Asks ward for a decision bound to `destination` and `content_digest` on the turn's Sigil
     /// and records it on the turn's run.
     async fn issue_bound(

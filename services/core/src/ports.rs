@@ -164,6 +164,23 @@ impl Core {
         })
     }
 
+    /// Whether the effect's reply edits its interaction's deferred original: known in memory
+    /// since the acknowledgement, or from the ledger after a restart (the acknowledgement's
+    /// decision is on the run), so a restart never turns an edit into a second callback.
+    async fn answer_edits(
+        &self,
+        turn: &ledger::TurnId,
+        effect: &DiscordEffect,
+    ) -> Result<bool, Status> {
+        let Some(i) = effect.interaction.as_ref().filter(|i| !i.follow_up) else {
+            return Ok(false);
+        };
+        if self.deferrals.answer_edits(&i.interaction_id) {
+            return Ok(true);
+        }
+        self.authority.acknowledged(turn, &i.interaction_id).await
+    }
+
     /// Serves operator A2A tasks through `route`.
     pub fn with_intercom(mut self, route: Option<crate::intercom::IntercomRoute>) -> Self {
         self.intercom = route;
@@ -338,10 +355,7 @@ impl Delivery for Core {
         // No decision, no send. A refusal that can never lift ends the intent NOT_ATTEMPTED;
         // otherwise it stays leased (unsent) and a reclaim after the lease asks again.
         // The answer to an acknowledged interaction edits its original response.
-        let edits = effect
-            .interaction
-            .as_ref()
-            .is_some_and(|i| !i.follow_up && self.deferrals.answer_edits(&i.interaction_id));
+        let edits = self.answer_edits(&c.turn_id, &effect).await?;
         let issued = match self.authority.issue(&c, &effect, &base, edits).await? {
             Ok(d) => d,
             Err(refused) => {
@@ -503,6 +517,8 @@ impl Delivery for Core {
             let (interaction_id, application_id, sealed_interaction_token) =
                 InteractionEffect::wire(&effect.interaction);
             intents.push(pb::DeliveryIntent {
+                // A resumed gate reconciles an UNKNOWN edit by reading `@original` for it.
+                interaction_deferred: self.answer_edits(&r.turn_id, &effect).await?,
                 interaction_follow_up: InteractionEffect::is_follow_up(&effect.interaction),
                 interaction_id,
                 application_id,
