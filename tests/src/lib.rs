@@ -460,3 +460,42 @@ pub fn cited_urls(
         })
         .collect()
 }
+
+/// The `type` of every interaction callback the emulator received for `interaction`, in order
+/// (4: the answer; 5: a deferred acknowledgement).
+pub fn callback_types(em: &reach_discord_emulator::Emulator, interaction: u64) -> Vec<u64> {
+    em.callback_requests()
+        .iter()
+        .filter(|c| c.interaction_id == interaction)
+        .filter_map(|c| c.body["type"].as_u64())
+        .collect()
+}
+
+/// A body with the model Portal on `model`, admitting `channel`, whose core acknowledges an
+/// `/ask` first when its answer is not committed within `defer_ms`; the emulator takes an
+/// interaction's first response within `window`.
+pub async fn start_deferring(
+    channel: u64,
+    model: &reach_model_emulator::ModelEmulator,
+    defer_ms: i64,
+    window: std::time::Duration,
+) -> (TestBody, reach_discord_emulator::Emulator) {
+    let (body, em) = TestBody::start_with_emulator_configured(
+        Default::default(),
+        &[channel],
+        |manifest, layout| {
+            configure_portal(manifest, layout, model, false);
+            let core = manifest
+                .roles
+                .iter_mut()
+                .find(|r| r.name.as_str() == "core")
+                .expect("core");
+            core.settings
+                .insert("interaction_defer_ms".into(), defer_ms.into());
+        },
+        "info",
+    )
+    .await;
+    em.set_interaction_window(window);
+    (body, em)
+}

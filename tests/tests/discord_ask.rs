@@ -11,25 +11,11 @@ use std::time::{Duration, Instant};
 use reach_discord::render::{ChannelPolicy, TurnView, render};
 use reach_discord_emulator::{Fault, User};
 use reach_model_emulator::{ModelEmulator, Script};
-use reach_tests::{TestBody, cited_urls, configure_portal, trail_until};
+use reach_tests::{TestBody, cited_urls, configure_portal, eventually, trail_until};
 
 const CHANNEL: u64 = 1_100_000_000_000_000_300;
 /// A bound on waiting for an effect, so a failure is a clear message rather than a hang.
 const WAIT: Duration = Duration::from_secs(30);
-
-async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen within {WAIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// Every file under `dir` whose bytes contain `needle`.
 fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
@@ -74,7 +60,7 @@ async fn an_ask_is_answered_by_one_callback_and_its_token_stays_sealed() {
         "ask",
         "How does a port authenticate a call?",
     );
-    let reply = eventually("the interaction's reply", || {
+    let reply = eventually(WAIT, "the interaction's reply", || {
         em.bot_messages(CHANNEL)
             .into_iter()
             .find(|m| m.interaction_id == Some(i1))
@@ -117,7 +103,7 @@ async fn an_ask_is_answered_by_one_callback_and_its_token_stays_sealed() {
     em.script_redelivery_on_resume(3);
     assert!(em.drop_connection());
     let i2 = em.post_interaction(CHANNEL, &asker, "ask", "How do I rotate the trust root?");
-    eventually("the second interaction's reply", || {
+    eventually(WAIT, "the second interaction's reply", || {
         em.bot_messages(CHANNEL)
             .into_iter()
             .find(|m| m.interaction_id == Some(i2))
@@ -228,7 +214,7 @@ async fn a_long_ask_answer_is_one_callback_then_follow_ups() {
         "ask",
         "How does a port authenticate a call?",
     );
-    eventually("the model call", || {
+    eventually(WAIT, "the model call", || {
         (!model.requests().is_empty()).then_some(())
     })
     .await;
@@ -240,7 +226,7 @@ async fn a_long_ask_answer_is_one_callback_then_follow_ups() {
         ChannelPolicy::PostRefusals,
     );
     assert!(expected.len() >= 2, "{expected:?}");
-    eventually("every part", || {
+    eventually(WAIT, "every part", || {
         (em.bot_messages(CHANNEL).len() >= expected.len()).then_some(())
     })
     .await;

@@ -5,12 +5,12 @@
 //! within its budget, and the answer then edits the interaction's original response — one
 //! message, never a second callback. A fast answer is still one type-4 callback.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reach_discord::delivery::FLAG_LOADING;
 use reach_discord_emulator::{Fault, User};
 use reach_model_emulator::{ModelEmulator, Script};
-use reach_tests::{TestBody, configure_portal, trail_until};
+use reach_tests::{callback_types, eventually, start_deferring, trail_until};
 
 const CHANNEL: u64 = 1_100_000_000_000_000_310;
 const WAIT: Duration = Duration::from_secs(30);
@@ -18,48 +18,10 @@ const WAIT: Duration = Duration::from_secs(30);
 const WINDOW: Duration = Duration::from_millis(2_000);
 const BUDGET_MS: i64 = 800;
 
-async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen within {WAIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn callback_types(em: &reach_discord_emulator::Emulator, interaction: u64) -> Vec<u64> {
-    em.callback_requests()
-        .iter()
-        .filter(|c| c.interaction_id == interaction)
-        .filter_map(|c| c.body["type"].as_u64())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_ask_is_acknowledged_then_answered_by_editing_its_original() {
     let model = ModelEmulator::start().await.expect("model emulator");
-    let (body, em) = TestBody::start_with_emulator_configured(
-        Default::default(),
-        &[CHANNEL],
-        |manifest, layout| {
-            configure_portal(manifest, layout, &model, false);
-            let core = manifest
-                .roles
-                .iter_mut()
-                .find(|r| r.name.as_str() == "core")
-                .expect("core");
-            core.settings
-                .insert("interaction_defer_ms".into(), BUDGET_MS.into());
-        },
-        "info",
-    )
-    .await;
-    em.set_interaction_window(WINDOW);
+    let (body, em) = start_deferring(CHANNEL, &model, BUDGET_MS, WINDOW).await;
     let mut operator = body.operator_after_genesis("deferred ask").await;
     let asker = User::human(1_100_000_000_000_000_610, "asker");
 
@@ -121,7 +83,7 @@ async fn a_slow_ask_is_acknowledged_then_answered_by_editing_its_original() {
     // A fast answer is not deferred: one type-4 callback, no edit.
     let i2 = em.post_interaction(CHANNEL, &asker, "ask", "How do I rotate the trust root?");
     trail_until(&mut operator, &i2.to_string(), "KNOWN_SENT", WAIT).await;
-    eventually("the fast reply", || {
+    eventually(WAIT, "the fast reply", || {
         em.bot_messages(CHANNEL)
             .into_iter()
             .find(|m| m.interaction_id == Some(i2))

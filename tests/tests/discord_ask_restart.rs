@@ -9,41 +9,17 @@ use std::time::Duration;
 use reach_discord::delivery::FLAG_LOADING;
 use reach_discord_emulator::User;
 use reach_model_emulator::{ModelEmulator, Script};
-use reach_tests::{TestBody, configure_portal, eventually, trail_until};
+use reach_tests::{callback_types, eventually, start_deferring, trail_until};
 
 const CHANNEL: u64 = 1_100_000_000_000_000_320;
 const WAIT: Duration = Duration::from_secs(30);
 const WINDOW: Duration = Duration::from_millis(2_000);
 const BUDGET_MS: i64 = 800;
 
-fn callback_types(em: &reach_discord_emulator::Emulator, interaction: u64) -> Vec<u64> {
-    em.callback_requests()
-        .iter()
-        .filter(|c| c.interaction_id == interaction)
-        .filter_map(|c| c.body["type"].as_u64())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_claimed_after_a_core_restart_still_edits_the_acknowledged_original() {
     let model = ModelEmulator::start().await.expect("model emulator");
-    let (mut body, em) = TestBody::start_with_emulator_configured(
-        Default::default(),
-        &[CHANNEL],
-        |manifest, layout| {
-            configure_portal(manifest, layout, &model, false);
-            let core = manifest
-                .roles
-                .iter_mut()
-                .find(|r| r.name.as_str() == "core")
-                .expect("core");
-            core.settings
-                .insert("interaction_defer_ms".into(), BUDGET_MS.into());
-        },
-        "info",
-    )
-    .await;
-    em.set_interaction_window(WINDOW);
+    let (mut body, em) = start_deferring(CHANNEL, &model, BUDGET_MS, WINDOW).await;
     let mut operator = body.operator_after_genesis("ask across a restart").await;
     let asker = User::human(1_100_000_000_000_000_620, "asker");
 

@@ -264,40 +264,13 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         follow_up: &FollowUp,
         token: &InteractionToken,
     ) -> CreateOutcome {
-        if !token_is_path_safe(&token.0) {
-            return CreateOutcome::NotSent {
-                reason: "discord/interaction-token".into(),
-            };
-        }
-        let (admitted, stream) = match self.open().await {
-            Ok(open) => open,
-            Err(e) => {
-                return CreateOutcome::NotSent {
-                    reason: e.code().to_owned(),
-                };
-            }
-        };
-        let path = follow_up_url("", application, &token.0);
-        let request = match self.request_without_bot_token(
-            &admitted,
+        self.token_webhook(
+            token,
             Method::POST,
-            &path,
-            Bytes::from(follow_up.body_bytes()),
-        ) {
-            Ok(r) => r,
-            Err(_) => {
-                return CreateOutcome::NotSent {
-                    reason: "discord/request-build".into(),
-                };
-            }
-        };
-        match fetch(stream, request, &create_bounds()).await {
-            Ok(response) => classify(response.status.as_u16(), &response.headers, &response.body),
-            Err(ReturnError::Request(e)) => CreateOutcome::NotSent {
-                reason: e.code().to_owned(),
-            },
-            Err(e) => CreateOutcome::Unknown { reason: e.code() },
-        }
+            |t| follow_up_url("", application, t),
+            follow_up.body_bytes(),
+        )
+        .await
     }
 
     /// One edit of a deferred interaction's original response:
@@ -309,6 +282,24 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         application: Snowflake,
         edit: &OriginalEdit,
         token: &InteractionToken,
+    ) -> CreateOutcome {
+        self.token_webhook(
+            token,
+            Method::PATCH,
+            |t| original_response_url("", application, t),
+            edit.body_bytes(),
+        )
+        .await
+    }
+
+    /// One webhook request the interaction token authorizes (no bot token), with the token
+    /// only in its path, classified like a Create Message.
+    async fn token_webhook(
+        &self,
+        token: &InteractionToken,
+        method: Method,
+        path: impl FnOnce(&str) -> String,
+        body: Vec<u8>,
     ) -> CreateOutcome {
         if !token_is_path_safe(&token.0) {
             return CreateOutcome::NotSent {
@@ -323,20 +314,16 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
                 };
             }
         };
-        let path = original_response_url("", application, &token.0);
-        let request = match self.request_without_bot_token(
-            &admitted,
-            Method::PATCH,
-            &path,
-            Bytes::from(edit.body_bytes()),
-        ) {
-            Ok(r) => r,
-            Err(_) => {
-                return CreateOutcome::NotSent {
-                    reason: "discord/request-build".into(),
-                };
-            }
-        };
+        let path = path(&token.0);
+        let request =
+            match self.request_without_bot_token(&admitted, method, &path, Bytes::from(body)) {
+                Ok(r) => r,
+                Err(_) => {
+                    return CreateOutcome::NotSent {
+                        reason: "discord/request-build".into(),
+                    };
+                }
+            };
         match fetch(stream, request, &create_bounds()).await {
             Ok(response) => classify(response.status.as_u16(), &response.headers, &response.body),
             Err(ReturnError::Request(e)) => CreateOutcome::NotSent {
