@@ -473,12 +473,13 @@ pub fn callback_types(em: &reach_discord_emulator::Emulator, interaction: u64) -
 
 /// A body with the model Portal on `model`, admitting `channel`, whose core acknowledges an
 /// `/ask` first when its answer is not committed within `defer_ms`; the emulator takes an
-/// interaction's first response within `window`.
+/// interaction's first response within `window`. `core_settings` may set more of core's.
 pub async fn start_deferring(
     channel: u64,
     model: &reach_model_emulator::ModelEmulator,
     defer_ms: i64,
     window: std::time::Duration,
+    core_settings: impl FnOnce(&mut toml::Table),
 ) -> (TestBody, reach_discord_emulator::Emulator) {
     let (body, em) = TestBody::start_with_emulator_configured(
         Default::default(),
@@ -492,6 +493,7 @@ pub async fn start_deferring(
                 .expect("core");
             core.settings
                 .insert("interaction_defer_ms".into(), defer_ms.into());
+            core_settings(&mut core.settings);
         },
         "info",
     )

@@ -21,7 +21,7 @@ const BUDGET_MS: i64 = 800;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_ask_is_acknowledged_then_answered_by_editing_its_original() {
     let model = ModelEmulator::start().await.expect("model emulator");
-    let (body, em) = start_deferring(CHANNEL, &model, BUDGET_MS, WINDOW).await;
+    let (body, em) = start_deferring(CHANNEL, &model, BUDGET_MS, WINDOW, |_| {}).await;
     let mut operator = body.operator_after_genesis("deferred ask").await;
     let asker = User::human(1_100_000_000_000_000_610, "asker");
 
@@ -124,5 +124,52 @@ async fn a_slow_ask_is_acknowledged_then_answered_by_editing_its_original() {
             .any(|m| m.interaction_id == Some(i3))
     );
     println!("{trail}");
+    body.stop().await;
+}
+
+/// In a channel whose refusals are silent, an `/ask` that was acknowledged before its answer was
+/// refused cannot stay silent: Discord shows "thinking…" until the original is edited, so the
+/// refusal text is the edit. Without the acknowledgement the same refusal posts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledged_ask_refused_in_a_silent_channel_still_gets_the_refusal_text() {
+    const SILENT: u64 = 1_100_000_000_000_000_330;
+    let model = ModelEmulator::start().await.expect("model emulator");
+    let (body, em) = start_deferring(SILENT, &model, BUDGET_MS, WINDOW, |core| {
+        let mut by_channel = toml::Table::new();
+        by_channel.insert(SILENT.to_string(), "silent".into());
+        core.insert("refusals_by_channel".into(), by_channel.into());
+    })
+    .await;
+    let mut operator = body.operator_after_genesis("silent deferred refusal").await;
+    let asker = User::human(1_100_000_000_000_000_630, "asker");
+
+    // Slow, then a hallucinated citation: quarantined, the turn is REFUSED after the ack.
+    model.script(Script::Late(
+        WINDOW + Duration::from_millis(800),
+        Box::new(Script::Cites(7)),
+    ));
+    let i1 = em.post_interaction(SILENT, &asker, "ask", "How do I rotate the trust root?");
+    let trail = trail_until(&mut operator, &i1.to_string(), "KNOWN_SENT", WAIT).await;
+    assert!(trail.contains("state=REFUSED"), "{trail}");
+    assert_eq!(callback_types(&em, i1), vec![5]);
+    let mine: Vec<_> = em
+        .bot_messages(SILENT)
+        .into_iter()
+        .filter(|m| m.interaction_id == Some(i1))
+        .collect();
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert!(
+        mine[0].content.contains("won't guess"),
+        "{}",
+        mine[0].content
+    );
+    assert_eq!(mine[0].flags & FLAG_LOADING, 0, "no longer 'thinking'");
+
+    // The same refusal, fast (no acknowledgement): the silent channel gets nothing.
+    model.script(Script::Cites(7));
+    let i2 = em.post_interaction(SILENT, &asker, "ask", "What happens when a vault is lost?");
+    let trail = trail_until(&mut operator, &i2.to_string(), "state=REFUSED", WAIT).await;
+    assert!(!trail.contains("DiscordDeliveryIntent"), "{trail}");
+    assert!(callback_types(&em, i2).is_empty());
     body.stop().await;
 }

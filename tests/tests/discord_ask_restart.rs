@@ -19,7 +19,7 @@ const BUDGET_MS: i64 = 800;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_claimed_after_a_core_restart_still_edits_the_acknowledged_original() {
     let model = ModelEmulator::start().await.expect("model emulator");
-    let (mut body, em) = start_deferring(CHANNEL, &model, BUDGET_MS, WINDOW).await;
+    let (mut body, em) = start_deferring(CHANNEL, &model, BUDGET_MS, WINDOW, |_| {}).await;
     let mut operator = body.operator_after_genesis("ask across a restart").await;
     let asker = User::human(1_100_000_000_000_000_620, "asker");
 

@@ -59,6 +59,9 @@ pub enum Script {
     Status(u16),
     /// Waits this long before the response head, then answers [`Script::Good`].
     Slow(Duration),
+    /// Waits this long before the response head, then answers as the inner script (a slow
+    /// answer that is then quarantined, for instance).
+    Late(Duration, Box<Script>),
     /// Answers as another model.
     WrongModel,
     /// Exactly this text, stopped normally.
@@ -298,7 +301,13 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
         return error(400, "invalid_request_error", "model is required");
     };
     let passages = received.user_message().matches("\n<<<\n").count() as u32;
+    let mut script = script;
+    while let Script::Late(wait, then) = script {
+        tokio::time::sleep(wait).await;
+        script = *then;
+    }
     let answer = match script {
+        Script::Late(..) => unreachable!("unwrapped above"),
         Script::Status(code) => return error(code, "server_error", "scripted failure"),
         Script::Slow(wait) => {
             tokio::time::sleep(wait).await;

@@ -18,7 +18,7 @@ use reach_corpus::{
     ActiveSnapshot, BundleOutcome, RetrievalLimits, RetrievalRefusal, extractive_answer,
 };
 use reach_digest::Sha256Digest;
-use reach_discord::render::{Citation, RefusalPolicy, TurnView, render};
+use reach_discord::render::{ChannelPolicy, Citation, RefusalPolicy, TurnView, render};
 use reach_phylactery as ledger;
 use reach_phylactery::{Phylactery, TurnState};
 use reach_portal::{CutInput, EvidenceIn, Expectation, ProviderReturn};
@@ -138,10 +138,24 @@ impl Pipeline {
     /// it until that intent settles.
     pub async fn run(&self, turn: ledger::TurnId, req: AdmitRequest) {
         let (outcome, sigil_id, slot) = self.decide(&turn, &req).await;
+        let interaction = interaction(&req);
+        // An acknowledged `/ask` shows "thinking…" until its original is edited: silence is no
+        // longer possible there, so its refusal is posted even in a silent channel. (Asking
+        // also ends the chance of an acknowledgement from here on, so none can follow a
+        // silent refusal.)
+        let acknowledged = match (&interaction, &self.deferrals) {
+            (Some(i), Some(d)) => d.answer_edits(&i.interaction_id),
+            _ => false,
+        };
+        let policy = if acknowledged {
+            ChannelPolicy::PostRefusals
+        } else {
+            self.policy.for_channel(&req.channel_id)
+        };
         let mut parts = outcome
             .view
             .as_ref()
-            .map(|v| render(v, self.policy.for_channel(&req.channel_id)))
+            .map(|v| render(v, policy))
             .unwrap_or_default();
         // One intent per part, each sending exactly its part (egress-discord posts `parts[0]`):
         // part 1 is PENDING with the turn, each later part only once the one before it is
@@ -153,7 +167,6 @@ impl Pipeline {
         // An `/ask` interaction is answered by its callback (part 1, carrying the sealed token);
         // Discord takes one callback per interaction, so later parts are its follow-up messages
         // (each carrying the sealed token too).
-        let interaction = interaction(&req);
         let specs: Vec<ledger::DeliveryIntentSpec> = parts
             .into_iter()
             .enumerate()
