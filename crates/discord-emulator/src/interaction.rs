@@ -19,7 +19,7 @@ use http::{Method, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::{Value, json};
 
-use crate::rest::{DropConnection, Reply, error, respond};
+use crate::rest::{DropConnection, Reply, before_commit, error, respond};
 use crate::{
     CallbackRequest, EditRequest, EmulatedMessage, Fault, INTERACTION_RESPONSE_WINDOW, Inner,
     ReadRequest, message_json,
@@ -118,19 +118,8 @@ fn callback(inner: &Inner, id: &str, token: &str, req: &Received<'_>) -> Reply {
         return unknown_interaction();
     };
     let fault = state.callback_faults.pop_front();
-    match &fault {
-        Some(Fault::RateLimit { retry_after }) => {
-            return respond(
-                429,
-                json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false}),
-            );
-        }
-        Some(Fault::ServerError { status }) => {
-            return error(*status, 0, "500: Internal Server Error");
-        }
-        Some(Fault::Reject { status, code }) => return error(*status, *code, "Rejected"),
-        Some(Fault::DropBeforeCommit) => return Err(DropConnection),
-        Some(Fault::CommitThenDrop) | None => {}
+    if let Some(reply) = before_commit(fault.as_ref()) {
+        return reply;
     }
     if record.original.is_some() {
         return error(400, 40060, "Interaction has already been acknowledged.");
@@ -249,19 +238,8 @@ fn edit(inner: &Inner, application: &str, token: &str, req: &Received<'_>) -> Re
         return error(404, 10015, "Unknown Webhook");
     };
     let fault = state.edit_faults.pop_front();
-    match &fault {
-        Some(Fault::RateLimit { retry_after }) => {
-            return respond(
-                429,
-                json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false}),
-            );
-        }
-        Some(Fault::ServerError { status }) => {
-            return error(*status, 0, "500: Internal Server Error");
-        }
-        Some(Fault::Reject { status, code }) => return error(*status, *code, "Rejected"),
-        Some(Fault::DropBeforeCommit) => return Err(DropConnection),
-        Some(Fault::CommitThenDrop) | None => {}
+    if let Some(reply) = before_commit(fault.as_ref()) {
+        return reply;
     }
     let Some(message_id) = record.original else {
         return error(404, 10008, "Unknown Message");
@@ -311,19 +289,8 @@ fn follow_up(inner: &Inner, application: &str, token: &str, req: &Received<'_>) 
         return error(404, 10015, "Unknown Webhook");
     };
     let fault = state.follow_up_faults.pop_front();
-    match &fault {
-        Some(Fault::RateLimit { retry_after }) => {
-            return respond(
-                429,
-                json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false}),
-            );
-        }
-        Some(Fault::ServerError { status }) => {
-            return error(*status, 0, "500: Internal Server Error");
-        }
-        Some(Fault::Reject { status, code }) => return error(*status, *code, "Rejected"),
-        Some(Fault::DropBeforeCommit) => return Err(DropConnection),
-        Some(Fault::CommitThenDrop) | None => {}
+    if let Some(reply) = before_commit(fault.as_ref()) {
+        return reply;
     }
     let content = body.get("content").and_then(Value::as_str).unwrap_or("");
     if content.is_empty() || content.chars().count() > MAX_CONTENT_CHARS {

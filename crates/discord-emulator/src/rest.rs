@@ -68,6 +68,31 @@ pub(crate) fn respond(status: u16, body: Value) -> Reply {
     Ok(r)
 }
 
+/// The reply of a scripted fault that strikes before anything is committed (`None`: go on and
+/// commit; a `CommitThenDrop` drops the connection after the commit).
+pub(crate) fn before_commit(fault: Option<&Fault>) -> Option<Reply> {
+    Some(match fault? {
+        Fault::RateLimit { retry_after } => {
+            let r = respond(
+                429,
+                json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false}),
+            );
+            r.map(|mut r| {
+                if let Ok(v) =
+                    http::HeaderValue::from_str(&format!("{}", retry_after.ceil() as u64))
+                {
+                    r.headers_mut().insert("retry-after", v);
+                }
+                r
+            })
+        }
+        Fault::ServerError { status } => error(*status, 0, "500: Internal Server Error"),
+        Fault::Reject { status, code } => error(*status, *code, "Rejected"),
+        Fault::DropBeforeCommit => Err(DropConnection),
+        Fault::CommitThenDrop => return None,
+    })
+}
+
 pub(crate) fn error(status: u16, code: u64, message: &str) -> Reply {
     respond(status, json!({"message": message, "code": code}))
 }
@@ -132,23 +157,8 @@ fn create(inner: &Inner, channel: u64, body: &[u8]) -> Reply {
         received_at: Instant::now(),
     });
     let fault = state.faults.pop_front();
-    match &fault {
-        Some(Fault::RateLimit { retry_after }) => {
-            let mut r = respond(
-                429,
-                json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false}),
-            )?;
-            if let Ok(v) = http::HeaderValue::from_str(&format!("{}", retry_after.ceil() as u64)) {
-                r.headers_mut().insert("retry-after", v);
-            }
-            return Ok(r);
-        }
-        Some(Fault::ServerError { status }) => {
-            return error(*status, 0, "500: Internal Server Error");
-        }
-        Some(Fault::Reject { status, code }) => return error(*status, *code, "Rejected"),
-        Some(Fault::DropBeforeCommit) => return Err(DropConnection),
-        Some(Fault::CommitThenDrop) | None => {}
+    if let Some(reply) = before_commit(fault.as_ref()) {
+        return reply;
     }
     let content = body.get("content").and_then(Value::as_str).unwrap_or("");
     if content.is_empty() {
