@@ -96,6 +96,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "lean_guards",
         sql: include_str!("../../migrations/postgres/0008_lean_guards.sql"),
     },
+    Migration {
+        version: 9,
+        name: "hot_turn_update",
+        sql: include_str!("../../migrations/postgres/0009_hot_turn_update.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS phylactery_migration (
