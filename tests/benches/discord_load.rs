@@ -426,6 +426,7 @@ async fn main() {
     // 3. Overload: five times the admitted rate.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let hb_before = em.gateway_counts();
+    let over_cpu_before = cpu_snapshot(&pids);
     let over = post(
         &em,
         channels,
@@ -446,6 +447,22 @@ async fn main() {
         ms(pct(&over_lat, 0.99)),
         hb.heartbeats - hb_before.heartbeats,
         ms(hb.heartbeat_late_max),
+    );
+    // CPU per offered event over the burst and its drain, refused and answered alike.
+    let over_cpu: Vec<String> = over_cpu_before
+        .iter()
+        .zip(&cpu_snapshot(&pids))
+        .filter(|((_, b), (_, a))| a > b)
+        .map(|((role, b), (_, a))| {
+            format!(
+                "{role} {:.2}",
+                (a - b) as f64 * 10.0 / over.len().max(1) as f64
+            )
+        })
+        .collect();
+    println!(
+        "  cpu per offered event under overload (ms): {}",
+        over_cpu.join(", ")
     );
     let [queued, turned, delivered] = stages(&mut operator, &over, &r).await;
     println!(
