@@ -6,6 +6,11 @@
 //! With concurrent workers the chain's synced steps share WAL flushes (group commit); the bare
 //! loop's commits on SQLite's single writer each pay their own.
 //!
+//! Each backend runs the chain two ways: with the admission flushed beside the turn's commit
+//! (`admit_unflushed`, what core's admission port does: the turn starts beside the flush and
+//! the edge is answered after it), and with the admission synced before the turn starts
+//! (`admit`). Both end with every step committed and the admission durable.
+//!
 //! A plain bench binary (`harness = false`) because the figures of interest are rates and their
 //! ratio, not criterion's per-iteration statistics.
 //!
@@ -13,7 +18,7 @@
 //! `REACH_BENCH_EVENTS` sets N (default 2000), `REACH_BENCH_WORKERS` the concurrent workers of
 //! the second comparison (default 8; the same for the bare loop and the chain). PostgreSQL runs
 //! when `REACH_TEST_DATABASE_URL` is set. The load average is printed before and after: other
-//! builds on the machine move every figure.
+//! builds on the machine move every figure. `REACH_BENCH_KEEP_SCHEMA` keeps the PostgreSQL schema.
 #![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 use std::sync::Arc;
@@ -102,7 +107,34 @@ struct Steps([Duration; 5]);
 
 const STEP_NAMES: [&str; 5] = ["admit", "turn+intent", "claim", "submitting", "settle"];
 
-async fn chain(p: &Phylactery, n: u64, steps: &mut Steps) {
+/// How the chain makes its admission durable.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Admit {
+    /// `admit`: synced before the turn starts.
+    Synced,
+    /// `admit_unflushed`, its flush awaited beside the turn's commit: what core's admission
+    /// port does (the turn starts beside the flush; the edge is answered after it).
+    BesideTurn,
+}
+
+impl Admit {
+    fn label(self) -> &'static str {
+        match self {
+            Admit::Synced => "admission synced first",
+            Admit::BesideTurn => "admission flushed beside the turn, as core does",
+        }
+    }
+
+    /// Keeps the event ids (and bare ids) of the two variants apart in one database.
+    fn id_base(self) -> u64 {
+        match self {
+            Admit::Synced => 0,
+            Admit::BesideTurn => 100_000_000,
+        }
+    }
+}
+
+async fn chain(p: &Phylactery, n: u64, admit: Admit, steps: &mut Steps) {
     let mut t = Instant::now();
     let mut lap = |i: usize| {
         let now = Instant::now();
@@ -120,23 +152,33 @@ async fn chain(p: &Phylactery, n: u64, steps: &mut Steps) {
         payload_digest: Sha256Digest::of(n.to_be_bytes()),
         habitat: "habitat-docs".into(),
     };
-    let a = p.admit(&req).await.expect("admit");
+    let (a, flush) = match admit {
+        Admit::Synced => (p.admit(&req).await.expect("admit"), None),
+        Admit::BesideTurn => {
+            let (a, flush) = p.admit_unflushed(&req).await.expect("admit");
+            (a, Some(flush))
+        }
+    };
     lap(0);
-    let c = p
-        .commit_turn(
-            &a.status().turn_id,
-            &TurnCommit {
-                outcome: TurnState::Succeeded,
-                reason: None,
-                answer_digest: Some(Sha256Digest::of(b"answer")),
-                intent: Some(DeliveryIntentSpec {
-                    effect: format!("create_message channel=c reply_to=bench-{n}"),
-                    payload_digest: Sha256Digest::of(b"body"),
-                }),
-            },
-        )
-        .await
-        .expect("commit turn");
+    let turn = TurnCommit {
+        outcome: TurnState::Succeeded,
+        reason: None,
+        answer_digest: Some(Sha256Digest::of(b"answer")),
+        intent: Some(DeliveryIntentSpec {
+            effect: format!("create_message channel=c reply_to=bench-{n}"),
+            payload_digest: Sha256Digest::of(b"body"),
+        }),
+    };
+    let commit = p.commit_turn(&a.status().turn_id, &turn);
+    let c = match flush {
+        None => commit.await,
+        Some(flush) => {
+            let (durable, c) = tokio::join!(flush.durable(), commit);
+            durable.expect("admission flush");
+            c
+        }
+    }
+    .expect("commit turn");
     lap(1);
     let intent = c.intent.expect("intent").0;
     let claimed = p
@@ -160,18 +202,19 @@ async fn chain(p: &Phylactery, n: u64, steps: &mut Steps) {
 
 /// Runs [`measure_here`] in a runtime task, where core's handlers run (the `block_on` thread is
 /// not a runtime worker, so every wake-up there is an extra thread hand-off).
-async fn measure(label: &'static str, p: &Phylactery, bare_db: &Bare, n: u64) {
+async fn measure(label: &'static str, p: &Phylactery, bare_db: &Bare, n: u64, admit: Admit) {
     let (p, bare_db) = (p.clone(), bare_db.clone());
-    tokio::spawn(async move { measure_here(label, &p, &bare_db, n).await })
+    tokio::spawn(async move { measure_here(label, &p, &bare_db, n, admit).await })
         .await
         .expect("sequential loop");
 }
 
-async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64) {
+async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, admit: Admit) {
+    let base = admit.id_base();
     // Warm both paths (statement caches, pool connections) outside the timed loops.
     for i in 0..20 {
-        bare_db.insert(-(i as i64) - 1).await;
-        chain(p, u64::MAX - i, &mut Steps::default()).await;
+        bare_db.insert(-((base + i) as i64) - 1).await;
+        chain(p, u64::MAX - base - i, admit, &mut Steps::default()).await;
     }
     // Interleaved rounds, so load drifting on the machine (other builds) weighs on both loops
     // alike instead of on whichever ran second.
@@ -182,12 +225,12 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64) {
     for r in 0..ROUNDS {
         let t = Instant::now();
         for i in r * chunk..(r + 1) * chunk {
-            bare_db.insert(i as i64).await;
+            bare_db.insert((base + i) as i64).await;
         }
         bare_time += t.elapsed();
         let t = Instant::now();
         for i in r * chunk..(r + 1) * chunk {
-            chain(p, i, &mut steps).await;
+            chain(p, base + i, admit, &mut steps).await;
         }
         chain_time += t.elapsed();
     }
@@ -195,8 +238,9 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64) {
     let bare = n as f64 / bare_time.as_secs_f64();
     let full = n as f64 / chain_time.as_secs_f64();
     println!(
-        "{label:<10} sequential   N={n:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%   (chain = 5 commits, 2 of them flushed before returning)",
-        100.0 * full / bare
+        "{label:<10} sequential   N={n:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%   ({})",
+        100.0 * full / bare,
+        admit.label()
     );
     let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
     let breakdown: Vec<String> = STEP_NAMES
@@ -213,12 +257,19 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64) {
 
 /// The same comparison with `workers` concurrent tasks for both loops (same N, same workers),
 /// so commits of different events can share a flush on both sides alike.
-async fn measure_concurrent(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, workers: u64) {
+async fn measure_concurrent(
+    label: &str,
+    p: &Phylactery,
+    bare_db: &Bare,
+    n: u64,
+    workers: u64,
+    admit: Admit,
+) {
     let per_worker = (n / workers / ROUNDS).max(1);
     let mut bare_time = Duration::ZERO;
     let mut chain_time = Duration::ZERO;
     for r in 0..ROUNDS {
-        let base = 1_000_000 + r * workers * per_worker;
+        let base = admit.id_base() + 1_000_000 + r * workers * per_worker;
         let t = Instant::now();
         let mut tasks = Vec::new();
         for w in 0..workers {
@@ -241,7 +292,7 @@ async fn measure_concurrent(label: &str, p: &Phylactery, bare_db: &Bare, n: u64,
             tasks.push(tokio::spawn(async move {
                 let mut steps = Steps::default();
                 for i in 0..per_worker {
-                    chain(&p, base + w * per_worker + i, &mut steps).await;
+                    chain(&p, base + w * per_worker + i, admit, &mut steps).await;
                 }
             }));
         }
@@ -254,9 +305,10 @@ async fn measure_concurrent(label: &str, p: &Phylactery, bare_db: &Bare, n: u64,
     let bare = total as f64 / bare_time.as_secs_f64();
     let full = total as f64 / chain_time.as_secs_f64();
     println!(
-        "{label:<10} {workers} workers    N={:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%",
+        "{label:<10} {workers} workers    N={:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%   ({})",
         total,
-        100.0 * full / bare
+        100.0 * full / bare,
+        admit.label()
     );
 }
 
@@ -291,8 +343,10 @@ fn main() {
         cfg.max_connections = workers as u32;
         let p = open(cfg).await;
         let bare_db = Bare::sqlite(&path).await;
-        measure("sqlite", &p, &bare_db, n).await;
-        measure_concurrent("sqlite", &p, &bare_db, n, workers).await;
+        for admit in [Admit::BesideTurn, Admit::Synced] {
+            measure("sqlite", &p, &bare_db, n, admit).await;
+            measure_concurrent("sqlite", &p, &bare_db, n, workers, admit).await;
+        }
         p.close().await;
         match std::env::var("REACH_TEST_DATABASE_URL") {
             Ok(url) => {
@@ -301,11 +355,17 @@ fn main() {
                 cfg.max_connections = workers as u32;
                 let p = open(cfg).await;
                 let bare_db = Bare::postgres(&url, &schema, workers as u32).await;
-                measure("postgres", &p, &bare_db, n).await;
-                measure_concurrent("postgres", &p, &bare_db, n, workers).await;
+                for admit in [Admit::BesideTurn, Admit::Synced] {
+                    measure("postgres", &p, &bare_db, n, admit).await;
+                    measure_concurrent("postgres", &p, &bare_db, n, workers, admit).await;
+                }
                 p.close().await;
-                // The schema is this run's alone; leave the database as it was found.
-                if let Bare::Postgres(pool) = &bare_db {
+                // The schema is this run's alone; leave the database as it was found, unless
+                // `REACH_BENCH_KEEP_SCHEMA` asks to keep it for a look at the server's plans.
+                let keep = std::env::var_os("REACH_BENCH_KEEP_SCHEMA").is_some();
+                if keep {
+                    println!("postgres   schema {schema} kept");
+                } else if let Bare::Postgres(pool) = &bare_db {
                     let ddl = format!("DROP SCHEMA \"{schema}\" CASCADE");
                     sqlx::raw_sql(sqlx::AssertSqlSafe(ddl))
                         .execute(pool)

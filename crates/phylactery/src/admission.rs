@@ -222,6 +222,13 @@ impl Phylactery {
             });
         }
         tx.commit().await?;
+        // The admission may have been read before its writer's flush (a write is visible once
+        // written, durable once flushed: `backend::Durability`). A synced replay answers the
+        // edge only for a durable admission, as a first admission does; an unflushed one leaves
+        // that to the caller's `AdmissionFlush`.
+        if durability == Durability::Synced {
+            self.pool().sync().await?;
+        }
         let status = self
             .admission_status(&committed_id)
             .await?

@@ -247,10 +247,10 @@ impl Phylactery {
                     .connect_with(opts.clone())
                     .await?;
                 Pool::Postgres {
-                    synced: Arc::new(backend::PgLane::new(opts.clone(), max)),
-                    // `synchronous_commit = off`: only for the commits `Durability::Deferred`
-                    // lists; the next synchronous commit's WAL flush covers them.
-                    deferred: Arc::new(backend::PgLane::new(
+                    flushes: Arc::new(backend::PgLane::new(opts.clone(), max)),
+                    // `synchronous_commit = off`: a synced write is flushed after it by a
+                    // synchronous commit on `flushes`, whose WAL flush covers it.
+                    writes: Arc::new(backend::PgLane::new(
                         opts.options([("synchronous_commit", "off")]),
                         max,
                     )),

@@ -57,20 +57,21 @@ async fn a_connection_the_server_dropped_is_replaced() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 
-    // The synced connection is gone: the first statement that meets it fails as a database
-    // error, and wrote nothing.
+    // The write lane's connection is gone: the first statement that meets it fails as a
+    // database error, and wrote nothing.
     let err = p.mark_submitting(&c1.lease).await.unwrap_err();
     assert_eq!(err.code(), "ledger/database", "{err}");
-    // The next statements get fresh connections: the chain goes on where it was.
+    // So is the connection that reads and flushes: the first read that meets it fails the same
+    // way, and the next one runs on a fresh connection.
+    let err = p.intent(&i1).await.unwrap_err();
+    assert_eq!(err.code(), "ledger/database", "{err}");
     assert_eq!(p.intent(&i1).await.unwrap().state, IntentState::Claimed);
+    // The chain goes on where it was, on fresh connections.
     p.mark_submitting(&c1.lease).await.unwrap();
-    // The deferred lane's connection was dropped too: its first statement fails the same way.
     let sent = DeliveryReport::Sent {
         message_id: "m-1".into(),
         platform_status: 200,
     };
-    let err = p.settle(&c1.lease, &sent).await.unwrap_err();
-    assert_eq!(err.code(), "ledger/database", "{err}");
     assert_eq!(
         p.settle(&c1.lease, &sent).await.unwrap(),
         IntentState::KnownSent

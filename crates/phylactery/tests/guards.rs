@@ -248,6 +248,73 @@ async fn database_alone_refuses_forbidden_transitions(db: Db) {
             "{db:?}: {what} refused for another reason: {err}"
         );
     }
+    // Rows outside the row rules and edges without their parent: refused by CHECK constraints
+    // and foreign keys on SQLite, by the row guard triggers on PostgreSQL (migration 10); the
+    // two word their refusals alike.
+    let i5 = admitted_intent(&p, 5).await;
+    let rows: [(&str, &'static str, &str); 9] = [
+        (
+            "an intent nonce over 25 characters",
+            "INSERT INTO discord_delivery_intent (intent_id, turn_id, part_no, seq, effect, payload_digest, nonce, state, generation, created_at)
+             SELECT 'int-raw', turn_id, 1, 9, 'e', 'd', 'n1234567890123456789012345', 'PENDING', 0, 1 FROM discord_delivery_intent WHERE state = 'NOT_ATTEMPTED'",
+            "check constraint",
+        ),
+        (
+            "a claim without a lease",
+            "UPDATE discord_delivery_intent SET state = 'CLAIMED', generation = generation + 1, lease_owner = NULL WHERE state = 'PENDING'",
+            "check constraint",
+        ),
+        (
+            "a claim at generation 0",
+            "UPDATE discord_delivery_intent SET state = 'CLAIMED', lease_owner = 'x', lease_expires_at = 1 WHERE state = 'PENDING'",
+            "check constraint",
+        ),
+        (
+            "an outcome without its SUBMITTING time",
+            "UPDATE discord_delivery_intent SET state = 'UNKNOWN', submitting_at = NULL WHERE state = 'SUBMITTING'",
+            "check constraint",
+        ),
+        (
+            "a sent delivery without its message id",
+            "INSERT INTO reach_delivery (intent_id, outcome, effect, payload_digest, nonce, claim_generation, settled_at)
+             SELECT intent_id, 'KNOWN_SENT', effect, payload_digest, nonce, generation, 1 FROM discord_delivery_intent WHERE state = 'SUBMITTING'",
+            "check constraint",
+        ),
+        (
+            "a terminal turn without its time",
+            "UPDATE reach_turn SET state = 'FAILED' WHERE state = 'OPEN'",
+            "check constraint",
+        ),
+        (
+            "an intent of no turn",
+            "INSERT INTO discord_delivery_intent (intent_id, turn_id, part_no, seq, effect, payload_digest, nonce, state, generation, created_at)
+             VALUES ('int-orphan', 'turn_none', 1, 1, 'e', 'd', 'n-orphan', 'PENDING', 0, 1)",
+            "foreign key constraint",
+        ),
+        (
+            "a delivery of no intent",
+            "INSERT INTO reach_delivery (intent_id, outcome, effect, payload_digest, nonce, claim_generation, message_id, settled_at)
+             VALUES ('int-none', 'KNOWN_SENT', 'e', 'd', 'n', 1, 'm-x', 1)",
+            "foreign key constraint",
+        ),
+        (
+            "a turn of no admission",
+            "INSERT INTO reach_turn (turn_id, admission_id, state, opened_at) VALUES ('turn_none', 'adm_none', 'OPEN', 1)",
+            "foreign key constraint",
+        ),
+    ];
+    for (what, sql, code) in rows {
+        let err = raw
+            .refused(sql)
+            .await
+            .unwrap_or_else(|| panic!("{db:?}: the database accepted {what}"));
+        assert!(
+            err.to_lowercase().contains(code),
+            "{db:?}: {what} refused for another reason: {err}"
+        );
+    }
+    assert_eq!(p.intent(&i5).await.unwrap().state, IntentState::Pending);
+
     // Nothing changed.
     assert_eq!(p.intent(&i1).await.unwrap().state, IntentState::KnownSent);
     assert_eq!(p.intent(&i2).await.unwrap().state, IntentState::Submitting);

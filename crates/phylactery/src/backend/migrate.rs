@@ -101,6 +101,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "hot_turn_update",
         sql: include_str!("../../migrations/postgres/0009_hot_turn_update.sql"),
     },
+    Migration {
+        version: 10,
+        name: "row_guards",
+        sql: include_str!("../../migrations/postgres/0010_row_guards.sql"),
+    },
 ];
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS phylactery_migration (

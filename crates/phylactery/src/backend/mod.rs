@@ -32,8 +32,14 @@ pub enum BackendKind {
 /// On SQLite every commit is appended to the WAL with `synchronous=NORMAL` under the one
 /// writer; a [`Durability::Synced`] commit then waits, after releasing the writer, for a
 /// [`GroupCommit`] flush of the WAL that began after it, so concurrent synced commits share one
-/// `fsync`. On PostgreSQL a deferred commit runs with `synchronous_commit = off` (the server
-/// groups the flushes of synchronous ones).
+/// `fsync`. On PostgreSQL every one-statement write commits with `synchronous_commit = off`,
+/// and a synced one then waits for a synchronous commit on another connection
+/// ([`Pool::sync`]), whose WAL flush covers it (the server groups concurrent flushes).
+///
+/// On both, a synced write is visible to readers before it is durable. That is safe because
+/// every action outside the host follows a synced write of the actor itself (admission's
+/// answer to the edge, attempt and intent SUBMITTING), whose flush covers everything written
+/// before it, and a replayed admission is answered only after a flush (`admit_with`).
 ///
 /// **Architecture Invariant:** every commit is [`Durability::Synced`] unless it is listed here
 /// with the reason its loss is harmless. [`Durability::Deferred`] returns without waiting for a
@@ -96,11 +102,16 @@ pub(crate) enum Pool {
         writer: Arc<SqliteWriter>,
         flush: Arc<GroupCommit>,
     },
-    /// Two lanes that differ only in `synchronous_commit`, for one-statement writes and reads
-    /// (see [`PgLane`]: no ping per statement), and a pool for multi-statement transactions.
+    /// Two lanes of connections (see [`PgLane`]: no ping per statement) and a pool for
+    /// multi-statement transactions. Every one-statement write runs on `writes`
+    /// (`synchronous_commit = off`); a synced one is then made durable by a synchronous commit
+    /// on `flushes` ([`Pool::sync`]), as SQLite's writer is followed by its group commit. One
+    /// lane for every write keeps each step on a warm backend; writes split between two
+    /// backends by durability cost ~200 µs of server time per chain (issue 4's bench). Reads
+    /// run on `flushes`.
     Postgres {
-        synced: Arc<PgLane>,
-        deferred: Arc<PgLane>,
+        flushes: Arc<PgLane>,
+        writes: Arc<PgLane>,
         transactions: PgPool,
     },
 }
@@ -262,7 +273,8 @@ impl WriterConn {
 /// Where a write goes: on SQLite the writer and the flush to wait for when synced.
 enum Chosen<'a> {
     Sqlite(&'a SqliteWriter, Option<&'a Arc<GroupCommit>>),
-    Postgres(&'a PgLane),
+    /// The write lane, and whether the write is synced (flushed by [`Pool::sync`] after it).
+    Postgres(&'a PgLane, bool),
 }
 
 /// An open write transaction (on SQLite, holding the writer until it ends, and the flush its
@@ -292,10 +304,9 @@ impl Pool {
             Pool::Sqlite { writer, flush, .. } => {
                 Chosen::Sqlite(writer, (durability == Durability::Synced).then_some(flush))
             }
-            Pool::Postgres { synced, .. } if durability == Durability::Synced => {
-                Chosen::Postgres(synced)
+            Pool::Postgres { writes, .. } => {
+                Chosen::Postgres(writes, durability == Durability::Synced)
             }
-            Pool::Postgres { deferred, .. } => Chosen::Postgres(deferred),
         }
     }
 
@@ -307,8 +318,8 @@ impl Pool {
             // `synchronous_commit = on`, flushes the WAL through it: every earlier asynchronous
             // commit's record lies before it. One statement in its own implicit transaction is
             // such a transaction (one round trip).
-            Pool::Postgres { synced, .. } => {
-                let mut c = synced.acquire().await?;
+            Pool::Postgres { flushes, .. } => {
+                let mut c = flushes.acquire().await?;
                 let done = sqlx::query("SELECT txid_current()").execute(c.conn()).await;
                 c.keep_unless_broken(&done);
                 done?;
@@ -333,7 +344,7 @@ impl Pool {
                 w.in_tx = true;
                 Tx::Sqlite(w, flush.cloned())
             }
-            Chosen::Postgres(_) => {
+            Chosen::Postgres(..) => {
                 let Pool::Postgres { transactions, .. } = self else {
                     unreachable!("a PostgreSQL choice comes from a PostgreSQL pool")
                 };
@@ -376,11 +387,17 @@ impl Pool {
                 }
                 affected
             }
-            Chosen::Postgres(lane) => {
-                let mut c = lane.acquire().await?;
-                let done = bind_all!(sqlx::query(sql), args).execute(c.conn()).await;
-                c.keep_unless_broken(&done);
-                done?.rows_affected()
+            Chosen::Postgres(lane, synced) => {
+                let affected = {
+                    let mut c = lane.acquire().await?;
+                    let done = bind_all!(sqlx::query(sql), args).execute(c.conn()).await;
+                    c.keep_unless_broken(&done);
+                    done?.rows_affected()
+                };
+                if synced {
+                    self.sync().await?;
+                }
+                affected
             }
         })
     }
@@ -403,13 +420,8 @@ impl Pool {
         sql: &'static str,
         args: &[Value],
     ) -> Result<Option<Row>> {
-        if let Pool::Sqlite { readers, .. } = self
-            && is_read(sql)
-        {
-            return Ok(bind_all!(sqlx::query(sql), args)
-                .fetch_optional(readers)
-                .await?
-                .map(Row::Sqlite));
+        if is_read(sql) {
+            return self.read_optional(sql, args).await;
         }
         Ok(match self.choose(durability) {
             Chosen::Sqlite(writer, flush) => {
@@ -425,8 +437,32 @@ impl Pool {
                 }
                 row
             }
-            Chosen::Postgres(lane) => {
-                let mut c = lane.acquire().await?;
+            Chosen::Postgres(lane, synced) => {
+                let row = {
+                    let mut c = lane.acquire().await?;
+                    let row = bind_all!(sqlx::query(sql), args)
+                        .fetch_optional(c.conn())
+                        .await;
+                    c.keep_unless_broken(&row);
+                    row?.map(Row::Postgres)
+                };
+                if synced {
+                    self.sync().await?;
+                }
+                row
+            }
+        })
+    }
+
+    /// One read: SQLite's reader pool (never waits for the writer), PostgreSQL's `flushes` lane.
+    async fn read_optional(&self, sql: &'static str, args: &[Value]) -> Result<Option<Row>> {
+        Ok(match self {
+            Pool::Sqlite { readers, .. } => bind_all!(sqlx::query(sql), args)
+                .fetch_optional(readers)
+                .await?
+                .map(Row::Sqlite),
+            Pool::Postgres { flushes, .. } => {
+                let mut c = flushes.acquire().await?;
                 let row = bind_all!(sqlx::query(sql), args)
                     .fetch_optional(c.conn())
                     .await;
@@ -444,8 +480,8 @@ impl Pool {
                 .into_iter()
                 .map(Row::Sqlite)
                 .collect(),
-            Pool::Postgres { synced, .. } => {
-                let mut c = synced.acquire().await?;
+            Pool::Postgres { flushes, .. } => {
+                let mut c = flushes.acquire().await?;
                 let rows = bind_all!(sqlx::query(sql), args).fetch_all(c.conn()).await;
                 c.keep_unless_broken(&rows);
                 rows?.into_iter().map(Row::Postgres).collect()
@@ -458,7 +494,7 @@ impl Pool {
             Pool::Sqlite {
                 readers, writer, ..
             } => readers.is_closed() || writer.is_closed(),
-            Pool::Postgres { synced, .. } => synced.is_closed(),
+            Pool::Postgres { flushes, .. } => flushes.is_closed(),
         }
     }
 
@@ -471,12 +507,12 @@ impl Pool {
                 writer.close().await;
             }
             Pool::Postgres {
-                synced,
-                deferred,
+                flushes,
+                writes,
                 transactions,
             } => {
-                deferred.close().await;
-                synced.close().await;
+                writes.close().await;
+                flushes.close().await;
                 transactions.close().await;
             }
         }
