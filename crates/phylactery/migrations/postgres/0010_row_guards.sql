@@ -116,7 +116,8 @@ CREATE INDEX intent_unsettled ON discord_delivery_intent (created_at, intent_id)
     WHERE state IN ('SUBMITTING', 'UNKNOWN');
 
 -- The same for a turn (written twice per chain) and a delivery (once): their CHECKs become rules
--- of the row trigger each already had, which now fires on INSERT too.
+-- of the row triggers each already had. The turn's now fires on INSERT too; a delivery's insert
+-- is checked by the trigger that settles its intent (below).
 CREATE OR REPLACE FUNCTION reach_turn_terminal_once_fn() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     broken TEXT;
@@ -153,32 +154,34 @@ DROP TRIGGER reach_turn_terminal_once ON reach_turn;
 CREATE TRIGGER reach_turn_terminal_once BEFORE INSERT OR UPDATE ON reach_turn
 FOR EACH ROW EXECUTE FUNCTION reach_turn_terminal_once_fn();
 
+-- A delivery's row rules, for its two triggers: the insert's (which settles the intent) and
+-- the update's (reconciliation of an UNKNOWN outcome). A SQL function, inlined where it is used.
+CREATE FUNCTION reach_delivery_broken_rule(d reach_delivery) RETURNS TEXT LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN NOT (d.outcome IN ('KNOWN_SENT', 'KNOWN_REJECTED', 'UNKNOWN', 'NOT_ATTEMPTED'))
+            THEN 'delivery_outcome_known'
+        WHEN NOT (d.claim_generation >= 1) THEN 'delivery_generation_positive'
+        WHEN NOT (d.outcome <> 'KNOWN_SENT' OR d.message_id IS NOT NULL)
+            THEN 'delivery_sent_names_message'
+        WHEN NOT (d.outcome <> 'NOT_ATTEMPTED' OR (d.message_id IS NULL
+            AND d.platform_status IS NULL AND d.detail IS NOT NULL))
+            THEN 'delivery_not_attempted_bare'
+    END
+$$;
+
 CREATE OR REPLACE FUNCTION reach_delivery_settled_once_fn() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     broken TEXT;
 BEGIN
-    IF TG_OP = 'UPDATE' AND (NOT (OLD.outcome = 'UNKNOWN' AND NEW.outcome IN ('KNOWN_SENT', 'KNOWN_REJECTED'))
+    IF NOT (OLD.outcome = 'UNKNOWN' AND NEW.outcome IN ('KNOWN_SENT', 'KNOWN_REJECTED'))
         OR NEW.intent_id IS DISTINCT FROM OLD.intent_id
         OR NEW.effect IS DISTINCT FROM OLD.effect
         OR NEW.payload_digest IS DISTINCT FROM OLD.payload_digest
         OR NEW.nonce IS DISTINCT FROM OLD.nonce
-        OR NEW.claim_generation IS DISTINCT FROM OLD.claim_generation) THEN
+        OR NEW.claim_generation IS DISTINCT FROM OLD.claim_generation THEN
         RAISE EXCEPTION 'delivery/already-settled';
     END IF;
-    IF TG_OP = 'INSERT' AND NOT EXISTS (SELECT 1 FROM discord_delivery_intent WHERE intent_id = NEW.intent_id) THEN
-        RAISE EXCEPTION 'insert or update on table "reach_delivery" violates foreign key constraint "delivery_of_intent"'
-            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'delivery_of_intent';
-    END IF;
-    broken := CASE
-        WHEN NOT (NEW.outcome IN ('KNOWN_SENT', 'KNOWN_REJECTED', 'UNKNOWN', 'NOT_ATTEMPTED'))
-            THEN 'delivery_outcome_known'
-        WHEN NOT (NEW.claim_generation >= 1) THEN 'delivery_generation_positive'
-        WHEN NOT (NEW.outcome <> 'KNOWN_SENT' OR NEW.message_id IS NOT NULL)
-            THEN 'delivery_sent_names_message'
-        WHEN NOT (NEW.outcome <> 'NOT_ATTEMPTED' OR (NEW.message_id IS NULL
-            AND NEW.platform_status IS NULL AND NEW.detail IS NOT NULL))
-            THEN 'delivery_not_attempted_bare'
-    END;
+    broken := reach_delivery_broken_rule(NEW);
     IF broken IS NOT NULL THEN
         RAISE EXCEPTION 'new row for relation "reach_delivery" violates check constraint "%"', broken
             USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'reach_delivery';
@@ -186,9 +189,36 @@ BEGIN
     RETURN NEW;
 END;
 $$;
-DROP TRIGGER reach_delivery_settled_once ON reach_delivery;
-CREATE TRIGGER reach_delivery_settled_once BEFORE INSERT OR UPDATE ON reach_delivery
-FOR EACH ROW EXECUTE FUNCTION reach_delivery_settled_once_fn();
+
+-- An inserted delivery is checked by the trigger that settles its intent (one PL/pgSQL call per
+-- settlement): its rules first, then the intent it names, which must exist (the edge) and be
+-- SUBMITTING (CLAIMED for NOT_ATTEMPTED) at the delivery's generation, or already in the
+-- delivery's outcome (recovery and taint move the intent themselves).
+CREATE OR REPLACE FUNCTION delivery_settles_intent_fn() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    broken TEXT;
+BEGIN
+    broken := reach_delivery_broken_rule(NEW);
+    IF broken IS NOT NULL THEN
+        RAISE EXCEPTION 'new row for relation "reach_delivery" violates check constraint "%"', broken
+            USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'reach_delivery';
+    END IF;
+    UPDATE discord_delivery_intent SET state = NEW.outcome, settled_at = NEW.settled_at
+    WHERE intent_id = NEW.intent_id AND generation = NEW.claim_generation
+        AND state = CASE WHEN NEW.outcome = 'NOT_ATTEMPTED' THEN 'CLAIMED' ELSE 'SUBMITTING' END;
+    IF NOT FOUND THEN
+        IF NOT EXISTS (SELECT 1 FROM discord_delivery_intent WHERE intent_id = NEW.intent_id) THEN
+            RAISE EXCEPTION 'insert or update on table "reach_delivery" violates foreign key constraint "delivery_of_intent"'
+                USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'delivery_of_intent';
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM discord_delivery_intent
+            WHERE intent_id = NEW.intent_id AND state = NEW.outcome AND generation = NEW.claim_generation) THEN
+            RAISE EXCEPTION 'ledger/stale-generation';
+        END IF;
+    END IF;
+    RETURN NULL;
+END;
+$$;
 
 DO $$
 DECLARE c RECORD;
