@@ -21,52 +21,60 @@
 --   walked them all (0.23 ms per statement after a few thousand chains); a statement naming an
 --   intent now finds it by its primary key.
 
+-- Each PL/pgSQL expression costs a setup per transaction, and every chain step is its own
+-- transaction, so an update's rules are one CASE, and an insert's lookups are one query (the
+-- lookups for a later part only run for one).
 CREATE OR REPLACE FUNCTION discord_delivery_intent_guard_fn() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     broken TEXT;
+    turn_exists BOOLEAN;
+    part_live BOOLEAN;
 BEGIN
-    IF TG_OP = 'UPDATE' THEN
-        IF NEW.intent_id IS DISTINCT FROM OLD.intent_id OR NEW.turn_id IS DISTINCT FROM OLD.turn_id
-            OR NEW.seq IS DISTINCT FROM OLD.seq OR NEW.part_no IS DISTINCT FROM OLD.part_no
-            OR NEW.effect IS DISTINCT FROM OLD.effect
-            OR NEW.payload_digest IS DISTINCT FROM OLD.payload_digest
-            OR NEW.nonce IS DISTINCT FROM OLD.nonce OR NEW.supersedes IS DISTINCT FROM OLD.supersedes THEN
-            RAISE EXCEPTION 'ledger/immutable-identity';
-        END IF;
-        IF NEW.generation < OLD.generation OR NOT (
-            (OLD.state = 'PENDING' AND NEW.state = 'CLAIMED')
-            OR (OLD.state = 'CLAIMED' AND NEW.state IN ('CLAIMED', 'SUBMITTING'))
-            OR (OLD.state = 'CLAIMED' AND NEW.state = 'NOT_ATTEMPTED' AND NEW.generation = OLD.generation)
-            OR (OLD.state = 'SUBMITTING' AND NEW.state IN ('KNOWN_SENT', 'KNOWN_REJECTED', 'UNKNOWN') AND NEW.generation = OLD.generation)
-            OR (OLD.state = 'UNKNOWN' AND NEW.state IN ('KNOWN_SENT', 'KNOWN_REJECTED') AND NEW.generation = OLD.generation)
-        ) THEN
-            RAISE EXCEPTION 'intent/invalid-transition';
-        END IF;
-    ELSE
-        IF NOT EXISTS (SELECT 1 FROM reach_turn WHERE turn_id = NEW.turn_id) THEN
+    IF TG_OP = 'INSERT' THEN
+        SELECT EXISTS (SELECT 1 FROM reach_turn WHERE turn_id = NEW.turn_id),
+            EXISTS (SELECT 1 FROM discord_delivery_intent
+                WHERE turn_id = NEW.turn_id AND part_no = NEW.part_no
+                    AND state NOT IN ('KNOWN_REJECTED', 'NOT_ATTEMPTED'))
+        INTO turn_exists, part_live;
+        IF NOT turn_exists THEN
             RAISE EXCEPTION 'insert or update on table "discord_delivery_intent" violates foreign key constraint "intent_of_turn"'
                 USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'intent_of_turn';
         END IF;
         -- An intent of part k > 1 exists only once part k-1 is KNOWN_SENT and sends exactly
         -- what was recorded for part k; at most one intent per part is live or sent.
-        IF NEW.part_no > 1 AND NOT EXISTS (SELECT 1 FROM discord_delivery_intent
-            WHERE turn_id = NEW.turn_id AND part_no = NEW.part_no - 1 AND state = 'KNOWN_SENT') THEN
-            RAISE EXCEPTION 'intent/part-out-of-order';
+        IF NEW.part_no > 1 THEN
+            IF NOT EXISTS (SELECT 1 FROM discord_delivery_intent
+                WHERE turn_id = NEW.turn_id AND part_no = NEW.part_no - 1 AND state = 'KNOWN_SENT') THEN
+                RAISE EXCEPTION 'intent/part-out-of-order';
+            END IF;
+            IF NOT EXISTS (SELECT 1 FROM delivery_part
+                WHERE turn_id = NEW.turn_id AND part_no = NEW.part_no AND effect = NEW.effect
+                    AND payload_digest = NEW.payload_digest) THEN
+                RAISE EXCEPTION 'intent/part-not-recorded';
+            END IF;
         END IF;
-        IF NEW.part_no > 1 AND NOT EXISTS (SELECT 1 FROM delivery_part
-            WHERE turn_id = NEW.turn_id AND part_no = NEW.part_no AND effect = NEW.effect
-                AND payload_digest = NEW.payload_digest) THEN
-            RAISE EXCEPTION 'intent/part-not-recorded';
-        END IF;
-        IF EXISTS (SELECT 1 FROM discord_delivery_intent
-            WHERE turn_id = NEW.turn_id AND part_no = NEW.part_no
-                AND state NOT IN ('KNOWN_REJECTED', 'NOT_ATTEMPTED')) THEN
+        IF part_live THEN
             RAISE EXCEPTION 'intent/part-already-live';
         END IF;
     END IF;
-    -- The row rules (the CHECK constraints of versions 1, 4 and 6). As with a CHECK, a rule
-    -- whose expression is NULL passes.
+    -- An update's identity and transition (refusal codes), then the row rules (the CHECK
+    -- constraints of versions 1, 4 and 6, by name). As with a CHECK, a rule whose expression is
+    -- NULL passes.
     broken := CASE
+        WHEN TG_OP = 'UPDATE' AND (NEW.intent_id IS DISTINCT FROM OLD.intent_id
+            OR NEW.turn_id IS DISTINCT FROM OLD.turn_id
+            OR NEW.seq IS DISTINCT FROM OLD.seq OR NEW.part_no IS DISTINCT FROM OLD.part_no
+            OR NEW.effect IS DISTINCT FROM OLD.effect
+            OR NEW.payload_digest IS DISTINCT FROM OLD.payload_digest
+            OR NEW.nonce IS DISTINCT FROM OLD.nonce OR NEW.supersedes IS DISTINCT FROM OLD.supersedes)
+            THEN 'ledger/immutable-identity'
+        WHEN TG_OP = 'UPDATE' AND (NEW.generation < OLD.generation OR NOT (
+            (OLD.state = 'PENDING' AND NEW.state = 'CLAIMED')
+            OR (OLD.state = 'CLAIMED' AND NEW.state IN ('CLAIMED', 'SUBMITTING'))
+            OR (OLD.state = 'CLAIMED' AND NEW.state = 'NOT_ATTEMPTED' AND NEW.generation = OLD.generation)
+            OR (OLD.state = 'SUBMITTING' AND NEW.state IN ('KNOWN_SENT', 'KNOWN_REJECTED', 'UNKNOWN') AND NEW.generation = OLD.generation)
+            OR (OLD.state = 'UNKNOWN' AND NEW.state IN ('KNOWN_SENT', 'KNOWN_REJECTED') AND NEW.generation = OLD.generation)
+        )) THEN 'intent/invalid-transition'
         WHEN NOT (NEW.state IN ('PENDING', 'CLAIMED', 'SUBMITTING', 'KNOWN_SENT', 'KNOWN_REJECTED',
             'UNKNOWN', 'NOT_ATTEMPTED')) THEN 'intent_state_known'
         WHEN NOT (NEW.seq >= 1) THEN 'intent_seq_positive'
@@ -82,6 +90,9 @@ BEGIN
             THEN 'intent_not_attempted_unsubmitted'
     END;
     IF broken IS NOT NULL THEN
+        IF strpos(broken, '/') > 0 THEN
+            RAISE EXCEPTION '%', broken;
+        END IF;
         RAISE EXCEPTION 'new row for relation "discord_delivery_intent" violates check constraint "%"', broken
             USING ERRCODE = 'check_violation', CONSTRAINT = broken, TABLE = 'discord_delivery_intent';
     END IF;
@@ -251,5 +262,21 @@ BEGIN
     LOOP
         EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', c.rel, c.conname);
     END LOOP;
+END;
+$$;
+
+-- Part k KNOWN_SENT opens part k+1 (versions 6 and 7), now looking before it inserts: an
+-- INSERT ... SELECT that finds no part still sets up an insert into the intent (its indexes and
+-- triggers), and nearly every answer has one part.
+CREATE OR REPLACE FUNCTION intent_sent_opens_next_part_fn() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM delivery_part WHERE turn_id = NEW.turn_id AND part_no = NEW.part_no + 1) THEN
+        INSERT INTO discord_delivery_intent (intent_id, turn_id, part_no, seq, effect, payload_digest,
+            nonce, state, generation, created_at)
+        SELECT p.intent_id, p.turn_id, p.part_no, NEW.seq + 1, p.effect, p.payload_digest, p.nonce,
+            'PENDING', 0, p.recorded_at
+        FROM delivery_part p WHERE p.turn_id = NEW.turn_id AND p.part_no = NEW.part_no + 1;
+    END IF;
+    RETURN NULL;
 END;
 $$;
