@@ -106,17 +106,6 @@ DROP FUNCTION intent_part_in_order_fn();
 CREATE TRIGGER discord_delivery_intent_guard BEFORE INSERT OR UPDATE ON discord_delivery_intent
 FOR EACH ROW EXECUTE FUNCTION discord_delivery_intent_guard_fn();
 
-DO $$
-DECLARE c RECORD;
-BEGIN
-    FOR c IN
-        SELECT conname FROM pg_constraint
-        WHERE contype = 'c' AND conrelid = 'discord_delivery_intent'::regclass
-    LOOP
-        EXECUTE format('ALTER TABLE discord_delivery_intent DROP CONSTRAINT %I', c.conname);
-    END LOOP;
-END;
-$$;
 
 DROP INDEX intent_claim_order;
 CREATE INDEX intent_pending_order ON discord_delivery_intent (created_at, intent_id)
@@ -231,20 +220,10 @@ BEGIN
 END;
 $$;
 
-DO $$
-DECLARE c RECORD;
-BEGIN
-    FOR c IN
-        SELECT conname, conrelid::regclass::text AS rel FROM pg_constraint
-        WHERE contype = 'c' AND conrelid IN ('reach_turn'::regclass, 'reach_delivery'::regclass)
-    LOOP
-        EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', c.rel, c.conname);
-    END LOOP;
-END;
-$$;
 
--- The three edges of the chain's hot path (turn -> admission, intent -> turn, delivery ->
--- intent) are checked by the row triggers above instead of foreign keys. A foreign key check
+-- Every CHECK of the intent, the turn and the delivery is dropped: the row triggers above hold
+-- the same rules. The three edges of the chain's hot path (turn -> admission, intent -> turn,
+-- delivery -> intent) are checked by those triggers instead of foreign keys. A foreign key check
 -- also locks the parent row (FOR KEY SHARE: a WAL record and a dirtied page per edge) to keep it
 -- from being deleted or re-keyed before commit; here no parent can be: DELETE and TRUNCATE of
 -- every ledger table are refused, an admission never changes, and a turn's, intent's or
@@ -255,10 +234,12 @@ DECLARE c RECORD;
 BEGIN
     FOR c IN
         SELECT conname, conrelid::regclass::text AS rel FROM pg_constraint
-        WHERE contype = 'f' AND (
+        WHERE (contype = 'c' AND conrelid IN ('discord_delivery_intent'::regclass,
+                'reach_turn'::regclass, 'reach_delivery'::regclass))
+           OR (contype = 'f' AND (
             (conrelid = 'reach_turn'::regclass AND confrelid = 'discord_event_admission'::regclass)
             OR (conrelid = 'discord_delivery_intent'::regclass AND confrelid = 'reach_turn'::regclass)
-            OR (conrelid = 'reach_delivery'::regclass AND confrelid = 'discord_delivery_intent'::regclass))
+            OR (conrelid = 'reach_delivery'::regclass AND confrelid = 'discord_delivery_intent'::regclass)))
     LOOP
         EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', c.rel, c.conname);
     END LOOP;
