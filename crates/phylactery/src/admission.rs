@@ -177,7 +177,9 @@ impl Phylactery {
                 delivery: DeliveryOutcome::NotAttempted,
             }));
         }
-        let mut tx = self.pool().begin().await?;
+        // Its commit is flushed below only where it must be, once on either backend (a synced
+        // SQLite transaction would flush at commit, and a read-only PostgreSQL one never does).
+        let mut tx = self.pool().begin_with(Durability::Deferred).await?;
         // The key exists. Look it up by the key columns, not the derived id, so a digest collision
         // of ids could never make two keys share a row unnoticed.
         let row = tx
@@ -214,6 +216,7 @@ impl Phylactery {
                 .await?
                 .ok_or_else(|| LedgerError::Corrupt("fault insert returned nothing".into()))?;
             tx.commit().await?;
+            self.pool().sync().await?;
             tracing::warn!(admission = %committed_id, kind = kind.as_str(), "admission security fault");
             return Err(LedgerError::SecurityFault {
                 fault_id: fault_row.int("fault_id")?,
@@ -225,7 +228,7 @@ impl Phylactery {
         // The admission may have been read before its writer's flush (a write is visible once
         // written, durable once flushed: `backend::Durability`). A synced replay answers the
         // edge only for a durable admission, as a first admission does; an unflushed one leaves
-        // that to the caller's `AdmissionFlush`.
+        // that to the caller's `AdmissionFlush`. The security fault above is always flushed.
         if durability == Durability::Synced {
             self.pool().sync().await?;
         }

@@ -71,6 +71,9 @@ pub enum BackendKind {
 /// - an admission written by `admit_unflushed`: core answers the edge only after its flush, so
 ///   until then the edge still holds the event and redelivers it; the turn core started beside
 ///   the flush sends nothing before a synced SUBMITTING, which flushes the admission first;
+/// - the lookup of a replayed admission: `admit_with` flushes it ([`Pool::sync`]) before
+///   answering a synced replay, and always after recording a security fault, so only an
+///   unflushed replay (whose caller awaits the flush) returns before it;
 /// - the run, its grounding (snapshot and evidence bundle refs), its context lineage and the
 ///   EgressDecision refs of its attempts: lost with everything after them (prefix), so the turn
 ///   is OPEN again and core forms it again; nothing left the host under them, since every
