@@ -14,6 +14,8 @@
 //! A deferred acknowledgement (type 5) creates the original response as a LOADING placeholder
 //! with no content; `PATCH …/messages/@original` then sets its content (and clears LOADING).
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};
 use http_body_util::Full;
@@ -22,7 +24,7 @@ use serde_json::{Value, json};
 use crate::rest::{DropConnection, Reply, before_commit, error, respond};
 use crate::{
     CallbackRequest, EditRequest, EmulatedMessage, Fault, INTERACTION_RESPONSE_WINDOW, Inner,
-    ReadRequest, message_json,
+    InteractionRecord, ReadRequest, message_json,
 };
 
 /// Discord's content limit in characters.
@@ -190,13 +192,20 @@ fn callback(inner: &Inner, id: &str, token: &str, req: &Received<'_>) -> Reply {
     Ok(r)
 }
 
-fn original(inner: &Inner, application: &str, token: &str) -> Reply {
-    let mut state = inner.lock();
-    let found = state
-        .interactions
+/// The interaction a webhook token belongs to, with its id.
+fn by_token(
+    interactions: &HashMap<u64, InteractionRecord>,
+    token: &str,
+) -> Option<(u64, InteractionRecord)> {
+    interactions
         .iter()
         .find(|(_, r)| r.token == token)
-        .map(|(id, r)| (*id, r.clone()));
+        .map(|(id, r)| (*id, r.clone()))
+}
+
+fn original(inner: &Inner, application: &str, token: &str) -> Reply {
+    let mut state = inner.lock();
+    let found = by_token(&state.interactions, token);
     state.reads.push(ReadRequest {
         channel_id: found.as_ref().map_or(0, |(_, r)| r.channel_id),
         query: "@original".into(),
@@ -221,11 +230,7 @@ fn edit(inner: &Inner, application: &str, token: &str, req: &Received<'_>) -> Re
         return error(400, 50109, "The request body contains invalid JSON.");
     };
     let mut state = inner.lock();
-    let found = state
-        .interactions
-        .iter()
-        .find(|(_, r)| r.token == token)
-        .map(|(id, r)| (*id, r.clone()));
+    let found = by_token(&state.interactions, token);
     state.edits.push(EditRequest {
         interaction_id: found.as_ref().map(|(id, _)| *id),
         authorization_sent: req.authorization_sent,
@@ -272,11 +277,7 @@ fn follow_up(inner: &Inner, application: &str, token: &str, req: &Received<'_>) 
         return error(400, 50109, "The request body contains invalid JSON.");
     };
     let mut state = inner.lock();
-    let found = state
-        .interactions
-        .iter()
-        .find(|(_, r)| r.token == token)
-        .map(|(id, r)| (*id, r.clone()));
+    let found = by_token(&state.interactions, token);
     state.follow_ups.push(EditRequest {
         interaction_id: found.as_ref().map(|(id, _)| *id),
         authorization_sent: req.authorization_sent,

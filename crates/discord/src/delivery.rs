@@ -288,17 +288,23 @@ pub struct OriginalEdit {
 impl OriginalEdit {
     /// The exact JSON body sent.
     pub fn body(&self) -> Value {
-        json!({
-            "content": self.content,
-            "allowed_mentions": {"parse": []},
-            "flags": FLAG_SUPPRESS_EMBEDS,
-        })
+        webhook_body(&self.content)
     }
 
     /// The body bytes (what an EgressDecision's payload digest covers).
     pub fn body_bytes(&self) -> Vec<u8> {
         self.body().to_string().into_bytes()
     }
+}
+
+/// The body of a webhook message (the `@original` edit or a follow-up): the text with the fixed
+/// mention and embed policy.
+fn webhook_body(content: &str) -> Value {
+    json!({
+        "content": content,
+        "allowed_mentions": {"parse": []},
+        "flags": FLAG_SUPPRESS_EMBEDS,
+    })
 }
 
 /// A later part of an `/ask` answer: a follow-up message of the interaction
@@ -315,11 +321,7 @@ pub struct FollowUp {
 impl FollowUp {
     /// The exact JSON body sent.
     pub fn body(&self) -> Value {
-        json!({
-            "content": self.content,
-            "allowed_mentions": {"parse": []},
-            "flags": FLAG_SUPPRESS_EMBEDS,
-        })
+        webhook_body(&self.content)
     }
 
     /// The body bytes (what an EgressDecision's payload digest covers).
@@ -332,6 +334,50 @@ impl FollowUp {
 /// Pass [`token_placeholder`] for the destination a decision binds.
 pub fn follow_up_url(base: &str, application_id: Snowflake, token: &str) -> String {
     format!("{base}/webhooks/{application_id}/{token}?wait=true")
+}
+
+/// Which route carries the reply to an interaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InteractionRoute {
+    /// The interaction callback (a type-4 response).
+    Callback,
+    /// An edit of the acknowledged (deferred) original response.
+    EditOriginal { application_id: Snowflake },
+    /// A follow-up message: a later part of the answer.
+    FollowUp { application_id: Snowflake },
+}
+
+impl InteractionRoute {
+    /// The token-free destination and the exact body bytes of `content` sent to interaction
+    /// `interaction_id` this way: what core's decision binds and what the gate redeems and
+    /// sends, computed once for both.
+    pub fn bound_send(
+        self,
+        base: &str,
+        interaction_id: Snowflake,
+        content: &str,
+    ) -> (String, Vec<u8>) {
+        let token = token_placeholder(interaction_id);
+        let content = content.to_owned();
+        match self {
+            InteractionRoute::Callback => (
+                interaction_callback_url(base, interaction_id, &token),
+                InteractionReply {
+                    interaction_id,
+                    content,
+                }
+                .body_bytes(),
+            ),
+            InteractionRoute::EditOriginal { application_id } => (
+                original_response_url(base, application_id, &token),
+                OriginalEdit { content }.body_bytes(),
+            ),
+            InteractionRoute::FollowUp { application_id } => (
+                follow_up_url(base, application_id, &token),
+                FollowUp { content }.body_bytes(),
+            ),
+        }
+    }
 }
 
 /// The attempt id of interaction acknowledgement decisions: one per turn, never a second.
@@ -361,6 +407,46 @@ mod interaction_tests {
         assert_eq!(body["allowed_mentions"]["parse"], json!([]));
         assert_eq!(body["flags"], FLAG_SUPPRESS_EMBEDS);
         assert!(body.get("type").is_none());
+    }
+
+    #[test]
+    fn each_route_binds_its_token_free_url_and_exact_body() {
+        let (id, app) = (Snowflake(7), Snowflake(9));
+        let base = "https://discord.test/api/v10";
+        let (url, body) = InteractionRoute::Callback.bound_send(base, id, "hi");
+        assert_eq!(url, interaction_callback_url(base, id, "{token:7}"));
+        let reply = InteractionReply {
+            interaction_id: id,
+            content: "hi".into(),
+        };
+        assert_eq!(body, reply.body_bytes());
+        let (url, body) = InteractionRoute::EditOriginal {
+            application_id: app,
+        }
+        .bound_send(base, id, "hi");
+        assert_eq!(
+            url,
+            format!("{base}/webhooks/9/{{token:7}}/messages/@original")
+        );
+        assert_eq!(
+            body,
+            OriginalEdit {
+                content: "hi".into()
+            }
+            .body_bytes()
+        );
+        let (url, body) = InteractionRoute::FollowUp {
+            application_id: app,
+        }
+        .bound_send(base, id, "hi");
+        assert_eq!(url, format!("{base}/webhooks/9/{{token:7}}?wait=true"));
+        assert_eq!(
+            body,
+            FollowUp {
+                content: "hi".into()
+            }
+            .body_bytes()
+        );
     }
 
     #[test]

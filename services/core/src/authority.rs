@@ -17,9 +17,8 @@ use std::sync::{Arc, Mutex};
 use reach_digest::Sha256Digest;
 use reach_discord::Snowflake;
 use reach_discord::delivery::{
-    DeferredAck, FollowUp, InteractionReply, OriginalEdit, create_message_url, decision_attempt_id,
-    deferral_attempt_id, follow_up_url, interaction_callback_url, original_response_url,
-    token_placeholder,
+    DeferredAck, InteractionRoute, create_message_url, decision_attempt_id, deferral_attempt_id,
+    interaction_callback_url, token_placeholder,
 };
 use reach_phylactery as ledger;
 use reach_phylactery::{ClaimedIntent, Phylactery, UnixMillis};
@@ -60,40 +59,21 @@ fn bound_send(
         .interaction_id
         .parse()
         .map_err(|_| Status::internal("intent effect has no valid interaction id"))?;
-    if interaction.follow_up {
-        let app: Snowflake = interaction
+    let route = if interaction.follow_up || edits {
+        let application_id: Snowflake = interaction
             .application_id
             .parse()
             .map_err(|_| Status::internal("intent effect has no valid application id"))?;
-        let follow_up = FollowUp {
-            content: content.to_owned(),
-        };
-        return Ok((
-            follow_up_url(base, app, &token_placeholder(id)),
-            Sha256Digest::of(follow_up.body_bytes()),
-        ));
-    }
-    if edits {
-        let app: Snowflake = interaction
-            .application_id
-            .parse()
-            .map_err(|_| Status::internal("intent effect has no valid application id"))?;
-        let edit = OriginalEdit {
-            content: content.to_owned(),
-        };
-        return Ok((
-            original_response_url(base, app, &token_placeholder(id)),
-            Sha256Digest::of(edit.body_bytes()),
-        ));
-    }
-    let reply = InteractionReply {
-        interaction_id: id,
-        content: content.to_owned(),
+        if interaction.follow_up {
+            InteractionRoute::FollowUp { application_id }
+        } else {
+            InteractionRoute::EditOriginal { application_id }
+        }
+    } else {
+        InteractionRoute::Callback
     };
-    Ok((
-        interaction_callback_url(base, id, &token_placeholder(id)),
-        Sha256Digest::of(reply.body_bytes()),
-    ))
+    let (destination, body) = route.bound_send(base, id, content);
+    Ok((destination, Sha256Digest::of(body)))
 }
 
 /// What ward bound for one claim.

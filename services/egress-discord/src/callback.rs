@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use reach_discord::Snowflake;
 use reach_discord::delivery::{
-    CreateOutcome, DeferredAck, FollowUp, InteractionReply, OriginalEdit, deferral_attempt_id,
-    follow_up_url, interaction_callback_url, original_response_url, token_placeholder,
+    CreateOutcome, DeferredAck, FollowUp, InteractionReply, InteractionRoute, OriginalEdit,
+    deferral_attempt_id, interaction_callback_url, token_placeholder,
 };
 use reach_discord::model::InteractionToken;
 use reach_discord::rest::{CallbackOutcome, UNKNOWN_MESSAGE};
@@ -229,21 +229,13 @@ pub async fn deliver(
     } else {
         None
     };
-    let app = callback.application_id;
-    let (destination, body) = match &webhook {
-        Some(Webhook::Edit(edit)) => (
-            original_response_url(base, app, &token_placeholder(id)),
-            edit.body_bytes(),
-        ),
-        Some(Webhook::FollowUp(f)) => (
-            follow_up_url(base, app, &token_placeholder(id)),
-            f.body_bytes(),
-        ),
-        None => (
-            interaction_callback_url(base, id, &token_placeholder(id)),
-            callback.reply.body_bytes(),
-        ),
+    let application_id = callback.application_id;
+    let route = match &webhook {
+        Some(Webhook::Edit(_)) => InteractionRoute::EditOriginal { application_id },
+        Some(Webhook::FollowUp(_)) => InteractionRoute::FollowUp { application_id },
+        None => InteractionRoute::Callback,
     };
+    let (destination, body) = route.bound_send(base, id, &callback.reply.content);
     if let Err(code) = redeem_for(ward, &intent, &destination, &body).await {
         tracing::warn!(intent = %intent.intent_id, %code, "EgressDecision not redeemed; not sent");
         return None;
