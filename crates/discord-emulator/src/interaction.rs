@@ -21,14 +21,12 @@ use http::{Method, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::{Value, json};
 
-use crate::rest::{DropConnection, Reply, before_commit, error, respond};
+use crate::rest::{DropConnection, MAX_CONTENT_CHARS, Reply, before_commit, error, respond};
 use crate::{
     CallbackRequest, EditRequest, EmulatedMessage, Fault, INTERACTION_RESPONSE_WINDOW, Inner,
     InteractionRecord, ReadRequest, message_json,
 };
 
-/// Discord's content limit in characters.
-const MAX_CONTENT_CHARS: usize = 2_000;
 /// CHANNEL_MESSAGE_WITH_SOURCE: answer the command with a message.
 const CHANNEL_MESSAGE_WITH_SOURCE: u64 = 4;
 /// DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE: acknowledge now, edit the original later.
@@ -192,6 +190,12 @@ fn callback(inner: &Inner, id: &str, token: &str, req: &Received<'_>) -> Reply {
     Ok(r)
 }
 
+/// A webhook message's text; `None` where Discord refuses it (empty or over the limit).
+fn webhook_content(body: &Value) -> Option<&str> {
+    let content = body.get("content").and_then(Value::as_str).unwrap_or("");
+    (!content.is_empty() && content.chars().count() <= MAX_CONTENT_CHARS).then_some(content)
+}
+
 /// The interaction a webhook token belongs to, with its id.
 fn by_token(
     interactions: &HashMap<u64, InteractionRecord>,
@@ -249,10 +253,9 @@ fn edit(inner: &Inner, application: &str, token: &str, req: &Received<'_>) -> Re
     let Some(message_id) = record.original else {
         return error(404, 10008, "Unknown Message");
     };
-    let content = body.get("content").and_then(Value::as_str).unwrap_or("");
-    if content.is_empty() || content.chars().count() > MAX_CONTENT_CHARS {
+    let Some(content) = webhook_content(&body) else {
         return error(400, 50035, "Invalid Form Body");
-    }
+    };
     let flags = body.get("flags").and_then(Value::as_u64).unwrap_or(0);
     let Some(message) = state.messages.get_mut(&message_id) else {
         return error(404, 10008, "Unknown Message");
@@ -293,10 +296,9 @@ fn follow_up(inner: &Inner, application: &str, token: &str, req: &Received<'_>) 
     if let Some(reply) = before_commit(fault.as_ref()) {
         return reply;
     }
-    let content = body.get("content").and_then(Value::as_str).unwrap_or("");
-    if content.is_empty() || content.chars().count() > MAX_CONTENT_CHARS {
+    let Some(content) = webhook_content(&body) else {
         return error(400, 50035, "Invalid Form Body");
-    }
+    };
     let message_id = inner.snowflake();
     let guild_id = state
         .channel_guilds

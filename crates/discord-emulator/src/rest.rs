@@ -20,7 +20,7 @@ use crate::{CreateRequest, EmulatedMessage, Fault, Inner, message_json, parse_me
 /// Largest request body accepted (a message is at most a few KiB).
 const MAX_BODY: usize = 64 * 1024;
 /// Discord's content limit in characters.
-const MAX_CONTENT_CHARS: usize = 2_000;
+pub(crate) const MAX_CONTENT_CHARS: usize = 2_000;
 /// Discord's nonce limit.
 const MAX_NONCE: usize = 25;
 
