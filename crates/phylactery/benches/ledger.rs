@@ -26,61 +26,81 @@ use std::time::{Duration, Instant};
 
 use reach_digest::Sha256Digest;
 use reach_phylactery::*;
-use sqlx::postgres::PgPoolOptions;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::ConnectOptions as _;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 
-/// A bare single-row insert into the `bench_baseline` table, on its own connection(s).
+/// A bare single-row insert into the `bench_baseline` table on plain sqlx connections, used
+/// directly: a pool would add its ping on release (one more round trip per insert on
+/// PostgreSQL, one more worker-thread hand-off on SQLite) and flatter the chain's ratio. The
+/// vault's own connections are used directly too (`backend`).
 #[derive(Clone)]
 enum Bare {
-    Sqlite(sqlx::SqlitePool),
-    Postgres(sqlx::PgPool),
+    /// One connection behind a FIFO lock: concurrent workers queue on it, as writers must on
+    /// SQLite (the vault's writer does the same).
+    Sqlite(Arc<tokio::sync::Mutex<sqlx::SqliteConnection>>),
+    /// One connection per worker (worker `w` uses connection `w`), so concurrent inserts
+    /// commit side by side and share WAL flushes.
+    Postgres(Arc<Vec<tokio::sync::Mutex<sqlx::PgConnection>>>),
 }
 
 impl Bare {
     async fn sqlite(path: &std::path::Path) -> Self {
-        let opts = SqliteConnectOptions::new()
+        let conn = SqliteConnectOptions::new()
             .filename(path)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full);
-        // One connection: concurrent workers queue on the pool, as writers must on SQLite.
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(opts)
+            .synchronous(SqliteSynchronous::Full)
+            .connect()
             .await
-            .expect("bare sqlite pool");
-        Bare::Sqlite(pool)
+            .expect("bare sqlite connection");
+        Bare::Sqlite(Arc::new(tokio::sync::Mutex::new(conn)))
     }
 
     async fn postgres(url: &str, schema: &str, connections: u32) -> Self {
-        let pool = PgPoolOptions::new()
-            .max_connections(connections)
-            .connect_with(
-                url.parse::<sqlx::postgres::PgConnectOptions>()
-                    .expect("url")
-                    .options([("search_path", schema)]),
-            )
-            .await
-            .expect("bare postgres pool");
-        Bare::Postgres(pool)
+        let opts = url
+            .parse::<sqlx::postgres::PgConnectOptions>()
+            .expect("url")
+            .options([("search_path", schema)]);
+        let mut conns = Vec::new();
+        for _ in 0..connections.max(1) {
+            let conn = opts.connect().await.expect("bare postgres connection");
+            conns.push(tokio::sync::Mutex::new(conn));
+        }
+        Bare::Postgres(Arc::new(conns))
     }
 
-    async fn insert(&self, id: i64) {
+    /// Inserts row `id`; `worker` picks the connection on PostgreSQL.
+    async fn insert(&self, worker: u64, id: i64) {
         const SQL: &str = "INSERT INTO bench_baseline (id, payload) VALUES ($1, $2)";
         match self {
-            Bare::Sqlite(p) => sqlx::query(SQL)
+            Bare::Sqlite(c) => sqlx::query(SQL)
                 .bind(id)
                 .bind("baseline")
-                .execute(p)
+                .execute(&mut *c.lock().await)
                 .await
                 .map(drop),
-            Bare::Postgres(p) => sqlx::query(SQL)
+            Bare::Postgres(conns) => sqlx::query(SQL)
                 .bind(id)
                 .bind("baseline")
-                .execute(p)
+                .execute(&mut *conns[worker as usize % conns.len()].lock().await)
                 .await
                 .map(drop),
         }
         .expect("bare insert");
+    }
+
+    /// Runs one statement without parameters (the schema's drop).
+    async fn run(&self, sql: String) {
+        match self {
+            Bare::Sqlite(c) => sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut *c.lock().await)
+                .await
+                .map(drop),
+            Bare::Postgres(conns) => sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut *conns[0].lock().await)
+                .await
+                .map(drop),
+        }
+        .expect("bare statement");
     }
 }
 
@@ -213,7 +233,7 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, admit
     let base = admit.id_base();
     // Warm both paths (statement caches, pool connections) outside the timed loops.
     for i in 0..20 {
-        bare_db.insert(-((base + i) as i64) - 1).await;
+        bare_db.insert(0, -((base + i) as i64) - 1).await;
         chain(p, u64::MAX - base - i, admit, &mut Steps::default()).await;
     }
     // Interleaved rounds, so load drifting on the machine (other builds) weighs on both loops
@@ -225,7 +245,7 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, admit
     for r in 0..ROUNDS {
         let t = Instant::now();
         for i in r * chunk..(r + 1) * chunk {
-            bare_db.insert((base + i) as i64).await;
+            bare_db.insert(0, (base + i) as i64).await;
         }
         bare_time += t.elapsed();
         let t = Instant::now();
@@ -277,7 +297,7 @@ async fn measure_concurrent(
             tasks.push(tokio::spawn(async move {
                 for i in 0..per_worker {
                     let id = (base + w * per_worker + i) as i64;
-                    bare_db.insert(id).await;
+                    bare_db.insert(w, id).await;
                 }
             }));
         }
@@ -365,12 +385,10 @@ fn main() {
                 let keep = std::env::var_os("REACH_BENCH_KEEP_SCHEMA").is_some();
                 if keep {
                     println!("postgres   schema {schema} kept");
-                } else if let Bare::Postgres(pool) = &bare_db {
-                    let ddl = format!("DROP SCHEMA \"{schema}\" CASCADE");
-                    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl))
-                        .execute(pool)
-                        .await
-                        .expect("drop the bench schema");
+                } else {
+                    bare_db
+                        .run(format!("DROP SCHEMA \"{schema}\" CASCADE"))
+                        .await;
                 }
             }
             Err(_) => println!("postgres   skipped: REACH_TEST_DATABASE_URL is not set"),
