@@ -386,7 +386,7 @@ impl Pool {
                         .rows_affected()
                 };
                 if let Some(flush) = flush {
-                    flush.sync().await?;
+                    flush.sync_in_place().await?;
                 }
                 affected
             }
@@ -436,7 +436,7 @@ impl Pool {
                         .map(Row::Sqlite)
                 };
                 if let Some(flush) = flush {
-                    flush.sync().await?;
+                    flush.sync_in_place().await?;
                 }
                 row
             }
@@ -598,7 +598,7 @@ impl Tx {
                 // makes it durable runs beside the writers that follow.
                 drop(w);
                 if let Some(flush) = flush {
-                    flush.sync().await?;
+                    flush.sync_in_place().await?;
                 }
             }
             Tx::Postgres(t) => t.commit().await?,
