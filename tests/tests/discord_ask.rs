@@ -276,3 +276,65 @@ async fn a_long_ask_answer_is_one_callback_then_follow_ups() {
     }
     body.stop().await;
 }
+
+/// A gate whose every message worker is held by Discord's rate limits (each Create Message
+/// answered 429 twice, a retry after seconds) still answers an `/ask` inside Discord's
+/// 3-second window: the interaction lane claims only interaction work, and an answer committed
+/// inside the budget is claimed before older messages. The rate-limited replies still land,
+/// each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_busy_with_rate_limited_messages_still_answers_an_ask_in_time() {
+    const BUSY: u64 = 1_100_000_000_000_000_301;
+    const HELD: usize = 8;
+    let (body, em) = TestBody::start_with_discord(BUSY).await;
+    let _operator = body.operator_after_genesis("busy gate").await;
+    let bot = em.config().bot_user_id;
+    for _ in 0..2 * HELD {
+        em.script_next_create(Fault::RateLimit { retry_after: 2.5 });
+    }
+    let questions: Vec<u64> = (0..HELD as u64)
+        .map(|k| {
+            let asker = User::human(1_100_000_000_000_000_700 + k, "asker");
+            em.post_user_message(
+                BUSY,
+                &asker,
+                &format!("<@{bot}> How does a port authenticate a call? ({k})"),
+            )
+        })
+        .collect();
+    eventually(
+        WAIT,
+        "every message worker holding a rate-limited reply",
+        || (em.create_requests().len() >= HELD).then_some(()),
+    )
+    .await;
+
+    let asker = User::human(1_100_000_000_000_000_699, "asker");
+    let i1 = em.post_interaction(BUSY, &asker, "ask", "How does a port authenticate a call?");
+    let reply = eventually(WAIT, "the interaction's reply", || {
+        em.bot_messages(BUSY)
+            .into_iter()
+            .find(|m| m.interaction_id == Some(i1))
+    })
+    .await;
+    assert!(
+        reply.content.contains("<https://reach.invalid/reach/blob/"),
+        "{}",
+        reply.content
+    );
+    assert_eq!(callbacks_for(&em, i1), 1, "one callback, inside the window");
+
+    for q in questions {
+        let replies = eventually(WAIT, "the rate-limited reply", || {
+            let n = em
+                .bot_messages(BUSY)
+                .into_iter()
+                .filter(|m| m.reply_to == Some(q))
+                .count();
+            (n > 0).then_some(n)
+        })
+        .await;
+        assert_eq!(replies, 1, "each rate-limited reply lands once");
+    }
+    body.stop().await;
+}

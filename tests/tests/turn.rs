@@ -58,6 +58,7 @@ async fn claim_once(sender: &mut DeliveryClient<Channel>) -> ClaimResponse {
             lease_ms: 5_000,
             destination_base: BASE.into(),
             wait_ms: 0,
+            interactions_only: false,
         })
         .await
         .unwrap()
@@ -75,6 +76,7 @@ async fn claim_within(
                 lease_ms: 5_000,
                 destination_base: BASE.into(),
                 wait_ms: 0,
+                interactions_only: false,
             })
             .await
             .unwrap()
@@ -276,6 +278,7 @@ async fn every_claim_carries_a_fresh_decision_bound_to_what_is_sent() {
                 lease_ms: 1,
                 destination_base: BASE.into(),
                 wait_ms: 0,
+                interactions_only: false,
             })
             .await
             .unwrap()
@@ -306,6 +309,7 @@ async fn every_claim_carries_a_fresh_decision_bound_to_what_is_sent() {
             lease_ms: 1,
             destination_base: "http://discord.test/api/v10".into(),
             wait_ms: 0,
+            interactions_only: false,
         })
         .await;
     assert_eq!(bad.unwrap_err().code(), tonic::Code::InvalidArgument);

@@ -13,12 +13,18 @@
 //! committed inside the budget, by far the common case — costs one map entry for the turn's
 //! duration and no extra write, decision or request.
 //!
+//! Interaction work is **urgent**: a due acknowledgement, and an answer committed inside the
+//! budget (it calls back, so it must be sent before the window closes). Every claim takes urgent
+//! work before the oldest claimable intent, and a claimer that asks for interaction work only
+//! (egress-discord's interaction lane) waits on its own wake-up, [`Deferrals::urgent`], so a gate
+//! whose message workers are all held (rate limits, a slow Discord) still answers in time.
+//!
 //! The state is this process's memory: a core restart between the acknowledgement and the
 //! answer's claim forgets it, and the answer goes out as a callback, which Discord refuses with
 //! 40060 (UNKNOWN), and reconciliation reads the LOADING placeholder in `@original` and settles
 //! it proved absent. Nothing is ever sent twice; that answer is not delivered.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -67,13 +73,21 @@ pub struct Due {
     pub sigil_id: String,
 }
 
+/// How long a committed callback answer stays urgent: Discord's window, after which a callback
+/// can no longer land and the intent waits its turn like any other.
+const CALLBACK_WINDOW: Duration = Duration::from_secs(3);
+
 /// The interactions of the turns running in this core.
 #[derive(Debug)]
 pub struct Deferrals {
     budget: Duration,
     /// The claimers' wake-up (the same one a committed intent rings).
     wake: Arc<Notify>,
+    /// The interaction lane's wake-up: rung only for urgent work.
+    urgent: Notify,
     entries: Mutex<HashMap<String, Entry>>,
+    /// Intent ids of answers committed inside the budget (callbacks), oldest first, with when.
+    answers: Mutex<VecDeque<(String, Instant)>>,
 }
 
 impl Deferrals {
@@ -81,8 +95,40 @@ impl Deferrals {
         Self {
             budget,
             wake,
+            urgent: Notify::new(),
             entries: Mutex::default(),
+            answers: Mutex::default(),
         }
+    }
+
+    /// Rung when urgent work appears: a due acknowledgement or a committed callback answer.
+    pub fn urgent(&self) -> &Notify {
+        &self.urgent
+    }
+
+    /// An interaction's answer was committed unacknowledged (it calls back) as `intent_id`:
+    /// claimed before older intents while Discord's window is open.
+    pub fn answer_committed(&self, intent_id: &str) {
+        self.answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back((intent_id.to_owned(), Instant::now()));
+        self.urgent.notify_one();
+    }
+
+    /// Takes the oldest committed callback answer still inside Discord's window.
+    pub fn take_answer(&self) -> Option<String> {
+        self.take_answer_at(Instant::now())
+    }
+
+    fn take_answer_at(&self, now: Instant) -> Option<String> {
+        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some((id, at)) = answers.pop_front() {
+            if now.saturating_duration_since(at) < CALLBACK_WINDOW {
+                return Some(id);
+            }
+        }
+        None
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
@@ -115,6 +161,7 @@ impl Deferrals {
         tokio::spawn(async move {
             tokio::time::sleep(budget).await;
             me.wake.notify_one();
+            me.urgent.notify_one();
         });
     }
 
@@ -258,6 +305,31 @@ mod tests {
             !d.answer_edits("12"),
             "ward refused the acknowledgement: call back"
         );
+    }
+
+    #[tokio::test]
+    async fn committed_callback_answers_are_taken_oldest_first_and_ring_the_lane() {
+        let d = deferrals(Duration::from_secs(60));
+        assert!(d.take_answer().is_none());
+        d.answer_committed("int_1");
+        d.answer_committed("int_2");
+        // The lane's wake-up was rung (a stored permit: it returns at once).
+        tokio::time::timeout(Duration::from_secs(1), d.urgent().notified())
+            .await
+            .expect("the interaction lane is woken");
+        assert_eq!(d.take_answer().as_deref(), Some("int_1"));
+        assert_eq!(d.take_answer().as_deref(), Some("int_2"));
+        assert!(d.take_answer().is_none(), "each taken once");
+    }
+
+    #[tokio::test]
+    async fn a_callback_answer_past_discords_window_is_no_longer_urgent() {
+        let d = deferrals(Duration::from_secs(60));
+        d.answer_committed("int_late");
+        let later = Instant::now() + CALLBACK_WINDOW;
+        assert!(d.take_answer_at(later).is_none(), "dropped, not handed out");
+        d.answer_committed("int_fresh");
+        assert_eq!(d.take_answer().as_deref(), Some("int_fresh"));
     }
 
     #[tokio::test]

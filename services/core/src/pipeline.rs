@@ -218,6 +218,13 @@ impl Pipeline {
                 if let (Some(slot), Some((intent, _))) = (slot, &c.intent) {
                     self.slots.hold_until_settled(&intent.0, slot);
                 }
+                // An unacknowledged interaction's answer calls back: Discord's window is
+                // closing, so it is claimed before older intents.
+                if let (Some(_), Some(d), Some((intent, _)), false) =
+                    (&interaction, &self.deferrals, &c.intent, acknowledged)
+                {
+                    d.answer_committed(&intent.0);
+                }
                 if answer_digest.is_some() {
                     self.committed.notify_one();
                 }

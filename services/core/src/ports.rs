@@ -164,6 +164,39 @@ impl Core {
         })
     }
 
+    /// Claims an answer that calls back inside Discord's window first, then, unless the claimer
+    /// serves interactions only, the oldest claimable intent.
+    async fn claim_one(
+        &self,
+        owner: &str,
+        lease_for: Duration,
+        interactions_only: bool,
+    ) -> Result<Option<ledger::ClaimedIntent>, Status> {
+        while let Some(id) = self.deferrals.take_answer() {
+            match self
+                .vault
+                .claim(&ledger::IntentId(id), owner, lease_for)
+                .await
+            {
+                Ok(c) => return Ok(Some(c)),
+                // Another claimer took it first, or it already went out.
+                Err(
+                    LedgerError::LeaseHeld { .. }
+                    | LedgerError::NotClaimable { .. }
+                    | LedgerError::WrongState { .. },
+                ) => continue,
+                Err(e) => return Err(status(e)),
+            }
+        }
+        if interactions_only {
+            return Ok(None);
+        }
+        self.vault
+            .claim_next(owner, lease_for)
+            .await
+            .map_err(status)
+    }
+
     /// Whether the effect's reply edits its interaction's deferred original: known in memory
     /// since the acknowledgement, or from the ledger after a restart (the acknowledgement's
     /// decision is on the run), so a restart never turns an edit into a second callback.
@@ -323,29 +356,28 @@ impl Delivery for Core {
         };
         let lease_for = Duration::from_millis(u64::from(ms));
         let wait = Duration::from_millis(u64::from(req.get_ref().wait_ms.min(MAX_WAIT_MS)));
+        let only = req.get_ref().interactions_only;
         // Registered before the first look, so a commit between the look and the wait wakes us.
-        let committed = self.committed.notified();
-        tokio::pin!(committed);
-        committed.as_mut().enable();
+        // The interaction lane waits for urgent work only: a message commit must wake a
+        // message worker, not a claimer that would leave it.
+        let wake = if only {
+            self.deferrals.urgent().notified()
+        } else {
+            self.committed.notified()
+        };
+        tokio::pin!(wake);
+        wake.as_mut().enable();
         // An interaction past its budget is acknowledged before any answer is claimed.
         if let Some(deferral) = self.deferral(&base).await {
             return Ok(Response::new(deferral));
         }
-        let mut claimed = self
-            .vault
-            .claim_next(&owner, lease_for)
-            .await
-            .map_err(status)?;
+        let mut claimed = self.claim_one(&owner, lease_for, only).await?;
         if claimed.is_none() && !wait.is_zero() {
-            let _ = tokio::time::timeout(wait, committed).await;
+            let _ = tokio::time::timeout(wait, wake).await;
             if let Some(deferral) = self.deferral(&base).await {
                 return Ok(Response::new(deferral));
             }
-            claimed = self
-                .vault
-                .claim_next(&owner, lease_for)
-                .await
-                .map_err(status)?;
+            claimed = self.claim_one(&owner, lease_for, only).await?;
         }
         let Some(c) = claimed else {
             return Ok(Response::new(pb::ClaimResponse::default()));

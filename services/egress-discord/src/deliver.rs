@@ -117,10 +117,12 @@ pub async fn run(peers: Peers, rest: Arc<Rest>, stop: impl Future<Output = ()>) 
     let unknown = Arc::new(Mutex::new(resumed));
     let (stopping, stopped) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..WORKERS {
+    // The message workers, then the interaction lane (see [`Lane`]).
+    let lanes = std::iter::repeat_n(Lane::Any, WORKERS).chain([Lane::Interactions]);
+    for lane in lanes {
         let (core, ward, rest, base) = (core.clone(), ward.clone(), rest.clone(), base.clone());
         let (unknown, stopped, key) = (unknown.clone(), stopped.clone(), seal_key.clone());
-        tasks.spawn(worker(core, ward, rest, base, key, unknown, stopped));
+        tasks.spawn(worker(lane, core, ward, rest, base, key, unknown, stopped));
     }
     tasks.spawn(reconciler(core, ward, rest, base, unknown, stopped));
     stop.await;
@@ -131,7 +133,20 @@ pub async fn run(peers: Peers, rest: Arc<Rest>, stop: impl Future<Output = ()>) 
 
 type Unknowns = Arc<Mutex<Vec<Unknown>>>;
 
+/// What a worker claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// Anything claimable; interaction work first (core's order).
+    Any,
+    /// Interaction work only (`ClaimRequest.interactions_only`): Discord answers an interaction
+    /// only within 3 seconds, and every `Any` worker may be held for seconds by one message
+    /// (rate-limit retries, a slow Discord), so one worker is kept for what cannot wait.
+    Interactions,
+}
+
+#[allow(clippy::too_many_arguments)] // One worker's whole wiring; a struct would only rename it.
 async fn worker(
+    lane: Lane,
     mut core: DeliveryClient<Channel>,
     mut ward: WardClient<Channel>,
     rest: Arc<Rest>,
@@ -145,6 +160,7 @@ async fn worker(
             lease_ms: LEASE_MS,
             destination_base: base.clone(),
             wait_ms: CLAIM_WAIT_MS,
+            interactions_only: lane == Lane::Interactions,
         };
         let claimed = tokio::select! {
             _ = stopped.changed() => return,
