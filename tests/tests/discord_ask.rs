@@ -39,6 +39,26 @@ fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
     found
 }
 
+/// Waits for the bot's reply to `interaction` in `channel` and checks that it cites the corpus.
+async fn cited_reply(
+    em: &reach_discord_emulator::Emulator,
+    channel: u64,
+    interaction: u64,
+) -> reach_discord_emulator::EmulatedMessage {
+    let reply = eventually(WAIT, "the interaction's reply", || {
+        em.bot_messages(channel)
+            .into_iter()
+            .find(|m| m.interaction_id == Some(interaction))
+    })
+    .await;
+    assert!(
+        reply.content.contains("<https://reach.invalid/reach/blob/"),
+        "{}",
+        reply.content
+    );
+    reply
+}
+
 fn callbacks_for(em: &reach_discord_emulator::Emulator, interaction: u64) -> usize {
     em.callback_requests()
         .iter()
@@ -60,17 +80,7 @@ async fn an_ask_is_answered_by_one_callback_and_its_token_stays_sealed() {
         "ask",
         "How does a port authenticate a call?",
     );
-    let reply = eventually(WAIT, "the interaction's reply", || {
-        em.bot_messages(CHANNEL)
-            .into_iter()
-            .find(|m| m.interaction_id == Some(i1))
-    })
-    .await;
-    assert!(
-        reply.content.contains("<https://reach.invalid/reach/blob/"),
-        "{}",
-        reply.content
-    );
+    let reply = cited_reply(&em, CHANNEL, i1).await;
     assert!(reply.mentions.is_empty(), "the bot never pings anyone");
     let calls: Vec<_> = em
         .callback_requests()
@@ -311,17 +321,7 @@ async fn a_gate_busy_with_rate_limited_messages_still_answers_an_ask_in_time() {
 
     let asker = User::human(1_100_000_000_000_000_699, "asker");
     let i1 = em.post_interaction(BUSY, &asker, "ask", "How does a port authenticate a call?");
-    let reply = eventually(WAIT, "the interaction's reply", || {
-        em.bot_messages(BUSY)
-            .into_iter()
-            .find(|m| m.interaction_id == Some(i1))
-    })
-    .await;
-    assert!(
-        reply.content.contains("<https://reach.invalid/reach/blob/"),
-        "{}",
-        reply.content
-    );
+    cited_reply(&em, BUSY, i1).await;
     assert_eq!(callbacks_for(&em, i1), 1, "one callback, inside the window");
 
     for q in questions {

@@ -248,20 +248,31 @@ impl Phylactery {
             else {
                 return Ok(None);
             };
-            match self
-                .claim(&IntentId(row.text("intent_id")?), owner, lease_for)
-                .await
-            {
-                Ok(c) => return Ok(Some(c)),
-                Err(
-                    LedgerError::LeaseHeld { .. }
-                    | LedgerError::NotClaimable { .. }
-                    | LedgerError::WrongState { .. },
-                ) => continue,
-                Err(e) => return Err(e),
+            let id = IntentId(row.text("intent_id")?);
+            if let Some(c) = self.claim_if_free(&id, owner, lease_for).await? {
+                return Ok(Some(c));
             }
         }
         Ok(None)
+    }
+
+    /// As [`Phylactery::claim`], with `None` where another claimer won the race: the intent is
+    /// leased to someone else, or already past claiming.
+    pub async fn claim_if_free(
+        &self,
+        id: &IntentId,
+        owner: &str,
+        lease_for: Duration,
+    ) -> Result<Option<ClaimedIntent>> {
+        match self.claim(id, owner, lease_for).await {
+            Ok(c) => Ok(Some(c)),
+            Err(
+                LedgerError::LeaseHeld { .. }
+                | LedgerError::NotClaimable { .. }
+                | LedgerError::WrongState { .. },
+            ) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Persists SUBMITTING. The sender transmits only after this returns; the lease must still be

@@ -173,19 +173,14 @@ impl Core {
         interactions_only: bool,
     ) -> Result<Option<ledger::ClaimedIntent>, Status> {
         while let Some(id) = self.deferrals.take_answer() {
-            match self
+            // `None`: another claimer took it first, or it already went out.
+            let claimed = self
                 .vault
-                .claim(&ledger::IntentId(id), owner, lease_for)
+                .claim_if_free(&ledger::IntentId(id), owner, lease_for)
                 .await
-            {
-                Ok(c) => return Ok(Some(c)),
-                // Another claimer took it first, or it already went out.
-                Err(
-                    LedgerError::LeaseHeld { .. }
-                    | LedgerError::NotClaimable { .. }
-                    | LedgerError::WrongState { .. },
-                ) => continue,
-                Err(e) => return Err(status(e)),
+                .map_err(status)?;
+            if claimed.is_some() {
+                return Ok(claimed);
             }
         }
         if interactions_only {

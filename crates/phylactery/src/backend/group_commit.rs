@@ -177,49 +177,16 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    #[tokio::test]
-    async fn concurrent_waiters_share_flushes_and_each_waits_for_one_that_began_after_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("v.sqlite");
-        std::fs::write(dir.path().join("v.sqlite-wal"), b"frames").unwrap();
-        let g = Arc::new(GroupCommit::new(&db));
+    /// A lone waiter leads one flush; then 64 concurrent waiters (every other one in place when
+    /// `mixed`) all return, sharing at most one flush each.
+    async fn sixty_four_waiters_share_flushes(g: &Arc<GroupCommit>, mixed: bool) {
         g.sync().await.unwrap();
-        assert_eq!(*g.completed.borrow(), 1, "a lone waiter leads one flush");
-        let waiters: Vec<_> = (0..64)
-            .map(|_| {
-                let g = g.clone();
-                tokio::spawn(async move { g.sync().await })
-            })
-            .collect();
-        for w in waiters {
-            w.await.unwrap().unwrap();
-        }
-        let flushes = *g.completed.borrow() - 1;
-        assert!(
-            (1..=64).contains(&flushes),
-            "64 waiters took {flushes} flushes"
-        );
-        // A waiter arriving after all of that still needs a new flush.
-        let before = *g.completed.borrow();
-        g.sync().await.unwrap();
-        assert_eq!(*g.completed.borrow(), before + 1);
-    }
-
-    /// On the multi-thread runtime (core's), a synced commit's flush runs in place; waiters of
-    /// both kinds still share flushes, and a failure in place poisons the gate as well.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn flushes_in_place_and_on_the_pool_are_shared_and_poison_alike() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("v.sqlite");
-        std::fs::write(dir.path().join("v.sqlite-wal"), b"frames").unwrap();
-        let g = Arc::new(GroupCommit::new(&db));
-        g.sync_in_place().await.unwrap();
         assert_eq!(*g.completed.borrow(), 1, "a lone waiter leads one flush");
         let waiters: Vec<_> = (0..64)
             .map(|i| {
                 let g = g.clone();
                 tokio::spawn(async move {
-                    if i % 2 == 0 {
+                    if mixed && i % 2 == 0 {
                         g.sync_in_place().await
                     } else {
                         g.sync().await
@@ -235,6 +202,30 @@ mod tests {
             (1..=64).contains(&flushes),
             "64 waiters took {flushes} flushes"
         );
+    }
+
+    #[tokio::test]
+    async fn concurrent_waiters_share_flushes_and_each_waits_for_one_that_began_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("v.sqlite");
+        std::fs::write(dir.path().join("v.sqlite-wal"), b"frames").unwrap();
+        let g = Arc::new(GroupCommit::new(&db));
+        sixty_four_waiters_share_flushes(&g, false).await;
+        // A waiter arriving after all of that still needs a new flush.
+        let before = *g.completed.borrow();
+        g.sync().await.unwrap();
+        assert_eq!(*g.completed.borrow(), before + 1);
+    }
+
+    /// On the multi-thread runtime (core's), a synced commit's flush runs in place; waiters of
+    /// both kinds still share flushes, and a failure in place poisons the gate as well.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn flushes_in_place_and_on_the_pool_are_shared_and_poison_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("v.sqlite");
+        std::fs::write(dir.path().join("v.sqlite-wal"), b"frames").unwrap();
+        let g = Arc::new(GroupCommit::new(&db));
+        sixty_four_waiters_share_flushes(&g, true).await;
 
         let file = dir.path().join("plain");
         std::fs::write(&file, b"x").unwrap();
