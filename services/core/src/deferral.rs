@@ -109,10 +109,18 @@ impl Deferrals {
     /// An interaction's answer was committed unacknowledged (it calls back) as `intent_id`:
     /// claimed before older intents while Discord's window is open.
     pub fn answer_committed(&self, intent_id: &str) {
-        self.answers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back((intent_id.to_owned(), Instant::now()));
+        let now = Instant::now();
+        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        // Answers nobody claimed in time leave here, so a gate that is down for long never
+        // grows the list: it holds at most one window's answers.
+        while answers
+            .front()
+            .is_some_and(|(_, at)| now.saturating_duration_since(*at) >= CALLBACK_WINDOW)
+        {
+            answers.pop_front();
+        }
+        answers.push_back((intent_id.to_owned(), now));
+        drop(answers);
         self.urgent.notify_one();
     }
 
