@@ -180,6 +180,11 @@ pub async fn call(channel: tonic::transport::Channel, path: &str) -> tonic::Code
     call_with(channel, path, &[]).await
 }
 
+/// A call that neither succeeds nor fails within this is reported as `DeadlineExceeded`,
+/// which no assertion here reads as "refused": a port that hangs a caller fails its test
+/// instead of hanging the suite.
+pub const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Like [`call`], with extra request metadata.
 pub async fn call_with(
     channel: tonic::transport::Channel,
@@ -187,19 +192,24 @@ pub async fn call_with(
     metadata: &[(&'static str, &str)],
 ) -> tonic::Code {
     let mut grpc = tonic::client::Grpc::new(channel);
-    if let Err(e) = grpc.ready().await {
-        return tonic::Status::from_error(e.into()).code();
-    }
     let mut req = tonic::Request::new(());
     for (k, v) in metadata {
         req.metadata_mut().insert(*k, v.parse().unwrap());
     }
     let codec = tonic_prost::ProstCodec::<(), ()>::default();
     let path = http::uri::PathAndQuery::try_from(path).expect("method path");
-    match grpc.unary(req, path, codec).await {
-        Ok(_) => tonic::Code::Ok,
-        Err(s) => s.code(),
-    }
+    let exchange = async move {
+        if let Err(e) = grpc.ready().await {
+            return tonic::Status::from_error(e.into()).code();
+        }
+        match grpc.unary(req, path, codec).await {
+            Ok(_) => tonic::Code::Ok,
+            Err(s) => s.code(),
+        }
+    };
+    tokio::time::timeout(CALL_DEADLINE, exchange)
+        .await
+        .unwrap_or(tonic::Code::DeadlineExceeded)
 }
 
 /// A channel presenting `leaf` (PEM cert and key; `None` for no client certificate) and
@@ -239,9 +249,10 @@ pub async fn raw_channel(
             Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
         }
     });
-    tonic::transport::Endpoint::from_static("http://reach.port")
-        .connect_with_connector(dial)
+    let endpoint = tonic::transport::Endpoint::from_static("http://reach.port");
+    tokio::time::timeout(CALL_DEADLINE, endpoint.connect_with_connector(dial))
         .await
+        .expect("the port neither accepted nor refused the connection in time")
 }
 
 #[derive(Debug)]

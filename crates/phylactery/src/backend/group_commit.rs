@@ -128,6 +128,10 @@ impl GroupCommit {
 
     /// Runs flush number `n` and publishes its outcome to every waiter.
     async fn flush(&self, n: u64, on: FlushOn) -> Result<()> {
+        // The leader may be dropped while its flush runs on the pool (a caller's request was
+        // cancelled); the guard then hands the lead back, or every later waiter would wait on
+        // a flush that never publishes.
+        let lead = Lead(self);
         let wal = self.wal.clone();
         let work = move || match std::fs::File::open(&wal) {
             Ok(f) => f.sync_data(),
@@ -146,6 +150,7 @@ impl GroupCommit {
                 .await
                 .unwrap_or_else(|e| Err(std::io::Error::other(e)))
         };
+        std::mem::forget(lead);
         let mut s = self.lock();
         s.running = false;
         match outcome {
@@ -165,6 +170,18 @@ impl GroupCommit {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // The state is a few integers updated in place: a panic cannot leave it half-written.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The lead of a flush in progress; dropped unfinished, it frees the lead and wakes the waiters
+/// so that one of them leads a new flush (this one's outcome is never published: nobody is
+/// left to act on it, and a later flush covers every commit it would have).
+struct Lead<'a>(&'a GroupCommit);
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        self.0.lock().running = false;
+        self.0.completed.send_modify(|_| {});
     }
 }
 
@@ -235,6 +252,34 @@ mod tests {
             "ledger/durability"
         );
         assert_eq!(g.sync().await.unwrap_err().code(), "ledger/durability");
+    }
+
+    /// A leader dropped while its flush is on the blocking pool (its request was cancelled)
+    /// hands the lead back: the next synced commit still returns, after a flush of its own.
+    #[tokio::test]
+    async fn a_leader_cancelled_mid_flush_does_not_strand_later_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("v.sqlite");
+        std::fs::write(dir.path().join("v.sqlite-wal"), b"frames").unwrap();
+        let g = Arc::new(GroupCommit::new(&db));
+        let waiter = {
+            let g = g.clone();
+            tokio::spawn(async move {
+                // Becomes a waiter behind the leader below, then must lead after it is dropped.
+                tokio::task::yield_now().await;
+                g.sync().await
+            })
+        };
+        // Polled once: it takes the lead and hands its flush to the pool, then it is dropped.
+        let cancelled = tokio::time::timeout(std::time::Duration::ZERO, g.sync()).await;
+        assert!(cancelled.is_err(), "the leader was dropped mid-flush");
+        let later = tokio::time::timeout(std::time::Duration::from_secs(10), g.sync()).await;
+        later.expect("a later sync returns").unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
+            .await
+            .expect("the waiter returns")
+            .unwrap()
+            .unwrap();
     }
 
     #[tokio::test]
