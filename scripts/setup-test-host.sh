@@ -25,6 +25,12 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+# A machine may ship a newer qemu-utils (a backport) than the distribution's qemu-system-x86;
+# installing the latter then removes the former as incompatible. Put back the matching one.
+if ! command -v qemu-img >/dev/null 2>&1; then
+  echo "setup: installing qemu-utils (matching qemu-system-x86)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-utils >/dev/null
+fi
 
 # PostgreSQL: start the cluster (no systemd here) and make a trust-auth database for root.
 ver=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n1)

@@ -258,28 +258,40 @@ mod tests {
     /// hands the lead back: the next synced commit still returns, after a flush of its own.
     #[tokio::test]
     async fn a_leader_cancelled_mid_flush_does_not_strand_later_commits() {
+        use std::time::Duration;
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("v.sqlite");
-        std::fs::write(dir.path().join("v.sqlite-wal"), b"frames").unwrap();
+        let wal = dir.path().join("v.sqlite-wal");
+        // The WAL is a FIFO: opening it for reading blocks until a writer appears, so the
+        // leader's flush is held on the pool for as long as the test needs.
+        nix::unistd::mkfifo(&wal, nix::sys::stat::Mode::S_IRWXU).unwrap();
         let g = Arc::new(GroupCommit::new(&db));
         let waiter = {
             let g = g.clone();
             tokio::spawn(async move {
-                // Becomes a waiter behind the leader below, then must lead after it is dropped.
+                // Queues behind the held leader, then must lead once it is dropped.
                 tokio::task::yield_now().await;
                 g.sync().await
             })
         };
-        // Polled once: it takes the lead and hands its flush to the pool, then it is dropped.
-        let cancelled = tokio::time::timeout(std::time::Duration::ZERO, g.sync()).await;
-        assert!(cancelled.is_err(), "the leader was dropped mid-flush");
-        let later = tokio::time::timeout(std::time::Duration::from_secs(10), g.sync()).await;
-        later.expect("a later sync returns").unwrap();
-        tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
-            .await
-            .expect("the waiter returns")
-            .unwrap()
+        // Polled once: it takes the lead, hands its flush to the pool, and is dropped.
+        let cancelled = tokio::time::timeout(Duration::ZERO, g.sync()).await;
+        assert!(cancelled.is_err(), "the held flush cannot have ended");
+        // The held flush keeps the FIFO (renamed); a plain WAL takes its place.
+        let held = dir.path().join("held-fifo");
+        std::fs::rename(&wal, &held).unwrap();
+        std::fs::write(&wal, b"frames").unwrap();
+        let later = tokio::time::timeout(Duration::from_secs(10), g.sync()).await;
+        let waited = tokio::time::timeout(Duration::from_secs(10), waiter).await;
+        // Release the held flush (a read-write open of a FIFO never blocks) so the runtime can
+        // shut its pool down, before asserting anything.
+        let _release = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&held)
             .unwrap();
+        later.expect("a later sync returns").unwrap();
+        waited.expect("the waiter returns").unwrap().unwrap();
     }
 
     #[tokio::test]
