@@ -53,6 +53,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "part_claim_order",
         sql: include_str!("../../migrations/sqlite/0007_part_claim_order.sql"),
     },
+    Migration {
+        version: 8,
+        name: "lean_intent_indexes",
+        sql: include_str!("../../migrations/sqlite/0008_lean_intent_indexes.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
