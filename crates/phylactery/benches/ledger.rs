@@ -15,8 +15,9 @@
 //! ratio, not criterion's per-iteration statistics.
 //!
 //! Targets (issue 4): chain rate >= 25% of the bare insert rate, and >= 500 chains/s on SQLite.
-//! `REACH_BENCH_EVENTS` sets N (default 2000), `REACH_BENCH_WORKERS` the concurrent workers of
-//! the second comparison (default 8; the same for the bare loop and the chain). PostgreSQL runs
+//! `REACH_BENCH_EVENTS` sets N (default 2000), `REACH_BENCH_EFFECT_BYTES` pads each intent's
+//! effect (default none), `REACH_BENCH_WORKERS` the concurrent workers of the second comparison
+//! (default 8; the same for the bare loop and the chain). PostgreSQL runs
 //! when `REACH_TEST_DATABASE_URL` is set. The load average is printed before and after: other
 //! builds on the machine move every figure. `REACH_BENCH_KEEP_SCHEMA` keeps the PostgreSQL schema.
 #![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
@@ -185,7 +186,10 @@ async fn chain(p: &Phylactery, n: u64, admit: Admit, steps: &mut Steps) {
         reason: None,
         answer_digest: Some(Sha256Digest::of(b"answer")),
         intent: Some(DeliveryIntentSpec {
-            effect: format!("create_message channel=c reply_to=bench-{n}"),
+            effect: format!(
+                "create_message channel=c reply_to=bench-{n}{}",
+                effect_padding()
+            ),
             payload_digest: Sha256Digest::of(b"body"),
         }),
     };
@@ -336,6 +340,22 @@ fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())
+}
+
+/// `REACH_BENCH_EFFECT_BYTES` pads each intent's effect to about an answer's size (a Discord
+/// part is up to 2,000 characters); the default is a short effect, as in every earlier figure.
+fn effect_padding() -> &'static str {
+    static PAD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PAD.get_or_init(|| {
+        let bytes = std::env::var("REACH_BENCH_EFFECT_BYTES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        match bytes {
+            0 => String::new(),
+            n => format!(" text={}", "x".repeat(n)),
+        }
+    })
 }
 
 fn main() {

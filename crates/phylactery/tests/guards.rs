@@ -813,3 +813,47 @@ on_both!(
     rolled_back_vault_refuses_until_reconciled,
     tainted_principal_is_fenced,
 );
+
+/// A new SQLite vault is made of 2 KiB pages (fewer bytes in each synced step's flush); a vault
+/// file made before keeps its own page size and its data when opened again.
+#[tokio::test]
+async fn a_new_sqlite_vault_has_small_pages_and_an_old_one_keeps_its_own() {
+    let (cfg, _guard) = config(Db::Sqlite, "pages");
+    let (p, _clock) = open_at(cfg.clone()).await;
+    let raw = Raw::of(&cfg).await;
+    assert_eq!(
+        raw.text("SELECT CAST(page_size AS TEXT) FROM pragma_page_size")
+            .await,
+        "2048"
+    );
+    drop(p);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let old = sqlx::SqlitePool::connect_with(
+        SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .page_size(4096),
+    )
+    .await
+    .unwrap();
+    sqlx::raw_sql("CREATE TABLE made_before (x)")
+        .execute(&old)
+        .await
+        .unwrap();
+    old.close().await;
+    let cfg = VaultConfig::sqlite(path);
+    let (_p, _clock) = open_at(cfg.clone()).await;
+    let raw = Raw::of(&cfg).await;
+    assert_eq!(
+        raw.text("SELECT CAST(page_size AS TEXT) FROM pragma_page_size")
+            .await,
+        "4096"
+    );
+    assert_eq!(
+        raw.text("SELECT name FROM sqlite_master WHERE name = 'made_before'")
+            .await,
+        "made_before"
+    );
+}
