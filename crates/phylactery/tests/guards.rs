@@ -49,6 +49,12 @@ impl Raw {
         r.err().map(|e| e.to_string())
     }
 
+    /// The database's page size, as text.
+    async fn page_size(&self) -> String {
+        self.text("SELECT CAST(page_size AS TEXT) FROM pragma_page_size")
+            .await
+    }
+
     async fn text(&self, sql: &'static str) -> String {
         match self {
             Raw::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await.unwrap(),
@@ -821,11 +827,7 @@ async fn a_new_sqlite_vault_has_small_pages_and_an_old_one_keeps_its_own() {
     let (cfg, _guard) = config(Db::Sqlite, "pages");
     let (p, _clock) = open_at(cfg.clone()).await;
     let raw = Raw::of(&cfg).await;
-    assert_eq!(
-        raw.text("SELECT CAST(page_size AS TEXT) FROM pragma_page_size")
-            .await,
-        "2048"
-    );
+    assert_eq!(raw.page_size().await, "2048");
     drop(p);
 
     let dir = tempfile::tempdir().unwrap();
@@ -846,11 +848,7 @@ async fn a_new_sqlite_vault_has_small_pages_and_an_old_one_keeps_its_own() {
     let cfg = VaultConfig::sqlite(path);
     let (_p, _clock) = open_at(cfg.clone()).await;
     let raw = Raw::of(&cfg).await;
-    assert_eq!(
-        raw.text("SELECT CAST(page_size AS TEXT) FROM pragma_page_size")
-            .await,
-        "4096"
-    );
+    assert_eq!(raw.page_size().await, "4096");
     assert_eq!(
         raw.text("SELECT name FROM sqlite_master WHERE name = 'made_before'")
             .await,

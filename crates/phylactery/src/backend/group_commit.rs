@@ -194,6 +194,22 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// A gate over a WAL file with some frames in it, in a fresh directory.
+    fn gate_with_wal() -> (tempfile::TempDir, Arc<GroupCommit>) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("v.sqlite-wal"), b"frames").unwrap();
+        let g = Arc::new(GroupCommit::new(&dir.path().join("v.sqlite")));
+        (dir, g)
+    }
+
+    /// A gate whose WAL cannot be opened: it lies "under" a regular file (ENOTDIR), so every
+    /// flush fails.
+    fn unflushable_gate(dir: &std::path::Path) -> GroupCommit {
+        let file = dir.join("plain");
+        std::fs::write(&file, b"x").unwrap();
+        GroupCommit::new(&file.join("v.sqlite"))
+    }
+
     /// A lone waiter leads one flush; then 64 concurrent waiters (every other one in place when
     /// `mixed`) all return, sharing at most one flush each.
     async fn sixty_four_waiters_share_flushes(g: &Arc<GroupCommit>, mixed: bool) {
@@ -223,10 +239,7 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_waiters_share_flushes_and_each_waits_for_one_that_began_after_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("v.sqlite");
-        std::fs::write(dir.path().join("v.sqlite-wal"), b"frames").unwrap();
-        let g = Arc::new(GroupCommit::new(&db));
+        let (_dir, g) = gate_with_wal();
         sixty_four_waiters_share_flushes(&g, false).await;
         // A waiter arriving after all of that still needs a new flush.
         let before = *g.completed.borrow();
@@ -238,15 +251,10 @@ mod tests {
     /// both kinds still share flushes, and a failure in place poisons the gate as well.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn flushes_in_place_and_on_the_pool_are_shared_and_poison_alike() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("v.sqlite");
-        std::fs::write(dir.path().join("v.sqlite-wal"), b"frames").unwrap();
-        let g = Arc::new(GroupCommit::new(&db));
+        let (dir, g) = gate_with_wal();
         sixty_four_waiters_share_flushes(&g, true).await;
 
-        let file = dir.path().join("plain");
-        std::fs::write(&file, b"x").unwrap();
-        let g = GroupCommit::new(&file.join("v.sqlite"));
+        let g = unflushable_gate(dir.path());
         assert_eq!(
             g.sync_in_place().await.unwrap_err().code(),
             "ledger/durability"
@@ -304,11 +312,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_flush_poisons_every_later_sync() {
         let dir = tempfile::tempdir().unwrap();
-        // A WAL path that cannot be opened for reading as a file: a directory opens, but make it
-        // fail by placing the WAL "under" a regular file (ENOTDIR).
-        let file = dir.path().join("plain");
-        std::fs::write(&file, b"x").unwrap();
-        let g = GroupCommit::new(&file.join("v.sqlite"));
+        let g = unflushable_gate(dir.path());
         let err = g.sync().await.unwrap_err();
         assert_eq!(err.code(), "ledger/durability");
         let again = g.sync().await.unwrap_err();
