@@ -14,6 +14,12 @@
 //! A plain bench binary (`harness = false`) because the figures of interest are rates and their
 //! ratio, not criterion's per-iteration statistics.
 //!
+//! The sequential comparison also times a *bare chain* ([`bare_chain`]): the chain's five
+//! commits, two of them synced, as bare inserts. Its ratio to the bare insert is about the most a
+//! chain with that commit structure could reach one at a time; the chain's rate as a share of it
+//! is what the ledger's own work costs. (With concurrent workers the vault's group commit shares
+//! flushes that the bare chain's inserts each pay, so it bounds nothing there.)
+//!
 //! Targets (issue 4): chain rate >= 25% of the bare insert rate, and >= 500 chains/s on SQLite.
 //! `REACH_BENCH_EVENTS` sets N (default 2000), `REACH_BENCH_EFFECT_BYTES` pads each intent's
 //! effect (default none), `REACH_BENCH_WORKERS` the concurrent workers of the second comparison
@@ -34,26 +40,49 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 /// directly: a pool would add its ping on release (one more round trip per insert on
 /// PostgreSQL, one more worker-thread hand-off on SQLite) and flatter the chain's ratio. The
 /// vault's own connections are used directly too (`backend`).
+///
+/// Each backend has a second set of connections that commit without a flush (SQLite
+/// `synchronous=NORMAL`, PostgreSQL `synchronous_commit = off`), for [`bare_chain`].
 #[derive(Clone)]
 enum Bare {
     /// One connection behind a FIFO lock: concurrent workers queue on it, as writers must on
     /// SQLite (the vault's writer does the same).
-    Sqlite(Arc<tokio::sync::Mutex<sqlx::SqliteConnection>>),
+    Sqlite(
+        Arc<tokio::sync::Mutex<sqlx::SqliteConnection>>,
+        Arc<tokio::sync::Mutex<sqlx::SqliteConnection>>,
+    ),
     /// One connection per worker (worker `w` uses connection `w`), so concurrent inserts
     /// commit side by side and share WAL flushes.
-    Postgres(Arc<Vec<tokio::sync::Mutex<sqlx::PgConnection>>>),
+    Postgres(
+        Arc<Vec<tokio::sync::Mutex<sqlx::PgConnection>>>,
+        Arc<Vec<tokio::sync::Mutex<sqlx::PgConnection>>>,
+    ),
+}
+
+/// Whether a bare insert's commit waits for a flush.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    Synced,
+    Unsynced,
 }
 
 impl Bare {
     async fn sqlite(path: &std::path::Path) -> Self {
-        let conn = SqliteConnectOptions::new()
-            .filename(path)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .connect()
-            .await
-            .expect("bare sqlite connection");
-        Bare::Sqlite(Arc::new(tokio::sync::Mutex::new(conn)))
+        let connect = |sync| async move {
+            SqliteConnectOptions::new()
+                .filename(path)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(sync)
+                .connect()
+                .await
+                .expect("bare sqlite connection")
+        };
+        let synced = connect(SqliteSynchronous::Full).await;
+        let unsynced = connect(SqliteSynchronous::Normal).await;
+        Bare::Sqlite(
+            Arc::new(tokio::sync::Mutex::new(synced)),
+            Arc::new(tokio::sync::Mutex::new(unsynced)),
+        )
     }
 
     async fn postgres(url: &str, schema: &str, connections: u32) -> Self {
@@ -61,30 +90,55 @@ impl Bare {
             .parse::<sqlx::postgres::PgConnectOptions>()
             .expect("url")
             .options([("search_path", schema)]);
-        let mut conns = Vec::new();
+        let unsynced_opts = opts.clone().options([("synchronous_commit", "off")]);
+        let mut synced = Vec::new();
+        let mut unsynced = Vec::new();
         for _ in 0..connections.max(1) {
             let conn = opts.connect().await.expect("bare postgres connection");
-            conns.push(tokio::sync::Mutex::new(conn));
+            synced.push(tokio::sync::Mutex::new(conn));
+            let conn = unsynced_opts
+                .connect()
+                .await
+                .expect("bare postgres connection");
+            unsynced.push(tokio::sync::Mutex::new(conn));
         }
-        Bare::Postgres(Arc::new(conns))
+        Bare::Postgres(Arc::new(synced), Arc::new(unsynced))
     }
 
-    /// Inserts row `id`; `worker` picks the connection on PostgreSQL.
+    /// Inserts row `id`, synced; `worker` picks the connection on PostgreSQL.
     async fn insert(&self, worker: u64, id: i64) {
+        self.insert_with(Flush::Synced, worker, id).await
+    }
+
+    async fn insert_with(&self, flush: Flush, worker: u64, id: i64) {
         const SQL: &str = "INSERT INTO bench_baseline (id, payload) VALUES ($1, $2)";
         match self {
-            Bare::Sqlite(c) => sqlx::query(SQL)
-                .bind(id)
-                .bind("baseline")
-                .execute(&mut *c.lock().await)
-                .await
-                .map(drop),
-            Bare::Postgres(conns) => sqlx::query(SQL)
-                .bind(id)
-                .bind("baseline")
-                .execute(&mut *conns[worker as usize % conns.len()].lock().await)
-                .await
-                .map(drop),
+            Bare::Sqlite(synced, unsynced) => {
+                let c = if flush == Flush::Synced {
+                    synced
+                } else {
+                    unsynced
+                };
+                sqlx::query(SQL)
+                    .bind(id)
+                    .bind("baseline")
+                    .execute(&mut *c.lock().await)
+                    .await
+                    .map(drop)
+            }
+            Bare::Postgres(synced, unsynced) => {
+                let conns = if flush == Flush::Synced {
+                    synced
+                } else {
+                    unsynced
+                };
+                sqlx::query(SQL)
+                    .bind(id)
+                    .bind("baseline")
+                    .execute(&mut *conns[worker as usize % conns.len()].lock().await)
+                    .await
+                    .map(drop)
+            }
         }
         .expect("bare insert");
     }
@@ -92,11 +146,11 @@ impl Bare {
     /// Runs one statement without parameters (the schema's drop).
     async fn run(&self, sql: String) {
         match self {
-            Bare::Sqlite(c) => sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            Bare::Sqlite(c, _) => sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
                 .execute(&mut *c.lock().await)
                 .await
                 .map(drop),
-            Bare::Postgres(conns) => sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            Bare::Postgres(conns, _) => sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
                 .execute(&mut *conns[0].lock().await)
                 .await
                 .map(drop),
@@ -224,6 +278,27 @@ async fn chain(p: &Phylactery, n: u64, admit: Admit, steps: &mut Steps) {
     lap(4);
 }
 
+/// A chain's commit structure made of bare inserts, in its order: admission and SUBMITTING
+/// synced, the turn, the claim and the settlement not; no rule, fence or trigger runs. (On
+/// SQLite the two kinds are two connections, so each switch revalidates the page cache: a
+/// little slower than one connection could be.)
+async fn bare_chain(bare_db: &Bare, worker: u64, n: u64) {
+    const STRUCTURE: [Flush; 5] = [
+        Flush::Synced,
+        Flush::Unsynced,
+        Flush::Unsynced,
+        Flush::Synced,
+        Flush::Unsynced,
+    ];
+    for (k, flush) in STRUCTURE.into_iter().enumerate() {
+        let id = BARE_CHAIN_IDS + (n as i64) * 5 + k as i64;
+        bare_db.insert_with(flush, worker, id).await;
+    }
+}
+
+/// Where the bare chain's row ids start (the bare loop's ids are below it).
+const BARE_CHAIN_IDS: i64 = 1 << 40;
+
 /// Runs [`measure_here`] in a runtime task, where core's handlers run (the `block_on` thread is
 /// not a runtime worker, so every wake-up there is an extra thread hand-off).
 async fn measure(label: &'static str, p: &Phylactery, bare_db: &Bare, n: u64, admit: Admit) {
@@ -239,11 +314,13 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, admit
     for i in 0..20 {
         bare_db.insert(0, -((base + i) as i64) - 1).await;
         chain(p, u64::MAX - base - i, admit, &mut Steps::default()).await;
+        bare_chain(bare_db, 0, (1 << 30) + base + i).await;
     }
     // Interleaved rounds, so load drifting on the machine (other builds) weighs on both loops
     // alike instead of on whichever ran second.
     let mut bare_time = Duration::ZERO;
     let mut chain_time = Duration::ZERO;
+    let mut bare_chain_time = Duration::ZERO;
     let mut steps = Steps::default();
     let chunk = (n / ROUNDS).max(1);
     for r in 0..ROUNDS {
@@ -257,15 +334,22 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, admit
             chain(p, base + i, admit, &mut steps).await;
         }
         chain_time += t.elapsed();
+        let t = Instant::now();
+        for i in r * chunk..(r + 1) * chunk {
+            bare_chain(bare_db, 0, base + i).await;
+        }
+        bare_chain_time += t.elapsed();
     }
     let n = chunk * ROUNDS;
     let bare = n as f64 / bare_time.as_secs_f64();
     let full = n as f64 / chain_time.as_secs_f64();
+    let bare_chained = n as f64 / bare_chain_time.as_secs_f64();
     println!(
         "{label:<10} sequential   N={n:<6} bare insert {bare:>9.0}/s   full chain {full:>8.0} chains/s   ratio {:>5.1}%   ({})",
         100.0 * full / bare,
         admit.label()
     );
+    print_bare_chain(label, bare_chained, bare, full);
     let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
     let breakdown: Vec<String> = STEP_NAMES
         .iter()
@@ -333,6 +417,16 @@ async fn measure_concurrent(
         total,
         100.0 * full / bare,
         admit.label()
+    );
+}
+
+/// The bare chain's line: its rate, its ratio to the bare insert (about the most a chain with
+/// this commit structure could reach one at a time), and the chain's rate as a share of it.
+fn print_bare_chain(label: &str, bare_chained: f64, bare: f64, full: f64) {
+    println!(
+        "{label:<10} sequential   bare chain (2 synced + 3 unsynced inserts) {bare_chained:>8.0}/s   of bare insert {:>5.1}%   full chain of it {:>5.1}%",
+        100.0 * bare_chained / bare,
+        100.0 * full / bare_chained
     );
 }
 
