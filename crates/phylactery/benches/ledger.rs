@@ -66,6 +66,16 @@ enum Flush {
     Unsynced,
 }
 
+impl Flush {
+    /// The connection (or connections) for this kind of commit.
+    fn pick<'a, T>(self, synced: &'a T, unsynced: &'a T) -> &'a T {
+        match self {
+            Flush::Synced => synced,
+            Flush::Unsynced => unsynced,
+        }
+    }
+}
+
 impl Bare {
     async fn sqlite(path: &std::path::Path) -> Self {
         let connect = |sync| async move {
@@ -114,30 +124,15 @@ impl Bare {
         const SQL: &str = "INSERT INTO bench_baseline (id, payload) VALUES ($1, $2)";
         match self {
             Bare::Sqlite(synced, unsynced) => {
-                let c = if flush == Flush::Synced {
-                    synced
-                } else {
-                    unsynced
-                };
-                sqlx::query(SQL)
-                    .bind(id)
-                    .bind("baseline")
-                    .execute(&mut *c.lock().await)
-                    .await
-                    .map(drop)
+                let c = flush.pick(synced, unsynced);
+                let insert = sqlx::query(SQL).bind(id).bind("baseline");
+                insert.execute(&mut *c.lock().await).await.map(drop)
             }
             Bare::Postgres(synced, unsynced) => {
-                let conns = if flush == Flush::Synced {
-                    synced
-                } else {
-                    unsynced
-                };
-                sqlx::query(SQL)
-                    .bind(id)
-                    .bind("baseline")
-                    .execute(&mut *conns[worker as usize % conns.len()].lock().await)
-                    .await
-                    .map(drop)
+                let conns = flush.pick(synced, unsynced);
+                let c = &conns[worker as usize % conns.len()];
+                let insert = sqlx::query(SQL).bind(id).bind("baseline");
+                insert.execute(&mut *c.lock().await).await.map(drop)
             }
         }
         .expect("bare insert");
