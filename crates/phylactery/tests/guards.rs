@@ -813,11 +813,87 @@ async fn tainted_principal_is_fenced(db: Db) {
     );
 }
 
+/// The admission key's unique index leads with the external event id, so one index serves
+/// both the admission's key and `reach trail <event>` (SQLite's migration 9, PostgreSQL's 11):
+/// the table has two indexes (primary key and key), and the trail's lookup uses one.
+async fn the_admission_key_serves_the_trail_lookup(db: Db) {
+    let (cfg, _guard) = config(db, "adm_key");
+    let (p, _clock) = open_at(cfg.clone()).await;
+    let raw = Raw::of(&cfg).await;
+    const TRAIL: &str = "SELECT admission_id FROM discord_event_admission WHERE external_event_id = 'evt-1' ORDER BY admitted_at, admission_id";
+    let (indexes, leading, plan) = match &raw {
+        Raw::Sqlite(pool) => {
+            let plan: Vec<(i64, i64, i64, String)> =
+                sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {TRAIL}")))
+                    .fetch_all(pool)
+                    .await
+                    .unwrap();
+            (
+                raw.text("SELECT CAST(count(*) AS TEXT) FROM pragma_index_list('discord_event_admission')")
+                    .await,
+                raw.text(
+                    "SELECT name FROM pragma_index_info((SELECT name FROM
+                        pragma_index_list('discord_event_admission') WHERE origin = 'u'))
+                     WHERE seqno = 0",
+                )
+                .await,
+                plan.into_iter().map(|r| r.3).collect::<Vec<_>>().join("; "),
+            )
+        }
+        Raw::Postgres(pool) => {
+            // The table is nearly empty, so the planner would scan it whatever indexes exist.
+            let mut c = pool.acquire().await.unwrap();
+            sqlx::raw_sql("SET enable_seqscan = off")
+                .execute(&mut *c)
+                .await
+                .unwrap();
+            let plan: Vec<String> =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN {TRAIL}")))
+                    .fetch_all(&mut *c)
+                    .await
+                    .unwrap();
+            drop(c);
+            (
+                raw.text(
+                    "SELECT CAST(count(*) AS TEXT) FROM pg_indexes
+                     WHERE schemaname = current_schema() AND tablename = 'discord_event_admission'",
+                )
+                .await,
+                raw.text(
+                    "SELECT CAST(a.attname AS TEXT) FROM pg_index i
+                     JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+                     WHERE i.indrelid = 'discord_event_admission'::regclass
+                       AND i.indisunique AND NOT i.indisprimary",
+                )
+                .await,
+                plan.join("; "),
+            )
+        }
+    };
+    assert_eq!(indexes, "2", "primary key and admission key only");
+    assert_eq!(leading, "external_event_id");
+    assert!(plan.contains("INDEX") || plan.contains("Index"), "{plan}");
+    assert!(
+        !plan.contains("SCAN discord_event_admission") && !plan.contains("Seq Scan"),
+        "{plan}"
+    );
+    // The key still refuses a second row for the same event, whoever presents it.
+    genesis(&p).await;
+    p.admit(&request(1)).await.unwrap();
+    let mut other = request(1);
+    other.payload_digest = Sha256Digest::of(b"changed");
+    assert_eq!(
+        p.admit(&other).await.unwrap_err().code(),
+        "admission/payload-digest-mismatch"
+    );
+}
+
 on_both!(
     database_alone_refuses_forbidden_transitions,
     intercom_task_is_its_own_record,
     rolled_back_vault_refuses_until_reconciled,
     tainted_principal_is_fenced,
+    the_admission_key_serves_the_trail_lookup,
 );
 
 /// A new SQLite vault is made of 2 KiB pages (fewer bytes in each synced step's flush); a vault

@@ -1,6 +1,7 @@
 //! A vault written by ledger version 3 upgrades in place: migration 4 rebuilds the intent and
-//! delivery tables on SQLite (the documented table-rebuild procedure) and migration 5 adds the
-//! claim-order index, keeping every row, state and rule.
+//! delivery tables on SQLite (the documented table-rebuild procedure), migration 5 adds the
+//! claim-order index and migration 9 rebuilds the admission table, keeping every row, state and
+//! rule.
 
 mod common;
 
@@ -161,5 +162,34 @@ async fn a_version_3_sqlite_vault_upgrades_keeping_every_row_and_rule() {
     assert_eq!(
         p.intent(&IntentId("int_2".into())).await.unwrap().state,
         IntentState::NotAttempted
+    );
+
+    // Migration 9 rebuilt the admission table: its rows, its key and its triggers are kept. The
+    // version-3 admission is found by its event id, its key still refuses a different payload,
+    // and a new admission still opens its turn.
+    let trail = p
+        .trail(&TrailKey::ExternalEventId("ev-1".into()))
+        .await
+        .unwrap();
+    assert!(!trail.is_empty(), "the version-3 admission is in the trail");
+    let replay = AdmissionRequest {
+        key: EventKey {
+            platform: "discord".into(),
+            adapter_revision: "r".into(),
+            application_id: "app".into(),
+            event_kind: "MESSAGE_CREATE".into(),
+            external_event_id: "ev-1".into(),
+        },
+        payload_digest: Sha256Digest::of(b"another payload"),
+        habitat: "h".into(),
+    };
+    match p.admit(&replay).await.unwrap_err() {
+        LedgerError::SecurityFault { admission_id, .. } => assert_eq!(admission_id, "adm_1"),
+        e => panic!("expected a security fault, got {e}"),
+    }
+    let fresh = p.admit(&request(3)).await.unwrap();
+    assert_eq!(
+        p.turn_state(&fresh.status().turn_id).await.unwrap(),
+        TurnState::Open
     );
 }

@@ -58,6 +58,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "lean_intent_indexes",
         sql: include_str!("../../migrations/sqlite/0008_lean_intent_indexes.sql"),
     },
+    Migration {
+        version: 9,
+        name: "admission_key_first",
+        sql: include_str!("../../migrations/sqlite/0009_admission_key_first.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -110,6 +115,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 10,
         name: "row_guards",
         sql: include_str!("../../migrations/postgres/0010_row_guards.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "admission_key_first",
+        sql: include_str!("../../migrations/postgres/0011_admission_key_first.sql"),
     },
 ];
 
