@@ -277,7 +277,7 @@ async fn chain(p: &Phylactery, n: u64, admit: Admit, steps: &mut Steps) {
 /// synced, the turn, the claim and the settlement not; no rule, fence or trigger runs. (On
 /// SQLite the two kinds are two connections, so each switch revalidates the page cache: a
 /// little slower than one connection could be.)
-async fn bare_chain(bare_db: &Bare, worker: u64, n: u64) {
+async fn bare_chain(bare_db: &Bare, n: u64) {
     const STRUCTURE: [Flush; 5] = [
         Flush::Synced,
         Flush::Unsynced,
@@ -287,7 +287,7 @@ async fn bare_chain(bare_db: &Bare, worker: u64, n: u64) {
     ];
     for (k, flush) in STRUCTURE.into_iter().enumerate() {
         let id = BARE_CHAIN_IDS + (n as i64) * 5 + k as i64;
-        bare_db.insert_with(flush, worker, id).await;
+        bare_db.insert_with(flush, 0, id).await;
     }
 }
 
@@ -309,7 +309,7 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, admit
     for i in 0..20 {
         bare_db.insert(0, -((base + i) as i64) - 1).await;
         chain(p, u64::MAX - base - i, admit, &mut Steps::default()).await;
-        bare_chain(bare_db, 0, (1 << 30) + base + i).await;
+        bare_chain(bare_db, (1 << 30) + base + i).await;
     }
     // Interleaved rounds, so load drifting on the machine (other builds) weighs on both loops
     // alike instead of on whichever ran second.
@@ -331,7 +331,7 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, admit
         chain_time += t.elapsed();
         let t = Instant::now();
         for i in r * chunk..(r + 1) * chunk {
-            bare_chain(bare_db, 0, base + i).await;
+            bare_chain(bare_db, base + i).await;
         }
         bare_chain_time += t.elapsed();
     }
