@@ -931,3 +931,67 @@ async fn a_new_sqlite_vault_has_small_pages_and_an_old_one_keeps_its_own() {
         "made_before"
     );
 }
+
+/// On PostgreSQL a synced step returns only once the WAL is flushed through it: an admission's
+/// flush, an intent's SUBMITTING and a synced admission each leave the server's flush position
+/// at or past everything written before them, including the deferred (asynchronous) commits
+/// just before. Until migration 12 the flush was a bare `txid_current()`, which PostgreSQL
+/// commits without flushing, and the deferred commits waited for the WAL writer (up to about
+/// 0.6 s): every check below then fails unless the WAL writer happens to run inside its window
+/// of about a millisecond, in each of the rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_synced_steps_flush_the_wal() {
+    let (cfg, _guard) = config(Db::Postgres, "flush");
+    let (p, _clock) = open_at(cfg.clone()).await;
+    genesis(&p).await;
+    let Raw::Postgres(raw) = Raw::of(&cfg).await else {
+        unreachable!("a PostgreSQL config")
+    };
+    let written = || async {
+        sqlx::query_scalar::<_, String>("SELECT pg_current_wal_insert_lsn()::text")
+            .fetch_one(&raw)
+            .await
+            .unwrap()
+    };
+    let flushed_through = |lsn: String| async {
+        sqlx::query_scalar::<_, bool>("SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn")
+            .bind(lsn)
+            .fetch_one(&raw)
+            .await
+            .unwrap()
+    };
+    for n in 0..5 {
+        // The admission is written, not flushed; its flush covers it.
+        let (admission, flush) = p.admit_unflushed(&request(2 * n)).await.unwrap();
+        let before = written().await;
+        flush.durable().await.unwrap();
+        assert!(flushed_through(before).await, "admission flush, round {n}");
+
+        // Turn and claim commit asynchronously; SUBMITTING's own commit flushes them.
+        let turn = p
+            .commit_turn(&admission.status().turn_id, &success(2 * n))
+            .await
+            .unwrap();
+        let claimed = p
+            .claim(&turn.intent.unwrap().0, "edge", LEASE)
+            .await
+            .unwrap();
+        let before = written().await;
+        p.mark_submitting(&claimed.lease).await.unwrap();
+        assert!(flushed_through(before).await, "SUBMITTING, round {n}");
+
+        // A settlement commits asynchronously; a synced admission flushes it.
+        p.settle(
+            &claimed.lease,
+            &DeliveryReport::Sent {
+                message_id: format!("m-{n}"),
+                platform_status: 200,
+            },
+        )
+        .await
+        .unwrap();
+        let before = written().await;
+        p.admit(&request(2 * n + 1)).await.unwrap();
+        assert!(flushed_through(before).await, "synced admission, round {n}");
+    }
+}

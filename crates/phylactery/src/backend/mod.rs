@@ -34,7 +34,9 @@ pub enum BackendKind {
 /// [`GroupCommit`] flush of the WAL that began after it, so concurrent synced commits share one
 /// `fsync`. On PostgreSQL every one-statement write commits with `synchronous_commit = off`,
 /// and a synced one then waits for a synchronous commit on another connection
-/// ([`Pool::sync`]), whose WAL flush covers it (the server groups concurrent flushes).
+/// ([`Pool::sync`]), whose WAL flush covers it (the server groups concurrent flushes), unless a
+/// trigger of the row it writes makes its own commit synchronous
+/// ([`Durability::SyncedByTrigger`]: an intent's SUBMITTING).
 ///
 /// On both, a synced write is visible to readers before it is durable. That is safe because
 /// every action outside the host follows a synced write of the actor itself (admission's
@@ -94,6 +96,12 @@ pub(crate) enum Durability {
     /// Survives any process crash; on stable storage at the next synced commit or checkpoint.
     /// See the type's documentation for where it is allowed.
     Deferred,
+    /// As [`Durability::Synced`], where on PostgreSQL the statement's own commit is the flush:
+    /// a trigger on the row it writes sets `synchronous_commit` for its transaction (migration
+    /// 12), which spares the second round trip of [`Pool::sync`]. Only for a statement whose
+    /// every write fires such a trigger; one that writes nothing has nothing to make durable.
+    /// On SQLite it is [`Durability::Synced`].
+    SyncedByTrigger,
 }
 
 #[derive(Debug, Clone)]
@@ -276,7 +284,7 @@ impl WriterConn {
 /// Where a write goes: on SQLite the writer and the flush to wait for when synced.
 enum Chosen<'a> {
     Sqlite(&'a SqliteWriter, Option<&'a Arc<GroupCommit>>),
-    /// The write lane, and whether the write is synced (flushed by [`Pool::sync`] after it).
+    /// The write lane, and whether the write is flushed by [`Pool::sync`] after it.
     Postgres(&'a PgLane, bool),
 }
 
@@ -304,9 +312,10 @@ impl Pool {
     /// Where a write with the given durability goes.
     fn choose(&self, durability: Durability) -> Chosen<'_> {
         match self {
-            Pool::Sqlite { writer, flush, .. } => {
-                Chosen::Sqlite(writer, (durability == Durability::Synced).then_some(flush))
-            }
+            Pool::Sqlite { writer, flush, .. } => Chosen::Sqlite(
+                writer,
+                (durability != Durability::Deferred).then_some(flush),
+            ),
             Pool::Postgres { writes, .. } => {
                 Chosen::Postgres(writes, durability == Durability::Synced)
             }
@@ -317,13 +326,19 @@ impl Pool {
     pub(crate) async fn sync(&self) -> Result<()> {
         match self {
             Pool::Sqlite { flush, .. } => flush.sync().await,
-            // A transaction that takes a transaction id commits with a WAL record and, under
-            // `synchronous_commit = on`, flushes the WAL through it: every earlier asynchronous
-            // commit's record lies before it. One statement in its own implicit transaction is
-            // such a transaction (one round trip).
+            // Under `synchronous_commit = on` PostgreSQL flushes the WAL through a commit
+            // record only for a transaction that wrote WAL before it (a bare transaction id
+            // does not: migration 12), so the flush writes a row, its connection's own (no
+            // row lock shared between concurrent flushes). Every earlier asynchronous commit's
+            // record lies before its commit record. One statement, one round trip.
             Pool::Postgres { flushes, .. } => {
                 let mut c = flushes.acquire().await?;
-                let done = sqlx::query("SELECT txid_current()").execute(c.conn()).await;
+                let done = sqlx::query(
+                    "INSERT INTO vault_sync (backend_pid, flushes) VALUES (pg_backend_pid(), 1)
+                     ON CONFLICT (backend_pid) DO UPDATE SET flushes = vault_sync.flushes + 1",
+                )
+                .execute(c.conn())
+                .await;
                 c.keep_unless_broken(&done);
                 done?;
                 Ok(())
@@ -352,7 +367,9 @@ impl Pool {
                     unreachable!("a PostgreSQL choice comes from a PostgreSQL pool")
                 };
                 Tx::Postgres(match durability {
-                    Durability::Synced => transactions.begin().await?,
+                    Durability::Synced | Durability::SyncedByTrigger => {
+                        transactions.begin().await?
+                    }
                     // One round trip: both statements go in one simple query.
                     Durability::Deferred => {
                         transactions
