@@ -10,18 +10,16 @@
 -- within about 0.6 s; a server crash in that window could lose a SUBMITTING whose message had
 -- been sent. Two ways to a real flush replace it:
 --
--- * `vault_sync`: a flush (`backend::Pool::sync`) is a synchronous commit that writes one row of
---   its own connection (keyed by backend pid, so concurrent flushes never wait on each other's
---   row lock and the server groups their WAL flushes). Its commit record lies after every
---   earlier asynchronous commit, so flushing through it makes them all durable.
+-- * A flush (`backend::Pool::sync`) is a synchronous commit of a transactional logical message
+--   (`pg_logical_emit_message`: no table, no row lock; a logical decoding consumer, if any,
+--   sees an empty message with the prefix `reach.vault-sync`). The message takes a transaction id and writes a
+--   WAL record, so the commit flushes the WAL through its commit record, which lies after every
+--   earlier asynchronous commit; concurrent flushes are grouped by the server. It needs no
+--   migration.
 -- * `commit_synchronously_fn`: the update that moves an intent into SUBMITTING sets
 --   `synchronous_commit` for its own transaction, so that commit is the flush (one round trip
 --   for the step before any byte goes to Discord, not two). The setting is transaction-local;
 --   the connection is asynchronous again for its next statement.
-CREATE TABLE vault_sync (
-    backend_pid INTEGER PRIMARY KEY,
-    flushes BIGINT NOT NULL CHECK (flushes >= 1)
-);
 CREATE FUNCTION commit_synchronously_fn() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM set_config('synchronous_commit', 'on', true);

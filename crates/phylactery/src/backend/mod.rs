@@ -328,17 +328,15 @@ impl Pool {
             Pool::Sqlite { flush, .. } => flush.sync().await,
             // Under `synchronous_commit = on` PostgreSQL flushes the WAL through a commit
             // record only for a transaction that wrote WAL before it (a bare transaction id
-            // does not: migration 12), so the flush writes a row, its connection's own (no
-            // row lock shared between concurrent flushes). Every earlier asynchronous commit's
-            // record lies before its commit record. One statement, one round trip.
+            // does not: migration 12). A transactional logical message takes a transaction id
+            // and writes a WAL record without touching a table, so its commit is a flush, and
+            // every earlier asynchronous commit's record lies before it. One round trip.
             Pool::Postgres { flushes, .. } => {
                 let mut c = flushes.acquire().await?;
-                let done = sqlx::query(
-                    "INSERT INTO vault_sync (backend_pid, flushes) VALUES (pg_backend_pid(), 1)
-                     ON CONFLICT (backend_pid) DO UPDATE SET flushes = vault_sync.flushes + 1",
-                )
-                .execute(c.conn())
-                .await;
+                let done =
+                    sqlx::query("SELECT pg_logical_emit_message(true, 'reach.vault-sync', '')")
+                        .execute(c.conn())
+                        .await;
                 c.keep_unless_broken(&done);
                 done?;
                 Ok(())
