@@ -279,13 +279,9 @@ impl Phylactery {
     /// live and current.
     pub async fn mark_submitting(&self, lease: &Lease) -> Result<()> {
         let now = self.now();
-        // Synced: nothing is sent before SUBMITTING is on stable storage. On PostgreSQL the
-        // intent's `intent_submitting_commits_synchronously` trigger makes this update's own
-        // commit the flush.
         let changed = self
             .pool()
-            .execute_with(
-                Durability::SyncedByTrigger,
+            .execute(
                 "UPDATE discord_delivery_intent SET state = 'SUBMITTING', submitting_at = $1
                  WHERE intent_id = $2 AND state = 'CLAIMED' AND generation = $3 AND lease_expires_at > $1",
                 &args![now.0, &lease.intent_id.0, lease.generation],

@@ -1,6 +1,8 @@
 //! PostgreSQL connections of the vault (`backend::PgLane`): a connection the server dropped
 //! fails the one statement that meets it, is not handed out again, and the next statement runs
-//! on a fresh connection; nothing is half-applied. (SQLite has no server to drop it.)
+//! on a fresh connection; nothing is half-applied. Both lanes are met: the synchronous one
+//! (synced writes and reads) and the asynchronous one (deferred writes). (SQLite has no server
+//! to drop it.)
 
 mod common;
 
@@ -57,21 +59,22 @@ async fn a_connection_the_server_dropped_is_replaced() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 
-    // The write lane's connection is gone: the first statement that meets it fails as a
-    // database error, and wrote nothing.
+    // The synchronous lane's connection is gone: the first statement that meets it (a synced
+    // SUBMITTING) fails as a database error and wrote nothing, and the next statement on that
+    // lane (a read) runs on a fresh connection.
     let err = p.mark_submitting(&c1.lease).await.unwrap_err();
     assert_eq!(err.code(), "ledger/database", "{err}");
-    // So is the connection that reads and flushes: the first read that meets it fails the same
-    // way, and the next one runs on a fresh connection.
-    let err = p.intent(&i1).await.unwrap_err();
-    assert_eq!(err.code(), "ledger/database", "{err}");
     assert_eq!(p.intent(&i1).await.unwrap().state, IntentState::Claimed);
-    // The chain goes on where it was, on fresh connections.
     p.mark_submitting(&c1.lease).await.unwrap();
+    // So is the asynchronous lane's: the first deferred write (the settlement) fails the same
+    // way, and the chain goes on where it was, on a fresh connection.
     let sent = DeliveryReport::Sent {
         message_id: "m-1".into(),
         platform_status: 200,
     };
+    let err = p.settle(&c1.lease, &sent).await.unwrap_err();
+    assert_eq!(err.code(), "ledger/database", "{err}");
+    assert_eq!(p.intent(&i1).await.unwrap().state, IntentState::Submitting);
     assert_eq!(
         p.settle(&c1.lease, &sent).await.unwrap(),
         IntentState::KnownSent

@@ -935,7 +935,7 @@ async fn a_new_sqlite_vault_has_small_pages_and_an_old_one_keeps_its_own() {
 /// On PostgreSQL a synced step returns only once the WAL is flushed through it: an admission's
 /// flush, an intent's SUBMITTING and a synced admission each leave the server's flush position
 /// at or past everything written before them, including the deferred (asynchronous) commits
-/// just before. Until migration 12 the flush was a bare `txid_current()`, which PostgreSQL
+/// just before. Until session 10 the flush was a bare `txid_current()`, which PostgreSQL
 /// commits without flushing, and the deferred commits waited for the WAL writer (up to about
 /// 0.6 s): every check below then fails unless the WAL writer happens to run inside its window
 /// of about a millisecond, in each of the rounds.

@@ -121,11 +121,6 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "admission_key_first",
         sql: include_str!("../../migrations/postgres/0011_admission_key_first.sql"),
     },
-    Migration {
-        version: 12,
-        name: "synchronous_commits",
-        sql: include_str!("../../migrations/postgres/0012_synchronous_commits.sql"),
-    },
 ];
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS phylactery_migration (

@@ -32,13 +32,13 @@ pub enum BackendKind {
 /// On SQLite every commit is appended to the WAL with `synchronous=NORMAL` under the one
 /// writer; a [`Durability::Synced`] commit then waits, after releasing the writer, for a
 /// [`GroupCommit`] flush of the WAL that began after it, so concurrent synced commits share one
-/// `fsync`. On PostgreSQL every one-statement write commits with `synchronous_commit = off`,
-/// and a synced one then waits for a synchronous commit on another connection
-/// ([`Pool::sync`]), whose WAL flush covers it (the server groups concurrent flushes), unless a
-/// trigger of the row it writes makes its own commit synchronous
-/// ([`Durability::SyncedByTrigger`]: an intent's SUBMITTING).
+/// `fsync`. On PostgreSQL a deferred one-statement write commits with
+/// `synchronous_commit = off`, and a synced one on a connection where it is on, so its own
+/// commit flushes the WAL through it and through every earlier asynchronous commit (the server
+/// groups concurrent flushes); [`Pool::sync`] is such a commit with nothing else in it.
 ///
-/// On both, a synced write is visible to readers before it is durable. That is safe because
+/// A synced write may be visible to readers before it is durable (on SQLite; on PostgreSQL a
+/// synchronous commit becomes visible after its flush). That is safe because
 /// every action outside the host follows a synced write of the actor itself (admission's
 /// answer to the edge, attempt and intent SUBMITTING), whose flush covers everything written
 /// before it, and a replayed admission is answered only after a flush (`admit_with`).
@@ -96,12 +96,6 @@ pub(crate) enum Durability {
     /// Survives any process crash; on stable storage at the next synced commit or checkpoint.
     /// See the type's documentation for where it is allowed.
     Deferred,
-    /// As [`Durability::Synced`], where on PostgreSQL the statement's own commit is the flush:
-    /// a trigger on the row it writes sets `synchronous_commit` for its transaction (migration
-    /// 12), which spares the second round trip of [`Pool::sync`]. Only for a statement whose
-    /// every write fires such a trigger; one that writes nothing has nothing to make durable.
-    /// On SQLite it is [`Durability::Synced`].
-    SyncedByTrigger,
 }
 
 #[derive(Debug, Clone)]
@@ -114,12 +108,13 @@ pub(crate) enum Pool {
         flush: Arc<GroupCommit>,
     },
     /// Two lanes of connections (see [`PgLane`]: no ping per statement) and a pool for
-    /// multi-statement transactions. Every one-statement write runs on `writes`
-    /// (`synchronous_commit = off`); a synced one is then made durable by a synchronous commit
-    /// on `flushes` ([`Pool::sync`]), as SQLite's writer is followed by its group commit. One
-    /// lane for every write keeps each step on a warm backend; writes split between two
-    /// backends by durability cost ~200 µs of server time per chain (issue 4's bench). Reads
-    /// run on `flushes`.
+    /// multi-statement transactions. A deferred one-statement write runs on `writes`
+    /// (`synchronous_commit = off`), a synced one on `flushes` (on), whose commit is its
+    /// flush: one round trip. Until session 10 a synced write ran on `writes` and was followed
+    /// by a `txid_current()` commit on `flushes`, which flushed nothing ([`Pool::sync`]); issue
+    /// 4's bench then read a ~200 µs server-time penalty for splitting a chain's writes across
+    /// two backends, which a same-run A/B with real flushes no longer shows. Reads run on
+    /// `flushes`.
     Postgres {
         flushes: Arc<PgLane>,
         writes: Arc<PgLane>,
@@ -284,8 +279,8 @@ impl WriterConn {
 /// Where a write goes: on SQLite the writer and the flush to wait for when synced.
 enum Chosen<'a> {
     Sqlite(&'a SqliteWriter, Option<&'a Arc<GroupCommit>>),
-    /// The write lane, and whether the write is flushed by [`Pool::sync`] after it.
-    Postgres(&'a PgLane, bool),
+    /// The lane whose `synchronous_commit` the write's durability needs.
+    Postgres(&'a PgLane),
 }
 
 /// An open write transaction (on SQLite, holding the writer until it ends, and the flush its
@@ -312,13 +307,15 @@ impl Pool {
     /// Where a write with the given durability goes.
     fn choose(&self, durability: Durability) -> Chosen<'_> {
         match self {
-            Pool::Sqlite { writer, flush, .. } => Chosen::Sqlite(
-                writer,
-                (durability != Durability::Deferred).then_some(flush),
-            ),
-            Pool::Postgres { writes, .. } => {
-                Chosen::Postgres(writes, durability == Durability::Synced)
+            Pool::Sqlite { writer, flush, .. } => {
+                Chosen::Sqlite(writer, (durability == Durability::Synced).then_some(flush))
             }
+            Pool::Postgres {
+                writes, flushes, ..
+            } => Chosen::Postgres(match durability {
+                Durability::Synced => flushes,
+                Durability::Deferred => writes,
+            }),
         }
     }
 
@@ -327,8 +324,9 @@ impl Pool {
         match self {
             Pool::Sqlite { flush, .. } => flush.sync().await,
             // Under `synchronous_commit = on` PostgreSQL flushes the WAL through a commit
-            // record only for a transaction that wrote WAL before it (a bare transaction id
-            // does not: migration 12). A transactional logical message takes a transaction id
+            // record only for a transaction that wrote WAL before it; a bare transaction id
+            // writes none (`txid_current()`, used here until session 10, flushed nothing:
+            // `pg_stat_wal` counted 3 WAL syncs for 2,000 of them). A transactional logical message takes a transaction id
             // and writes a WAL record without touching a table, so its commit is a flush, and
             // every earlier asynchronous commit's record lies before it. One round trip.
             Pool::Postgres { flushes, .. } => {
@@ -365,9 +363,7 @@ impl Pool {
                     unreachable!("a PostgreSQL choice comes from a PostgreSQL pool")
                 };
                 Tx::Postgres(match durability {
-                    Durability::Synced | Durability::SyncedByTrigger => {
-                        transactions.begin().await?
-                    }
+                    Durability::Synced => transactions.begin().await?,
                     // One round trip: both statements go in one simple query.
                     Durability::Deferred => {
                         transactions
@@ -405,17 +401,11 @@ impl Pool {
                 }
                 affected
             }
-            Chosen::Postgres(lane, synced) => {
-                let affected = {
-                    let mut c = lane.acquire().await?;
-                    let done = bind_all!(sqlx::query(sql), args).execute(c.conn()).await;
-                    c.keep_unless_broken(&done);
-                    done?.rows_affected()
-                };
-                if synced {
-                    self.sync().await?;
-                }
-                affected
+            Chosen::Postgres(lane) => {
+                let mut c = lane.acquire().await?;
+                let done = bind_all!(sqlx::query(sql), args).execute(c.conn()).await;
+                c.keep_unless_broken(&done);
+                done?.rows_affected()
             }
         })
     }
@@ -455,19 +445,13 @@ impl Pool {
                 }
                 row
             }
-            Chosen::Postgres(lane, synced) => {
-                let row = {
-                    let mut c = lane.acquire().await?;
-                    let row = bind_all!(sqlx::query(sql), args)
-                        .fetch_optional(c.conn())
-                        .await;
-                    c.keep_unless_broken(&row);
-                    row?.map(Row::Postgres)
-                };
-                if synced {
-                    self.sync().await?;
-                }
-                row
+            Chosen::Postgres(lane) => {
+                let mut c = lane.acquire().await?;
+                let row = bind_all!(sqlx::query(sql), args)
+                    .fetch_optional(c.conn())
+                    .await;
+                c.keep_unless_broken(&row);
+                row?.map(Row::Postgres)
             }
         })
     }
