@@ -244,6 +244,10 @@ impl Phylactery {
                     boot.close().await;
                     opts = opts.options([("search_path", schema.as_str())]);
                 }
+                // Synced steps and transactions rely on synchronous commits, whatever the URL,
+                // the role or the server's configuration say (startup options take precedence
+                // over all three); only the `writes` lane below turns them off.
+                opts = opts.options([("synchronous_commit", "on")]);
                 let max = config.max_connections.max(1);
                 // Opened now so a wrong URL or credentials fail `open`, not the first step.
                 let transactions = PgPoolOptions::new()
@@ -257,8 +261,9 @@ impl Phylactery {
                     .await?;
                 Pool::Postgres {
                     flushes: Arc::new(backend::PgLane::new(opts.clone(), max)),
-                    // `synchronous_commit = off`: a synced write is flushed after it by a
-                    // synchronous commit on `flushes`, whose WAL flush covers it.
+                    // `synchronous_commit = off` for deferred writes; synced ones run on
+                    // `flushes`, whose commit flushes the WAL through them and every earlier
+                    // asynchronous commit (`backend::Durability`).
                     writes: Arc::new(backend::PgLane::new(
                         opts.options([("synchronous_commit", "off")]),
                         max,

@@ -938,10 +938,17 @@ async fn a_new_sqlite_vault_has_small_pages_and_an_old_one_keeps_its_own() {
 /// just before. Until session 10 the flush was a bare `txid_current()`, which PostgreSQL
 /// commits without flushing, and the deferred commits waited for the WAL writer (up to about
 /// 0.6 s): every check below then fails unless the WAL writer happens to run inside its window
-/// of about a millisecond, in each of the rounds.
+/// of about a millisecond, in each of the rounds. The vault is opened with a URL that turns
+/// synchronous commits off, which the vault overrides for everything but its deferred writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_synced_steps_flush_the_wal() {
-    let (cfg, _guard) = config(Db::Postgres, "flush");
+    // The operator's URL turns synchronous commits off; the vault's synced steps still flush.
+    let url = pg_url();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let cfg = VaultConfig::postgres(
+        format!("{url}{sep}options=-c%20synchronous_commit%3Doff"),
+        Some(unique_schema("flush")),
+    );
     let (p, _clock) = open_at(cfg.clone()).await;
     genesis(&p).await;
     let Raw::Postgres(raw) = Raw::of(&cfg).await else {
