@@ -20,6 +20,10 @@
 //! is what the ledger's own work costs. (With concurrent workers the vault's group commit shares
 //! flushes that the bare chain's inserts each pay, so it bounds nothing there.)
 //!
+//! On PostgreSQL the bench also counts the server's WAL syncs over a run of sequential chains
+//! (`pg_stat_wal`): about two per chain, one per synced step. It read 0.02 before session 10, when
+//! a synced step's flush was a `txid_current()` commit that flushes nothing.
+//!
 //! Targets (issue 4): chain rate >= 25% of the bare insert rate, and >= 500 chains/s on SQLite.
 //! `REACH_BENCH_EVENTS` sets N (default 2000), `REACH_BENCH_EFFECT_BYTES` pads each intent's
 //! effect (default none), `REACH_BENCH_WORKERS` the concurrent workers of the second comparison
@@ -136,6 +140,18 @@ impl Bare {
             }
         }
         .expect("bare insert");
+    }
+
+    /// The server's count of WAL syncs (`pg_stat_wal`, PostgreSQL only), as reported so far: a
+    /// backend reports when it exits, and an idle one within `PGSTAT_IDLE_INTERVAL` (10 s).
+    async fn wal_syncs(&self) -> i64 {
+        let Bare::Postgres(conns, _) = self else {
+            unreachable!("pg_stat_wal is PostgreSQL's")
+        };
+        sqlx::query_scalar("SELECT wal_sync FROM pg_stat_wal")
+            .fetch_one(&mut *conns[0].lock().await)
+            .await
+            .expect("pg_stat_wal")
     }
 
     /// Runs one statement without parameters (the schema's drop).
@@ -358,6 +374,34 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, admit
     );
 }
 
+/// Counts the server's WAL syncs over `n` sequential chains (PostgreSQL) on a vault of their
+/// own: each chain has two synced steps (the admission's flush and SUBMITTING), so about two per
+/// chain, plus whatever the WAL writer flushes. A chain whose synced steps flushed nothing would
+/// read about zero, as every PostgreSQL chain did before session 10 (a bare `txid_current()`
+/// commit flushes nothing). Every other connection is idle first, long enough to have reported
+/// its own syncs, and the vault's connections report theirs as they close.
+async fn wal_syncs_per_chain(label: &str, cfg: VaultConfig, bare_db: &Bare, n: u64) {
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let before = bare_db.wal_syncs().await;
+    let p = open(cfg).await;
+    for i in 0..n {
+        chain(
+            &p,
+            200_000_000 + i,
+            Admit::BesideTurn,
+            &mut Steps::default(),
+        )
+        .await;
+    }
+    p.close().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let syncs = bare_db.wal_syncs().await - before;
+    println!(
+        "{label:<10} WAL syncs per chain {:.2} (pg_stat_wal over {n} sequential chains, two synced steps each)",
+        syncs as f64 / n as f64
+    );
+}
+
 /// The same comparison with `workers` concurrent tasks for both loops (same N, same workers),
 /// so commits of different events can share a flush on both sides alike.
 async fn measure_concurrent(
@@ -489,6 +533,9 @@ fn main() {
                     measure_concurrent("postgres", &p, &bare_db, n, workers, admit).await;
                 }
                 p.close().await;
+                let mut cfg = VaultConfig::postgres(url.clone(), Some(schema.clone()));
+                cfg.max_connections = workers as u32;
+                wal_syncs_per_chain("postgres", cfg, &bare_db, n.min(1000)).await;
                 // The schema is this run's alone; leave the database as it was found, unless
                 // `REACH_BENCH_KEEP_SCHEMA` asks to keep it for a look at the server's plans.
                 let keep = std::env::var_os("REACH_BENCH_KEEP_SCHEMA").is_some();
