@@ -20,9 +20,10 @@
 //! is what the ledger's own work costs. (With concurrent workers the vault's group commit shares
 //! flushes that the bare chain's inserts each pay, so it bounds nothing there.)
 //!
-//! On PostgreSQL the bench also counts the server's WAL syncs over a run of sequential chains
-//! (`pg_stat_wal`): about two per chain, one per synced step. It read 0.02 before session 10, when
-//! a synced step's flush was a `txid_current()` commit that flushes nothing.
+//! Each backend also counts the WAL flushes of a run of sequential chains: the vault's own group
+//! commit on SQLite (`Phylactery::wal_flushes`), the server's WAL syncs on PostgreSQL
+//! (`pg_stat_wal`); about two per chain, one per synced step. PostgreSQL read 0.02 before session
+//! 10, when a synced step's flush was a `txid_current()` commit that flushes nothing.
 //!
 //! Targets (issue 4): chain rate >= 25% of the bare insert rate, and >= 500 chains/s on SQLite.
 //! `REACH_BENCH_EVENTS` sets N (default 2000), `REACH_BENCH_EFFECT_BYTES` pads each intent's
@@ -402,6 +403,20 @@ async fn wal_syncs_per_chain(label: &str, cfg: VaultConfig, bare_db: &Bare, n: u
     );
 }
 
+/// Counts the vault's own WAL flushes over `n` sequential chains (SQLite's group commit): two
+/// per chain, the admission's and SUBMITTING's.
+async fn sqlite_flushes_per_chain(p: &Phylactery, n: u64) {
+    let before = p.wal_flushes().expect("SQLite counts its flushes");
+    for i in 0..n {
+        chain(p, 200_000_000 + i, Admit::BesideTurn, &mut Steps::default()).await;
+    }
+    let flushes = p.wal_flushes().expect("SQLite counts its flushes") - before;
+    println!(
+        "sqlite     WAL flushes per chain {:.2} (the vault's group commit over {n} sequential chains, two synced steps each)",
+        flushes as f64 / n as f64
+    );
+}
+
 /// The same comparison with `workers` concurrent tasks for both loops (same N, same workers),
 /// so commits of different events can share a flush on both sides alike.
 async fn measure_concurrent(
@@ -520,6 +535,7 @@ fn main() {
             measure("sqlite", &p, &bare_db, n, admit).await;
             measure_concurrent("sqlite", &p, &bare_db, n, workers, admit).await;
         }
+        sqlite_flushes_per_chain(&p, n.min(1000)).await;
         p.close().await;
         match std::env::var("REACH_TEST_DATABASE_URL") {
             Ok(url) => {

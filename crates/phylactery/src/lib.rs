@@ -332,6 +332,13 @@ impl Phylactery {
         self.inner.clock.now()
     }
 
+    /// How many flushes of the WAL this handle has led (SQLite's group commit: one per synced
+    /// commit, fewer when concurrent commits share one). `None` on PostgreSQL, whose server
+    /// flushes and counts them (`pg_stat_wal`).
+    pub fn wal_flushes(&self) -> Option<u64> {
+        self.inner.pool.wal_flushes()
+    }
+
     pub(crate) fn pool(&self) -> &Pool {
         &self.inner.pool
     }

@@ -789,3 +789,47 @@ on_both!(
     attempts_follow_what_records_prove,
     database_refuses_forbidden_transitions,
 );
+
+/// On SQLite the chain's steps flush the WAL exactly where `backend::Durability` says: the
+/// admission's flush and SUBMITTING each lead one flush; the turn with its intent, the claim
+/// and the settlement lead none (deferred). A step that stopped flushing, or a deferred one that
+/// started, changes the count. (PostgreSQL's server counts its own flushes: `None` here, and
+/// `tests/guards.rs::postgres_synced_steps_flush_the_wal` reads its flush position instead.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_flushes_at_the_synced_steps_only() {
+    let (p, _clock, _g) = open(Db::Sqlite, "flushes").await;
+    let flushes = || p.wal_flushes().expect("SQLite counts its flushes");
+    let mut seen = flushes();
+    let mut step = |name: &str, expected: u64| {
+        let now = flushes();
+        assert_eq!(now - seen, expected, "flushes led by {name}");
+        seen = now;
+    };
+    let (admission, flush) = p.admit_unflushed(&request(1)).await.unwrap();
+    step("an unflushed admission", 0);
+    flush.durable().await.unwrap();
+    step("the admission's flush", 1);
+    let turn = p
+        .commit_turn(&admission.status().turn_id, &success(1))
+        .await
+        .unwrap();
+    step("the turn with its intent", 0);
+    let claimed = p
+        .claim(&turn.intent.unwrap().0, "edge", LEASE)
+        .await
+        .unwrap();
+    step("the claim", 0);
+    p.mark_submitting(&claimed.lease).await.unwrap();
+    step("SUBMITTING", 1);
+    let sent = DeliveryReport::Sent {
+        message_id: "m-1".into(),
+        platform_status: 200,
+    };
+    p.settle(&claimed.lease, &sent).await.unwrap();
+    step("the settlement", 0);
+    p.admit(&request(2)).await.unwrap();
+    step("a synced admission", 1);
+
+    let (pg, _clock, _g) = open(Db::Postgres, "flushes").await;
+    assert_eq!(pg.wal_flushes(), None, "PostgreSQL's server counts its own");
+}

@@ -78,6 +78,11 @@ impl GroupCommit {
         }
     }
 
+    /// The number of flushes begun so far.
+    pub(crate) fn flushes(&self) -> u64 {
+        self.lock().started
+    }
+
     /// Returns once every commit that returned before this call is on stable storage. A flush
     /// this call leads runs on a blocking-pool thread, so the caller's task may await other
     /// work beside it.

@@ -319,6 +319,14 @@ impl Pool {
         }
     }
 
+    /// Flushes of the WAL led so far, where this process leads them (SQLite).
+    pub(crate) fn wal_flushes(&self) -> Option<u64> {
+        match self {
+            Pool::Sqlite { flush, .. } => Some(flush.flushes()),
+            Pool::Postgres { .. } => None,
+        }
+    }
+
     /// Returns once every commit that returned before this call is on stable storage.
     pub(crate) async fn sync(&self) -> Result<()> {
         match self {
