@@ -375,45 +375,41 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, admit
     );
 }
 
-/// Counts the server's WAL syncs over `n` sequential chains (PostgreSQL) on a vault of their
-/// own: each chain has two synced steps (the admission's flush and SUBMITTING), so about two per
-/// chain, plus whatever the WAL writer flushes. A chain whose synced steps flushed nothing would
-/// read about zero, as every PostgreSQL chain did before session 10 (a bare `txid_current()`
-/// commit flushes nothing). Every other connection is idle first, long enough to have reported
-/// its own syncs, and the vault's connections report theirs as they close.
-async fn wal_syncs_per_chain(label: &str, cfg: VaultConfig, bare_db: &Bare, n: u64) {
-    tokio::time::sleep(Duration::from_secs(11)).await;
-    let before = bare_db.wal_syncs().await;
-    let p = open(cfg).await;
-    for i in 0..n {
-        chain(
-            &p,
-            200_000_000 + i,
-            Admit::BesideTurn,
-            &mut Steps::default(),
-        )
-        .await;
+/// Counts the WAL flushes of `n` sequential chains: each has two synced steps (the admission's
+/// flush and SUBMITTING), so about two per chain. On SQLite the vault counts those it led; on
+/// PostgreSQL (`server`) the server counts its WAL syncs, the WAL writer's among them, and `p`
+/// must be a vault of its own, which this closes: every other connection is idle first, long
+/// enough to have reported its syncs, and the vault's report theirs as they close. A chain
+/// whose synced steps flushed nothing would read about zero, as every PostgreSQL chain did
+/// before session 10 (a bare `txid_current()` commit flushes nothing).
+async fn flushes_per_chain(label: &str, p: &Phylactery, n: u64, server: Option<&Bare>) {
+    let count = || async {
+        match server {
+            Some(bare_db) => bare_db.wal_syncs().await as u64,
+            None => p.wal_flushes().expect("SQLite counts its flushes"),
+        }
+    };
+    if server.is_some() {
+        tokio::time::sleep(Duration::from_secs(11)).await;
     }
-    p.close().await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let syncs = bare_db.wal_syncs().await - before;
-    println!(
-        "{label:<10} WAL syncs per chain {:.2} (pg_stat_wal over {n} sequential chains, two synced steps each)",
-        syncs as f64 / n as f64
-    );
-}
-
-/// Counts the vault's own WAL flushes over `n` sequential chains (SQLite's group commit): two
-/// per chain, the admission's and SUBMITTING's.
-async fn sqlite_flushes_per_chain(p: &Phylactery, n: u64) {
-    let before = p.wal_flushes().expect("SQLite counts its flushes");
+    let before = count().await;
     for i in 0..n {
-        chain(p, 200_000_000 + i, Admit::BesideTurn, &mut Steps::default()).await;
+        let mut steps = Steps::default();
+        chain(p, 200_000_000 + i, Admit::BesideTurn, &mut steps).await;
     }
-    let flushes = p.wal_flushes().expect("SQLite counts its flushes") - before;
+    if server.is_some() {
+        p.close().await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let flushes = count().await - before;
     println!(
-        "sqlite     WAL flushes per chain {:.2} (the vault's group commit over {n} sequential chains, two synced steps each)",
-        flushes as f64 / n as f64
+        "{label:<10} WAL flushes per chain {:.2} ({} over {n} sequential chains, two synced steps each)",
+        flushes as f64 / n as f64,
+        if server.is_some() {
+            "pg_stat_wal"
+        } else {
+            "the vault's group commit"
+        }
     );
 }
 
@@ -535,7 +531,7 @@ fn main() {
             measure("sqlite", &p, &bare_db, n, admit).await;
             measure_concurrent("sqlite", &p, &bare_db, n, workers, admit).await;
         }
-        sqlite_flushes_per_chain(&p, n.min(1000)).await;
+        flushes_per_chain("sqlite", &p, n.min(1000), None).await;
         p.close().await;
         match std::env::var("REACH_TEST_DATABASE_URL") {
             Ok(url) => {
@@ -549,9 +545,8 @@ fn main() {
                     measure_concurrent("postgres", &p, &bare_db, n, workers, admit).await;
                 }
                 p.close().await;
-                let mut cfg = VaultConfig::postgres(url.clone(), Some(schema.clone()));
-                cfg.max_connections = workers as u32;
-                wal_syncs_per_chain("postgres", cfg, &bare_db, n.min(1000)).await;
+                let fresh = open(VaultConfig::postgres(url.clone(), Some(schema.clone()))).await;
+                flushes_per_chain("postgres", &fresh, n.min(1000), Some(&bare_db)).await;
                 // The schema is this run's alone; leave the database as it was found, unless
                 // `REACH_BENCH_KEEP_SCHEMA` asks to keep it for a look at the server's plans.
                 let keep = std::env::var_os("REACH_BENCH_KEEP_SCHEMA").is_some();

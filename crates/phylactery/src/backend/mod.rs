@@ -35,7 +35,10 @@ pub enum BackendKind {
 /// `fsync`. On PostgreSQL a deferred one-statement write commits with
 /// `synchronous_commit = off`, and a synced one on a connection where it is on, so its own
 /// commit flushes the WAL through it and through every earlier asynchronous commit (the server
-/// groups concurrent flushes); [`Pool::sync`] is such a commit with nothing else in it.
+/// groups concurrent flushes); [`Pool::sync`] is such a commit with nothing else in it. A
+/// synced statement that changes no row writes no WAL and so flushes nothing: it has nothing of
+/// its own to make durable, and a caller that goes on to act on earlier commits anyway (a
+/// replayed admission) calls [`Pool::sync`] itself.
 ///
 /// A synced write may be visible to readers before it is durable (on SQLite; on PostgreSQL a
 /// synchronous commit becomes visible after its flush). That is safe because
@@ -334,9 +337,10 @@ impl Pool {
             // Under `synchronous_commit = on` PostgreSQL flushes the WAL through a commit
             // record only for a transaction that wrote WAL before it; a bare transaction id
             // writes none (`txid_current()`, used here until session 10, flushed nothing:
-            // `pg_stat_wal` counted 3 WAL syncs for 2,000 of them). A transactional logical message takes a transaction id
-            // and writes a WAL record without touching a table, so its commit is a flush, and
-            // every earlier asynchronous commit's record lies before it. One round trip.
+            // `pg_stat_wal` counted 3 WAL syncs for 2,000 of them). A transactional logical
+            // message takes a transaction id and writes a WAL record without touching a table,
+            // so its commit is a flush, and every earlier asynchronous commit's record lies
+            // before it. One round trip.
             Pool::Postgres { flushes, .. } => {
                 let mut c = flushes.acquire().await?;
                 let done =
