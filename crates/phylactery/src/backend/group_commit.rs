@@ -20,6 +20,11 @@
 //! - The WAL file exists for as long as a connection is open. The writer pool keeps its one
 //!   connection for the vault's life; a flush still opens the file by path each time, and a
 //!   missing file means the last connection closed, which checkpoints and syncs the database.
+//! - A WAL file is created afresh when a vault opens (the last close removed the old one), and
+//!   its name is an entry of the directory, which `fsync` of the file does not promise to make
+//!   durable. SQLite syncs the directory on a new WAL's first sync, which `synchronous=NORMAL`
+//!   leaves to the first checkpoint; so the first flush of each WAL file (told apart by its
+//!   inode) syncs the directory too, as SQLite's `FULL` would have.
 //!
 //! Where the flush runs: a synced commit has nothing to do until it ends, so a flush it leads
 //! runs on its own worker thread (`block_in_place`, on the multi-thread runtime core uses),
@@ -31,8 +36,10 @@
 //! ("fsyncgate"), so no later flush can prove anything and every synced commit fails until the
 //! vault is reopened.
 
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::runtime::RuntimeFlavor;
 use tokio::sync::watch;
@@ -43,6 +50,8 @@ use crate::error::{LedgerError, Result};
 #[derive(Debug)]
 pub(crate) struct GroupCommit {
     wal: PathBuf,
+    /// The inode of the WAL file whose directory entry a flush has synced (0: none yet).
+    dir_synced_for: Arc<AtomicU64>,
     state: Mutex<State>,
     /// The number of the last completed flush (`u64::MAX` once poisoned).
     completed: watch::Sender<u64>,
@@ -73,6 +82,7 @@ impl GroupCommit {
         wal.push("-wal");
         Self {
             wal: PathBuf::from(wal),
+            dir_synced_for: Arc::new(AtomicU64::new(0)),
             state: Mutex::new(State::default()),
             completed: watch::channel(0).0,
         }
@@ -138,12 +148,8 @@ impl GroupCommit {
         // a flush that never publishes.
         let lead = Lead(self);
         let wal = self.wal.clone();
-        let work = move || match std::fs::File::open(&wal) {
-            Ok(f) => f.sync_data(),
-            // No WAL: the last connection closed, checkpointing into a synced database file.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
-        };
+        let dir_synced_for = self.dir_synced_for.clone();
+        let work = move || flush_wal(&wal, &dir_synced_for);
         // `block_in_place` exists only on the multi-thread runtime (core's); elsewhere (a
         // current-thread test runtime) the flush goes to the blocking pool.
         let in_place = on == FlushOn::CallerThread
@@ -178,6 +184,24 @@ impl GroupCommit {
     }
 }
 
+/// Flushes the WAL file's data and, the first time this file is flushed, its directory entry.
+fn flush_wal(wal: &Path, dir_synced_for: &AtomicU64) -> std::io::Result<()> {
+    let f = match std::fs::File::open(wal) {
+        Ok(f) => f,
+        // No WAL: the last connection closed, checkpointing into a synced database file.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    f.sync_data()?;
+    let inode = f.metadata()?.ino();
+    if dir_synced_for.load(Ordering::Acquire) != inode {
+        let dir = wal.parent().filter(|d| !d.as_os_str().is_empty());
+        std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()?;
+        dir_synced_for.store(inode, Ordering::Release);
+    }
+    Ok(())
+}
+
 /// The lead of a flush in progress; dropped unfinished, it frees the lead and wakes the waiters
 /// so that one of them leads a new flush (this one's outcome is never published: nobody is
 /// left to act on it, and a later flush covers every commit it would have).
@@ -197,7 +221,6 @@ fn poisoned() -> LedgerError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     /// A gate over a WAL file with some frames in it, in a fresh directory.
     fn gate_with_wal() -> (tempfile::TempDir, Arc<GroupCommit>) {
@@ -305,6 +328,28 @@ mod tests {
             .unwrap();
         later.expect("a later sync returns").unwrap();
         waited.expect("the waiter returns").unwrap().unwrap();
+    }
+
+    /// The first flush of a WAL file syncs its directory entry too, once per file: again after
+    /// the file is replaced (a vault reopened), not on every flush.
+    #[tokio::test]
+    async fn the_first_flush_of_each_wal_file_syncs_its_directory() {
+        let (dir, g) = gate_with_wal();
+        let wal = dir.path().join("v.sqlite-wal");
+        let inode = || std::fs::metadata(&wal).unwrap().ino();
+        assert_eq!(g.dir_synced_for.load(Ordering::Acquire), 0);
+        g.sync().await.unwrap();
+        let first = inode();
+        assert_eq!(g.dir_synced_for.load(Ordering::Acquire), first);
+        g.sync().await.unwrap();
+        assert_eq!(g.dir_synced_for.load(Ordering::Acquire), first);
+        // A new file under the same name (keeping the old one alive so its inode is not reused).
+        let _old = std::fs::File::open(&wal).unwrap();
+        std::fs::remove_file(&wal).unwrap();
+        std::fs::write(&wal, b"new frames").unwrap();
+        assert_ne!(inode(), first);
+        g.sync().await.unwrap();
+        assert_eq!(g.dir_synced_for.load(Ordering::Acquire), inode());
     }
 
     #[tokio::test]
