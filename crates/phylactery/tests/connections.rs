@@ -68,15 +68,11 @@ async fn a_connection_the_server_dropped_is_replaced() {
     p.mark_submitting(&c1.lease).await.unwrap();
     // So is the asynchronous lane's: the first deferred write (the settlement) fails the same
     // way, and the chain goes on where it was, on a fresh connection.
-    let sent = DeliveryReport::Sent {
-        message_id: "m-1".into(),
-        platform_status: 200,
-    };
-    let err = p.settle(&c1.lease, &sent).await.unwrap_err();
+    let err = p.settle(&c1.lease, &sent(1)).await.unwrap_err();
     assert_eq!(err.code(), "ledger/database", "{err}");
     assert_eq!(p.intent(&i1).await.unwrap().state, IntentState::Submitting);
     assert_eq!(
-        p.settle(&c1.lease, &sent).await.unwrap(),
+        p.settle(&c1.lease, &sent(1)).await.unwrap(),
         IntentState::KnownSent
     );
     // A second chain runs on the replaced connections without error.

@@ -988,15 +988,7 @@ async fn postgres_synced_steps_flush_the_wal() {
         assert!(flushed_through(before).await, "SUBMITTING, round {n}");
 
         // A settlement commits asynchronously; a synced admission flushes it.
-        p.settle(
-            &claimed.lease,
-            &DeliveryReport::Sent {
-                message_id: format!("m-{n}"),
-                platform_status: 200,
-            },
-        )
-        .await
-        .unwrap();
+        p.settle(&claimed.lease, &sent(2 * n)).await.unwrap();
         let before = written().await;
         p.admit(&request(2 * n + 1)).await.unwrap();
         assert!(flushed_through(before).await, "synced admission, round {n}");

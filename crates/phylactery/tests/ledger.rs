@@ -821,11 +821,7 @@ async fn sqlite_flushes_at_the_synced_steps_only() {
     step("the claim", 0);
     p.mark_submitting(&claimed.lease).await.unwrap();
     step("SUBMITTING", 1);
-    let sent = DeliveryReport::Sent {
-        message_id: "m-1".into(),
-        platform_status: 200,
-    };
-    p.settle(&claimed.lease, &sent).await.unwrap();
+    p.settle(&claimed.lease, &sent(1)).await.unwrap();
     step("the settlement", 0);
     p.admit(&request(2)).await.unwrap();
     step("a synced admission", 1);

@@ -216,11 +216,7 @@ async fn a_server_crash_keeps_every_synced_step_and_never_reopens_a_send() {
         let claimed = p.claim(&intent, "edge", LEASE).await.unwrap();
         p.mark_submitting(&claimed.lease).await.unwrap();
         // Deferred: a crash may take it.
-        let sent = DeliveryReport::Sent {
-            message_id: format!("m-{n}"),
-            platform_status: 200,
-        };
-        p.settle(&claimed.lease, &sent).await.unwrap();
+        p.settle(&claimed.lease, &sent(n)).await.unwrap();
         intents.push(intent);
     }
 

@@ -457,14 +457,7 @@ impl Pool {
                 }
                 row
             }
-            Chosen::Postgres(lane) => {
-                let mut c = lane.acquire().await?;
-                let row = bind_all!(sqlx::query(sql), args)
-                    .fetch_optional(c.conn())
-                    .await;
-                c.keep_unless_broken(&row);
-                row?.map(Row::Postgres)
-            }
+            Chosen::Postgres(lane) => lane_fetch_optional(lane, sql, args).await?,
         })
     }
 
@@ -475,14 +468,7 @@ impl Pool {
                 .fetch_optional(readers)
                 .await?
                 .map(Row::Sqlite),
-            Pool::Postgres { flushes, .. } => {
-                let mut c = flushes.acquire().await?;
-                let row = bind_all!(sqlx::query(sql), args)
-                    .fetch_optional(c.conn())
-                    .await;
-                c.keep_unless_broken(&row);
-                row?.map(Row::Postgres)
-            }
+            Pool::Postgres { flushes, .. } => lane_fetch_optional(flushes, sql, args).await?,
         })
     }
 
@@ -531,6 +517,21 @@ impl Pool {
             }
         }
     }
+}
+
+/// One statement returning at most one row on a lane's connection, which goes back to the lane
+/// unless the statement broke it.
+async fn lane_fetch_optional(
+    lane: &PgLane,
+    sql: &'static str,
+    args: &[Value],
+) -> Result<Option<Row>> {
+    let mut c = lane.acquire().await?;
+    let row = bind_all!(sqlx::query(sql), args)
+        .fetch_optional(c.conn())
+        .await;
+    c.keep_unless_broken(&row);
+    Ok(row?.map(Row::Postgres))
 }
 
 impl Tx {

@@ -116,6 +116,14 @@ pub fn success(n: u64) -> TurnCommit {
     }
 }
 
+/// The sender's report that event `n`'s message went out (message id `m-<n>`, HTTP 200).
+pub fn sent(n: u64) -> DeliveryReport {
+    DeliveryReport::Sent {
+        message_id: format!("m-{n}"),
+        platform_status: 200,
+    }
+}
+
 /// Admits event `n` and commits a successful turn; returns the intent id.
 pub async fn admitted_intent(p: &Phylactery, n: u64) -> IntentId {
     let a = p.admit(&request(n)).await.unwrap();
