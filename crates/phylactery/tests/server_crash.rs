@@ -113,13 +113,7 @@ impl Server {
             .unwrap();
         self.running = Some(child);
         for _ in 0..300 {
-            if sqlx::postgres::PgConnectOptions::new()
-                .socket(self.dir.path())
-                .username("root")
-                .database("postgres")
-                .connect_timeout_ok()
-                .await
-            {
+            if accepts_connections(self.dir.path()).await {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -168,21 +162,19 @@ fn reap_orphans() {
     }
 }
 
-/// Whether a connection can be made (the server is up).
-trait ConnectProbe {
-    async fn connect_timeout_ok(self) -> bool;
-}
-
-impl ConnectProbe for sqlx::postgres::PgConnectOptions {
-    async fn connect_timeout_ok(self) -> bool {
-        use sqlx::{ConnectOptions as _, Connection as _};
-        match tokio::time::timeout(Duration::from_secs(2), self.connect()).await {
-            Ok(Ok(c)) => {
-                let _ = c.close().await;
-                true
-            }
-            _ => false,
+/// Whether the server behind the socket directory accepts a connection.
+async fn accepts_connections(socket_dir: &Path) -> bool {
+    use sqlx::{ConnectOptions as _, Connection as _};
+    let opts = sqlx::postgres::PgConnectOptions::new()
+        .socket(socket_dir)
+        .username("root")
+        .database("postgres");
+    match tokio::time::timeout(Duration::from_secs(2), opts.connect()).await {
+        Ok(Ok(c)) => {
+            let _ = c.close().await;
+            true
         }
+        _ => false,
     }
 }
 
