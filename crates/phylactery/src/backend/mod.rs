@@ -55,7 +55,8 @@ pub enum BackendKind {
 /// by a synced step that checks it — SUBMITTING updates only a CLAIMED intent at the claim's
 /// generation with the decision core issued for that claim, so a lost turn or claim refuses the
 /// send, and a lost settlement leaves SUBMITTING, which is never resent. A loss there costs
-/// liveness (a turn OPEN until recovery), never a second message.
+/// liveness (a turn OPEN until recovery), never a second message (`tests/server_crash.rs`
+/// kills a real server with SIGKILL after deferred settlements and checks exactly that).
 ///
 /// - A deferred commit is written to the WAL (the OS page cache) before it returns, so it
 ///   survives the death of any process, including core's (SIGKILL: the crash harness). It is
