@@ -14,7 +14,6 @@
 //! `CURRENT.tmp` onto `CURRENT`, and it happens after the staged snapshot was fully validated and
 //! renamed into `snapshots/`. Any earlier failure leaves `CURRENT` untouched.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -651,19 +650,9 @@ pub(crate) fn active_id(root: &Path) -> Option<String> {
     ok.then(|| id.to_string())
 }
 
-/// Write `bytes` to `path` through a temporary file, fsync, rename.
+/// Replaces `path` with `bytes`, atomically and durably (`reach_durable_file`).
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(parent) = path.parent() {
-        sync_dir(parent);
-    }
-    Ok(())
+    reach_durable_file::replace(path, bytes, 0o644)
 }
 
 fn sync_dir(dir: &Path) {

@@ -1,8 +1,7 @@
 //! Secret files: written 0600 in 0700 directories, read only when nobody else can read them.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// File names inside a role's secret directory.
@@ -45,22 +44,10 @@ pub fn ensure_secret_dir(dir: &Path) -> Result<(), SecretFileError> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io(dir))
 }
 
-/// Writes `bytes` to `path` with mode 0600, atomically (temp file then rename), so a reader
-/// never sees half a key and a rotation is one rename.
+/// Writes `bytes` to `path` with mode 0600, atomically and durably (`reach_durable_file`), so a
+/// reader never sees half a key and a rotation is one rename.
 pub fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), SecretFileError> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io(&tmp))?;
-        f.write_all(bytes).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
-    }
-    fs::rename(&tmp, path).map_err(io(path))
+    reach_durable_file::replace(path, bytes, 0o600).map_err(io(path))
 }
 
 /// Writes a leaf into a secret directory: key first, then certificate, so a reader that sees

@@ -23,8 +23,7 @@
 //! Losing the sidecar itself loses the check for that start (the next mark is written from the
 //! vault as found), which is why it lives beside the vault, not in a temporary directory.
 
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::Phylactery;
 use crate::backend::{BackendKind, args};
@@ -73,19 +72,7 @@ impl HighWaterMark {
 
     /// Replaces the sidecar atomically and durably.
     fn write(&self, path: &Path) -> std::io::Result<()> {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let tmp: PathBuf = {
-            let mut name = path.file_name().unwrap_or_default().to_os_string();
-            name.push(".tmp");
-            dir.join(name)
-        };
-        {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(self.render().as_bytes())?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
+        reach_durable_file::replace(path, self.render().as_bytes(), 0o644)
     }
 }
 

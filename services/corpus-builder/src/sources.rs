@@ -5,7 +5,6 @@
 //! the same admission that refuses `git://`, SSH, local paths, credentials and proxies; the file
 //! is re-admitted the same way when read, so an edited file cannot smuggle one in.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -172,19 +171,7 @@ fn strip_nulls(v: serde_json::Value) -> serde_json::Value {
     }
 }
 
-/// Temporary file, fsync, rename, directory fsync.
+/// Replaces `path` with `bytes`, atomically and durably (`reach_durable_file`).
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("toml.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent()
-        && let Ok(d) = std::fs::File::open(dir)
-    {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    reach_durable_file::replace(path, bytes, 0o644)
 }
