@@ -37,9 +37,7 @@ pub fn pack_release_archive(dir: &Path, out: &Path) -> io::Result<Sha256Digest> 
         entries.push((rel, bytes));
     }
     let bytes = pack_entries(entries.iter().map(|(p, b)| (p.as_str(), b.as_slice())))?;
-    let tmp = out.with_extension("tmp");
-    std::fs::write(&tmp, &bytes)?;
-    std::fs::rename(&tmp, out)?;
+    reach_durable_file::replace(out, &bytes, 0o644)?;
     Ok(Sha256Digest::of(&bytes))
 }
 

@@ -272,9 +272,7 @@ impl Body {
             pids.push((role.to_owned(), pid));
         }
         let text: String = pids.iter().map(|(r, p)| format!("{r} {p}\n")).collect();
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, text).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))
+        reach_durable_file::replace(&path, text.as_bytes(), 0o644).map_err(io(&path))
     }
 }
 
