@@ -1,5 +1,6 @@
 //! Durable, atomic replacement of a small file: the one implementation every role uses (secret
-//! files, the corpus store's pointers, the corpus builder's sources, the vault's high-water mark).
+//! files, the corpus store's pointers and release archives, the corpus builder's sources, the
+//! launcher's `run/roles`, the vault's high-water mark).
 //!
 //! A reader sees the old file or the new one, never half of either, and once [`replace`]
 //! returns, the new one survives a crash of the host:
