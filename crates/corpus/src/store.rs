@@ -497,9 +497,10 @@ impl CorpusStore {
         };
         record.snapshot_digest = record.compute_digest();
         record.snapshot_id = id_of(&record.snapshot_digest);
-        write_atomic(
+        reach_durable_file::replace(
             &staging.join("snapshot.json"),
             &serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?,
+            0o644,
         )?;
 
         // Re-open the staged snapshot exactly as retrieval will before making it visible.
@@ -508,10 +509,12 @@ impl CorpusStore {
 
         let final_dir = self.root.join("snapshots").join(&record.snapshot_id);
         std::fs::rename(staging, &final_dir)?;
-        sync_dir(&self.root.join("snapshots"));
-        write_atomic(
+        // Best effort: the rename is durable where the platform can flush a directory.
+        let _ = reach_durable_file::sync_dir_of(&final_dir);
+        reach_durable_file::replace(
             &self.root.join("CURRENT"),
             format!("{}\n", record.snapshot_id).as_bytes(),
+            0o644,
         )?;
         progress.finish(Stage::Activate);
 
@@ -601,9 +604,10 @@ impl CorpusStore {
     fn update_state(&self, f: impl FnOnce(&mut State)) -> std::io::Result<()> {
         let mut st = self.read_state();
         f(&mut st);
-        write_atomic(
+        reach_durable_file::replace(
             &self.root.join("state.json"),
             &serde_json::to_vec_pretty(&st).map_err(std::io::Error::other)?,
+            0o644,
         )
     }
 
@@ -648,16 +652,4 @@ pub(crate) fn active_id(root: &Path) -> Option<String> {
     let ok =
         id.starts_with("snap-") && id.len() == 29 && id[5..].bytes().all(|b| b.is_ascii_hexdigit());
     ok.then(|| id.to_string())
-}
-
-/// Replaces `path` with `bytes`, atomically and durably (`reach_durable_file`).
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    reach_durable_file::replace(path, bytes, 0o644)
-}
-
-fn sync_dir(dir: &Path) {
-    // Best effort: a directory fsync makes the rename durable where the platform supports it.
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
 }

@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 /// Replaces `path` with `bytes` (file mode `mode`, e.g. `0o600` for a secret), atomically and
 /// durably (see the crate documentation).
 pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let dir = parent_dir(path);
     let tmp = temp_path(path)?;
     // A temporary file left by a crash goes first: the new one is created afresh (`O_EXCL`),
     // so it has exactly `mode` and is never a file or link someone else put there.
@@ -40,7 +39,13 @@ pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         f.sync_all()?;
     }
     std::fs::rename(&tmp, path)?;
-    File::open(dir)?.sync_all()
+    sync_dir_of(path)
+}
+
+/// Flushes the directory holding `path`, which makes a name created or renamed there durable
+/// (`fsync` of the file itself does not).
+pub fn sync_dir_of(path: &Path) -> io::Result<()> {
+    File::open(parent_dir(path))?.sync_all()
 }
 
 /// The directory holding `path` (`.` for a bare file name).

@@ -144,7 +144,7 @@ impl Sources {
                 .collect::<Result<_, _>>()?,
         };
         let text = toml::to_string(&file).map_err(|e| SourcesError::Malformed(e.to_string()))?;
-        write_atomic(&self.path, text.as_bytes())?;
+        reach_durable_file::replace(&self.path, text.as_bytes(), 0o644)?;
         Ok(())
     }
 }
@@ -169,9 +169,4 @@ fn strip_nulls(v: serde_json::Value) -> serde_json::Value {
         }
         other => other,
     }
-}
-
-/// Replaces `path` with `bytes`, atomically and durably (`reach_durable_file`).
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    reach_durable_file::replace(path, bytes, 0o644)
 }

@@ -195,8 +195,7 @@ fn flush_wal(wal: &Path, dir_synced_for: &AtomicU64) -> std::io::Result<()> {
     f.sync_data()?;
     let inode = f.metadata()?.ino();
     if dir_synced_for.load(Ordering::Acquire) != inode {
-        let dir = wal.parent().filter(|d| !d.as_os_str().is_empty());
-        std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()?;
+        reach_durable_file::sync_dir_of(wal)?;
         dir_synced_for.store(inode, Ordering::Release);
     }
     Ok(())
