@@ -193,12 +193,29 @@ fn flush_wal(wal: &Path, dir_synced_for: &AtomicU64) -> std::io::Result<()> {
         Err(e) => return Err(e),
     };
     f.sync_data()?;
-    let inode = f.metadata()?.ino();
+    let inode = inode_of(&f)?;
     if dir_synced_for.load(Ordering::Acquire) != inode {
         reach_durable_file::sync_dir_of(wal)?;
         dir_synced_for.store(inode, Ordering::Release);
     }
     Ok(())
+}
+
+/// The file's inode number, asking the kernel for nothing else.
+///
+/// A full `fstat` (`File::metadata`) asks for the timestamps too, and on a filesystem with
+/// multigrain timestamps (ext4, xfs, btrfs... since Linux 6.13) a queried ctime makes the next
+/// write stamp a fine-grained time, so every commit between two flushes dirtied the WAL's
+/// inode and every `fdatasync` wrote the inode block as well: ~50 µs more per flush on the
+/// reference machine (issue 4's bench, session 11). `statx` with only `STATX_INO` leaves the
+/// timestamps unqueried; where it is unavailable (an old kernel, a seccomp filter) the full
+/// `fstat` answers instead.
+fn inode_of(f: &std::fs::File) -> std::io::Result<u64> {
+    use rustix::fs::{AtFlags, StatxFlags, statx};
+    match statx(f, c"", AtFlags::EMPTY_PATH, StatxFlags::INO) {
+        Ok(s) if s.stx_mask & StatxFlags::INO.bits() != 0 => Ok(s.stx_ino),
+        _ => Ok(f.metadata()?.ino()),
+    }
 }
 
 /// The lead of a flush in progress; dropped unfinished, it frees the lead and wakes the waiters
@@ -349,6 +366,24 @@ mod tests {
         assert_ne!(inode(), first);
         g.sync().await.unwrap();
         assert_eq!(g.dir_synced_for.load(Ordering::Acquire), inode());
+    }
+
+    /// The inode a flush reads without querying timestamps is the file's own.
+    #[test]
+    fn inode_of_is_the_files_inode() {
+        let (dir, _g) = gate_with_wal();
+        let wal = dir.path().join("v.sqlite-wal");
+        let f = std::fs::File::open(&wal).unwrap();
+        assert_eq!(
+            inode_of(&f).unwrap(),
+            std::fs::metadata(&wal).unwrap().ino()
+        );
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"x").unwrap();
+        assert_ne!(
+            inode_of(&std::fs::File::open(&other).unwrap()).unwrap(),
+            inode_of(&f).unwrap()
+        );
     }
 
     #[tokio::test]
