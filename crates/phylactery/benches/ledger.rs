@@ -436,51 +436,26 @@ async fn measure_concurrent(
     let mut bare_chain_time = Duration::ZERO;
     for r in 0..ROUNDS {
         let base = admit.id_base() + 1_000_000 + r * workers * per_worker;
-        let t = Instant::now();
-        let mut tasks = Vec::new();
-        for w in 0..workers {
-            let bare_db = bare_db.clone();
-            tasks.push(tokio::spawn(async move {
-                for i in 0..per_worker {
-                    let id = (base + w * per_worker + i) as i64;
-                    bare_db.insert(w, id).await;
-                }
-            }));
-        }
-        for task in tasks {
-            task.await.expect("bare worker");
-        }
-        bare_time += t.elapsed();
-        let t = Instant::now();
-        let mut tasks = Vec::new();
-        for w in 0..workers {
+        let id = move |w: u64, i: u64| base + w * per_worker + i;
+        let bare_db_ = bare_db.clone();
+        bare_time += timed_workers(workers, per_worker, move |w, i| {
+            let bare_db = bare_db_.clone();
+            async move { bare_db.insert(w, id(w, i) as i64).await }
+        })
+        .await;
+        let p = p.clone();
+        chain_time += timed_workers(workers, per_worker, move |w, i| {
             let p = p.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut steps = Steps::default();
-                for i in 0..per_worker {
-                    chain(&p, base + w * per_worker + i, admit, &mut steps).await;
-                }
-            }));
-        }
-        for task in tasks {
-            task.await.expect("chain worker");
-        }
-        chain_time += t.elapsed();
+            async move { chain(&p, id(w, i), admit, &mut Steps::default()).await }
+        })
+        .await;
         if bounded {
-            let t = Instant::now();
-            let mut tasks = Vec::new();
-            for w in 0..workers {
+            let bare_db = bare_db.clone();
+            bare_chain_time += timed_workers(workers, per_worker, move |w, i| {
                 let bare_db = bare_db.clone();
-                tasks.push(tokio::spawn(async move {
-                    for i in 0..per_worker {
-                        bare_chain(&bare_db, w, base + w * per_worker + i).await;
-                    }
-                }));
-            }
-            for task in tasks {
-                task.await.expect("bare chain worker");
-            }
-            bare_chain_time += t.elapsed();
+                async move { bare_chain(&bare_db, w, id(w, i)).await }
+            })
+            .await;
         }
     }
     let total = per_worker * workers * ROUNDS;
@@ -500,6 +475,30 @@ async fn measure_concurrent(
             100.0 * full / bare_chained
         );
     }
+}
+
+/// Runs `workers` concurrent tasks, worker `w` awaiting `step(w, i)` for each of its
+/// `per_worker` items `i` in turn, and returns the time until all of them are done.
+async fn timed_workers<F, Fut>(workers: u64, per_worker: u64, step: F) -> Duration
+where
+    F: Fn(u64, u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let t = Instant::now();
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let step = step.clone();
+            tokio::spawn(async move {
+                for i in 0..per_worker {
+                    step(w, i).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("worker");
+    }
+    t.elapsed()
 }
 
 /// The bare chain's line: its rate, its ratio to the bare insert (about the most a chain with
