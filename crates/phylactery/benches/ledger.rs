@@ -22,6 +22,14 @@
 //! five commits there as well (on SQLite the vault's group commit shares flushes that the bare
 //! chain's inserts each pay, so it would bound nothing).
 //!
+//! On SQLite the vault and the bare connections share one WAL, and a connection whose commit
+//! takes the WAL past its auto-checkpoint threshold checkpoints every frame in it, whoever wrote
+//! them. So every timed loop ends with a checkpoint of the whole WAL inside its own time
+//! ([`Bare::checkpoint`]) and starts on an empty one: each loop pays for checkpointing what it
+//! wrote. Until session 11 the bare loop's first insert of each round checkpointed the chain's
+//! leftover frames, which flattered the chain's ratio (with 8 workers by about 1.4 points in a
+//! same-run A/B; sequentially within the noise).
+//!
 //! Each backend also counts the WAL flushes of a run of sequential chains: the vault's own group
 //! commit on SQLite (`Phylactery::wal_flushes`), the server's WAL syncs on PostgreSQL
 //! (`pg_stat_wal`); about two per chain, one per synced step. PostgreSQL read 0.02 before session
@@ -143,6 +151,24 @@ impl Bare {
             }
         }
         .expect("bare insert");
+    }
+
+    /// Checkpoints the whole SQLite WAL and restarts it, returning the time it took (nothing to
+    /// do on PostgreSQL, whose checkpointer is a server process of its own). The WAL is shared
+    /// by the vault and the bare connections, and a connection that commits past its
+    /// auto-checkpoint threshold checkpoints every frame in it, whoever wrote them; so each
+    /// timed loop ends with this, inside its time, and pays for checkpointing what it wrote.
+    async fn checkpoint(&self) -> Duration {
+        let Bare::Sqlite(c, _) = self else {
+            return Duration::ZERO;
+        };
+        let t = Instant::now();
+        let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(RESTART)")
+            .fetch_one(&mut *c.lock().await)
+            .await
+            .expect("checkpoint");
+        assert_eq!(busy, 0, "every loop has ended, so nothing holds the WAL");
+        t.elapsed()
     }
 
     /// The server's count of WAL syncs (`pg_stat_wal`, PostgreSQL only), as reported so far: a
@@ -337,21 +363,26 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, admit
     let mut bare_chain_time = Duration::ZERO;
     let mut steps = Steps::default();
     let chunk = (n / ROUNDS).max(1);
+    // The warm-up's frames are nobody's to pay for.
+    bare_db.checkpoint().await;
     for r in 0..ROUNDS {
         let t = Instant::now();
         for i in r * chunk..(r + 1) * chunk {
             bare_db.insert(0, (base + i) as i64).await;
         }
+        bare_db.checkpoint().await;
         bare_time += t.elapsed();
         let t = Instant::now();
         for i in r * chunk..(r + 1) * chunk {
             chain(p, base + i, admit, &mut steps).await;
         }
+        bare_db.checkpoint().await;
         chain_time += t.elapsed();
         let t = Instant::now();
         for i in r * chunk..(r + 1) * chunk {
             bare_chain(bare_db, 0, base + i).await;
         }
+        bare_db.checkpoint().await;
         bare_chain_time += t.elapsed();
     }
     let n = chunk * ROUNDS;
@@ -442,20 +473,23 @@ async fn measure_concurrent(
             let bare_db = bare_db_.clone();
             async move { bare_db.insert(w, id(w, i) as i64).await }
         })
-        .await;
+        .await
+            + bare_db.checkpoint().await;
         let p = p.clone();
         chain_time += timed_workers(workers, per_worker, move |w, i| {
             let p = p.clone();
             async move { chain(&p, id(w, i), admit, &mut Steps::default()).await }
         })
-        .await;
+        .await
+            + bare_db.checkpoint().await;
         if bounded {
-            let bare_db = bare_db.clone();
+            let bare_db_ = bare_db.clone();
             bare_chain_time += timed_workers(workers, per_worker, move |w, i| {
-                let bare_db = bare_db.clone();
+                let bare_db = bare_db_.clone();
                 async move { bare_chain(&bare_db, w, id(w, i)).await }
             })
-            .await;
+            .await
+                + bare_db.checkpoint().await;
         }
     }
     let total = per_worker * workers * ROUNDS;
