@@ -394,7 +394,7 @@ async fn measure_here(label: &str, p: &Phylactery, bare_db: &Bare, n: u64, admit
         100.0 * full / bare,
         admit.label()
     );
-    print_bare_chain(label, bare_chained, bare, full);
+    print_bare_chain(label, "sequential", bare_chained, bare, full);
     let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
     let breakdown: Vec<String> = STEP_NAMES
         .iter()
@@ -503,11 +503,8 @@ async fn measure_concurrent(
     );
     if bounded {
         let bare_chained = total as f64 / bare_chain_time.as_secs_f64();
-        println!(
-            "{label:<10} {workers} workers    bare chain (2 synced + 3 unsynced inserts) {bare_chained:>8.0}/s   of bare insert {:>5.1}%   full chain of it {:>5.1}%",
-            100.0 * bare_chained / bare,
-            100.0 * full / bare_chained
-        );
+        let mode = format!("{workers} workers");
+        print_bare_chain(label, &mode, bare_chained, bare, full);
     }
 }
 
@@ -536,10 +533,11 @@ where
 }
 
 /// The bare chain's line: its rate, its ratio to the bare insert (about the most a chain with
-/// this commit structure could reach one at a time), and the chain's rate as a share of it.
-fn print_bare_chain(label: &str, bare_chained: f64, bare: f64, full: f64) {
+/// this commit structure could reach run this way, `mode`), and the chain's rate as a share of
+/// it.
+fn print_bare_chain(label: &str, mode: &str, bare_chained: f64, bare: f64, full: f64) {
     println!(
-        "{label:<10} sequential   bare chain (2 synced + 3 unsynced inserts) {bare_chained:>8.0}/s   of bare insert {:>5.1}%   full chain of it {:>5.1}%",
+        "{label:<10} {mode:<12} bare chain (2 synced + 3 unsynced inserts) {bare_chained:>8.0}/s   of bare insert {:>5.1}%   full chain of it {:>5.1}%",
         100.0 * bare_chained / bare,
         100.0 * full / bare_chained
     );
