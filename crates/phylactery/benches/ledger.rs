@@ -35,6 +35,14 @@
 //! (`pg_stat_wal`); about two per chain, one per synced step. PostgreSQL read 0.02 before session
 //! 10, when a synced step's flush was a `txid_current()` commit that flushes nothing.
 //!
+//! Each backend ends with short sequential passes that read sqlx's own statement log
+//! ([`StatementTime`]): the time each statement of the chain, and a bare insert synced and not,
+//! took where sqlx times it. On SQLite that is inside the connection's worker thread, from the
+//! statement's first step to its last reply sent: the ledger's own SQLite work, apart from the
+//! thread hand-offs around every statement and the group commit's flushes. On PostgreSQL it is
+//! the round trip, server work included. The passes run after the timed loops (bigger tables)
+//! and pay the log's own formatting, so compare within their line, not with the lines above.
+//!
 //! Targets (issue 4): chain rate >= 25% of the bare insert rate, and >= 500 chains/s on SQLite.
 //! `REACH_BENCH_EVENTS` sets N (default 2000), `REACH_BENCH_EFFECT_BYTES` pads each intent's
 //! effect (default none), `REACH_BENCH_WORKERS` the concurrent workers of the second comparison
@@ -43,13 +51,16 @@
 //! builds on the machine move every figure. `REACH_BENCH_KEEP_SCHEMA` keeps the PostgreSQL schema.
 #![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use reach_digest::Sha256Digest;
 use reach_phylactery::*;
 use sqlx::ConnectOptions as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use tracing_subscriber::layer::SubscriberExt as _;
 
 /// A bare single-row insert into the `bench_baseline` table on plain sqlx connections, used
 /// directly: a pool would add its ping on release (one more round trip per insert on
@@ -543,6 +554,172 @@ fn print_bare_chain(label: &str, mode: &str, bare_chained: f64, bare: f64, full:
     );
 }
 
+/// The statements of the chain and the bare insert, by a phrase of their SQL, with the name
+/// printed for each; in the chain's order.
+const STATEMENTS: [(&str, &str); 6] = [
+    ("INTO discord_event_admission", "admit"),
+    ("INTO turn_commit", "turn+intent"),
+    ("SET state = 'CLAIMED'", "claim"),
+    ("SET state = 'SUBMITTING'", "submitting"),
+    ("INTO reach_delivery", "settle"),
+    ("INTO bench_baseline", "bare insert"),
+];
+
+/// Statement times from sqlx's own statement log (`sqlx::query` events at DEBUG, field
+/// `elapsed_secs`), summed per entry of [`STATEMENTS`] while `on` is set. Off, the layer
+/// declines every event, so the timed comparisons above run without the log's formatting.
+#[derive(Default)]
+struct StatementTime {
+    on: AtomicBool,
+    /// Statement name -> (count, seconds).
+    totals: std::sync::Mutex<BTreeMap<&'static str, (u64, f64)>>,
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for &'static StatementTime {
+    fn register_callsite(
+        &self,
+        meta: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        if meta.target() == "sqlx::query" {
+            tracing::subscriber::Interest::sometimes()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+
+    fn enabled(
+        &self,
+        meta: &tracing::Metadata<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        meta.target() == "sqlx::query" && self.on.load(Ordering::Relaxed)
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        #[derive(Default)]
+        struct Fields {
+            sql: String,
+            secs: Option<f64>,
+        }
+        impl tracing::field::Visit for Fields {
+            // `summary` holds short statements whole; `db.statement` the whole of longer ones.
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                if matches!(field.name(), "summary" | "db.statement") {
+                    self.sql.push_str(value);
+                }
+            }
+            fn record_f64(&mut self, field: &tracing::field::Field, value: f64) {
+                if field.name() == "elapsed_secs" {
+                    self.secs = Some(value);
+                }
+            }
+            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let (Some(secs), Some((_, name))) = (
+            fields.secs,
+            STATEMENTS
+                .iter()
+                .find(|(phrase, _)| fields.sql.contains(phrase)),
+        ) else {
+            return;
+        };
+        let mut totals = self.totals.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = totals.entry(name).or_default();
+        entry.0 += 1;
+        entry.1 += secs;
+    }
+}
+
+/// The log's layer, installed once for the whole run.
+fn statement_time() -> &'static StatementTime {
+    static TIME: std::sync::OnceLock<&'static StatementTime> = std::sync::OnceLock::new();
+    TIME.get_or_init(|| {
+        let time: &'static StatementTime = Box::leak(Box::default());
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(time))
+            .expect("the bench installs the only subscriber");
+        time
+    })
+}
+
+/// Short sequential passes with the statement log on: `n` synced bare inserts, `n` unsynced
+/// ones, then `n` chains (admission flushed beside the turn). Prints each statement's mean time
+/// as sqlx measures it: the ledger's own work per step, apart from the hand-offs around it. On
+/// SQLite a synced bare insert's time includes its `fsync` (its connection is
+/// `synchronous=FULL`); the chain's flushes run outside its statements (the group commit).
+async fn statement_times(label: &str, p: &Phylactery, bare_db: &Bare, n: u64) {
+    let time = statement_time();
+    let base = 300_000_000;
+    let bare_synced = time
+        .measure(|| async {
+            for i in 0..n {
+                bare_db.insert(0, (base + i) as i64).await;
+            }
+        })
+        .await;
+    let bare_unsynced = time
+        .measure(|| async {
+            for i in 0..n {
+                bare_db
+                    .insert_with(Flush::Unsynced, 0, (base + n + i) as i64)
+                    .await;
+            }
+        })
+        .await;
+    let chained = time
+        .measure(|| async {
+            for i in 0..n {
+                chain(p, base + i, Admit::BesideTurn, &mut Steps::default()).await;
+            }
+        })
+        .await;
+    bare_db.checkpoint().await;
+    let us = |totals: &BTreeMap<&str, (u64, f64)>, name: &str| {
+        totals
+            .get(name)
+            .map(|(count, secs)| secs * 1e6 / *count as f64)
+    };
+    let steps: Vec<String> = STATEMENTS[..5]
+        .iter()
+        .map(|(_, name)| match us(&chained, name) {
+            Some(t) => format!("{name} {t:.0}"),
+            None => format!("{name} -"),
+        })
+        .collect();
+    let chain_sum: f64 = STATEMENTS[..5]
+        .iter()
+        .filter_map(|(_, name)| us(&chained, name))
+        .sum();
+    let (where_, synced) = match bare_db {
+        Bare::Sqlite(..) => ("in SQLite's worker thread", "synced, with its fsync"),
+        Bare::Postgres(..) => ("round trip to the server", "synced"),
+    };
+    println!(
+        "{label:<10} statement time (µs, sqlx's log, {where_}): {}, chain {chain_sum:.0}   | bare insert {synced} {:.0}, unsynced {:.0}",
+        steps.join(", "),
+        us(&bare_synced, "bare insert").unwrap_or(f64::NAN),
+        us(&bare_unsynced, "bare insert").unwrap_or(f64::NAN),
+    );
+}
+
+impl StatementTime {
+    /// Runs `work` with the log on and returns the statement times it logged.
+    async fn measure<F, Fut>(&self, work: F) -> BTreeMap<&'static str, (u64, f64)>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        self.totals.lock().expect("totals").clear();
+        self.on.store(true, Ordering::Relaxed);
+        work().await;
+        // A worker thread logs its statement after sending the last reply.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.on.store(false, Ordering::Relaxed);
+        std::mem::take(&mut *self.totals.lock().expect("totals"))
+    }
+}
+
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -582,6 +759,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(if smoke { 2 } else { 8 })
         .max(1);
+    statement_time();
     println!("load average before: {}", load_average());
     rt.block_on(async {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -595,6 +773,7 @@ fn main() {
             measure_concurrent("sqlite", &p, &bare_db, n, workers, admit).await;
         }
         flushes_per_chain("sqlite", &p, n.min(1000), None).await;
+        statement_times("sqlite", &p, &bare_db, n.min(1000)).await;
         p.close().await;
         match std::env::var("REACH_TEST_DATABASE_URL") {
             Ok(url) => {
@@ -607,6 +786,7 @@ fn main() {
                     measure("postgres", &p, &bare_db, n, admit).await;
                     measure_concurrent("postgres", &p, &bare_db, n, workers, admit).await;
                 }
+                statement_times("postgres", &p, &bare_db, n.min(1000)).await;
                 p.close().await;
                 let fresh = open(VaultConfig::postgres(url.clone(), Some(schema.clone()))).await;
                 flushes_per_chain("postgres", &fresh, n.min(1000), Some(&bare_db)).await;
