@@ -575,6 +575,23 @@ struct StatementTime {
     totals: std::sync::Mutex<BTreeMap<&'static str, (u64, f64)>>,
 }
 
+impl StatementTime {
+    /// Runs `work` with the log on and returns the statement times it logged.
+    async fn measure<F, Fut>(&self, work: F) -> BTreeMap<&'static str, (u64, f64)>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        self.totals.lock().expect("totals").clear();
+        self.on.store(true, Ordering::Relaxed);
+        work().await;
+        // A worker thread logs its statement after sending the last reply.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.on.store(false, Ordering::Relaxed);
+        std::mem::take(&mut *self.totals.lock().expect("totals"))
+    }
+}
+
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for &'static StatementTime {
     fn register_callsite(
         &self,
@@ -680,17 +697,17 @@ async fn statement_times(label: &str, p: &Phylactery, bare_db: &Bare, n: u64) {
             .get(name)
             .map(|(count, secs)| secs * 1e6 / *count as f64)
     };
+    let mut chain_sum = 0.0;
     let steps: Vec<String> = STATEMENTS[..5]
         .iter()
         .map(|(_, name)| match us(&chained, name) {
-            Some(t) => format!("{name} {t:.0}"),
+            Some(t) => {
+                chain_sum += t;
+                format!("{name} {t:.0}")
+            }
             None => format!("{name} -"),
         })
         .collect();
-    let chain_sum: f64 = STATEMENTS[..5]
-        .iter()
-        .filter_map(|(_, name)| us(&chained, name))
-        .sum();
     let (where_, synced) = match bare_db {
         Bare::Sqlite(..) => ("in SQLite's worker thread", "synced, with its fsync"),
         Bare::Postgres(..) => ("round trip to the server", "synced"),
@@ -701,23 +718,6 @@ async fn statement_times(label: &str, p: &Phylactery, bare_db: &Bare, n: u64) {
         us(&bare_synced, "bare insert").unwrap_or(f64::NAN),
         us(&bare_unsynced, "bare insert").unwrap_or(f64::NAN),
     );
-}
-
-impl StatementTime {
-    /// Runs `work` with the log on and returns the statement times it logged.
-    async fn measure<F, Fut>(&self, work: F) -> BTreeMap<&'static str, (u64, f64)>
-    where
-        F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = ()>,
-    {
-        self.totals.lock().expect("totals").clear();
-        self.on.store(true, Ordering::Relaxed);
-        work().await;
-        // A worker thread logs its statement after sending the last reply.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        self.on.store(false, Ordering::Relaxed);
-        std::mem::take(&mut *self.totals.lock().expect("totals"))
-    }
 }
 
 fn load_average() -> String {
