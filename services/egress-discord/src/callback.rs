@@ -25,13 +25,10 @@ use reach_discord::delivery::{
 use reach_discord::model::InteractionToken;
 use reach_discord::rest::{CallbackOutcome, UNKNOWN_MESSAGE};
 use reach_discord::seal::{SealBinding, SealError, SealKeyring, SealedToken};
-use reach_proto::core::v1::{
-    DeliveryIntent, DeliveryOutcome, InteractionDeferral, MarkSubmittingRequest,
-};
+use reach_proto::core::v1::{DeliveryIntent, DeliveryOutcome, InteractionDeferral};
 
-use crate::deliver::{
-    Gate, MAX_UNACCEPTED_TRIES, Sent, Unknown, redeem_for, settle, settle_never_accepted,
-};
+use crate::deliver::{Gate, Sent, Unknown, redeem_for, settle};
+use crate::send::{self, MAX_UNACCEPTED_TRIES, Next};
 
 /// Why an interaction intent cannot be sent by this gate. Nothing leaves; the lease lapses.
 #[derive(Debug, thiserror::Error)]
@@ -241,15 +238,7 @@ pub async fn deliver(
         return None;
     }
     // SUBMITTING is durable before any byte leaves; from here on this callback is never resent.
-    let submitting = core
-        .mark_submitting(MarkSubmittingRequest {
-            intent_id: intent.intent_id.clone(),
-            generation: intent.generation,
-            egress_decision_id: intent.egress_decision_id.clone(),
-        })
-        .await;
-    if let Err(s) = submitting {
-        tracing::info!(intent = %intent.intent_id, code = ?s.code(), "lease lost before submitting; not sent");
+    if !send::submitting(core, &intent).await {
         return None;
     }
     if let Some(webhook) = webhook {
@@ -261,70 +250,18 @@ pub async fn deliver(
         };
         return send_webhook(gate, intent, callback, webhook).await;
     }
-    let mut tries = 0;
+    // A lost callback or 40060 is UNKNOWN: reconciled from the original response, never
+    // calling back again.
+    let mut unaccepted = 0;
     loop {
-        tries += 1;
-        let outcome = rest
+        let verdict = rest
             .interaction_callback(&callback.reply, &callback.token)
-            .await;
-        match outcome {
-            CallbackOutcome::Sent { message_id } => {
-                let id = message_id.to_string();
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::KnownSent,
-                    200,
-                    String::new(),
-                    id,
-                )
-                .await;
-                return None;
-            }
-            CallbackOutcome::Rejected { status, code } => {
-                let code = code.map(|c| c.to_string()).unwrap_or_default();
-                let status = u32::from(status);
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::KnownRejected,
-                    status,
-                    code,
-                    String::new(),
-                )
-                .await;
-                return None;
-            }
-            CallbackOutcome::RateLimited { retry_after, .. } if tries < MAX_UNACCEPTED_TRIES => {
-                tokio::time::sleep(retry_after.min(Duration::from_secs(5))).await;
-            }
-            CallbackOutcome::NotSent { .. } if tries < MAX_UNACCEPTED_TRIES => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            CallbackOutcome::RateLimited { .. } => {
-                settle_never_accepted(core, &intent, None).await;
-                return None;
-            }
-            CallbackOutcome::NotSent { reason } => {
-                settle_never_accepted(core, &intent, Some(reason)).await;
-                return None;
-            }
-            // 40060: Discord already holds a response (an earlier attempt of this intent was
-            // accepted): its message id comes from the original response, like a lost answer's.
-            CallbackOutcome::Acknowledged | CallbackOutcome::Unknown { .. } => {
-                tracing::warn!(intent = %intent.intent_id, ?outcome, "callback outcome unknown; reconciling from the original response, never calling back again");
-                let code = "unknown".to_owned();
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::Unknown,
-                    0,
-                    code,
-                    String::new(),
-                )
-                .await;
-                return Some(Unknown::new(intent.intent_id, Sent::Callback(callback)));
-            }
+            .await
+            .into();
+        match send::conclude(core, &intent, verdict, &mut unaccepted, "callback").await {
+            Next::Again => {}
+            Next::Settled => return None,
+            Next::Unknown => return Some(Unknown::new(intent.intent_id, Sent::Callback(callback))),
         }
     }
 }
@@ -348,79 +285,31 @@ async fn send_webhook(
     let core = gate.core;
     let (mut early, mut unaccepted) = (0, 0);
     let app = callback.application_id;
+    let route = match &webhook {
+        Webhook::Edit(_) => "edit original",
+        Webhook::FollowUp(_) => "follow-up",
+    };
     loop {
         let outcome = match &webhook {
             Webhook::Edit(edit) => gate.rest.edit_original(app, edit, &callback.token).await,
             Webhook::FollowUp(f) => gate.rest.execute_follow_up(app, f, &callback.token).await,
         };
-        match outcome {
-            CreateOutcome::KnownSent { message_id } => {
-                let id = message_id.to_string();
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::KnownSent,
-                    200,
-                    String::new(),
-                    id,
-                )
-                .await;
-                return None;
-            }
-            // No original yet: the acknowledgement has not landed. Nothing was edited.
-            CreateOutcome::KnownRejected {
-                code: Some(UNKNOWN_MESSAGE),
-                ..
-            } if matches!(webhook, Webhook::Edit(_)) && early + 1 < MAX_EARLY_EDITS => {
-                early += 1;
-                tokio::time::sleep(EDIT_RETRY).await;
-            }
-            CreateOutcome::KnownRejected { status, code } => {
-                let code = code.map(|c| c.to_string()).unwrap_or_default();
-                let status = u32::from(status);
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::KnownRejected,
-                    status,
-                    code,
-                    String::new(),
-                )
-                .await;
-                return None;
-            }
-            CreateOutcome::RateLimited { retry_after, .. }
-                if unaccepted + 1 < MAX_UNACCEPTED_TRIES =>
-            {
-                unaccepted += 1;
-                tokio::time::sleep(retry_after.min(Duration::from_secs(5))).await;
-            }
-            CreateOutcome::NotSent { .. } if unaccepted + 1 < MAX_UNACCEPTED_TRIES => {
-                unaccepted += 1;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            CreateOutcome::RateLimited { .. } => {
-                settle_never_accepted(core, &intent, None).await;
-                return None;
-            }
-            CreateOutcome::NotSent { reason } => {
-                settle_never_accepted(core, &intent, Some(reason)).await;
-                return None;
-            }
-            CreateOutcome::Unknown { reason } => {
-                tracing::warn!(intent = %intent.intent_id, %reason, "edit or follow-up outcome unknown; reconciling from evidence, never sending again");
-                let code = "unknown".to_owned();
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::Unknown,
-                    0,
-                    code,
-                    String::new(),
-                )
-                .await;
-                return Some(Unknown::new(intent.intent_id, Sent::Callback(callback)));
-            }
+        // No original yet: the acknowledgement has not landed. Nothing was edited.
+        if let CreateOutcome::KnownRejected {
+            code: Some(UNKNOWN_MESSAGE),
+            ..
+        } = outcome
+            && matches!(webhook, Webhook::Edit(_))
+            && early + 1 < MAX_EARLY_EDITS
+        {
+            early += 1;
+            tokio::time::sleep(EDIT_RETRY).await;
+            continue;
+        }
+        match send::conclude(core, &intent, outcome.into(), &mut unaccepted, route).await {
+            Next::Again => {}
+            Next::Settled => return None,
+            Next::Unknown => return Some(Unknown::new(intent.intent_id, Sent::Callback(callback))),
         }
     }
 }

@@ -12,14 +12,15 @@ use reach_discord::Snowflake;
 use reach_discord::seal::SealKeyring;
 
 use crate::callback::Callback;
+use crate::send::{self, Next};
 use reach_discord::delivery::{
-    CreateMessage, CreateOutcome, Nonce, Reconciliation, create_message_url, decision_attempt_id,
+    CreateMessage, Nonce, Reconciliation, create_message_url, decision_attempt_id,
 };
 use reach_discord::rest::{RECONCILE_SETTLE, ReadGate, RestClient, channel_read_request};
 use reach_proto::core::v1::delivery_client::DeliveryClient;
 use reach_proto::core::v1::{
     ClaimRequest, DecideReconcileReadRequest, DeliveryIntent, DeliveryOutcome, ListUnknownRequest,
-    MarkSubmittingRequest, ReconcileRequest, SettleRequest,
+    ReconcileRequest, SettleRequest,
 };
 use reach_proto::ward::v1::ward_client::WardClient;
 use tokio::sync::watch;
@@ -34,8 +35,6 @@ const LEASE_MS: u32 = 15_000;
 const CLAIM_WAIT_MS: u32 = 500;
 /// Pause after a refused or failed claim.
 const IDLE_POLL: Duration = Duration::from_millis(50);
-/// Sends of one attempt that Discord provably did not accept (429, nothing sent) before giving up.
-pub(crate) const MAX_UNACCEPTED_TRIES: u32 = 3;
 /// How often the reconciler looks for UNKNOWN outcomes due for a read.
 const RECONCILE_TICK: Duration = Duration::from_millis(500);
 /// The wait before an UNKNOWN outcome's first read, doubled after each inconclusive pass up to
@@ -279,32 +278,6 @@ pub(crate) async fn settle(
     }
 }
 
-/// Settles an attempt Discord never accepted, with the reason the trail shows: its 429s
-/// outlasted the tries (`not_sent` is `None`), or no byte left (a refused destination, a failed
-/// connect). Create Message and the interaction callback share it.
-pub(crate) async fn settle_never_accepted(
-    core: &mut DeliveryClient<Channel>,
-    intent: &DeliveryIntent,
-    not_sent: Option<String>,
-) {
-    let (status, code) = match not_sent {
-        None => (429, "rate-limited".to_owned()),
-        Some(reason) => {
-            tracing::warn!(intent = %intent.intent_id, %reason, "nothing was sent; settled rejected");
-            (0, reason)
-        }
-    };
-    settle(
-        core,
-        intent,
-        DeliveryOutcome::KnownRejected,
-        status,
-        code,
-        String::new(),
-    )
-    .await;
-}
-
 /// Redeems the claim's decision at ward for exactly what this gate is about to send: the URL it
 /// dials and the digest of the content bytes, computed by `reach_egress_gate` rather than taken
 /// from core.
@@ -359,75 +332,16 @@ async fn deliver(
         return None;
     }
     // SUBMITTING is durable before any byte leaves; from here on this intent is never resent.
-    let submitting = core
-        .mark_submitting(MarkSubmittingRequest {
-            intent_id: intent.intent_id.clone(),
-            generation: intent.generation,
-            egress_decision_id: intent.egress_decision_id.clone(),
-        })
-        .await;
-    if let Err(s) = submitting {
-        tracing::info!(intent = %intent.intent_id, code = ?s.code(), "lease lost before submitting; not sent");
+    if !send::submitting(core, &intent).await {
         return None;
     }
-    let mut tries = 0;
+    let mut unaccepted = 0;
     loop {
-        tries += 1;
-        match rest.create_message(&msg).await {
-            CreateOutcome::KnownSent { message_id } => {
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::KnownSent,
-                    200,
-                    String::new(),
-                    message_id.to_string(),
-                )
-                .await;
-                return None;
-            }
-            CreateOutcome::KnownRejected { status, code } => {
-                let code = code.map(|c| c.to_string()).unwrap_or_default();
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::KnownRejected,
-                    u32::from(status),
-                    code,
-                    String::new(),
-                )
-                .await;
-                return None;
-            }
-            // Discord did not accept these bytes (429) or none left (NotSent): the same intent may
-            // try again, a bounded number of times.
-            CreateOutcome::RateLimited { retry_after, .. } if tries < MAX_UNACCEPTED_TRIES => {
-                tokio::time::sleep(retry_after.min(Duration::from_secs(5))).await;
-            }
-            CreateOutcome::NotSent { .. } if tries < MAX_UNACCEPTED_TRIES => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            CreateOutcome::RateLimited { .. } => {
-                settle_never_accepted(core, &intent, None).await;
-                return None;
-            }
-            CreateOutcome::NotSent { reason } => {
-                settle_never_accepted(core, &intent, Some(reason)).await;
-                return None;
-            }
-            CreateOutcome::Unknown { reason } => {
-                tracing::warn!(intent = %intent.intent_id, %reason, "delivery outcome unknown; reconciling, never resending");
-                settle(
-                    core,
-                    &intent,
-                    DeliveryOutcome::Unknown,
-                    0,
-                    "unknown".into(),
-                    String::new(),
-                )
-                .await;
-                return Some(Unknown::new(intent.intent_id, Sent::Message(msg)));
-            }
+        let verdict = rest.create_message(&msg).await.into();
+        match send::conclude(core, &intent, verdict, &mut unaccepted, "create message").await {
+            Next::Again => {}
+            Next::Settled => return None,
+            Next::Unknown => return Some(Unknown::new(intent.intent_id, Sent::Message(msg))),
         }
     }
 }

@@ -8,6 +8,7 @@
 
 mod callback;
 mod deliver;
+mod send;
 
 use std::sync::Arc;
 
