@@ -16,6 +16,9 @@ use reach_proto::ward::v1::ward_client::WardClient;
 use reach_proto::ward::v1::{AdmitScopeRequest, IssueDecisionRequest};
 use reach_tests::{TestBody, configure_portal, eventually, trail_until};
 
+/// Model attempts per run (core's `pipeline::MAX_MODEL_ATTEMPTS`).
+const MAX_MODEL_ATTEMPTS: u32 = 3;
+
 const CHANNEL: u64 = 1_100_000_000_000_000_200;
 /// A bound on waiting for an effect, so a failure is a clear message rather than a hang.
 const WAIT: Duration = Duration::from_secs(30);
@@ -38,6 +41,8 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
     let mut operator = body.operator_after_genesis("portal deployment").await;
     let bot = em.config().bot_user_id;
     let asker = User::human(1_100_000_000_000_000_500, "asker");
+    // Ward rate-limits each asker; the last questions come from another.
+    let other = User::human(1_100_000_000_000_000_501, "other asker");
     let reply_to = |q: u64| {
         let em = &em;
         move || {
@@ -188,14 +193,48 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
     // nothing; the one matching call sends exactly once.
     direct_decisions(&body, &model, &mut provider, &cut).await;
 
-    // A provider failure is a dependency failure: the asker is told, the attempt is FAILED.
+    // A failure that may pass (503) is followed by a new attempt under a new decision: the
+    // asker gets the answer, and the trail keeps both attempts, the first FAILED.
+    let before = model.requests().len();
     model.script(Script::Status(503));
     let q4 = em.post_user_message(
         CHANNEL,
         &asker,
         &format!("<@{bot}> How does a port authenticate a call?"),
     );
-    let reply = eventually(WAIT, "the unavailable reply", reply_to(q4)).await;
+    let reply = eventually(WAIT, "the answer after a retried 503", reply_to(q4)).await;
+    assert!(
+        reply.content.contains("never resent [1]"),
+        "{}",
+        reply.content
+    );
+    let trail = trail_until(&mut operator, &q4.to_string(), "KNOWN_SENT", WAIT).await;
+    let attempts = attempt_lines(&trail);
+    assert_eq!(attempts.len(), 2, "two attempts:\n{trail}");
+    assert!(
+        attempts[0].contains("state=FAILED") && attempts[0].contains("provider/http-503"),
+        "{trail}"
+    );
+    assert!(attempts[1].contains("state=COMPLETED"), "{trail}");
+    assert_ne!(
+        field(attempts[0], "decision_id"),
+        field(attempts[1], "decision_id"),
+        "each attempt redeems its own decision"
+    );
+    assert_eq!(model.requests().len(), before + 2, "two physical attempts");
+
+    // A failure that outlasts the attempts is a dependency failure: the asker is told, every
+    // attempt is FAILED.
+    let before = model.requests().len();
+    for _ in 0..MAX_MODEL_ATTEMPTS {
+        model.script(Script::Status(503));
+    }
+    let q5 = em.post_user_message(
+        CHANNEL,
+        &other,
+        &format!("<@{bot}> How does a port authenticate a call?"),
+    );
+    let reply = eventually(WAIT, "the unavailable reply", reply_to(q5)).await;
     assert!(
         reply.content.contains("ask again later"),
         "{}",
@@ -203,15 +242,44 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
     );
     let trail = trail_until(
         &mut operator,
-        &q4.to_string(),
+        &q5.to_string(),
         "reason=provider/http-503",
         WAIT,
     )
     .await;
+    assert!(trail.contains("state=DEPENDENCY_UNAVAILABLE"), "{trail}");
+    let attempts = attempt_lines(&trail);
+    assert_eq!(attempts.len(), MAX_MODEL_ATTEMPTS as usize, "{trail}");
     assert!(
-        trail.contains("state=FAILED") && trail.contains("state=DEPENDENCY_UNAVAILABLE"),
+        attempts.iter().all(|a| a.contains("state=FAILED")),
         "{trail}"
     );
+    assert_eq!(model.requests().len(), before + MAX_MODEL_ATTEMPTS as usize);
+
+    // A failure that would only repeat (400: the provider refused the request) is not tried
+    // again.
+    let before = model.requests().len();
+    model.script(Script::Status(400));
+    let q6 = em.post_user_message(
+        CHANNEL,
+        &other,
+        &format!("<@{bot}> How does a port authenticate a call?"),
+    );
+    let reply = eventually(WAIT, "the unavailable reply", reply_to(q6)).await;
+    assert!(
+        reply.content.contains("ask again later"),
+        "{}",
+        reply.content
+    );
+    let trail = trail_until(
+        &mut operator,
+        &q6.to_string(),
+        "reason=provider/http-400",
+        WAIT,
+    )
+    .await;
+    assert_eq!(attempt_lines(&trail).len(), 1, "{trail}");
+    assert_eq!(model.requests().len(), before + 1, "one physical attempt");
     body.stop().await;
 }
 
@@ -334,4 +402,20 @@ fn cut_for(question: &str) -> reach_portal::PrivacyCut {
         withheld: vec![],
     })
     .unwrap()
+}
+
+/// The trail's attempt lines, in attempt order.
+fn attempt_lines(trail: &str) -> Vec<&str> {
+    trail
+        .lines()
+        .filter(|l| l.contains("ServiceJobAttempt@1"))
+        .collect()
+}
+
+/// The value of `name=` on a trail line.
+fn field<'a>(line: &'a str, name: &str) -> &'a str {
+    let at = line
+        .find(&format!("{name}="))
+        .unwrap_or_else(|| panic!("no {name} on: {line}"));
+    line[at + name.len() + 1..].split(' ').next().unwrap_or("")
 }

@@ -40,6 +40,35 @@ pub const TASK_LIFETIME: Duration = Duration::from_secs(120);
 /// The Pattern (workflow) revision every public question runs.
 pub const PATTERN: (&str, &str) = ("reach.public-answer", "1");
 
+/// Model attempts per run: a failure that may pass is tried again, twice at most, each time
+/// under a new decision and attempt record ([`worth_another_attempt`]).
+pub const MAX_MODEL_ATTEMPTS: u32 = 3;
+/// The pause before attempt n + 1 is n times this.
+const MODEL_RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Whether a failed model attempt may be followed by another: only when the failure is proved
+/// (nothing left the body, or the provider answered with an error status, so no answer exists
+/// to double) and its cause may pass (a name, a connection or a handshake that failed; the
+/// provider overloaded or briefly down). A refusal of policy, a bound the return broke or a
+/// quarantined return would fail the same way again.
+pub fn worth_another_attempt(transmitted: bool, code: &str) -> bool {
+    if transmitted {
+        matches!(
+            code,
+            "provider/http-429"
+                | "provider/http-500"
+                | "provider/http-502"
+                | "provider/http-503"
+                | "provider/http-504"
+        )
+    } else {
+        matches!(
+            code,
+            "destination/resolution-failed" | "destination/dial-failed" | "destination/tls"
+        )
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Pipeline {
     vault: Phylactery,
@@ -467,75 +496,86 @@ impl Pipeline {
         if let Err(e) = self.vault.record_context(run, &lineage).await {
             return refusal(TurnState::Failed, e.code().into(), None);
         }
-        // One model attempt per run: a retry would need its own decision and attempt.
-        let attempt_id = format!("{}/model/1", run.0);
-        let issued = portal
-            .authority
-            .issue(&ModelAttempt {
-                sigil_id: sigil,
-                turn_id: &turn.0,
-                run,
-                attempt_id: &attempt_id,
-                destination: &portal.endpoint,
-                payload_digest: cut.payload_digest(),
-                cut_receipt_digest: receipt_digest,
-                policy_revision: &portal.policy_revision,
-            })
-            .await;
-        let decision = match issued {
-            Ok(Ok(d)) => d,
-            Ok(Err(r)) => return refused(r.code),
-            Err(s) => return unavailable(format!("ward: {}", s.message())),
-        };
-        let spec = ledger::AttemptSpec {
-            channel: ledger::AttemptChannel::ServiceJob,
-            destination: portal.endpoint.clone(),
-            request_digest: cut.payload_digest(),
-            protocol_id: attempt_id.clone(),
-        };
-        let decision_id = ledger::DecisionId(decision.decision_id.clone());
-        let attempt = match self.vault.persist_attempt(run, &decision_id, &spec).await {
-            Ok(a) => a,
-            Err(e) => return refusal(TurnState::Failed, e.code().into(), None),
-        };
-        // SUBMITTING is durable before the payload leaves core.
-        if let Err(e) = self
-            .vault
-            .mark_attempt_submitting(&attempt.attempt_id)
-            .await
-        {
-            return refusal(TurnState::Failed, e.code().into(), None);
-        }
-        let call = portal
-            .provider
-            .clone()
-            .call(CallRequest {
-                decision_id: decision.decision_id,
-                attempt_id,
-                payload: cut.bytes.clone(),
-                kind: crate::authority::MODEL_PURPOSE.into(),
-            })
-            .await;
-        let settle = |s: ledger::AttemptSettlement| {
-            let (vault, id) = (self.vault.clone(), attempt.attempt_id.clone());
-            async move {
-                if let Err(e) = vault.settle_attempt(&id, &s).await {
-                    tracing::warn!(attempt = %id.0, code = e.code(), "attempt settlement refused");
-                }
-            }
-        };
-        let response = match call {
-            Ok(r) => r.into_inner(),
-            Err(s) => {
-                // The call may have reached the provider: the attempt's outcome is unknown.
-                settle(ledger::AttemptSettlement::Indeterminate {
-                    detail: format!("egress-provider: {:?}", s.code()),
+        // Each attempt is its own decision, attempt record and physical call; a failed one is
+        // followed by another only when `worth_another_attempt` says so.
+        let mut attempt_no = 0;
+        let response = loop {
+            attempt_no += 1;
+            let attempt_id = format!("{}/model/{attempt_no}", run.0);
+            let issued = portal
+                .authority
+                .issue(&ModelAttempt {
+                    sigil_id: sigil,
+                    turn_id: &turn.0,
+                    run,
+                    attempt_id: &attempt_id,
+                    destination: &portal.endpoint,
+                    payload_digest: cut.payload_digest(),
+                    cut_receipt_digest: receipt_digest,
+                    policy_revision: &portal.policy_revision,
                 })
                 .await;
-                return unavailable("provider/indeterminate".into());
+            let decision = match issued {
+                Ok(Ok(d)) => d,
+                Ok(Err(r)) => return refused(r.code),
+                Err(s) => return unavailable(format!("ward: {}", s.message())),
+            };
+            let spec = ledger::AttemptSpec {
+                channel: ledger::AttemptChannel::ServiceJob,
+                destination: portal.endpoint.clone(),
+                request_digest: cut.payload_digest(),
+                protocol_id: attempt_id.clone(),
+            };
+            let decision_id = ledger::DecisionId(decision.decision_id.clone());
+            let attempt = match self.vault.persist_attempt(run, &decision_id, &spec).await {
+                Ok(a) => a,
+                Err(e) => return refusal(TurnState::Failed, e.code().into(), None),
+            };
+            // SUBMITTING is durable before the payload leaves core.
+            if let Err(e) = self
+                .vault
+                .mark_attempt_submitting(&attempt.attempt_id)
+                .await
+            {
+                return refusal(TurnState::Failed, e.code().into(), None);
             }
-        };
-        if !response.failure_code.is_empty() {
+            let call = portal
+                .provider
+                .clone()
+                .call(CallRequest {
+                    decision_id: decision.decision_id,
+                    attempt_id,
+                    payload: cut.bytes.clone(),
+                    kind: crate::authority::MODEL_PURPOSE.into(),
+                })
+                .await;
+            let settle = |s: ledger::AttemptSettlement| {
+                let (vault, id) = (self.vault.clone(), attempt.attempt_id.clone());
+                async move {
+                    if let Err(e) = vault.settle_attempt(&id, &s).await {
+                        tracing::warn!(attempt = %id.0, code = e.code(), "attempt settlement refused");
+                    }
+                }
+            };
+            let response = match call {
+                Ok(r) => r.into_inner(),
+                Err(s) => {
+                    // The call may have reached the provider: the attempt's outcome is unknown,
+                    // and so never followed by another.
+                    settle(ledger::AttemptSettlement::Indeterminate {
+                        detail: format!("egress-provider: {:?}", s.code()),
+                    })
+                    .await;
+                    return unavailable("provider/indeterminate".into());
+                }
+            };
+            if response.failure_code.is_empty() {
+                settle(ledger::AttemptSettlement::Completed {
+                    response_digest: Sha256Digest::of(&response.body),
+                })
+                .await;
+                break response;
+            }
             let code = response.failure_code;
             settle(ledger::AttemptSettlement::Failed {
                 detail: if response.transmitted {
@@ -545,16 +585,18 @@ impl Pipeline {
                 },
             })
             .await;
-            tracing::info!(turn = %turn.0, %code, "model call failed");
+            if attempt_no < MAX_MODEL_ATTEMPTS && worth_another_attempt(response.transmitted, &code)
+            {
+                tracing::info!(turn = %turn.0, %code, attempt_no, "model call failed; another attempt under a new decision");
+                tokio::time::sleep(MODEL_RETRY_PAUSE * attempt_no).await;
+                continue;
+            }
+            tracing::info!(turn = %turn.0, %code, attempt_no, "model call failed");
             return match reach_portal::Quarantine::from_code(&code) {
                 Some(_) => refused(code),
                 None => unavailable(code),
             };
-        }
-        settle(ledger::AttemptSettlement::Completed {
-            response_digest: Sha256Digest::of(&response.body),
-        })
-        .await;
+        };
         let mut withheld: Vec<String> = [
             &req.application_id,
             &req.guild_id,
@@ -599,6 +641,39 @@ impl Pipeline {
                 }),
             },
             Err(_) => refusal(TurnState::Failed, "render/invalid-citation".into(), None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worth_another_attempt;
+
+    #[test]
+    fn only_a_proved_failure_that_may_pass_is_tried_again() {
+        // The provider answered with an error status: overloaded or briefly down.
+        for code in [
+            "provider/http-429",
+            "provider/http-503",
+            "provider/http-502",
+        ] {
+            assert!(worth_another_attempt(true, code), "{code}");
+        }
+        // Nothing left the body: a name, a connection or a handshake failed.
+        for code in ["destination/dial-failed", "destination/tls"] {
+            assert!(worth_another_attempt(false, code), "{code}");
+        }
+        // The same request would fail the same way, or an answer may exist.
+        for (transmitted, code) in [
+            (true, "provider/http-400"),
+            (true, "provider/http-401"),
+            (true, "quarantine/citation-out-of-bundle"),
+            (true, "bounded/idle-timeout"),
+            (false, "destination/port-not-admitted"),
+            (false, "ward/decision-expired"),
+            (false, "provider/http-503"),
+        ] {
+            assert!(!worth_another_attempt(transmitted, code), "{code}");
         }
     }
 }
