@@ -585,14 +585,24 @@ async fn a_parked_task_resumes_by_itself_after_core_is_killed_without_a_second_s
         assert_eq!(carried.len(), peer.requests().len(), "{field}: {carried:?}");
     }
 
-    // Asked again: the settled turn is reported and nothing is sent.
+    // Asked again: the settled turn is reported, with the answer the Stasis adopted while no
+    // operator waited (held in core's memory; the ledger keeps its digest), and nothing is sent.
     let r = operator.send_a2a_task(ask).await.unwrap().into_inner();
     assert_eq!(
         (r.phase.as_str(), r.turn_state.as_str()),
         ("SUCCEEDED", "SUCCEEDED"),
         "{r:?}"
     );
+    assert_eq!(r.answer, "answer to msg-op-task-parked", "{r:?}");
+    assert_eq!(Sha256Digest::of(r.answer.as_bytes()).to_string(), answer);
     assert_eq!(peer.count("SendMessage"), 1);
+    // The answer is never written to a log.
+    for role in ["core", "egress-provider"] {
+        assert!(
+            !body.log(role).contains("answer to msg-op"),
+            "{role} logged the answer"
+        );
+    }
     body.stop().await;
 }
 

@@ -19,14 +19,16 @@
 //! not adopted. Asked again with the same task id and text while no driver holds the task,
 //! core rebuilds the same envelope and resumes from the ledger (`resume`: PARKED polls on,
 //! SUBMITTING becomes UNCERTAIN and is never resent without the receipt, OUTBOX is abandoned
-//! unsent); once the turn is terminal, the request reports the ledger and sends nothing.
+//! unsent); once the turn is terminal, the request reports the ledger and sends nothing, with
+//! the adopted answer while core still holds it in memory ([`held`]).
 
 mod attempt;
+mod held;
 mod stasis;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reach_digest::Sha256Digest;
 use reach_intercom::ledger::{PhylacteryJournal, resumed_phase, turn_outcome};
@@ -98,6 +100,8 @@ pub struct IntercomRoute {
     /// Task ids some driver in this process is moving (an operator request or the Stasis):
     /// one driver per task, so a request never polls or settles beside another.
     driving: Arc<Mutex<HashSet<String>>>,
+    /// Adopted answers for the operator who was not waiting when their task settled.
+    held: Arc<held::HeldAnswers>,
 }
 
 /// This process drives the task while it is held; dropping it lets another driver take it.
@@ -139,6 +143,7 @@ impl IntercomRoute {
             vault: Arc::new(vault),
             habitat,
             driving: Arc::new(Mutex::new(HashSet::new())),
+            held: Arc::default(),
         }
     }
 
@@ -292,10 +297,14 @@ impl IntercomRoute {
             } else {
                 Some("intercom/in-stasis")
             };
-            return Ok(respond(
-                ledger_report(existing.as_ref(), turn_state, code),
-                0,
-            ));
+            let mut report = ledger_report(existing.as_ref(), turn_state, code);
+            if turn_state == TurnState::Succeeded {
+                report.answer = self
+                    .held
+                    .get(&r.task_id, Instant::now())
+                    .unwrap_or_default();
+            }
+            return Ok(respond(report, 0));
         };
         let run = self
             .vault
@@ -451,6 +460,10 @@ impl IntercomRoute {
             .terminate(turn, outcome, reason.clone(), digest)
             .await?;
         tracing::info!(task = %task.spec().task_id, turn = %turn.0, phase = %phase, %turn_state, reason, "operator A2A turn settled");
+        if let (Some(text), TurnState::Succeeded) = (&answer, turn_state) {
+            self.held
+                .hold(&task.spec().task_id, text.clone(), Instant::now());
+        }
         Ok(Report {
             phase: phase.to_string(),
             code: reason,
