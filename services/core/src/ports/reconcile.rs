@@ -58,8 +58,23 @@ pub struct ReadAuthority {
     vault: Phylactery,
     /// The duty Sigil per intent id, until it expires or ward says it is gone.
     duties: Arc<Mutex<HashMap<String, Duty>>>,
-    /// Numbers read attempts, so every decision names its own attempt.
+    /// Numbers read attempts, so every decision names its own attempt, across restarts too
+    /// (ward hands a restarted core the same live duty Sigil): see [`first_read_number`].
     reads: Arc<AtomicU64>,
+}
+
+/// Read numbers a process may use per millisecond of its life before it could reach the next
+/// start's first number; each read waits for a ward decision, which takes far longer.
+const READS_PER_MS: u64 = 1_000;
+
+/// Where a process started at `now` numbers its reads from: a later start numbers above every
+/// read an earlier one could have made, so no two decisions on a duty Sigil name the same
+/// attempt (the numbers restarted at 1 before, after a core restart).
+fn first_read_number(now: std::time::SystemTime) -> u64 {
+    let ms = now.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| {
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX / READS_PER_MS)
+    });
+    ms.saturating_mul(READS_PER_MS)
 }
 
 fn refused(code: String, detail: String) -> pb::DecideReconcileReadResponse {
@@ -80,7 +95,9 @@ impl ReadAuthority {
             ward,
             vault,
             duties: Arc::default(),
-            reads: Arc::default(),
+            reads: Arc::new(AtomicU64::new(first_read_number(
+                std::time::SystemTime::now(),
+            ))),
         }
     }
 
@@ -236,5 +253,24 @@ impl ReadAuthority {
         {
             duties.remove(intent_id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn a_later_start_numbers_its_reads_above_an_earlier_one() {
+        let first = UNIX_EPOCH + Duration::from_secs(1_796_000_000);
+        let base = first_read_number(first);
+        // The earlier process lived 10 s and read as fast as it could: fewer than
+        // READS_PER_MS reads per millisecond.
+        let last_of_earlier = base + 10_000 * READS_PER_MS - 1;
+        let restart = first + Duration::from_secs(10);
+        assert!(first_read_number(restart) > last_of_earlier);
+        assert!(first_read_number(restart + Duration::from_millis(1)) > first_read_number(restart));
+        assert!(base > 0, "never 1 again");
     }
 }
