@@ -741,6 +741,72 @@ async fn a_parked_task_whose_run_budget_is_spent_expires_at_its_deadline_without
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stasis_backs_off_so_the_runs_decisions_outlast_a_slow_peer() {
+    // Ward allows eight decisions for the run (its default); the request spends three (the
+    // send and two polls 50 ms apart). The peer works for 3 s. Polling on at the request's
+    // pace would spend the other five in under a second and leave the task to expire; the
+    // Stasis doubles its pause (100 ms, 200 ms, … 1.6 s), so its last poll comes after 3 s.
+    let peer = A2aPeer::start(Script {
+        held: true,
+        ..Script::ending(state::COMPLETED, 0)
+    })
+    .await;
+    let body = TestBody::start_configured(|m, l| {
+        configure_core_and_peer(m, l, &peer, 2);
+        set_core_intercom(m, "deadline_secs", 20);
+        generous_ward(m);
+        let ward = m
+            .roles
+            .iter_mut()
+            .find(|r| r.name.as_str() == "ward")
+            .expect("ward role");
+        let budgets = ward
+            .settings
+            .get_mut("budgets")
+            .and_then(|b| b.as_table_mut())
+            .expect("budgets");
+        budgets.insert("retries".into(), 8.into());
+    })
+    .await;
+    let mut operator = body.operator_after_genesis("intercom backoff").await;
+    let r = operator
+        .send_a2a_task(reach_proto::core::v1::SendA2aTaskRequest {
+            task_id: "op-task-slow".into(),
+            text: "Which roles hold no credential?".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((r.phase.as_str(), r.polls), ("POLLING", 2), "{r:?}");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let polls_while_working = peer.count("GetTask");
+    peer.release();
+    let trail = settled_turn(
+        &body,
+        &mut operator,
+        "op-task-slow",
+        std::time::Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        turn_line(&trail).ends_with("reason=a2a/TASK_STATE_COMPLETED state=SUCCEEDED"),
+        "{trail}\n{}",
+        body.log("core")
+    );
+    assert!(
+        polls_while_working < 7,
+        "{polls_while_working} polls in the peer's first 3 s: no budget left for its answer"
+    );
+    assert_eq!(peer.count("SendMessage"), 1);
+    assert!(
+        peer.count("GetTask") <= 7,
+        "within the run's eight decisions"
+    );
+    body.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_ward_will_never_authorize_refuses_its_turn_and_sends_nothing() {
     // Ward's policy refuses the `public` label every operator task carries: decision refused
     // for good (`decision/label-refused`).

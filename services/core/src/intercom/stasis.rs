@@ -3,10 +3,12 @@
 //! returned, and after a restart, until the task settles and its turn terminates.
 //!
 //! - A parked task (PARKED: the peer holds it) is polled on, each GetTask under its own fresh
-//!   decision and the task's local deadline; a spent poll budget is renewed (polls keep their
-//!   numbers), a decision ward refuses for now (rate, concurrency, a spent run budget) is asked
-//!   again after a pause (a refusal for good waits for the deadline), and the deadline settles
-//!   EXPIRED.
+//!   decision and the task's local deadline, one poll at a time with the pause between them
+//!   doubling from the poll interval up to [`MAX_POLL_PAUSE`] (polls keep their numbers). Each
+//!   poll spends one of the run's decisions, which ward bounds; backing off spreads them over
+//!   the task's life instead of spending them all in its first seconds. A decision ward refuses
+//!   for now (rate, concurrency) is asked again after the same pause (a refusal for good waits
+//!   for the deadline), and the deadline settles EXPIRED.
 //! - An uncertain task (the send's outcome was lost) is **never resent** from here: the Stasis
 //!   lets go of it, so the operator may still reconcile it under a receipt, and at its local
 //!   deadline takes it back and settles it EXPIRED unless something settled it meanwhile.
@@ -30,6 +32,9 @@ use super::{Driving, IntercomRoute, PATTERN, WardIssuer};
 
 /// Least pause after ward refused a decision: rate limits and concurrency lift with time.
 const REFUSED_PAUSE: Duration = Duration::from_secs(1);
+/// The longest pause between two polls: one decision's lifetime at ward, so a task polled at
+/// that pace holds at most one live decision.
+const MAX_POLL_PAUSE: Duration = Duration::from_secs(30);
 /// Pause while the vault does not serve yet (it awaits the operator's reconciliation).
 const VAULT_PAUSE: Duration = Duration::from_secs(1);
 
@@ -106,6 +111,7 @@ async fn prepare(
 /// start must pick up (a journal or ledger refusal).
 pub(crate) async fn drive(route: IntercomRoute, mut p: Parked) {
     let interval = route.poll_budget().interval;
+    let mut pause = interval;
     loop {
         if p.task.phase().is_terminal() {
             if let Err(s) = route.settle_turn(&p.turn, &p.task).await {
@@ -126,20 +132,22 @@ pub(crate) async fn drive(route: IntercomRoute, mut p: Parked) {
             Phase::Submitted | Phase::Polling => match intercom.poll(&mut p.task).await {
                 Ok(_) => {}
                 Err(IntercomRefusal::PollBudgetExhausted { .. }) => {
-                    p.task.grant_polls(route.poll_budget().max_polls);
-                    tokio::time::sleep(interval).await;
+                    p.task.grant_polls(1);
+                    pause = next_pause(pause);
+                    tokio::time::sleep(pause.min(until(p.task.spec().deadline))).await;
                 }
                 Err(IntercomRefusal::DecisionRefused { code }) => {
                     // For now (rate, concurrency): ask again after a pause. For good (the
                     // Sigil expired, the run's budget is spent): nothing can be polled any
                     // more, so wait for the deadline, which settles the task EXPIRED.
-                    let pause = if p.issuer.refused_for_good() {
+                    let wait = if p.issuer.refused_for_good() {
                         until(p.task.spec().deadline)
                     } else {
-                        interval.max(REFUSED_PAUSE)
+                        pause = next_pause(pause.max(REFUSED_PAUSE));
+                        pause.min(until(p.task.spec().deadline))
                     };
-                    tracing::info!(task = %p.task.spec().task_id, code, pause_ms = pause.as_millis() as u64, "stasis: ward refused a poll");
-                    tokio::time::sleep(pause).await;
+                    tracing::info!(task = %p.task.spec().task_id, code, pause_ms = wait.as_millis() as u64, "stasis: ward refused a poll");
+                    tokio::time::sleep(wait).await;
                 }
                 Err(e) => {
                     tracing::warn!(task = %p.task.spec().task_id, code = %e, "stasis stops; the next start resumes");
@@ -191,6 +199,11 @@ pub(crate) async fn drive(route: IntercomRoute, mut p: Parked) {
             }
         }
     }
+}
+
+/// The pause after `pause`: doubled, at most [`MAX_POLL_PAUSE`].
+fn next_pause(pause: Duration) -> Duration {
+    (pause * 2).min(MAX_POLL_PAUSE)
 }
 
 /// How long until `deadline` has passed (a little after it, so the deadline check holds).
