@@ -455,6 +455,23 @@ fn generous_ward(manifest: &mut reach_manifest::Manifest) {
     ward.settings.insert("rate_limits".into(), limits.into());
 }
 
+/// Sets one of ward's task budgets (`settings.budgets.<key>`), keeping the others.
+fn set_ward_budget(manifest: &mut reach_manifest::Manifest, key: &str, value: i64) {
+    let ward = manifest
+        .roles
+        .iter_mut()
+        .find(|r| r.name.as_str() == "ward")
+        .expect("ward role");
+    let budgets = ward
+        .settings
+        .entry("budgets")
+        .or_insert_with(|| toml::Table::new().into());
+    budgets
+        .as_table_mut()
+        .expect("budgets is a table")
+        .insert(key.into(), value.into());
+}
+
 /// The `ReachTurn@1` line of a trail, without its turn id and times: `answer_digest=… reason=…
 /// state=…` (the fields present).
 fn turn_line(trail: &str) -> String {
@@ -687,14 +704,7 @@ async fn a_parked_task_whose_run_budget_is_spent_expires_at_its_deadline_without
     let body = TestBody::start_configured(|m, l| {
         configure_core_and_peer(m, l, &peer, 2);
         set_core_intercom(m, "deadline_secs", 4);
-        let ward = m
-            .roles
-            .iter_mut()
-            .find(|r| r.name.as_str() == "ward")
-            .expect("ward role");
-        let mut budgets = toml::Table::new();
-        budgets.insert("retries".into(), 3.into());
-        ward.settings.insert("budgets".into(), budgets.into());
+        set_ward_budget(m, "retries", 3);
     })
     .await;
     let mut operator = body.operator_after_genesis("intercom budget").await;
@@ -755,17 +765,7 @@ async fn the_stasis_backs_off_so_the_runs_decisions_outlast_a_slow_peer() {
         configure_core_and_peer(m, l, &peer, 2);
         set_core_intercom(m, "deadline_secs", 20);
         generous_ward(m);
-        let ward = m
-            .roles
-            .iter_mut()
-            .find(|r| r.name.as_str() == "ward")
-            .expect("ward role");
-        let budgets = ward
-            .settings
-            .get_mut("budgets")
-            .and_then(|b| b.as_table_mut())
-            .expect("budgets");
-        budgets.insert("retries".into(), 8.into());
+        set_ward_budget(m, "retries", 8);
     })
     .await;
     let mut operator = body.operator_after_genesis("intercom backoff").await;
