@@ -283,6 +283,51 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
     body.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_ward_will_not_authorize_ends_on_the_failure_that_asked_for_it() {
+    // Ward's budget admits one decision per run: the first model attempt's. Its 503 asks for
+    // another attempt, which ward refuses: the turn ends DEPENDENCY_UNAVAILABLE on the
+    // provider's failure, not REFUSED on ward's answer to the retry, after one request.
+    let model = ModelEmulator::start().await.expect("model emulator");
+    model.script(Script::Status(503));
+    let (body, em) = TestBody::start_with_emulator_configured(
+        Default::default(),
+        &[CHANNEL],
+        |manifest, layout| {
+            configure_portal(manifest, layout, &model, true);
+            let ward = manifest
+                .roles
+                .iter_mut()
+                .find(|r| r.name.as_str() == "ward")
+                .expect("ward role");
+            let mut budgets = toml::Table::new();
+            budgets.insert("retries".into(), 1.into());
+            ward.settings.insert("budgets".into(), budgets.into());
+        },
+        "info",
+    )
+    .await;
+    let mut operator = body.operator_after_genesis("portal retry budget").await;
+    let asker = User::human(1_100_000_000_000_000_502, "asker");
+    let bot = em.config().bot_user_id;
+    let q = em.post_user_message(
+        CHANNEL,
+        &asker,
+        &format!("<@{bot}> How does a port authenticate a call?"),
+    );
+    let trail = trail_until(
+        &mut operator,
+        &q.to_string(),
+        "state=DEPENDENCY_UNAVAILABLE",
+        WAIT,
+    )
+    .await;
+    assert!(trail.contains("reason=provider/http-503"), "{trail}");
+    assert_eq!(attempt_lines(&trail).len(), 1, "{trail}");
+    assert_eq!(model.requests().len(), 1, "one physical attempt");
+    body.stop().await;
+}
+
 async fn direct_decisions(
     body: &TestBody,
     model: &ModelEmulator,

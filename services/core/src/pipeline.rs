@@ -499,6 +499,7 @@ impl Pipeline {
         // Each attempt is its own decision, attempt record and physical call; a failed one is
         // followed by another only when `worth_another_attempt` says so.
         let mut attempt_no = 0;
+        let mut last_failure: Option<String> = None;
         let response = loop {
             attempt_no += 1;
             let attempt_id = format!("{}/model/{attempt_no}", run.0);
@@ -515,10 +516,13 @@ impl Pipeline {
                     policy_revision: &portal.policy_revision,
                 })
                 .await;
-            let decision = match issued {
-                Ok(Ok(d)) => d,
-                Ok(Err(r)) => return refused(r.code),
-                Err(s) => return unavailable(format!("ward: {}", s.message())),
+            let decision = match (issued, last_failure.take()) {
+                (Ok(Ok(d)), _) => d,
+                // No decision for another attempt: the turn ends on the failure that asked
+                // for it, not on ward's answer to the retry.
+                (_, Some(code)) => return unavailable(code),
+                (Ok(Err(r)), None) => return refused(r.code),
+                (Err(s), None) => return unavailable(format!("ward: {}", s.message())),
             };
             let spec = ledger::AttemptSpec {
                 channel: ledger::AttemptChannel::ServiceJob,
@@ -589,6 +593,7 @@ impl Pipeline {
             {
                 tracing::info!(turn = %turn.0, %code, attempt_no, "model call failed; another attempt under a new decision");
                 tokio::time::sleep(MODEL_RETRY_PAUSE * attempt_no).await;
+                last_failure = Some(code);
                 continue;
             }
             tracing::info!(turn = %turn.0, %code, attempt_no, "model call failed");
