@@ -398,6 +398,23 @@ pub async fn eventually<T>(
     }
 }
 
+/// Sets one of ward's task budgets (`settings.budgets.<key>`), keeping the others.
+pub fn set_ward_budget(manifest: &mut Manifest, key: &str, value: i64) {
+    let ward = manifest
+        .roles
+        .iter_mut()
+        .find(|r| r.name.as_str() == "ward")
+        .expect("ward role");
+    let budgets = ward
+        .settings
+        .entry("budgets")
+        .or_insert_with(|| toml::Table::new().into());
+    budgets
+        .as_table_mut()
+        .expect("budgets is a table")
+        .insert(key.into(), value.into());
+}
+
 /// Points core and egress-provider at the model emulator: the same endpoint string in both,
 /// egress-provider on an exact local road trusting only the emulator's CA, with its key file;
 /// `streaming` picks the provider's SSE path.

@@ -15,7 +15,7 @@ use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
 use reach_proto::egress::v1::{CallRequest, CallResponse};
 use reach_proto::ward::v1::ward_client::WardClient;
 use reach_proto::ward::v1::{AdmitScopeRequest, IssueDecisionRequest};
-use reach_tests::TestBody;
+use reach_tests::{TestBody, set_ward_budget};
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 
@@ -453,23 +453,6 @@ fn generous_ward(manifest: &mut reach_manifest::Manifest) {
     limits.insert("subject".into(), window.clone().into());
     limits.insert("channel".into(), window.into());
     ward.settings.insert("rate_limits".into(), limits.into());
-}
-
-/// Sets one of ward's task budgets (`settings.budgets.<key>`), keeping the others.
-fn set_ward_budget(manifest: &mut reach_manifest::Manifest, key: &str, value: i64) {
-    let ward = manifest
-        .roles
-        .iter_mut()
-        .find(|r| r.name.as_str() == "ward")
-        .expect("ward role");
-    let budgets = ward
-        .settings
-        .entry("budgets")
-        .or_insert_with(|| toml::Table::new().into());
-    budgets
-        .as_table_mut()
-        .expect("budgets is a table")
-        .insert(key.into(), value.into());
 }
 
 /// The `ReachTurn@1` line of a trail, without its turn id and times: `answer_digest=… reason=…

@@ -14,7 +14,7 @@ use reach_proto::egress::v1::CallRequest;
 use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
 use reach_proto::ward::v1::ward_client::WardClient;
 use reach_proto::ward::v1::{AdmitScopeRequest, IssueDecisionRequest};
-use reach_tests::{TestBody, configure_portal, eventually, trail_until};
+use reach_tests::{TestBody, configure_portal, eventually, set_ward_budget, trail_until};
 
 /// Model attempts per run (core's `pipeline::MAX_MODEL_ATTEMPTS`).
 const MAX_MODEL_ATTEMPTS: u32 = 3;
@@ -295,14 +295,7 @@ async fn a_retry_ward_will_not_authorize_ends_on_the_failure_that_asked_for_it()
         &[CHANNEL],
         |manifest, layout| {
             configure_portal(manifest, layout, &model, true);
-            let ward = manifest
-                .roles
-                .iter_mut()
-                .find(|r| r.name.as_str() == "ward")
-                .expect("ward role");
-            let mut budgets = toml::Table::new();
-            budgets.insert("retries".into(), 1.into());
-            ward.settings.insert("budgets".into(), budgets.into());
+            set_ward_budget(manifest, "retries", 1);
         },
         "info",
     )
