@@ -23,8 +23,8 @@ use reach_phylactery as ledger;
 use reach_phylactery::{Phylactery, TurnState};
 use reach_portal::{CutInput, EvidenceIn, Expectation, ProviderReturn};
 use reach_proto::core::v1::AdmitRequest;
-use reach_proto::egress::v1::CallRequest;
 use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
+use reach_proto::egress::v1::{CallRequest, CallResponse};
 use reach_proto::ward::v1::AdmitScopeRequest;
 use reach_proto::ward::v1::ward_client::WardClient;
 use tokio::sync::Notify;
@@ -452,7 +452,126 @@ fn unavailable(code: String) -> Outcome {
     )
 }
 
+/// What every model attempt of one run shares.
+struct ModelCall<'a> {
+    portal: &'a PortalRoute,
+    turn: &'a ledger::TurnId,
+    run: &'a ledger::RunId,
+    sigil: &'a str,
+    cut: &'a reach_portal::PrivacyCut,
+    receipt_digest: Sha256Digest,
+}
+
+/// How one model attempt ended.
+enum AttemptEnd {
+    /// The provider returned (settled COMPLETED).
+    Returned(CallResponse),
+    /// Proved failed (settled FAILED): whether request bytes left, and the code.
+    Failed { code: String, transmitted: bool },
+    /// Ward issued no decision: nothing was recorded or sent; the turn's outcome if it ends here.
+    NotIssued(Outcome),
+    /// The turn ends here (the attempt could not be recorded, or its outcome is unknown).
+    Ended(Outcome),
+}
+
 impl Pipeline {
+    /// One model attempt: its decision, its attempt record (SUBMITTING before the payload
+    /// leaves core), the call, and its settlement.
+    async fn attempt_model(&self, a: &ModelCall<'_>, attempt_no: u32) -> AttemptEnd {
+        let attempt_id = format!("{}/model/{attempt_no}", a.run.0);
+        let issued = a
+            .portal
+            .authority
+            .issue(&ModelAttempt {
+                sigil_id: a.sigil,
+                turn_id: &a.turn.0,
+                run: a.run,
+                attempt_id: &attempt_id,
+                destination: &a.portal.endpoint,
+                payload_digest: a.cut.payload_digest(),
+                cut_receipt_digest: a.receipt_digest,
+                policy_revision: &a.portal.policy_revision,
+            })
+            .await;
+        let decision = match issued {
+            Ok(Ok(d)) => d,
+            Ok(Err(r)) => return AttemptEnd::NotIssued(refused(r.code)),
+            Err(s) => return AttemptEnd::NotIssued(unavailable(format!("ward: {}", s.message()))),
+        };
+        let spec = ledger::AttemptSpec {
+            channel: ledger::AttemptChannel::ServiceJob,
+            destination: a.portal.endpoint.clone(),
+            request_digest: a.cut.payload_digest(),
+            protocol_id: attempt_id.clone(),
+        };
+        let decision_id = ledger::DecisionId(decision.decision_id.clone());
+        let attempt = match self.vault.persist_attempt(a.run, &decision_id, &spec).await {
+            Ok(r) => r,
+            Err(e) => return AttemptEnd::Ended(refusal(TurnState::Failed, e.code().into(), None)),
+        };
+        // SUBMITTING is durable before the payload leaves core.
+        if let Err(e) = self
+            .vault
+            .mark_attempt_submitting(&attempt.attempt_id)
+            .await
+        {
+            return AttemptEnd::Ended(refusal(TurnState::Failed, e.code().into(), None));
+        }
+        let call = a
+            .portal
+            .provider
+            .clone()
+            .call(CallRequest {
+                decision_id: decision.decision_id,
+                attempt_id,
+                payload: a.cut.bytes.clone(),
+                kind: crate::authority::MODEL_PURPOSE.into(),
+            })
+            .await;
+        let (settlement, end) = match call {
+            // The call may have reached the provider: the attempt's outcome is unknown, and so
+            // never followed by another.
+            Err(s) => (
+                ledger::AttemptSettlement::Indeterminate {
+                    detail: format!("egress-provider: {:?}", s.code()),
+                },
+                AttemptEnd::Ended(unavailable("provider/indeterminate".into())),
+            ),
+            Ok(r) => {
+                let r = r.into_inner();
+                if r.failure_code.is_empty() {
+                    let response_digest = Sha256Digest::of(&r.body);
+                    (
+                        ledger::AttemptSettlement::Completed { response_digest },
+                        AttemptEnd::Returned(r),
+                    )
+                } else {
+                    let code = r.failure_code;
+                    let detail = if r.transmitted {
+                        code.clone()
+                    } else {
+                        format!("not-transmitted: {code}")
+                    };
+                    (
+                        ledger::AttemptSettlement::Failed { detail },
+                        AttemptEnd::Failed {
+                            code,
+                            transmitted: r.transmitted,
+                        },
+                    )
+                }
+            }
+        };
+        if let Err(e) = self
+            .vault
+            .settle_attempt(&attempt.attempt_id, &settlement)
+            .await
+        {
+            tracing::warn!(attempt = %attempt.attempt_id.0, code = e.code(), "attempt settlement refused");
+        }
+        end
+    }
+
     /// Cut, decision, attempt, call, quarantine, adoption.
     async fn form_remotely(
         &self,
@@ -498,109 +617,41 @@ impl Pipeline {
         }
         // Each attempt is its own decision, attempt record and physical call; a failed one is
         // followed by another only when `worth_another_attempt` says so.
-        let mut attempt_no = 0;
+        let attempt = ModelCall {
+            portal,
+            turn,
+            run,
+            sigil,
+            cut: &cut,
+            receipt_digest,
+        };
         let mut last_failure: Option<String> = None;
+        let mut attempt_no = 0;
         let response = loop {
             attempt_no += 1;
-            let attempt_id = format!("{}/model/{attempt_no}", run.0);
-            let issued = portal
-                .authority
-                .issue(&ModelAttempt {
-                    sigil_id: sigil,
-                    turn_id: &turn.0,
-                    run,
-                    attempt_id: &attempt_id,
-                    destination: &portal.endpoint,
-                    payload_digest: cut.payload_digest(),
-                    cut_receipt_digest: receipt_digest,
-                    policy_revision: &portal.policy_revision,
-                })
-                .await;
-            let decision = match (issued, last_failure.take()) {
-                (Ok(Ok(d)), _) => d,
+            match self.attempt_model(&attempt, attempt_no).await {
+                AttemptEnd::Returned(response) => break response,
                 // No decision for another attempt: the turn ends on the failure that asked
                 // for it, not on ward's answer to the retry.
-                (_, Some(code)) => return unavailable(code),
-                (Ok(Err(r)), None) => return refused(r.code),
-                (Err(s), None) => return unavailable(format!("ward: {}", s.message())),
-            };
-            let spec = ledger::AttemptSpec {
-                channel: ledger::AttemptChannel::ServiceJob,
-                destination: portal.endpoint.clone(),
-                request_digest: cut.payload_digest(),
-                protocol_id: attempt_id.clone(),
-            };
-            let decision_id = ledger::DecisionId(decision.decision_id.clone());
-            let attempt = match self.vault.persist_attempt(run, &decision_id, &spec).await {
-                Ok(a) => a,
-                Err(e) => return refusal(TurnState::Failed, e.code().into(), None),
-            };
-            // SUBMITTING is durable before the payload leaves core.
-            if let Err(e) = self
-                .vault
-                .mark_attempt_submitting(&attempt.attempt_id)
-                .await
-            {
-                return refusal(TurnState::Failed, e.code().into(), None);
-            }
-            let call = portal
-                .provider
-                .clone()
-                .call(CallRequest {
-                    decision_id: decision.decision_id,
-                    attempt_id,
-                    payload: cut.bytes.clone(),
-                    kind: crate::authority::MODEL_PURPOSE.into(),
-                })
-                .await;
-            let settle = |s: ledger::AttemptSettlement| {
-                let (vault, id) = (self.vault.clone(), attempt.attempt_id.clone());
-                async move {
-                    if let Err(e) = vault.settle_attempt(&id, &s).await {
-                        tracing::warn!(attempt = %id.0, code = e.code(), "attempt settlement refused");
+                AttemptEnd::NotIssued(outcome) => {
+                    return last_failure.map_or(outcome, unavailable);
+                }
+                AttemptEnd::Ended(outcome) => return outcome,
+                AttemptEnd::Failed { code, transmitted } => {
+                    if attempt_no < MAX_MODEL_ATTEMPTS && worth_another_attempt(transmitted, &code)
+                    {
+                        tracing::info!(turn = %turn.0, %code, attempt_no, "model call failed; another attempt under a new decision");
+                        tokio::time::sleep(MODEL_RETRY_PAUSE * attempt_no).await;
+                        last_failure = Some(code);
+                        continue;
                     }
+                    tracing::info!(turn = %turn.0, %code, attempt_no, "model call failed");
+                    return match reach_portal::Quarantine::from_code(&code) {
+                        Some(_) => refused(code),
+                        None => unavailable(code),
+                    };
                 }
-            };
-            let response = match call {
-                Ok(r) => r.into_inner(),
-                Err(s) => {
-                    // The call may have reached the provider: the attempt's outcome is unknown,
-                    // and so never followed by another.
-                    settle(ledger::AttemptSettlement::Indeterminate {
-                        detail: format!("egress-provider: {:?}", s.code()),
-                    })
-                    .await;
-                    return unavailable("provider/indeterminate".into());
-                }
-            };
-            if response.failure_code.is_empty() {
-                settle(ledger::AttemptSettlement::Completed {
-                    response_digest: Sha256Digest::of(&response.body),
-                })
-                .await;
-                break response;
             }
-            let code = response.failure_code;
-            settle(ledger::AttemptSettlement::Failed {
-                detail: if response.transmitted {
-                    code.clone()
-                } else {
-                    format!("not-transmitted: {code}")
-                },
-            })
-            .await;
-            if attempt_no < MAX_MODEL_ATTEMPTS && worth_another_attempt(response.transmitted, &code)
-            {
-                tracing::info!(turn = %turn.0, %code, attempt_no, "model call failed; another attempt under a new decision");
-                tokio::time::sleep(MODEL_RETRY_PAUSE * attempt_no).await;
-                last_failure = Some(code);
-                continue;
-            }
-            tracing::info!(turn = %turn.0, %code, attempt_no, "model call failed");
-            return match reach_portal::Quarantine::from_code(&code) {
-                Some(_) => refused(code),
-                None => unavailable(code),
-            };
         };
         let mut withheld: Vec<String> = [
             &req.application_id,
