@@ -492,22 +492,30 @@ async fn settled_turn(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parked_task_resumes_by_itself_after_core_is_killed_without_a_second_send() {
-    // The peer keeps the task WORKING until released; core's request polls twice.
+/// A task parked at a peer that holds it WORKING until released, sent by an operator to a body
+/// whose core polls twice per request; returns them with the request, for asking again.
+async fn park_a_task(
+    task_id: &str,
+    session: &str,
+) -> (
+    A2aPeer,
+    TestBody,
+    reach_proto::core::v1::SendA2aTaskRequest,
+    reach_proto::core::v1::SendA2aTaskResponse,
+) {
     let peer = A2aPeer::start(Script {
         held: true,
         ..Script::ending(state::COMPLETED, 0)
     })
     .await;
-    let mut body = TestBody::start_configured(|m, l| {
+    let body = TestBody::start_configured(|m, l| {
         configure_core_and_peer(m, l, &peer, 2);
         generous_ward(m);
     })
     .await;
-    let mut operator = body.operator_after_genesis("intercom restart").await;
+    let mut operator = body.operator_after_genesis(session).await;
     let ask = reach_proto::core::v1::SendA2aTaskRequest {
-        task_id: "op-task-parked".into(),
+        task_id: task_id.into(),
         text: "Which roles hold no credential?".into(),
         ..Default::default()
     };
@@ -521,6 +529,47 @@ async fn a_parked_task_resumes_by_itself_after_core_is_killed_without_a_second_s
         ("POLLING", "OPEN"),
         "{r:?}"
     );
+    (peer, body, ask, r)
+}
+
+/// Waits up to `wait_secs` for the turn of `task_id` to settle, asserts that it SUCCEEDED with
+/// the peer's answer (`answer to msg-<task id>`) adopted, and returns the trail.
+async fn adopted(
+    body: &TestBody,
+    operator: &mut reach_proto::core::v1::trail_client::TrailClient<Channel>,
+    task_id: &str,
+    wait_secs: u64,
+) -> String {
+    let trail = settled_turn(
+        body,
+        operator,
+        task_id,
+        std::time::Duration::from_secs(wait_secs),
+    )
+    .await;
+    let answer = Sha256Digest::of(format!("answer to msg-{task_id}").as_bytes()).to_string();
+    assert_eq!(
+        turn_line(&trail),
+        format!("answer_digest={answer} reason=a2a/TASK_STATE_COMPLETED state=SUCCEEDED"),
+        "{trail}\n{}",
+        body.log("core")
+    );
+    trail
+}
+
+/// The operator's trail port of a core started again.
+fn operator_of(body: &TestBody) -> reach_proto::core::v1::trail_client::TrailClient<Channel> {
+    reach_proto::core::v1::trail_client::TrailClient::new(reach_port::connect_lazy(
+        body.socket("core.trail"),
+        &body.material("operator"),
+        body.manifest.principal("core"),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_task_resumes_by_itself_after_core_is_killed_without_a_second_send() {
+    // The peer keeps the task WORKING until released; core's request polls twice.
+    let (peer, mut body, ask, r) = park_a_task("op-task-parked", "intercom restart").await;
     assert!(r.code.contains("intercom/poll-budget-exhausted"), "{r:?}");
     // The Stasis polls on after the request returned.
     let before = peer.count("GetTask");
@@ -541,26 +590,8 @@ async fn a_parked_task_resumes_by_itself_after_core_is_killed_without_a_second_s
 
     // No operator call: the resumer finds the task, polls it to COMPLETED and terminates the
     // turn with the adopted answer.
-    let mut operator =
-        reach_proto::core::v1::trail_client::TrailClient::new(reach_port::connect_lazy(
-            body.socket("core.trail"),
-            &body.material("operator"),
-            body.manifest.principal("core"),
-        ));
-    let trail = settled_turn(
-        &body,
-        &mut operator,
-        "op-task-parked",
-        std::time::Duration::from_secs(60),
-    )
-    .await;
-    let answer = Sha256Digest::of(b"answer to msg-op-task-parked").to_string();
-    assert_eq!(
-        turn_line(&trail),
-        format!("answer_digest={answer} reason=a2a/TASK_STATE_COMPLETED state=SUCCEEDED"),
-        "{trail}\n{}",
-        body.log("core")
-    );
+    let mut operator = operator_of(&body);
+    let trail = adopted(&body, &mut operator, "op-task-parked", 60).await;
     assert!(
         trail
             .lines()
@@ -594,7 +625,6 @@ async fn a_parked_task_resumes_by_itself_after_core_is_killed_without_a_second_s
         "{r:?}"
     );
     assert_eq!(r.answer, "answer to msg-op-task-parked", "{r:?}");
-    assert_eq!(Sha256Digest::of(r.answer.as_bytes()).to_string(), answer);
     assert_eq!(peer.count("SendMessage"), 1);
     // The answer is never written to a log.
     for role in ["core", "egress-provider"] {
@@ -603,6 +633,49 @@ async fn a_parked_task_resumes_by_itself_after_core_is_killed_without_a_second_s
             "{role} logged the answer"
         );
     }
+    body.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_settled_just_before_core_died_has_its_answer_read_again() {
+    // Core commits a task's SUCCEEDED, then the turn's terminal: it dies between the two. The
+    // answer was in its memory only. Emulated exactly: the task is parked, core is killed, and
+    // the SUCCEEDED commit is written into its vault as its journal writes it.
+    let (peer, mut body, ask, _) = park_a_task("op-task-settled", "intercom settled restart").await;
+    let running = body.body.as_mut().expect("running");
+    running.kill_role("core").await;
+    peer.release();
+    let vault_file = body.layout.data_dir("core").join("phylactery.sqlite");
+    let vault = reach_phylactery::Phylactery::open(
+        reach_phylactery::VaultConfig::sqlite(&vault_file),
+        std::sync::Arc::new(reach_phylactery::SystemClock),
+    )
+    .await
+    .expect("core's vault");
+    vault
+        .advance_intercom_task(
+            "op-task-settled",
+            &reach_phylactery::IntercomUpdate {
+                to: reach_phylactery::IntercomTaskState::Succeeded,
+                remote_task_id: None,
+                evidence: Some("a2a/TASK_STATE_COMPLETED".into()),
+            },
+        )
+        .await
+        .expect("the task's SUCCEEDED commit");
+    vault.close().await;
+    let polls_at_restart = peer.count("GetTask");
+    let running = body.body.as_mut().expect("running");
+    running.start_role("core").await.expect("core restarts");
+
+    // The resumer reads the answer again with one GetTask and adopts it: SUCCEEDED, not
+    // FAILED for an answer it no longer held.
+    let mut operator = operator_of(&body);
+    adopted(&body, &mut operator, "op-task-settled", 30).await;
+    assert_eq!(peer.count("GetTask"), polls_at_restart + 1, "one read");
+    assert_eq!(peer.count("SendMessage"), 1, "never sent again");
+    let r = operator.send_a2a_task(ask).await.unwrap().into_inner();
+    assert_eq!(r.answer, "answer to msg-op-task-settled", "{r:?}");
     body.stop().await;
 }
 

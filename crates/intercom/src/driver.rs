@@ -263,17 +263,10 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
                     polls: task.polls(),
                 });
             }
-            let n = task.polls() + 1;
-            let Some((rpc_id, body)) = task.poll_request(n) else {
+            let Some((rpc_id, body, attempt)) = self.next_poll(task) else {
                 return Err(IntercomRefusal::WrongPhase {
                     phase: task.phase(),
                 });
-            };
-            let attempt = Attempt {
-                task_id: task.spec().task_id.clone(),
-                kind: AttemptKind::Poll(n),
-                destination: self.client.url(),
-                payload_digest: Sha256Digest::of(&body),
             };
             let redeemed = match authorize(self.authority, attempt).await {
                 Ok(r) => r,
@@ -336,6 +329,62 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
             };
             self.move_to(task, Phase::Polling, step(code, None)).await?;
             tokio::time::sleep(task.spec().polls.interval).await;
+        }
+    }
+
+    /// The task's next GetTask: its JSON-RPC id, its body and the attempt its decision names;
+    /// `None` while the task names no peer task.
+    fn next_poll(&self, task: &OutboundTask) -> Option<(String, Vec<u8>, Attempt)> {
+        let n = task.polls() + 1;
+        let (rpc_id, body) = task.poll_request(n)?;
+        let attempt = Attempt {
+            task_id: task.spec().task_id.clone(),
+            kind: AttemptKind::Poll(n),
+            destination: self.client.url(),
+            payload_digest: Sha256Digest::of(&body),
+        };
+        Some((rpc_id, body, attempt))
+    }
+
+    /// Reads again the answer of a task the journal shows SUCCEEDED but whose answer this
+    /// process never held (the task settled just before a restart, and answers are not
+    /// journaled): one GetTask under its own decision, exactly like a poll, which journals
+    /// nothing. The task stays SUCCEEDED whatever the peer says. `Ok(true)` when the peer
+    /// returned the completed task, whose answer is now the task's.
+    pub async fn refetch_answer(&self, task: &mut OutboundTask) -> Result<bool, IntercomRefusal> {
+        if task.phase() != Phase::Succeeded || task.answer().is_some() {
+            return Err(IntercomRefusal::WrongPhase {
+                phase: task.phase(),
+            });
+        }
+        let Some((rpc_id, body, attempt)) = self.next_poll(task) else {
+            return Ok(false);
+        };
+        let redeemed = match authorize(self.authority, attempt).await {
+            Ok(r) => r,
+            Err(DecisionRefusal::Revoked { code } | DecisionRefusal::Refused { code }) => {
+                return Err(IntercomRefusal::DecisionRefused { code });
+            }
+        };
+        task.count_poll();
+        let Ok(prepared) = self.client.prepare(redeemed, body).await else {
+            return Ok(false);
+        };
+        let Transmitted::Answered { status, body, .. } = self.client.transmit(prepared).await
+        else {
+            return Ok(false);
+        };
+        let remote = task.remote_task_id().unwrap_or_default().to_owned();
+        match classify_poll(status, &body, &rpc_id, &remote) {
+            PollVerdict::Settle {
+                phase: Phase::Succeeded,
+                answer,
+                ..
+            } => {
+                task.set_answer(*answer);
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
 

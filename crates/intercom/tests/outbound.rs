@@ -387,6 +387,34 @@ async fn every_physical_attempt_carries_its_own_redeemed_decision() {
 }
 
 #[tokio::test]
+async fn only_a_settled_task_without_its_answer_is_read_again() {
+    // Parked (the peer never ends it): not settled, so there is nothing to read again.
+    let f = Fixture::new(Script::ending(state::COMPLETED, u32::MAX)).await;
+    let mut task = f.task("t-refetch-live", 1);
+    f.intercom().run(&mut task).await.unwrap_err();
+    assert_eq!(
+        f.intercom().refetch_answer(&mut task).await.unwrap_err(),
+        IntercomRefusal::WrongPhase {
+            phase: Phase::Polling
+        }
+    );
+    assert_eq!(f.peer.count("GetTask"), 1, "nothing sent for it");
+    // Settled with its answer in hand: nothing to read again either.
+    let f = Fixture::new(Script::ending(state::COMPLETED, 0)).await;
+    let mut task = f.task("t-refetch-held", 3);
+    assert_eq!(f.intercom().run(&mut task).await.unwrap(), Phase::Succeeded);
+    assert!(task.answer().is_some());
+    let polls = f.peer.count("GetTask");
+    assert_eq!(
+        f.intercom().refetch_answer(&mut task).await.unwrap_err(),
+        IntercomRefusal::WrongPhase {
+            phase: Phase::Succeeded
+        }
+    );
+    assert_eq!(f.peer.count("GetTask"), polls, "nothing sent for it");
+}
+
+#[tokio::test]
 async fn a_refused_decision_sends_nothing_and_is_typed() {
     // Ward admits two decisions for the run: the send and one poll.
     let f = Fixture::with(Script::ending(state::COMPLETED, u32::MAX), ward_policy(2)).await;

@@ -439,7 +439,19 @@ impl IntercomRoute {
         task: &OutboundTask,
     ) -> Result<Report, Status> {
         let phase = task.phase();
-        let code = last_code(task);
+        let mut code = last_code(task);
+        if code.is_empty() {
+            // Resumed already settled: this process saw no transition; the ledger holds the
+            // code the settling one recorded (`<code> attempt=…`).
+            code = self
+                .vault
+                .intercom_task(&task.spec().task_id)
+                .await
+                .ok()
+                .and_then(|r| r.evidence)
+                .and_then(|e| e.split(' ').next().map(str::to_owned))
+                .unwrap_or_default();
+        }
         let Some(outcome) = turn_outcome(phase, &code) else {
             return Err(Status::internal("intercom/not-terminal"));
         };

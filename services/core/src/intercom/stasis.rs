@@ -113,12 +113,6 @@ pub(crate) async fn drive(route: IntercomRoute, mut p: Parked) {
     let interval = route.poll_budget().interval;
     let mut pause = interval;
     loop {
-        if p.task.phase().is_terminal() {
-            if let Err(s) = route.settle_turn(&p.turn, &p.task).await {
-                tracing::warn!(task = %p.task.spec().task_id, code = s.message(), "stasis could not settle the turn");
-            }
-            return;
-        }
         let transport = route.transport();
         let receipt = route.receipt();
         let intercom = Intercom {
@@ -128,6 +122,28 @@ pub(crate) async fn drive(route: IntercomRoute, mut p: Parked) {
             journal: &p.journal,
             clock: Arc::new(SystemClock),
         };
+        if p.task.phase().is_terminal() {
+            // SUCCEEDED in the ledger with the turn still OPEN and no answer in hand: the task
+            // settled just before a restart. One GetTask reads the answer again.
+            if p.task.phase() == Phase::Succeeded && p.task.answer().is_none() {
+                let task_id = p.task.spec().task_id.clone();
+                match intercom.refetch_answer(&mut p.task).await {
+                    Ok(true) => {
+                        tracing::info!(task = %task_id, "stasis read the settled task's answer again")
+                    }
+                    Ok(false) => {
+                        tracing::warn!(task = %task_id, "the peer did not return the settled task's answer")
+                    }
+                    Err(e) => {
+                        tracing::warn!(task = %task_id, code = %e, "the settled task's answer could not be read again")
+                    }
+                }
+            }
+            if let Err(s) = route.settle_turn(&p.turn, &p.task).await {
+                tracing::warn!(task = %p.task.spec().task_id, code = s.message(), "stasis could not settle the turn");
+            }
+            return;
+        }
         match p.task.phase() {
             Phase::Submitted | Phase::Polling => match intercom.poll(&mut p.task).await {
                 Ok(_) => {}
