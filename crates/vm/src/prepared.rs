@@ -562,8 +562,32 @@ async fn capture(
                     },
                 )
                 .await?;
-            if String::from_utf8_lossy(&s.stdout).trim() == "active" {
+            let state = String::from_utf8_lossy(&s.stdout).trim().to_owned();
+            if state == "active" {
                 break;
+            }
+            // Failed (its restarts, if any, given up): it will not become active by waiting.
+            if state == "failed" {
+                // `status` exits non-zero for a failed unit; its text is what matters.
+                let status = agent
+                    .exec(
+                        &[
+                            "/bin/systemctl".to_owned(),
+                            "status".into(),
+                            "--no-pager".into(),
+                            "--lines=5".into(),
+                            "--".into(),
+                            u.clone(),
+                        ],
+                        ExecBounds {
+                            timeout: Duration::from_secs(30),
+                            max_output: 4096,
+                        },
+                    )
+                    .await
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                    .unwrap_or_default();
+                return Err(PrepareError::Guest(format!("{u} failed: {status}")));
             }
             if Instant::now() > until {
                 return Err(PrepareError::Guest(format!(

@@ -1,6 +1,7 @@
 //! The prepared-system layer against real QEMU: instances restored from the captured state
 //! answer at once, start from the identical pinned state, keep nothing between instances,
-//! and a substituted layer or a different shape is refused before anything is created.
+//! and a substituted layer or a different shape is refused before anything is created; a
+//! spec the guest cannot apply pins nothing and leaves no guest behind.
 
 mod common;
 
@@ -242,4 +243,70 @@ async fn a_substituted_layer_an_unpinned_base_another_qemu_or_shape_is_refused_b
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(common::qemu_processes(run.path()).is_empty());
     assert!(common::leftovers(run.path()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
+    use reach_vm::agent::AgentError;
+    use reach_vm::prepared::{
+        self, DISK_FILE, PREPARED_DIGEST_FILE, PREPARED_MANIFEST_FILE, PrepareError, PrepareInputs,
+    };
+    let (base, _, _) = common::image();
+    let inputs = PrepareInputs {
+        base_dir: base,
+        qemu: Path::new("qemu-system-x86_64"),
+        qemu_img: Path::new("qemu-img"),
+        accel: common::accel(),
+    };
+    let out = tempfile::tempdir().unwrap();
+
+    // A unit that fails once started: it is settled on, and the preparation ends at once with
+    // its status instead of waiting out the settle timeout for a unit that gave up. (Postfix
+    // restarts after it, so it has failed by the time it is looked at.)
+    let mut spec = common::prepared_spec();
+    spec.files.push(reach_vm::spec::FileSpec {
+        path: "/etc/systemd/system/reach-fails.service".into(),
+        content: "[Service]\nExecStart=/bin/false\n".into(),
+        mode: "0644".into(),
+        uid: 0,
+        gid: 0,
+    });
+    spec.restart = vec!["reach-fails".into(), "postfix".into()];
+    spec.settle = vec!["reach-fails".into()];
+    let failing = out.path().join("failing");
+    let err = prepared::prepare(&spec, &inputs, &failing, &reach_vm::image::Quiet)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, PrepareError::Guest(m) if m.starts_with("reach-fails failed")),
+        "{err}"
+    );
+
+    // Postfix restarts; the second unit does not exist, so the guest refuses the spec.
+    let mut spec = common::prepared_spec();
+    spec.restart = vec!["postfix".into(), "reach-no-such-unit".into()];
+    let dir = out.path().join("prepared");
+    let err = prepared::prepare(&spec, &inputs, &dir, &reach_vm::image::Quiet)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, PrepareError::Agent(AgentError::Guest(m)) if m.contains("reach-no-such-unit")),
+        "{err}"
+    );
+    // Nothing is pinned: no manifest, no digest a broker could name.
+    for d in [&failing, &dir] {
+        for f in [PREPARED_MANIFEST_FILE, PREPARED_DIGEST_FILE] {
+            assert!(!d.join(f).exists(), "{f} written for a failed preparation");
+        }
+        // The capture guest did not outlive the call.
+        let disk = d.join(DISK_FILE).display().to_string();
+        for p in std::fs::read_dir("/proc").unwrap().flatten() {
+            let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+            assert!(
+                !text(&cmdline).contains(&disk),
+                "a QEMU still runs on the failed layer: {}",
+                p.path().display()
+            );
+        }
+    }
 }
