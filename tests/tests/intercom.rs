@@ -492,17 +492,24 @@ async fn settled_turn(
     }
 }
 
+/// What [`park_a_task`] leaves: the peer, the body, the operator's trail port, the request (for
+/// asking again) and core's response.
+struct Parked {
+    peer: A2aPeer,
+    body: TestBody,
+    operator: reach_proto::core::v1::trail_client::TrailClient<Channel>,
+    ask: reach_proto::core::v1::SendA2aTaskRequest,
+    response: reach_proto::core::v1::SendA2aTaskResponse,
+}
+
 /// A task parked at a peer that holds it WORKING until released, sent by an operator to a body
-/// whose core polls twice per request; returns them with the request, for asking again.
+/// whose core polls twice per request (50 ms apart) and whose ward is generous, then adjusted
+/// by `configure`.
 async fn park_a_task(
     task_id: &str,
     session: &str,
-) -> (
-    A2aPeer,
-    TestBody,
-    reach_proto::core::v1::SendA2aTaskRequest,
-    reach_proto::core::v1::SendA2aTaskResponse,
-) {
+    configure: impl FnOnce(&mut reach_manifest::Manifest),
+) -> Parked {
     let peer = A2aPeer::start(Script {
         held: true,
         ..Script::ending(state::COMPLETED, 0)
@@ -511,6 +518,7 @@ async fn park_a_task(
     let body = TestBody::start_configured(|m, l| {
         configure_core_and_peer(m, l, &peer, 2);
         generous_ward(m);
+        configure(m);
     })
     .await;
     let mut operator = body.operator_after_genesis(session).await;
@@ -525,11 +533,17 @@ async fn park_a_task(
         .unwrap()
         .into_inner();
     assert_eq!(
-        (r.phase.as_str(), r.turn_state.as_str()),
-        ("POLLING", "OPEN"),
+        (r.phase.as_str(), r.polls, r.turn_state.as_str()),
+        ("POLLING", 2, "OPEN"),
         "{r:?}"
     );
-    (peer, body, ask, r)
+    Parked {
+        peer,
+        body,
+        operator,
+        ask,
+        response: r,
+    }
 }
 
 /// Waits up to `wait_secs` for the turn of `task_id` to settle, asserts that it SUCCEEDED with
@@ -569,7 +583,13 @@ fn operator_of(body: &TestBody) -> reach_proto::core::v1::trail_client::TrailCli
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_task_resumes_by_itself_after_core_is_killed_without_a_second_send() {
     // The peer keeps the task WORKING until released; core's request polls twice.
-    let (peer, mut body, ask, r) = park_a_task("op-task-parked", "intercom restart").await;
+    let Parked {
+        peer,
+        mut body,
+        ask,
+        response: r,
+        ..
+    } = park_a_task("op-task-parked", "intercom restart", |_| {}).await;
     assert!(r.code.contains("intercom/poll-budget-exhausted"), "{r:?}");
     // The Stasis polls on after the request returned.
     let before = peer.count("GetTask");
@@ -641,7 +661,12 @@ async fn a_task_settled_just_before_core_died_has_its_answer_read_again() {
     // Core commits a task's SUCCEEDED, then the turn's terminal: it dies between the two. The
     // answer was in its memory only. Emulated exactly: the task is parked, core is killed, and
     // the SUCCEEDED commit is written into its vault as its journal writes it.
-    let (peer, mut body, ask, _) = park_a_task("op-task-settled", "intercom settled restart").await;
+    let Parked {
+        peer,
+        mut body,
+        ask,
+        ..
+    } = park_a_task("op-task-settled", "intercom settled restart", |_| {}).await;
     let running = body.body.as_mut().expect("running");
     running.kill_role("core").await;
     peer.release();
@@ -752,32 +777,16 @@ async fn an_ambiguous_send_stays_uncertain_and_is_never_resent_without_a_receipt
 async fn a_parked_task_whose_run_budget_is_spent_expires_at_its_deadline_without_more_polls() {
     // The peer keeps the task WORKING; ward allows three decisions for the run (the send and
     // the request's two polls), so the Stasis can authorize no further poll.
-    let peer = A2aPeer::start(Script {
-        held: true,
-        ..Script::ending(state::COMPLETED, 0)
-    })
-    .await;
-    let body = TestBody::start_configured(|m, l| {
-        configure_core_and_peer(m, l, &peer, 2);
+    let Parked {
+        peer,
+        body,
+        mut operator,
+        ..
+    } = park_a_task("op-task-budget", "intercom budget", |m| {
         set_core_intercom(m, "deadline_secs", 4);
         set_ward_budget(m, "retries", 3);
     })
     .await;
-    let mut operator = body.operator_after_genesis("intercom budget").await;
-    let r = operator
-        .send_a2a_task(reach_proto::core::v1::SendA2aTaskRequest {
-            task_id: "op-task-budget".into(),
-            text: "Which roles hold no credential?".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        (r.phase.as_str(), r.polls, r.turn_state.as_str()),
-        ("POLLING", 2, "OPEN"),
-        "{r:?}"
-    );
     let trail = settled_turn(
         &body,
         &mut operator,
@@ -812,29 +821,16 @@ async fn the_stasis_backs_off_so_the_runs_decisions_outlast_a_slow_peer() {
     // send and two polls 50 ms apart). The peer works for 3 s. Polling on at the request's
     // pace would spend the other five in under a second and leave the task to expire; the
     // Stasis doubles its pause (100 ms, 200 ms, … 1.6 s), so its last poll comes after 3 s.
-    let peer = A2aPeer::start(Script {
-        held: true,
-        ..Script::ending(state::COMPLETED, 0)
-    })
-    .await;
-    let body = TestBody::start_configured(|m, l| {
-        configure_core_and_peer(m, l, &peer, 2);
+    let Parked {
+        peer,
+        body,
+        mut operator,
+        ..
+    } = park_a_task("op-task-slow", "intercom backoff", |m| {
         set_core_intercom(m, "deadline_secs", 20);
-        generous_ward(m);
         set_ward_budget(m, "retries", 8);
     })
     .await;
-    let mut operator = body.operator_after_genesis("intercom backoff").await;
-    let r = operator
-        .send_a2a_task(reach_proto::core::v1::SendA2aTaskRequest {
-            task_id: "op-task-slow".into(),
-            text: "Which roles hold no credential?".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!((r.phase.as_str(), r.polls), ("POLLING", 2), "{r:?}");
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let polls_while_working = peer.count("GetTask");
     peer.release();

@@ -229,24 +229,22 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
     for _ in 0..MAX_MODEL_ATTEMPTS {
         model.script(Script::Status(503));
     }
-    let q5 = em.post_user_message(
-        CHANNEL,
-        &other,
-        &format!("<@{bot}> How does a port authenticate a call?"),
-    );
-    let reply = eventually(WAIT, "the unavailable reply", reply_to(q5)).await;
-    assert!(
-        reply.content.contains("ask again later"),
-        "{}",
-        reply.content
-    );
-    let trail = trail_until(
-        &mut operator,
-        &q5.to_string(),
-        "reason=provider/http-503",
-        WAIT,
-    )
-    .await;
+    // Asks as `other`; the asker is told to ask again later, and the trail names `reason`.
+    let mut unavailable = async |reason: &str| {
+        let q = em.post_user_message(
+            CHANNEL,
+            &other,
+            &format!("<@{bot}> How does a port authenticate a call?"),
+        );
+        let reply = eventually(WAIT, "the unavailable reply", reply_to(q)).await;
+        assert!(
+            reply.content.contains("ask again later"),
+            "{}",
+            reply.content
+        );
+        trail_until(&mut operator, &q.to_string(), reason, WAIT).await
+    };
+    let trail = unavailable("reason=provider/http-503").await;
     assert!(trail.contains("state=DEPENDENCY_UNAVAILABLE"), "{trail}");
     let attempts = attempt_lines(&trail);
     assert_eq!(attempts.len(), MAX_MODEL_ATTEMPTS as usize, "{trail}");
@@ -260,24 +258,7 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
     // again.
     let before = model.requests().len();
     model.script(Script::Status(400));
-    let q6 = em.post_user_message(
-        CHANNEL,
-        &other,
-        &format!("<@{bot}> How does a port authenticate a call?"),
-    );
-    let reply = eventually(WAIT, "the unavailable reply", reply_to(q6)).await;
-    assert!(
-        reply.content.contains("ask again later"),
-        "{}",
-        reply.content
-    );
-    let trail = trail_until(
-        &mut operator,
-        &q6.to_string(),
-        "reason=provider/http-400",
-        WAIT,
-    )
-    .await;
+    let trail = unavailable("reason=provider/http-400").await;
     assert_eq!(attempt_lines(&trail).len(), 1, "{trail}");
     assert_eq!(model.requests().len(), before + 1, "one physical attempt");
     body.stop().await;
