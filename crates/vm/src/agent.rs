@@ -432,6 +432,16 @@ impl Agent {
         Ok(())
     }
 
+    /// Writes `id` as the guest's `/etc/machine-id` (32 lowercase hex digits and a newline, as
+    /// systemd writes it), marked as a random v4 UUID the way `systemd-id128 new` marks one.
+    pub async fn set_machine_id(&mut self, mut id: [u8; 16]) -> Result<(), AgentError> {
+        id[6] = (id[6] & 0x0f) | 0x40;
+        id[8] = (id[8] & 0x3f) | 0x80;
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        self.write_file("/etc/machine-id", format!("{hex}\n").as_bytes())
+            .await
+    }
+
     async fn open(&mut self, path: &str, mode: &str) -> Result<i64, AgentError> {
         let r = self
             .call("guest-file-open", json!({"path": path, "mode": mode}))

@@ -619,6 +619,11 @@ impl Broker {
             let mut seed = [0u8; 64];
             host::fill_random(&mut seed)?;
             agent.reseed_rng(&seed).await?;
+            // And with the capture's /etc/machine-id: each instance gets its own for what reads
+            // it from now on (processes already running keep the captured one in memory).
+            let mut id = [0u8; 16];
+            host::fill_random(&mut id)?;
+            agent.set_machine_id(id).await?;
         }
         *guard = Some(agent);
         self.journal

@@ -405,7 +405,7 @@ pub async fn prepare(
         system_state,
         notes: vec![
             "pinned, not reproducible: the state stream is the guest's memory at the capture, so two preparations differ".to_owned(),
-            "every instance resumes the same memory: the same kernel random state until the broker mixes host randomness into each instance's pool and reseeds its CRNG at restore and the same /etc/machine-id".to_owned(),
+            "every instance resumes the same memory: the same kernel random state until the broker mixes host randomness into each instance's pool and reseeds its CRNG at restore, and the same /etc/machine-id until the broker writes each instance its own (processes running at the capture keep the captured one)".to_owned(),
             "the broker sets each instance's clock at restore (the guest resumes at the capture's time)".to_owned(),
         ],
     };

@@ -109,6 +109,22 @@ async fn restored_instances_are_ready_clocked_and_disposable() {
         .await
         .unwrap();
     assert_ne!(r1.bytes, r2.bytes);
+    // And their own /etc/machine-id, in systemd's format (the capture's was the same for all).
+    let mut ids = Vec::new();
+    for id in [&b.id, &b2.id] {
+        let m = broker.read_file(id, "/etc/machine-id").await.unwrap();
+        let t = text(&m.bytes);
+        assert!(
+            t.len() == 33
+                && t.ends_with('\n')
+                && t[..32]
+                    .bytes()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+            "{t:?}"
+        );
+        ids.push(t);
+    }
+    assert_ne!(ids[0], ids[1]);
     for id in [&b.id, &b2.id] {
         broker.destroy(id).await.unwrap();
     }
