@@ -2,7 +2,7 @@
 //! edit of `@original`, a follow-up): SUBMITTING made durable before any byte leaves, then one
 //! outcome settled — sent, rejected, never accepted, or UNKNOWN (reconciled, never resent). The
 //! same intent is sent again only while Discord provably accepted nothing (a 429, or no byte
-//! left), at most [`MAX_UNACCEPTED_TRIES`] times.
+//! left): [`MAX_UNACCEPTED_TRIES`] sends in all.
 
 use std::time::Duration;
 
