@@ -1,6 +1,7 @@
 //! `reach a2a`: the operator's outbound A2A tasks (Intercom), over core's trail port with the
 //! operator's leaf. `send` asks core to send one text task to its enrolled peer and waits until
-//! the task's turn terminates (core's Stasis keeps driving a task after the request returns);
+//! the task's turn terminates (core's Stasis keeps driving a task after the request returns),
+//! then prints the adopted answer (asking core again, a replay, when the Stasis adopted it);
 //! `status` reads the task and its turn from the ledger's trail.
 
 use std::process::ExitCode;
@@ -92,12 +93,13 @@ async fn send(
 ) -> anyhow::Result<ExitCode> {
     let mut trail = client(m, layout).await?;
     let task_id = task_id.unwrap_or_else(fresh_task_id);
+    let request = SendA2aTaskRequest {
+        task_id: task_id.clone(),
+        text,
+        peer,
+    };
     let r = trail
-        .send_a2a_task(SendA2aTaskRequest {
-            task_id: task_id.clone(),
-            text,
-            peer,
-        })
+        .send_a2a_task(request.clone())
         .await
         .map_err(|s| anyhow::anyhow!("core refused the task: {}", s.message()))?
         .into_inner();
@@ -120,8 +122,16 @@ async fn send(
     println!("phase {phase}");
     println!("turn {turn}");
     println!("code {code}");
-    if !r.answer.is_empty() {
-        println!("answer:\n{}", r.answer);
+    let mut answer = r.answer;
+    if answer.is_empty() && turn == "SUCCEEDED" {
+        // Adopted by core's Stasis after the request returned: the same request again is a
+        // replay, which sends nothing and returns the answer core holds.
+        if let Ok(again) = trail.send_a2a_task(request).await {
+            answer = again.into_inner().answer;
+        }
+    }
+    if !answer.is_empty() {
+        println!("answer:\n{answer}");
     }
     Ok(if turn == "SUCCEEDED" {
         ExitCode::SUCCESS

@@ -502,14 +502,11 @@ struct Parked {
     response: reach_proto::core::v1::SendA2aTaskResponse,
 }
 
-/// A task parked at a peer that holds it WORKING until released, sent by an operator to a body
-/// whose core polls twice per request (50 ms apart) and whose ward is generous, then adjusted
-/// by `configure`.
-async fn park_a_task(
-    task_id: &str,
-    session: &str,
+/// A peer that holds every task WORKING until released, and a body whose core polls it twice
+/// per request (50 ms apart) and whose ward is generous, then adjusted by `configure`.
+async fn held_peer_and_body(
     configure: impl FnOnce(&mut reach_manifest::Manifest),
-) -> Parked {
+) -> (A2aPeer, TestBody) {
     let peer = A2aPeer::start(Script {
         held: true,
         ..Script::ending(state::COMPLETED, 0)
@@ -521,6 +518,16 @@ async fn park_a_task(
         configure(m);
     })
     .await;
+    (peer, body)
+}
+
+/// A task sent by an operator and parked at [`held_peer_and_body`]'s peer.
+async fn park_a_task(
+    task_id: &str,
+    session: &str,
+    configure: impl FnOnce(&mut reach_manifest::Manifest),
+) -> Parked {
+    let (peer, body) = held_peer_and_body(configure).await;
     let mut operator = body.operator_after_genesis(session).await;
     let ask = reach_proto::core::v1::SendA2aTaskRequest {
         task_id: task_id.into(),
@@ -940,6 +947,49 @@ async fn reach_cli(body: &TestBody, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// `reach a2a send` of "What are the lease rules?" to the peer as `task_id`, with `more`.
+async fn reach_a2a_send(body: &TestBody, task_id: &str, more: &[&str]) -> (bool, String, String) {
+    let mut args = vec![
+        "a2a",
+        "send",
+        "--peer",
+        reach_a2a_peer::PEER_HOST,
+        "--text",
+        "What are the lease rules?",
+        "--task-id",
+        task_id,
+    ];
+    args.extend_from_slice(more);
+    reach_cli(body, &args).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reach_a2a_send_prints_an_answer_the_stasis_adopted_while_it_waited() {
+    // The peer works until released: core's request returns the task parked, the CLI waits on
+    // the trail, the Stasis adopts the answer, and the CLI prints it (asking core again, a
+    // replay that sends nothing).
+    let (peer, body) = held_peer_and_body(|_| {}).await;
+    body.operator_after_genesis("reach a2a send waits").await;
+    let cli = reach_a2a_send(&body, "cli-slow", &["--wait-secs", "30"]);
+    let release = async {
+        while peer.count("GetTask") < 3 {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        peer.release();
+    };
+    let ((ok, out, err), ()) = tokio::join!(cli, release);
+    assert!(ok, "{out}\n{err}");
+    for line in [
+        "phase SUCCEEDED",
+        "turn SUCCEEDED",
+        "answer:\nanswer to msg-cli-slow",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
+    assert_eq!(peer.count("SendMessage"), 1, "the replay sent nothing");
+    body.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_answers_are_quarantined_before_adoption_and_reach_a2a_reports_them() {
     // Answers by message id: too long, not text, and carrying an e-mail address or a key.
@@ -1008,20 +1058,7 @@ async fn peer_answers_are_quarantined_before_adoption_and_reach_a2a_reports_them
     }
 
     // The operator's verb: a good answer is adopted and printed, with the task id and state.
-    let (ok, out, err) = reach_cli(
-        &body,
-        &[
-            "a2a",
-            "send",
-            "--peer",
-            reach_a2a_peer::PEER_HOST,
-            "--text",
-            "What are the lease rules?",
-            "--task-id",
-            "cli-good",
-        ],
-    )
-    .await;
+    let (ok, out, err) = reach_a2a_send(&body, "cli-good", &[]).await;
     assert!(ok, "{out}\n{err}");
     assert!(out.starts_with("task cli-good (turn "), "{out}");
     for line in [
