@@ -443,14 +443,9 @@ impl IntercomRoute {
         if code.is_empty() {
             // Resumed already settled: this process saw no transition; the ledger holds the
             // code the settling one recorded (`<code> attempt=…`).
-            code = self
-                .vault
-                .intercom_task(&task.spec().task_id)
-                .await
-                .ok()
-                .and_then(|r| r.evidence)
-                .and_then(|e| e.split(' ').next().map(str::to_owned))
-                .unwrap_or_default();
+            if let Ok(record) = self.vault.intercom_task(&task.spec().task_id).await {
+                code = recorded_code(&record).to_owned();
+            }
         }
         let Some(outcome) = turn_outcome(phase, &code) else {
             return Err(Status::internal("intercom/not-terminal"));
@@ -519,6 +514,16 @@ fn last_code(task: &OutboundTask) -> String {
         .unwrap_or_default()
 }
 
+/// The code a task's record carries: its evidence is `<code> attempt=… decision=… response=…`,
+/// so the code is the first word ("" without evidence).
+fn recorded_code(record: &ledger::IntercomTaskRecord) -> &str {
+    record
+        .evidence
+        .as_deref()
+        .and_then(|e| e.split(' ').next())
+        .unwrap_or_default()
+}
+
 /// What the ledger says of a task this request does not drive.
 fn ledger_report(
     record: Option<&ledger::IntercomTaskRecord>,
@@ -528,11 +533,7 @@ fn ledger_report(
     let phase = record
         .map(|r| resumed_phase(r.state).to_string())
         .unwrap_or_default();
-    // The evidence is `<code> attempt=… decision=… response=…`: the code is its first word.
-    let recorded = record
-        .and_then(|r| r.evidence.as_deref())
-        .and_then(|e| e.split(' ').next())
-        .unwrap_or_default();
+    let recorded = record.map(recorded_code).unwrap_or_default();
     Report {
         phase,
         code: code.unwrap_or(recorded).to_owned(),
