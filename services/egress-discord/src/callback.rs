@@ -27,8 +27,8 @@ use reach_discord::rest::{CallbackOutcome, UNKNOWN_MESSAGE};
 use reach_discord::seal::{SealBinding, SealError, SealKeyring, SealedToken};
 use reach_proto::core::v1::{DeliveryIntent, DeliveryOutcome, InteractionDeferral};
 
-use crate::deliver::{Gate, Sent, Unknown, redeem_for, settle};
-use crate::send::{self, MAX_UNACCEPTED_TRIES, Next};
+use crate::deliver::{Gate, Sent, Unknown};
+use crate::send::{self, MAX_UNACCEPTED_TRIES, Next, settle};
 
 /// Why an interaction intent cannot be sent by this gate. Nothing leaves; the lease lapses.
 #[derive(Debug, thiserror::Error)]
@@ -233,12 +233,7 @@ pub async fn deliver(
         None => InteractionRoute::Callback,
     };
     let (destination, body) = route.bound_send(base, id, &callback.reply.content);
-    if let Err(code) = redeem_for(ward, &intent, &destination, &body).await {
-        tracing::warn!(intent = %intent.intent_id, %code, "EgressDecision not redeemed; not sent");
-        return None;
-    }
-    // SUBMITTING is durable before any byte leaves; from here on this callback is never resent.
-    if !send::submitting(core, &intent).await {
+    if !send::cleared(core, ward, &intent, &destination, &body).await {
         return None;
     }
     if let Some(webhook) = webhook {

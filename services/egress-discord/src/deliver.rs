@@ -13,14 +13,11 @@ use reach_discord::seal::SealKeyring;
 
 use crate::callback::Callback;
 use crate::send::{self, Next};
-use reach_discord::delivery::{
-    CreateMessage, Nonce, Reconciliation, create_message_url, decision_attempt_id,
-};
+use reach_discord::delivery::{CreateMessage, Nonce, Reconciliation, create_message_url};
 use reach_discord::rest::{RECONCILE_SETTLE, ReadGate, RestClient, channel_read_request};
 use reach_proto::core::v1::delivery_client::DeliveryClient;
 use reach_proto::core::v1::{
-    ClaimRequest, DecideReconcileReadRequest, DeliveryIntent, DeliveryOutcome, ListUnknownRequest,
-    ReconcileRequest, SettleRequest,
+    ClaimRequest, DecideReconcileReadRequest, DeliveryIntent, ListUnknownRequest, ReconcileRequest,
 };
 use reach_proto::ward::v1::ward_client::WardClient;
 use tokio::sync::watch;
@@ -255,65 +252,6 @@ fn message(intent: &DeliveryIntent) -> Option<CreateMessage> {
     })
 }
 
-pub(crate) async fn settle(
-    core: &mut DeliveryClient<Channel>,
-    intent: &DeliveryIntent,
-    outcome: DeliveryOutcome,
-    status: u32,
-    code: String,
-    message_id: String,
-) {
-    let r = core
-        .settle(SettleRequest {
-            intent_id: intent.intent_id.clone(),
-            generation: intent.generation,
-            outcome: outcome as i32,
-            platform_status: status,
-            platform_code: code,
-            message_id,
-        })
-        .await;
-    if let Err(s) = r {
-        tracing::warn!(intent = %intent.intent_id, code = ?s.code(), "settlement refused");
-    }
-}
-
-/// Redeems the claim's decision at ward for exactly what this gate is about to send: the URL it
-/// dials and the digest of the content bytes, computed by `reach_egress_gate` rather than taken
-/// from core.
-async fn redeem(
-    ward: &mut WardClient<Channel>,
-    base: &str,
-    intent: &DeliveryIntent,
-    msg: &CreateMessage,
-) -> Result<(), String> {
-    let destination = create_message_url(base, &msg.channel_id.to_string());
-    redeem_for(ward, intent, &destination, msg.content.as_bytes()).await
-}
-
-/// Redeems the claim's decision for `destination` and the exact `payload` bytes, and checks
-/// that it names this intent's attempt.
-pub(crate) async fn redeem_for(
-    ward: &mut WardClient<Channel>,
-    intent: &DeliveryIntent,
-    destination: &str,
-    payload: &[u8],
-) -> Result<(), String> {
-    let redeemed =
-        reach_egress_gate::redeem(ward, &intent.egress_decision_id, destination, payload)
-            .await
-            .map_err(|r| r.code())?;
-    // The decision names the one physical attempt it admits: this intent at this generation.
-    let attempt = decision_attempt_id(&intent.intent_id, intent.generation);
-    if redeemed.attempt_id() != attempt {
-        return Err(format!(
-            "decision/attempt-mismatch: {}",
-            redeemed.attempt_id()
-        ));
-    }
-    Ok(())
-}
-
 /// Sends one claimed intent. Returns the intent when its outcome is UNKNOWN.
 async fn deliver(
     core: &mut DeliveryClient<Channel>,
@@ -326,13 +264,8 @@ async fn deliver(
         tracing::warn!(intent = %intent.intent_id, "intent is not a sendable Discord message");
         return None;
     };
-    // No redeemed decision, no byte: the lease lapses and a reclaim gets a fresh decision.
-    if let Err(code) = redeem(ward, base, &intent, &msg).await {
-        tracing::warn!(intent = %intent.intent_id, %code, "EgressDecision not redeemed; not sent");
-        return None;
-    }
-    // SUBMITTING is durable before any byte leaves; from here on this intent is never resent.
-    if !send::submitting(core, &intent).await {
+    let destination = create_message_url(base, &msg.channel_id.to_string());
+    if !send::cleared(core, ward, &intent, &destination, msg.content.as_bytes()).await {
         return None;
     }
     let mut unaccepted = 0;

@@ -1,18 +1,20 @@
 //! The one send discipline every route shares (Create Message, the interaction callback, an
-//! edit of `@original`, a follow-up): SUBMITTING made durable before any byte leaves, then one
-//! outcome settled — sent, rejected, never accepted, or UNKNOWN (reconciled, never resent). The
+//! edit of `@original`, a follow-up): the decision redeemed at ward for exactly the bytes and
+//! URL, and SUBMITTING made durable, before any byte leaves ([`cleared`]); then one outcome
+//! settled — sent, rejected, never accepted, or UNKNOWN (reconciled, never resent). The
 //! same intent is sent again only while Discord provably accepted nothing (a 429, or no byte
 //! left): [`MAX_UNACCEPTED_TRIES`] sends in all.
 
 use std::time::Duration;
 
-use reach_discord::delivery::CreateOutcome;
+use reach_discord::delivery::{CreateOutcome, decision_attempt_id};
 use reach_discord::rest::CallbackOutcome;
 use reach_proto::core::v1::delivery_client::DeliveryClient;
-use reach_proto::core::v1::{DeliveryIntent, DeliveryOutcome, MarkSubmittingRequest};
+use reach_proto::core::v1::{
+    DeliveryIntent, DeliveryOutcome, MarkSubmittingRequest, SettleRequest,
+};
+use reach_proto::ward::v1::ward_client::WardClient;
 use tonic::transport::Channel;
-
-use crate::deliver::settle;
 
 /// Sends of one attempt that Discord provably did not accept (429, nothing sent) before giving up.
 pub(crate) const MAX_UNACCEPTED_TRIES: u32 = 3;
@@ -22,12 +24,75 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// The pause before the next try of a send that never left.
 const NOT_SENT_PAUSE: Duration = Duration::from_millis(200);
 
-/// Persists SUBMITTING through core: from here on the intent is never handed out for sending
-/// again. `false` when core refused (the lease was lost): nothing may be sent.
-pub(crate) async fn submitting(
+/// Clears `intent` to send `payload` to `destination`: redeems its decision at ward for exactly
+/// those, then persists SUBMITTING through core, after which the intent is never handed out for
+/// sending again. `false`: nothing may be sent (no redeemed decision, so the lease lapses and a
+/// reclaim gets a fresh one; or the lease was lost).
+pub(crate) async fn cleared(
+    core: &mut DeliveryClient<Channel>,
+    ward: &mut WardClient<Channel>,
+    intent: &DeliveryIntent,
+    destination: &str,
+    payload: &[u8],
+) -> bool {
+    if let Err(code) = redeem(ward, intent, destination, payload).await {
+        tracing::warn!(intent = %intent.intent_id, %code, "EgressDecision not redeemed; not sent");
+        return false;
+    }
+    submitting(core, intent).await
+}
+
+/// Reports an outcome to core (a refusal is logged: core holds the lease's truth).
+pub(crate) async fn settle(
     core: &mut DeliveryClient<Channel>,
     intent: &DeliveryIntent,
-) -> bool {
+    outcome: DeliveryOutcome,
+    status: u32,
+    code: String,
+    message_id: String,
+) {
+    let r = core
+        .settle(SettleRequest {
+            intent_id: intent.intent_id.clone(),
+            generation: intent.generation,
+            outcome: outcome as i32,
+            platform_status: status,
+            platform_code: code,
+            message_id,
+        })
+        .await;
+    if let Err(s) = r {
+        tracing::warn!(intent = %intent.intent_id, code = ?s.code(), "settlement refused");
+    }
+}
+
+/// Redeems the claim's decision for `destination` and the exact `payload` bytes (their digest
+/// computed by `reach_egress_gate`, not taken from core), and checks that it names this intent's
+/// attempt.
+async fn redeem(
+    ward: &mut WardClient<Channel>,
+    intent: &DeliveryIntent,
+    destination: &str,
+    payload: &[u8],
+) -> Result<(), String> {
+    let redeemed =
+        reach_egress_gate::redeem(ward, &intent.egress_decision_id, destination, payload)
+            .await
+            .map_err(|r| r.code())?;
+    // The decision names the one physical attempt it admits: this intent at this generation.
+    let attempt = decision_attempt_id(&intent.intent_id, intent.generation);
+    if redeemed.attempt_id() != attempt {
+        return Err(format!(
+            "decision/attempt-mismatch: {}",
+            redeemed.attempt_id()
+        ));
+    }
+    Ok(())
+}
+
+/// Persists SUBMITTING through core: from here on the intent is never handed out for sending
+/// again. `false` when core refused (the lease was lost): nothing may be sent.
+async fn submitting(core: &mut DeliveryClient<Channel>, intent: &DeliveryIntent) -> bool {
     let r = core
         .mark_submitting(MarkSubmittingRequest {
             intent_id: intent.intent_id.clone(),
@@ -120,7 +185,7 @@ enum Step {
 
 /// Judges `verdict` after `unaccepted` earlier sends of this attempt that Discord did not accept.
 fn judge(verdict: &Verdict, unaccepted: u32) -> Step {
-    let settle = |outcome, status, code: &str, message_id: &str| Step::Settle {
+    let settled = |outcome, status, code: &str, message_id: &str| Step::Settle {
         outcome,
         status,
         code: code.to_owned(),
@@ -128,10 +193,10 @@ fn judge(verdict: &Verdict, unaccepted: u32) -> Step {
     };
     let tries_left = unaccepted + 1 < MAX_UNACCEPTED_TRIES;
     match verdict {
-        Verdict::Sent { message_id } => settle(DeliveryOutcome::KnownSent, 200, "", message_id),
+        Verdict::Sent { message_id } => settled(DeliveryOutcome::KnownSent, 200, "", message_id),
         Verdict::Rejected { status, code } => {
             let code = code.map(|c| c.to_string()).unwrap_or_default();
-            settle(DeliveryOutcome::KnownRejected, (*status).into(), &code, "")
+            settled(DeliveryOutcome::KnownRejected, (*status).into(), &code, "")
         }
         Verdict::RateLimited { retry_after } if tries_left => {
             Step::Again((*retry_after).min(MAX_RETRY_AFTER))
@@ -140,10 +205,10 @@ fn judge(verdict: &Verdict, unaccepted: u32) -> Step {
         // The trail shows why it was never accepted: 429s outlasted the tries, or no byte left
         // (a refused destination, a failed connect).
         Verdict::RateLimited { .. } => {
-            settle(DeliveryOutcome::KnownRejected, 429, "rate-limited", "")
+            settled(DeliveryOutcome::KnownRejected, 429, "rate-limited", "")
         }
-        Verdict::NotSent { reason } => settle(DeliveryOutcome::KnownRejected, 0, reason, ""),
-        Verdict::Unknown { .. } => settle(DeliveryOutcome::Unknown, 0, "unknown", ""),
+        Verdict::NotSent { reason } => settled(DeliveryOutcome::KnownRejected, 0, reason, ""),
+        Verdict::Unknown { .. } => settled(DeliveryOutcome::Unknown, 0, "unknown", ""),
     }
 }
 
