@@ -20,6 +20,7 @@
 mod client;
 pub mod custody;
 pub mod cut;
+mod failure;
 #[cfg(feature = "net")]
 mod key;
 pub mod openai;
@@ -29,6 +30,7 @@ pub mod quarantine;
 pub use client::{CallFailure, PURPOSE, PortalClient, PortalConfig, portal_bounds};
 pub use custody::{AdmittedCustody, CustodyRefusal, ProviderCustody, admit_custody};
 pub use cut::{CutInput, CutPayload, CutReceipt, CutRefusal, EvidenceIn, PrivacyCut, cut};
+pub use failure::worth_another_attempt;
 #[cfg(feature = "net")]
 pub use key::{ApiKey, KeyError};
 pub use openai::ProviderReturn;

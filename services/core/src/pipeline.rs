@@ -41,33 +41,10 @@ pub const TASK_LIFETIME: Duration = Duration::from_secs(120);
 pub const PATTERN: (&str, &str) = ("reach.public-answer", "1");
 
 /// Model attempts per run: a failure that may pass is tried again, twice at most, each time
-/// under a new decision and attempt record ([`worth_another_attempt`]).
+/// under a new decision and attempt record (`reach_portal::worth_another_attempt`).
 pub const MAX_MODEL_ATTEMPTS: u32 = 3;
 /// The pause before attempt n + 1 is n times this.
 const MODEL_RETRY_PAUSE: Duration = Duration::from_millis(250);
-
-/// Whether a failed model attempt may be followed by another: only when the failure is proved
-/// (nothing left the body, or the provider answered with an error status, so no answer exists
-/// to double) and its cause may pass (a name, a connection or a handshake that failed; the
-/// provider overloaded or briefly down). A refusal of policy, a bound the return broke or a
-/// quarantined return would fail the same way again.
-pub fn worth_another_attempt(transmitted: bool, code: &str) -> bool {
-    if transmitted {
-        matches!(
-            code,
-            "provider/http-429"
-                | "provider/http-500"
-                | "provider/http-502"
-                | "provider/http-503"
-                | "provider/http-504"
-        )
-    } else {
-        matches!(
-            code,
-            "destination/resolution-failed" | "destination/dial-failed" | "destination/tls"
-        )
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct Pipeline {
@@ -638,7 +615,8 @@ impl Pipeline {
                 }
                 AttemptEnd::Ended(outcome) => return outcome,
                 AttemptEnd::Failed { code, transmitted } => {
-                    if attempt_no < MAX_MODEL_ATTEMPTS && worth_another_attempt(transmitted, &code)
+                    if attempt_no < MAX_MODEL_ATTEMPTS
+                        && reach_portal::worth_another_attempt(transmitted, &code)
                     {
                         tracing::info!(turn = %turn.0, %code, attempt_no, "model call failed; another attempt under a new decision");
                         tokio::time::sleep(MODEL_RETRY_PAUSE * attempt_no).await;
@@ -697,39 +675,6 @@ impl Pipeline {
                 }),
             },
             Err(_) => refusal(TurnState::Failed, "render/invalid-citation".into(), None),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::worth_another_attempt;
-
-    #[test]
-    fn only_a_proved_failure_that_may_pass_is_tried_again() {
-        // The provider answered with an error status: overloaded or briefly down.
-        for code in [
-            "provider/http-429",
-            "provider/http-503",
-            "provider/http-502",
-        ] {
-            assert!(worth_another_attempt(true, code), "{code}");
-        }
-        // Nothing left the body: a name, a connection or a handshake failed.
-        for code in ["destination/dial-failed", "destination/tls"] {
-            assert!(worth_another_attempt(false, code), "{code}");
-        }
-        // The same request would fail the same way, or an answer may exist.
-        for (transmitted, code) in [
-            (true, "provider/http-400"),
-            (true, "provider/http-401"),
-            (true, "quarantine/citation-out-of-bundle"),
-            (true, "bounded/idle-timeout"),
-            (false, "destination/port-not-admitted"),
-            (false, "ward/decision-expired"),
-            (false, "provider/http-503"),
-        ] {
-            assert!(!worth_another_attempt(transmitted, code), "{code}");
         }
     }
 }
