@@ -117,12 +117,7 @@ async fn prepare(
     let accel = probe::probe(qemu, &base.join(&manifest.kernel.file), &probe_dir).await;
     let bars = Bars(bar());
     bars.0.set_prefix(format!("prepare ({})", accel.as_str()));
-    let inputs = PrepareInputs {
-        base_dir: &base,
-        qemu,
-        qemu_img: Path::new("qemu-img"),
-        accel,
-    };
+    let inputs = PrepareInputs::new(&base, accel);
     let r = match &cache {
         Some(c) => {
             let _lock = lock_cache(c)?;

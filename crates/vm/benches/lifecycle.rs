@@ -121,12 +121,7 @@ fn main() {
         let t = Instant::now();
         let (pdir, pm, pdigest) = prepared::cached_prepare(
             &pspec,
-            &PrepareInputs {
-                base_dir: &dir,
-                qemu: Path::new("qemu-system-x86_64"),
-                qemu_img: Path::new("qemu-img"),
-                accel,
-            },
+            &PrepareInputs::new(&dir, accel),
             Path::new(CACHE),
             &Quiet,
         )

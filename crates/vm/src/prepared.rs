@@ -236,6 +236,22 @@ pub struct PrepareInputs<'a> {
     pub qemu: &'a Path,
     pub qemu_img: &'a Path,
     pub accel: Accel,
+    /// How long the restarts and the settle units get (`SETTLE_TIMEOUT` unless a test says).
+    pub settle_timeout: Duration,
+}
+
+impl<'a> PrepareInputs<'a> {
+    /// The base image directory and accelerator, with QEMU and qemu-img from `PATH` and the
+    /// default settle timeout.
+    pub fn new(base_dir: &'a Path, accel: Accel) -> Self {
+        Self {
+            base_dir,
+            qemu: Path::new("qemu-system-x86_64"),
+            qemu_img: Path::new("qemu-img"),
+            accel,
+            settle_timeout: SETTLE_TIMEOUT,
+        }
+    }
 }
 
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> BuildError + 'a {
@@ -375,7 +391,15 @@ pub async fn prepare(
             status: "spawn".into(),
             tail: e.to_string(),
         })?;
-    let result = capture(spec, &mut child, &qmp_sock, &qga_sock, &state, progress).await;
+    let result = capture(
+        spec,
+        &mut child,
+        (&qmp_sock, &qga_sock),
+        &state,
+        inputs.settle_timeout,
+        progress,
+    )
+    .await;
     // Whatever happened, the capture guest does not outlive this call.
     let _ = child.start_kill();
     let _ = child.wait().await;
@@ -465,9 +489,9 @@ impl Drop for SocketDir {
 async fn capture(
     spec: &PreparedSpec,
     child: &mut tokio::process::Child,
-    qmp_sock: &Path,
-    qga_sock: &Path,
+    (qmp_sock, qga_sock): (&Path, &Path),
     state: &Path,
+    settle_timeout: Duration,
     progress: &dyn Progress,
 ) -> Result<(Vec<PlacedFile>, String, Duration), PrepareError> {
     let t = Instant::now();
@@ -541,11 +565,11 @@ async fn capture(
         guest(
             &mut agent,
             &["/bin/systemctl", "restart", "--", u],
-            SETTLE_TIMEOUT,
+            settle_timeout,
         )
         .await?;
     }
-    let until = Instant::now() + SETTLE_TIMEOUT;
+    let until = Instant::now() + settle_timeout;
     for u in &spec.settle {
         loop {
             let s = agent
@@ -591,7 +615,7 @@ async fn capture(
             }
             if Instant::now() > until {
                 return Err(PrepareError::Guest(format!(
-                    "{u} is not active after {SETTLE_TIMEOUT:?}"
+                    "{u} is not active after {settle_timeout:?}"
                 )));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;

@@ -268,12 +268,7 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
         self, DISK_FILE, PREPARED_DIGEST_FILE, PREPARED_MANIFEST_FILE, PrepareError, PrepareInputs,
     };
     let (base, _, _) = common::image();
-    let inputs = PrepareInputs {
-        base_dir: base,
-        qemu: Path::new("qemu-system-x86_64"),
-        qemu_img: Path::new("qemu-img"),
-        accel: common::accel(),
-    };
+    let mut inputs = PrepareInputs::new(base, common::accel());
     let out = tempfile::tempdir().unwrap();
 
     // A unit that fails once started: it is settled on, and the preparation ends at once with
@@ -309,8 +304,31 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
         matches!(&err, PrepareError::Agent(AgentError::Guest(m)) if m.contains("reach-no-such-unit")),
         "{err}"
     );
+    // A unit that never becomes active nor fails: it exits at once and systemd waits an hour
+    // to start it again, so it sits in `activating (auto-restart)`. The settle timeout ends the
+    // preparation, naming the unit.
+    let mut spec = common::prepared_spec();
+    spec.files.push(reach_vm::spec::FileSpec {
+        path: "/etc/systemd/system/reach-never-up.service".into(),
+        content: "[Service]\nExecStart=/bin/false\nRestart=always\nRestartSec=1h\n".into(),
+        mode: "0644".into(),
+        uid: 0,
+        gid: 0,
+    });
+    spec.restart = vec!["reach-never-up".into()];
+    spec.settle = vec!["reach-never-up".into()];
+    inputs.settle_timeout = Duration::from_secs(10);
+    let stuck = out.path().join("stuck");
+    let err = prepared::prepare(&spec, &inputs, &stuck, &reach_vm::image::Quiet)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, PrepareError::Guest(m) if m == "reach-never-up is not active after 10s"),
+        "{err}"
+    );
+
     // Nothing is pinned: no manifest, no digest a broker could name.
-    for d in [&failing, &dir] {
+    for d in [&failing, &dir, &stuck] {
         for f in [PREPARED_MANIFEST_FILE, PREPARED_DIGEST_FILE] {
             assert!(!d.join(f).exists(), "{f} written for a failed preparation");
         }

@@ -66,12 +66,7 @@ pub fn prepared() -> &'static (PathBuf, PreparedManifest, Sha256Digest) {
                 .unwrap()
                 .block_on(prepared::cached_prepare(
                     &prepared_spec(),
-                    &PrepareInputs {
-                        base_dir: &dir,
-                        qemu: Path::new("qemu-system-x86_64"),
-                        qemu_img: Path::new("qemu-img"),
-                        accel,
-                    },
+                    &PrepareInputs::new(&dir, accel),
                     Path::new(IMAGE_CACHE),
                     &Quiet,
                 ))
