@@ -1,6 +1,7 @@
 //! `reach image build SPEC [--out DIR]`: a pinned Debian guest image for the vm-broker;
 //! `reach image prepare SPEC --base DIR [--out DIR]`: a pinned prepared-system layer over it
-//! (booted once, captured, restored by the broker for every instance).
+//! (booted once, captured, restored by the broker for every instance);
+//! `reach image prune --cache DIR --keep DIGEST…`: removes the cache's entries no one pins.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -44,6 +45,23 @@ pub enum ImageCommand {
         #[arg(long)]
         cache: Option<PathBuf>,
     },
+    /// Remove every image and prepared layer in a cache directory except the digests kept
+    /// and the base image of each kept prepared layer. A digest to keep that the cache does
+    /// not hold removes nothing.
+    Prune {
+        /// The cache directory (`--cache` of build and prepare).
+        #[arg(long)]
+        cache: PathBuf,
+        /// An image or prepared-system digest still pinned (repeat for each).
+        #[arg(long = "keep", value_name = "DIGEST", required_unless_present = "all")]
+        keep: Vec<reach_digest::Sha256Digest>,
+        /// Keep nothing: remove every entry.
+        #[arg(long, conflicts_with = "keep")]
+        all: bool,
+        /// Say what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// One bar for the stages, its message the latest tool line (downloads, unpacking).
@@ -69,7 +87,49 @@ pub async fn run(command: ImageCommand) -> anyhow::Result<ExitCode> {
             out,
             cache,
         } => prepare(spec, base, out, cache).await,
+        ImageCommand::Prune {
+            cache,
+            keep,
+            all: _,
+            dry_run,
+        } => prune(&cache, &keep, dry_run),
     }
+}
+
+fn prune(
+    cache: &Path,
+    keep: &[reach_digest::Sha256Digest],
+    dry_run: bool,
+) -> anyhow::Result<ExitCode> {
+    if !cache.is_dir() {
+        anyhow::bail!("{} is not a directory", cache.display());
+    }
+    let _lock = lock_cache(cache)?;
+    let pruned = reach_vm::cache::prune(cache, keep, dry_run)?;
+    let name = |e: &reach_vm::cache::Entry| {
+        e.digest
+            .map_or_else(|| "(unreadable manifest)".to_owned(), |d| d.to_string())
+    };
+    for e in &pruned.kept {
+        println!("keep   {} {}", name(e), e.dir.display());
+    }
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for e in &pruned.removed {
+        println!(
+            "{verb} {} {} ({:.1} MiB)",
+            name(e),
+            e.dir.display(),
+            e.allocated as f64 / 1048576.0
+        );
+    }
+    let freed: u64 = pruned.removed.iter().map(|e| e.allocated).sum();
+    eprintln!(
+        "{} kept; {verb} {} ({:.1} MiB)",
+        pruned.kept.len(),
+        pruned.removed.len(),
+        freed as f64 / 1048576.0
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn bar() -> ProgressBar {

@@ -838,11 +838,8 @@ pub fn cached_build(
         let d = m.digest();
         return Ok((dir, m, d));
     }
-    if dir.exists() {
-        // A stale or half-written build: the read-only artifacts need their mode back first.
-        let _ = Command::new("chmod").args(["-R", "u+w"]).arg(&dir).status();
-        fs::remove_dir_all(&dir).map_err(io("clear", &dir))?;
-    }
+    // A stale or half-written build.
+    crate::cache::clear(&dir).map_err(io("clear", &dir))?;
     let built = build(spec, spec_dir, &dir, progress)?;
     Ok((built.dir, built.manifest, built.digest))
 }

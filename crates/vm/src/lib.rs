@@ -11,12 +11,15 @@
 //!   the one QEMU machine definition captures and restores share.
 //! - [`journal`]: every instance's lifecycle, durable in SQLite, with checked transitions.
 //! - [`probe`]: KVM only when a real boot under it succeeds; TCG otherwise.
+//! - [`cache`]: the layout of `--cache` directories, and pruning what the operator no longer
+//!   pins.
 //!
 //! **Architecture Invariant:** this crate decides no policy. It builds what a spec says, boots
 //! what a pinned digest names and runs what an allow-listed profile admits; which profile a
 //! binding may use is the caller's decision. It links no HTTP client and opens no network.
 
 pub mod agent;
+pub mod cache;
 mod host;
 pub mod image;
 pub mod instance;

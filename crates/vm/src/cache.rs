@@ -1,0 +1,356 @@
+//! The image cache (`reach image build|prepare --cache DIR`): where its entries live, and
+//! pruning the ones the operator no longer pins.
+//!
+//! Layout: `DIR/<spec digest hex>` holds an image ([`crate::image::cached_build`]),
+//! `DIR/prepared/<key>` a prepared layer ([`crate::prepared::cached_prepare`]). Nothing else
+//! under `DIR` is an entry, so pruning never touches it (the lock file, the accelerator probe's
+//! answer, an operator's own files).
+//!
+//! Which digests are still pinned is the operator's to say (the vm-broker's settings may name
+//! directories anywhere): [`prune`] keeps exactly the digests it is given and the base image of
+//! every kept prepared layer, and refuses, removing nothing, when a digest it is told to keep
+//! is not in the cache (a mistyped pin would otherwise lose the layer it meant).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use reach_digest::Sha256Digest;
+
+use crate::manifest::ImageManifest;
+use crate::prepared::PreparedManifest;
+
+/// The subdirectory holding prepared layers.
+pub const PREPARED_DIR: &str = "prepared";
+
+/// What a cache entry holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    Image,
+    Prepared,
+}
+
+/// One cache entry as pruning sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: EntryKind,
+    pub dir: PathBuf,
+    /// Its image or prepared-system digest; `None` when its manifest does not read (a build
+    /// that stopped half-way), which nothing can pin.
+    pub digest: Option<Sha256Digest>,
+    /// A prepared layer's base image.
+    pub base: Option<Sha256Digest>,
+    /// Bytes allocated on disk (the rootfs is sparse, so not its apparent size).
+    pub allocated: u64,
+}
+
+/// What [`prune`] kept and removed (or would remove, on a dry run).
+#[derive(Debug, Default)]
+pub struct Pruned {
+    pub kept: Vec<Entry>,
+    pub removed: Vec<Entry>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PruneError {
+    /// A digest to keep names no entry: nothing was removed.
+    #[error("{0} is in no entry of the cache; nothing removed")]
+    NotCached(Sha256Digest),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> PruneError + 'a {
+    move |source| PruneError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn is_hex(name: &str, len: usize) -> bool {
+    name.len() == len && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Every entry of the cache at `root`, images first, each group by directory name.
+pub fn entries(root: &Path) -> Result<Vec<Entry>, PruneError> {
+    let mut out = Vec::new();
+    for (kind, dir, name_len) in [
+        (EntryKind::Image, root.to_owned(), 64),
+        (EntryKind::Prepared, root.join(PREPARED_DIR), 32),
+    ] {
+        let listing = match fs::read_dir(&dir) {
+            Ok(l) => l,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_err("list", &dir)(e)),
+        };
+        let mut dirs = Vec::new();
+        for d in listing {
+            let d = d.map_err(io_err("list", &dir))?;
+            let is_dir = d.file_type().map_err(io_err("stat", &d.path()))?.is_dir();
+            if is_dir && d.file_name().to_str().is_some_and(|n| is_hex(n, name_len)) {
+                dirs.push(d.path());
+            }
+        }
+        dirs.sort();
+        for dir in dirs {
+            let (digest, base) = match kind {
+                EntryKind::Image => (ImageManifest::read(&dir).ok().map(|m| m.digest()), None),
+                EntryKind::Prepared => match PreparedManifest::read(&dir) {
+                    Ok(m) => (Some(m.digest()), Some(m.base_image)),
+                    Err(_) => (None, None),
+                },
+            };
+            let allocated = allocated(&dir).map_err(io_err("measure", &dir))?;
+            out.push(Entry {
+                kind,
+                dir,
+                digest,
+                base,
+                allocated,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Removes every entry of the cache at `root` except the prepared layers and images whose
+/// digests are in `keep`, and the base image of each kept prepared layer. With `dry_run`,
+/// only says what it would remove. The caller holds the cache's lock.
+pub fn prune(root: &Path, keep: &[Sha256Digest], dry_run: bool) -> Result<Pruned, PruneError> {
+    let all = entries(root)?;
+    let present: BTreeSet<Sha256Digest> = all.iter().filter_map(|e| e.digest).collect();
+    if let Some(missing) = keep.iter().find(|d| !present.contains(d)) {
+        return Err(PruneError::NotCached(*missing));
+    }
+    let pinned: BTreeSet<Sha256Digest> = keep.iter().copied().collect();
+    let bases = all
+        .iter()
+        .filter(|e| e.kind == EntryKind::Prepared && e.digest.is_some_and(|d| pinned.contains(&d)));
+    let keep: BTreeSet<Sha256Digest> = bases
+        .filter_map(|e| e.base)
+        .chain(pinned.iter().copied())
+        .collect();
+    let mut pruned = Pruned::default();
+    for e in all {
+        if e.digest.is_some_and(|d| keep.contains(&d)) {
+            pruned.kept.push(e);
+        } else {
+            if !dry_run {
+                clear(&e.dir).map_err(io_err("remove", &e.dir))?;
+            }
+            pruned.removed.push(e);
+        }
+    }
+    Ok(pruned)
+}
+
+/// Removes an entry's directory. Its artifacts and directories are read-only once written;
+/// the directories get their owner's write bit back first so their files can be unlinked.
+pub(crate) fn clear(dir: &Path) -> io::Result<()> {
+    fn writable(dir: &Path) -> io::Result<()> {
+        let meta = fs::symlink_metadata(dir)?;
+        let mut perms = meta.permissions();
+        perms.set_mode(perms.mode() | 0o700);
+        fs::set_permissions(dir, perms)?;
+        for d in fs::read_dir(dir)? {
+            let d = d?;
+            if d.file_type()?.is_dir() {
+                writable(&d.path())?;
+            }
+        }
+        Ok(())
+    }
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+        Ok(m) if !m.is_dir() => return fs::remove_file(dir),
+        Ok(_) => {}
+    }
+    writable(dir)?;
+    fs::remove_dir_all(dir)
+}
+
+/// Bytes allocated to everything under `dir` (symbolic links are not followed).
+fn allocated(dir: &Path) -> io::Result<u64> {
+    let mut total = 0;
+    for d in fs::read_dir(dir)? {
+        let d = d?;
+        let meta = d.path().symlink_metadata()?;
+        total += meta.blocks() * 512;
+        if meta.is_dir() {
+            total += allocated(&d.path())?;
+        }
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{Artifact, DIGEST_FILE, GuestAgent, MANIFEST_FILE};
+    use crate::prepared::{PREPARED_DIGEST_FILE, PREPARED_MANIFEST_FILE};
+
+    fn artifact(file: &str) -> Artifact {
+        Artifact {
+            file: file.into(),
+            sha256: Sha256Digest::of(file.as_bytes()),
+            bytes: 1,
+        }
+    }
+
+    /// An image entry with a manifest of its own (`suite` tells them apart), read-only as a
+    /// build leaves it. Returns its digest.
+    fn image(root: &Path, suite: &str) -> Sha256Digest {
+        let m = ImageManifest {
+            format: crate::manifest::MANIFEST_FORMAT.into(),
+            spec_digest: Sha256Digest::of(suite.as_bytes()),
+            builder_revision: "test".into(),
+            suite: suite.into(),
+            mirror: "http://deb.debian.org/debian".into(),
+            source_date_epoch: 0,
+            kernel: artifact("vmlinuz"),
+            initrd: artifact("initrd.img"),
+            rootfs: artifact("rootfs.raw"),
+            kernel_cmdline: String::new(),
+            rootfs_uuid: String::new(),
+            packages: vec![],
+            local_debs: vec![],
+            guest_agent: GuestAgent {
+                package: "qemu-guest-agent".into(),
+                version: "1".into(),
+                binary: "/usr/sbin/qemu-ga".into(),
+                binary_sha256: Sha256Digest::of(b"qemu-ga"),
+                channel: crate::manifest::GUEST_AGENT_CHANNEL.into(),
+            },
+            nondeterminism: vec![],
+            unpinned_inputs: vec![],
+            reproducibility_notes: vec![],
+        };
+        let dir = root.join(m.spec_digest.hex());
+        write_entry(
+            &dir,
+            MANIFEST_FILE,
+            &m.canonical_json(),
+            DIGEST_FILE,
+            m.digest(),
+        );
+        m.digest()
+    }
+
+    fn prepared(root: &Path, base: Sha256Digest, name: &str) -> Sha256Digest {
+        let m = PreparedManifest {
+            format: crate::prepared::PREPARED_MANIFEST_FORMAT.into(),
+            spec_digest: Sha256Digest::of(name.as_bytes()),
+            base_image: base,
+            prepare_revision: "test".into(),
+            qemu_version: "QEMU emulator version 7.2".into(),
+            machine_type: "pc-i440fx-7.2".into(),
+            accel: "tcg".into(),
+            memory_mib: 384,
+            cpus: 1,
+            disk: artifact("disk.qcow2"),
+            state: artifact("state.mig"),
+            files: vec![],
+            system_state: "running".into(),
+            notes: vec![],
+        };
+        let dir = root.join(PREPARED_DIR).join(&m.spec_digest.hex()[..32]);
+        write_entry(
+            &dir,
+            PREPARED_MANIFEST_FILE,
+            &m.canonical_json(),
+            PREPARED_DIGEST_FILE,
+            m.digest(),
+        );
+        m.digest()
+    }
+
+    fn write_entry(dir: &Path, manifest: &str, json: &[u8], digest_file: &str, d: Sha256Digest) {
+        fs::create_dir_all(dir).unwrap();
+        fs::write(dir.join(manifest), json).unwrap();
+        fs::write(dir.join(digest_file), d.to_string()).unwrap();
+        fs::write(dir.join("blob"), vec![7u8; 64 * 1024]).unwrap();
+        for f in [manifest, digest_file, "blob"] {
+            fs::set_permissions(dir.join(f), fs::Permissions::from_mode(0o444)).unwrap();
+        }
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).unwrap();
+    }
+
+    fn dirs(v: &[Entry]) -> Vec<&Path> {
+        v.iter().map(|e| e.dir.as_path()).collect()
+    }
+
+    #[test]
+    fn keeps_what_is_pinned_and_the_bases_of_kept_layers() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path();
+        let old_base = image(root, "bullseye");
+        let base = image(root, "bookworm");
+        let unpinned = image(root, "trixie");
+        let layer = prepared(root, base, "postfix");
+        let old_layer = prepared(root, old_base, "postfix-old");
+        // A build that stopped before its manifest, and things that are not entries.
+        let half = root.join("ab".repeat(32));
+        fs::create_dir_all(&half).unwrap();
+        fs::write(root.join(".lock"), "").unwrap();
+        fs::write(root.join("accel-probe"), "x tcg\n").unwrap();
+        fs::create_dir_all(root.join("mine")).unwrap();
+
+        let all = entries(root).unwrap();
+        assert_eq!(all.len(), 6);
+        assert!(
+            all.iter()
+                .all(|e| e.digest.is_none() || e.allocated >= 64 * 1024)
+        );
+
+        // A dry run names the same entries and removes none.
+        let dry = prune(root, &[layer], true).unwrap();
+        assert_eq!(entries(root).unwrap(), all);
+
+        let done = prune(root, &[layer], false).unwrap();
+        assert_eq!(dirs(&done.kept), dirs(&dry.kept));
+        assert_eq!(dirs(&done.removed), dirs(&dry.removed));
+        let kept: BTreeSet<_> = done.kept.iter().filter_map(|e| e.digest).collect();
+        assert_eq!(kept, BTreeSet::from([base, layer]));
+        let removed: BTreeSet<_> = done.removed.iter().map(|e| e.digest).collect();
+        assert_eq!(
+            removed,
+            BTreeSet::from([Some(old_base), Some(unpinned), Some(old_layer), None])
+        );
+        for e in &done.removed {
+            assert!(!e.dir.exists(), "{} left", e.dir.display());
+        }
+        for e in &done.kept {
+            assert!(e.dir.join("blob").exists());
+        }
+        for other in [".lock", "accel-probe", "mine"] {
+            assert!(root.join(other).exists(), "{other} touched");
+        }
+    }
+
+    #[test]
+    fn a_pin_not_in_the_cache_removes_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path();
+        let base = image(root, "bookworm");
+        image(root, "trixie");
+        let before = entries(root).unwrap();
+        let typo = Sha256Digest::of(b"not cached");
+        match prune(root, &[base, typo], false) {
+            Err(PruneError::NotCached(d)) => assert_eq!(d, typo),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(entries(root).unwrap(), before);
+        // An empty keep list is the operator saying nothing is pinned.
+        let all = prune(root, &[], false).unwrap();
+        assert_eq!(all.removed.len(), 2);
+        assert!(entries(root).unwrap().is_empty());
+    }
+}
