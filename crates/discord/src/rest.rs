@@ -24,7 +24,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, USER_AGENT};
 use http::{Method, Request};
-use reach_bounded::{Bounds, ReturnError, fetch};
+use reach_bounded::{BoundedResponse, Bounds, ReturnError, fetch};
 use reach_destination::{
     Admission, AdmittedDestination, Destination, DestinationError, Dialer, PinnedConnector,
     Purpose, Resolver, TcpDialer,
@@ -132,21 +132,7 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         method: Method,
         path: &str,
         body: Bytes,
-    ) -> Result<Request<Bytes>, http::Error> {
-        let mut r = self.request_without_bot_token(admitted, method, path, body)?;
-        let auth = http::HeaderValue::try_from(format!("Bot {}", self.config.token.expose()))?;
-        r.headers_mut().insert(AUTHORIZATION, auth);
-        Ok(r)
-    }
-
-    /// A request authorized by something in its path (an interaction token), so the bot token
-    /// is not sent: a credential goes only where it is needed.
-    fn request_without_bot_token(
-        &self,
-        admitted: &AdmittedDestination,
-        method: Method,
-        path: &str,
-        body: Bytes,
+        auth: Auth,
     ) -> Result<Request<Bytes>, http::Error> {
         let mut builder = Request::builder()
             .method(method)
@@ -156,39 +142,46 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         if !body.is_empty() {
             builder = builder.header(CONTENT_TYPE, "application/json");
         }
+        if auth == Auth::Bot {
+            let bot = http::HeaderValue::try_from(format!("Bot {}", self.config.token.expose()))?;
+            builder = builder.header(AUTHORIZATION, bot);
+        }
         builder.body(body)
+    }
+
+    /// One request to `path` (under the base URL) on a freshly admitted, pinned connection,
+    /// its return read within `bounds`.
+    async fn exchange(
+        &self,
+        method: Method,
+        path: &str,
+        body: Vec<u8>,
+        auth: Auth,
+        bounds: &Bounds,
+    ) -> Result<BoundedResponse, Unanswered> {
+        let (admitted, stream) = self
+            .open()
+            .await
+            .map_err(|e| Unanswered::NotSent(e.code().to_owned()))?;
+        let request = self
+            .request(&admitted, method, path, Bytes::from(body), auth)
+            .map_err(|_| Unanswered::NotSent("discord/request-build".into()))?;
+        fetch(stream, request, bounds).await.map_err(|e| match e {
+            ReturnError::Request(e) => Unanswered::NotSent(e.code().to_owned()),
+            e => Unanswered::Lost(e.code()),
+        })
     }
 
     /// One Create Message attempt: `POST /channels/{id}/messages`.
     pub async fn create_message(&self, message: &CreateMessage) -> CreateOutcome {
-        let (admitted, stream) = match self.open().await {
-            Ok(open) => open,
-            Err(e) => {
-                return CreateOutcome::NotSent {
-                    reason: e.code().to_owned(),
-                };
-            }
-        };
         let path = format!("/channels/{}/messages", message.channel_id);
-        let request = match self.request(
-            &admitted,
-            Method::POST,
-            &path,
-            Bytes::from(message.body_bytes()),
-        ) {
-            Ok(r) => r,
-            Err(_) => {
-                return CreateOutcome::NotSent {
-                    reason: "discord/request-build".into(),
-                };
-            }
-        };
-        match fetch(stream, request, &create_bounds()).await {
-            Ok(response) => classify(response.status.as_u16(), &response.headers, &response.body),
-            Err(ReturnError::Request(e)) => CreateOutcome::NotSent {
-                reason: e.code().to_owned(),
-            },
-            Err(e) => CreateOutcome::Unknown { reason: e.code() },
+        let body = message.body_bytes();
+        match self
+            .exchange(Method::POST, &path, body, Auth::Bot, &create_bounds())
+            .await
+        {
+            Ok(r) => classify(r.status.as_u16(), &r.headers, &r.body),
+            Err(u) => u.into(),
         }
     }
 
@@ -226,33 +219,13 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
                 reason: "discord/interaction-token".into(),
             };
         }
-        let (admitted, stream) = match self.open().await {
-            Ok(open) => open,
-            Err(e) => {
-                return CallbackOutcome::NotSent {
-                    reason: e.code().to_owned(),
-                };
-            }
-        };
         let path = interaction_callback_url("", interaction_id, &token.0);
-        let request =
-            match self.request_without_bot_token(&admitted, Method::POST, &path, Bytes::from(body))
-            {
-                Ok(r) => r,
-                Err(_) => {
-                    return CallbackOutcome::NotSent {
-                        reason: "discord/request-build".into(),
-                    };
-                }
-            };
-        match fetch(stream, request, &create_bounds()).await {
-            Ok(response) => {
-                classify_callback(response.status.as_u16(), &response.headers, &response.body)
-            }
-            Err(ReturnError::Request(e)) => CallbackOutcome::NotSent {
-                reason: e.code().to_owned(),
-            },
-            Err(e) => CallbackOutcome::Unknown { reason: e.code() },
+        match self
+            .exchange(Method::POST, &path, body, Auth::InPath, &create_bounds())
+            .await
+        {
+            Ok(r) => classify_callback(r.status.as_u16(), &r.headers, &r.body),
+            Err(u) => u.into(),
         }
     }
 
@@ -306,30 +279,13 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
                 reason: "discord/interaction-token".into(),
             };
         }
-        let (admitted, stream) = match self.open().await {
-            Ok(open) => open,
-            Err(e) => {
-                return CreateOutcome::NotSent {
-                    reason: e.code().to_owned(),
-                };
-            }
-        };
         let path = path(&token.0);
-        let request =
-            match self.request_without_bot_token(&admitted, method, &path, Bytes::from(body)) {
-                Ok(r) => r,
-                Err(_) => {
-                    return CreateOutcome::NotSent {
-                        reason: "discord/request-build".into(),
-                    };
-                }
-            };
-        match fetch(stream, request, &create_bounds()).await {
-            Ok(response) => classify(response.status.as_u16(), &response.headers, &response.body),
-            Err(ReturnError::Request(e)) => CreateOutcome::NotSent {
-                reason: e.code().to_owned(),
-            },
-            Err(e) => CreateOutcome::Unknown { reason: e.code() },
+        match self
+            .exchange(method, &path, body, Auth::InPath, &create_bounds())
+            .await
+        {
+            Ok(r) => classify(r.status.as_u16(), &r.headers, &r.body),
+            Err(u) => u.into(),
         }
     }
 
@@ -378,19 +334,15 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         if let Err(reason) = gate.admit(&destination, interaction_id).await {
             return Reconciliation::Inconclusive { reason };
         }
-        let read = async {
-            let (admitted, stream) = self.open().await.map_err(|e| e.code().to_owned())?;
-            let path = original_response_url("", application, &token.0);
-            let request = self
-                .request_without_bot_token(&admitted, Method::GET, &path, Bytes::new())
-                .map_err(|_| "discord/request-build".to_owned())?;
-            fetch(stream, request, &read_bounds())
-                .await
-                .map_err(|e| e.code())
-        };
-        let response = match read.await {
+        let path = original_response_url("", application, &token.0);
+        let response = match self
+            .exchange(Method::GET, &path, Vec::new(), Auth::InPath, &read_bounds())
+            .await
+        {
             Ok(r) => r,
-            Err(reason) => return Reconciliation::Inconclusive { reason },
+            Err(u) => {
+                return Reconciliation::Inconclusive { reason: u.reason() };
+            }
         };
         judge_original(response.status.as_u16(), &response.body, expected, edit)
     }
@@ -485,15 +437,12 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         channel: Snowflake,
         after: Snowflake,
     ) -> Result<Vec<ReadMessage>, String> {
-        let (admitted, stream) = self.open().await.map_err(|e| e.code().to_owned())?;
         // The same suffix `read_url` admitted, under the base path of the same base URL.
         let path = channel_read_url("", &channel.to_string(), after);
-        let request = self
-            .request(&admitted, Method::GET, &path, Bytes::new())
-            .map_err(|_| "discord/request-build".to_owned())?;
-        let response = fetch(stream, request, &read_bounds())
+        let response = self
+            .exchange(Method::GET, &path, Vec::new(), Auth::Bot, &read_bounds())
             .await
-            .map_err(|e| e.code())?;
+            .map_err(Unanswered::reason)?;
         if response.status.as_u16() != 200 {
             return Err(format!("discord/read-status-{}", response.status.as_u16()));
         }
@@ -518,6 +467,49 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
                     .map_err(|_| "discord/read-json".to_owned())
             })
             .collect()
+    }
+}
+
+/// What authorizes a request: the bot token in its header, or an interaction token in its
+/// path, and then the bot token is not sent (a credential goes only where it is needed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Auth {
+    Bot,
+    InPath,
+}
+
+/// Why a request has no return: nothing of it left the body (admission, connection, TLS, or
+/// building it failed), or it may have reached Discord and its return was lost. Each carries
+/// a secret-free reason code.
+#[derive(Debug)]
+enum Unanswered {
+    NotSent(String),
+    Lost(String),
+}
+
+impl Unanswered {
+    fn reason(self) -> String {
+        match self {
+            Unanswered::NotSent(r) | Unanswered::Lost(r) => r,
+        }
+    }
+}
+
+impl From<Unanswered> for CreateOutcome {
+    fn from(u: Unanswered) -> Self {
+        match u {
+            Unanswered::NotSent(reason) => CreateOutcome::NotSent { reason },
+            Unanswered::Lost(reason) => CreateOutcome::Unknown { reason },
+        }
+    }
+}
+
+impl From<Unanswered> for CallbackOutcome {
+    fn from(u: Unanswered) -> Self {
+        match u {
+            Unanswered::NotSent(reason) => CallbackOutcome::NotSent { reason },
+            Unanswered::Lost(reason) => CallbackOutcome::Unknown { reason },
+        }
     }
 }
 
