@@ -507,6 +507,11 @@ fn render_container(m: &Manifest, c: &ContainerUnit) -> String {
     ));
     s.push_str("Notify=true\n");
     s.push_str(&format!("PidsLimit={}\n", c.pids));
+    // The same ceiling as the role user's process limit (RLIMIT_NPROC counts threads too, as
+    // pids.max does). The kernel holds it without a cgroup, so it stands where rootless Podman
+    // on cgroup v1 ignores PidsLimit; each role's user is a host id of its own (its own
+    // `auto` range), so the count is the role's alone.
+    s.push_str(&format!("Ulimit=nproc={0}:{0}\n", c.pids));
     // Quadlet 5.4 has no Memory= key; the ceiling is podman's own flag. Swap equal to memory
     // means no swap on top of the ceiling.
     let mut args = vec![

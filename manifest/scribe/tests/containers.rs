@@ -192,6 +192,23 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
                 "{name}: its own network only"
             ),
         }
+        // The process ceiling the kernel holds on every host, cgroup or not: the role's main
+        // process carries RLIMIT_NPROC at the role's pids ceiling, soft and hard.
+        let pid = r.podman_out(&["inspect", "--format", "{{.State.Pid}}", &name]);
+        let pid = String::from_utf8_lossy(&pid.stdout).trim().to_owned();
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+        let nproc: Vec<&str> = limits
+            .lines()
+            .find_map(|l| l.strip_prefix("Max processes"))
+            .unwrap_or_else(|| panic!("{name}: {limits}"))
+            .split_whitespace()
+            .collect();
+        let ceiling = role.limits.pids.to_string();
+        assert_eq!(
+            nproc[..2],
+            [ceiling.as_str(), ceiling.as_str()],
+            "{name}: process limit"
+        );
         let (memory, pids): (u64, u64) = (f[6].parse().unwrap(), f[7].parse().unwrap());
         if cgroup_v2 {
             assert_eq!(
@@ -202,9 +219,10 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             assert_eq!(pids, u64::from(role.limits.pids), "{name}: pids");
         } else {
             // FIXME(#3): rootless Podman on a cgroup v1 host (this sandbox is hybrid v1) ignores
-            // every resource limit ("Resource limits are not supported and ignored on cgroups V1
+            // every cgroup limit ("Resource limits are not supported and ignored on cgroups V1
             // rootless systems"): the units ask for the ceilings (the generator test asserts
-            // `--memory` and `--pids-limit`), but nothing enforces them here.
+            // `--memory` and `--pids-limit`). The process ceiling holds anyway through
+            // RLIMIT_NPROC (above); nothing enforces the memory ceiling here.
             assert_eq!(
                 (memory, pids),
                 (0, 0),

@@ -117,6 +117,7 @@ fn the_core_unit_in_full() {
         Network=none
         Notify=true
         PidsLimit=64
+        Ulimit=nproc=64:64
         PodmanArgs=--memory=128m --memory-swap=128m --umask=0007
         StopTimeout=15
         Volume=reach-data-core.volume:/reach/data/core:U

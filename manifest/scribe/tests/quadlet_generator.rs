@@ -67,6 +67,13 @@ fn real_quadlet_generates_hardened_podman_run_lines() {
             "{}",
             c.role
         );
+        let pids = role.limits.pids;
+        assert_eq!(
+            values(&words, "--ulimit"),
+            [format!("nproc={pids}:{pids}")],
+            "{}",
+            c.role
+        );
         assert!(
             has(&format!("--memory={}m", role.limits.memory_mib)),
             "{}",
