@@ -91,10 +91,10 @@ fn a_hand_edit_is_refused_with_the_rule_it_breaks() {
     std::fs::write(&core, text.replace("Network=none\n", "Network=host\n")).unwrap();
     expect![[r#"
         changed: reach-core.container line 23: expected `Network=none`, found `Network=host`
-        changed: reach-egress-discord.container line 24: expected `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007`, found `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007 --privileged`
+        changed: reach-egress-discord.container line 25: expected `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007`, found `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007 --privileged`
         refused: reach-core.container: scribe/host-namespace: reach-core.container:23: `Network=host` joins a host namespace
-        refused: reach-egress-discord.container: scribe/privileged: reach-egress-discord.container:24: `--privileged` gives the container every capability and device
-        refused: reach-egress-discord.container: scribe/foreign-secret: reach-egress-discord.container:35: `reach.core.tls.key` belongs to `core`, not to role `egress-discord`
+        refused: reach-egress-discord.container: scribe/privileged: reach-egress-discord.container:25: `--privileged` gives the container every capability and device
+        refused: reach-egress-discord.container: scribe/foreign-secret: reach-egress-discord.container:36: `reach.core.tls.key` belongs to `core`, not to role `egress-discord`
     "#]].assert_eq(&drift(state.path(), out.path(), &CheckOptions::default()));
 }
 
