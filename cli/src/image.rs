@@ -1,7 +1,8 @@
 //! `reach image build SPEC [--out DIR]`: a pinned Debian guest image for the vm-broker;
 //! `reach image prepare SPEC --base DIR [--out DIR]`: a pinned prepared-system layer over it
 //! (booted once, captured, restored by the broker for every instance);
-//! `reach image prune --cache DIR --keep DIGEST…`: removes the cache's entries no one pins.
+//! `reach image prune --cache DIR [--manifest FILE] [--keep DIGEST…]`: removes the cache's
+//! entries no one pins.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -46,17 +47,20 @@ pub enum ImageCommand {
         cache: Option<PathBuf>,
     },
     /// Remove every image and prepared layer in a cache directory except the digests kept
-    /// and the base image of each kept prepared layer. A digest to keep that the cache does
-    /// not hold removes nothing.
+    /// and the base image of each kept prepared layer. A digest named with --keep that the
+    /// cache does not hold removes nothing.
     Prune {
         /// The cache directory (`--cache` of build and prepare).
         #[arg(long)]
         cache: PathBuf,
+        /// Keep every digest this deployment manifest's vm-broker settings pin.
+        #[arg(long, value_name = "FILE", required_unless_present_any = ["keep", "all"])]
+        manifest: Option<PathBuf>,
         /// An image or prepared-system digest still pinned (repeat for each).
-        #[arg(long = "keep", value_name = "DIGEST", required_unless_present = "all")]
+        #[arg(long = "keep", value_name = "DIGEST")]
         keep: Vec<reach_digest::Sha256Digest>,
         /// Keep nothing: remove every entry.
-        #[arg(long, conflicts_with = "keep")]
+        #[arg(long, conflicts_with_all = ["keep", "manifest"])]
         all: bool,
         /// Say what would be removed; remove nothing.
         #[arg(long)]
@@ -89,22 +93,32 @@ pub async fn run(command: ImageCommand) -> anyhow::Result<ExitCode> {
         } => prepare(spec, base, out, cache).await,
         ImageCommand::Prune {
             cache,
+            manifest,
             keep,
             all: _,
             dry_run,
-        } => prune(&cache, &keep, dry_run),
+        } => prune(&cache, manifest.as_deref(), &keep, dry_run),
     }
 }
 
 fn prune(
     cache: &Path,
-    keep: &[reach_digest::Sha256Digest],
+    manifest: Option<&Path>,
+    named: &[reach_digest::Sha256Digest],
     dry_run: bool,
 ) -> anyhow::Result<ExitCode> {
     if !cache.is_dir() {
         anyhow::bail!("{} is not a directory", cache.display());
     }
+    let pinned = match manifest {
+        Some(path) => deployment_pins(path)?,
+        None => Vec::new(),
+    };
     let _lock = lock_cache(cache)?;
+    let keep = reach_vm::cache::Keep {
+        named,
+        pinned: &pinned,
+    };
     let pruned = reach_vm::cache::prune(cache, keep, dry_run)?;
     let name = |e: &reach_vm::cache::Entry| {
         e.digest
@@ -151,6 +165,18 @@ fn lock_cache(cache: &Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> 
     let f = std::fs::File::create(cache.join(".lock"))?;
     nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
         .map_err(|(_, e)| anyhow::anyhow!("lock {}: {e}", cache.display()))
+}
+
+/// The digests the vm-broker role's settings pin in a deployment manifest.
+fn deployment_pins(path: &Path) -> anyhow::Result<Vec<reach_digest::Sha256Digest>> {
+    let m =
+        reach_manifest::load_file(path).with_context(|| format!("manifest {}", path.display()))?;
+    let Some(role) = m.roles.iter().find(|r| r.name.as_str() == "vm-broker") else {
+        anyhow::bail!("{} has no vm-broker role", path.display());
+    };
+    let settings = reach_vm::settings::Settings::from_table(&role.settings)
+        .with_context(|| format!("{}: vm-broker settings", path.display()))?;
+    Ok(settings.pinned().collect())
 }
 
 async fn prepare(

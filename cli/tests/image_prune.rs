@@ -17,6 +17,10 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+fn text_of(out: &Output) -> String {
+    format!("{}{}", text(&out.stdout), text(&out.stderr))
+}
+
 #[test]
 fn prune_refuses_what_it_cannot_keep_and_removes_only_entries() {
     let cache = tempfile::tempdir().unwrap();
@@ -29,11 +33,11 @@ fn prune_refuses_what_it_cannot_keep_and_removes_only_entries() {
     }
     std::fs::write(cache.path().join("notes.txt"), "mine").unwrap();
 
-    // Neither a digest to keep nor --all: refused by the command line.
+    // Neither a manifest, a digest to keep nor --all: refused by the command line.
     let out = prune(cache.path(), &[]);
     assert!(!out.status.success());
     assert!(
-        text(&out.stderr).contains("--keep"),
+        text(&out.stderr).contains("required arguments were not provided"),
         "{}",
         text(&out.stderr)
     );
@@ -68,11 +72,49 @@ fn prune_refuses_what_it_cannot_keep_and_removes_only_entries() {
         assert!(d.exists());
     }
 
+    // A deployment's pins: a manifest without a vm-broker role, or with settings the broker
+    // would refuse, is refused; a pin that lives outside this cache is no refusal.
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifest/reach.vps.public.toml"),
+    )
+    .unwrap();
+    let limits = "limits = { memory_mib = 1536, pids = 64 }\n";
+    assert!(shipped.contains(limits), "the vm-broker role's line moved");
+    let manifest = |settings: &str| {
+        let f = cache.path().join("m.toml");
+        std::fs::write(&f, shipped.replace(limits, &format!("{limits}{settings}"))).unwrap();
+        f.display().to_string()
+    };
+    let elsewhere = format!(
+        "[roles.settings]\n[[roles.settings.prepared]]\ndigest = \"{absent}\"\ndir = \"/srv/prepared\"\n"
+    );
+    let out = prune(
+        cache.path(),
+        &[
+            "--manifest",
+            &manifest("[roles.settings]\nnetwork = \"on\"\n"),
+            "--dry-run",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text_of(&out).contains("vm-broker settings"),
+        "{}",
+        text_of(&out)
+    );
+    let out = prune(
+        cache.path(),
+        &["--manifest", &manifest(&elsewhere), "--dry-run"],
+    );
+    assert!(out.status.success(), "{}", text_of(&out));
+    assert_eq!(text(&out.stdout).matches("would remove ").count(), 2);
+
     let out = prune(cache.path(), &["--all"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).matches("removed ").count(), 2);
     assert!(!image.exists() && !layer.exists());
     // What is not an entry stays.
     assert!(cache.path().join("notes.txt").exists());
+    assert!(cache.path().join("m.toml").exists());
     assert!(cache.path().join("prepared").is_dir());
 }

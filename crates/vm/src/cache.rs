@@ -6,10 +6,11 @@
 //! under `DIR` is an entry, so pruning never touches it (the lock file, the accelerator probe's
 //! answer, an operator's own files).
 //!
-//! Which digests are still pinned is the operator's to say (the vm-broker's settings may name
-//! directories anywhere): [`prune`] keeps exactly the digests it is given and the base image of
-//! every kept prepared layer, and refuses, removing nothing, when a digest it is told to keep
-//! is not in the cache (a mistyped pin would otherwise lose the layer it meant).
+//! Which digests are still pinned is the operator's to say, by name or through the vm-broker's
+//! settings (which may name directories anywhere): [`prune`] keeps exactly those digests and
+//! the base image of every kept prepared layer, and refuses, removing nothing, when a digest
+//! the operator named is not in the cache (a mistyped pin would otherwise lose the layer it
+//! meant).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -44,6 +45,16 @@ pub struct Entry {
     pub base: Option<Sha256Digest>,
     /// Bytes allocated on disk (the rootfs is sparse, so not its apparent size).
     pub allocated: u64,
+}
+
+/// The digests [`prune`] keeps (with the base image of each kept prepared layer).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Keep<'a> {
+    /// Digests the operator named: each must be in the cache.
+    pub named: &'a [Sha256Digest],
+    /// Digests a deployment pins: kept where the cache holds them (a pin may name a directory
+    /// elsewhere).
+    pub pinned: &'a [Sha256Digest],
 }
 
 /// What [`prune`] kept and removed (or would remove, on a dry run).
@@ -120,16 +131,16 @@ pub fn entries(root: &Path) -> Result<Vec<Entry>, PruneError> {
     Ok(out)
 }
 
-/// Removes every entry of the cache at `root` except the prepared layers and images whose
-/// digests are in `keep`, and the base image of each kept prepared layer. With `dry_run`,
-/// only says what it would remove. The caller holds the cache's lock.
-pub fn prune(root: &Path, keep: &[Sha256Digest], dry_run: bool) -> Result<Pruned, PruneError> {
+/// Removes every entry of the cache at `root` except the prepared layers and images `keep`
+/// names, and the base image of each kept prepared layer. With `dry_run`, only says what it
+/// would remove. The caller holds the cache's lock.
+pub fn prune(root: &Path, keep: Keep<'_>, dry_run: bool) -> Result<Pruned, PruneError> {
     let all = entries(root)?;
     let present: BTreeSet<Sha256Digest> = all.iter().filter_map(|e| e.digest).collect();
-    if let Some(missing) = keep.iter().find(|d| !present.contains(d)) {
+    if let Some(missing) = keep.named.iter().find(|d| !present.contains(d)) {
         return Err(PruneError::NotCached(*missing));
     }
-    let pinned: BTreeSet<Sha256Digest> = keep.iter().copied().collect();
+    let pinned: BTreeSet<Sha256Digest> = keep.named.iter().chain(keep.pinned).copied().collect();
     let bases = all
         .iter()
         .filter(|e| e.kind == EntryKind::Prepared && e.digest.is_some_and(|d| pinned.contains(&d)));
@@ -311,10 +322,14 @@ mod tests {
         );
 
         // A dry run names the same entries and removes none.
-        let dry = prune(root, &[layer], true).unwrap();
+        let keep = Keep {
+            named: &[layer],
+            ..Keep::default()
+        };
+        let dry = prune(root, keep, true).unwrap();
         assert_eq!(entries(root).unwrap(), all);
 
-        let done = prune(root, &[layer], false).unwrap();
+        let done = prune(root, keep, false).unwrap();
         assert_eq!(dirs(&done.kept), dirs(&dry.kept));
         assert_eq!(dirs(&done.removed), dirs(&dry.removed));
         let kept: BTreeSet<_> = done.kept.iter().filter_map(|e| e.digest).collect();
@@ -343,14 +358,29 @@ mod tests {
         image(root, "trixie");
         let before = entries(root).unwrap();
         let typo = Sha256Digest::of(b"not cached");
-        match prune(root, &[base, typo], false) {
+        let named = Keep {
+            named: &[base, typo],
+            ..Keep::default()
+        };
+        match prune(root, named, false) {
             Err(PruneError::NotCached(d)) => assert_eq!(d, typo),
             other => panic!("{other:?}"),
         }
         assert_eq!(entries(root).unwrap(), before);
+        // A deployment's pin may live elsewhere: not cached is no refusal, cached is kept.
+        let pinned = Keep {
+            pinned: &[base, typo],
+            ..Keep::default()
+        };
+        let done = prune(root, pinned, false).unwrap();
+        assert_eq!(
+            done.kept.iter().map(|e| e.digest).collect::<Vec<_>>(),
+            [Some(base)]
+        );
+        assert_eq!(done.removed.len(), 1);
         // An empty keep list is the operator saying nothing is pinned.
-        let all = prune(root, &[], false).unwrap();
-        assert_eq!(all.removed.len(), 2);
+        let all = prune(root, Keep::default(), false).unwrap();
+        assert_eq!(all.removed.len(), 1);
         assert!(entries(root).unwrap().is_empty());
     }
 }

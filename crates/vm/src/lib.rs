@@ -11,6 +11,7 @@
 //!   the one QEMU machine definition captures and restores share.
 //! - [`journal`]: every instance's lifecycle, durable in SQLite, with checked transitions.
 //! - [`probe`]: KVM only when a real boot under it succeeds; TCG otherwise.
+//! - [`settings`]: the vm-broker role's settings (pinned digests, ceilings).
 //! - [`cache`]: the layout of `--cache` directories, and pruning what the operator no longer
 //!   pins.
 //!
@@ -31,4 +32,5 @@ pub mod probe;
 pub mod profile;
 pub mod qmp;
 pub mod refusal;
+pub mod settings;
 pub mod spec;

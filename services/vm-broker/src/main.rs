@@ -1,14 +1,16 @@
 //! reach-vm-broker: start the broker (reaping whatever an earlier run left), serve its port.
 
 mod port;
-mod settings;
 
 use std::sync::Arc;
 
+use anyhow::Context as _;
+use reach_vm::settings::{RUN_DIR, Settings};
+
 fn main() -> std::process::ExitCode {
     reach_runtime::run("vm-broker", async |role| {
-        let settings = settings::Settings::from_table(&role.config.settings)?;
-        let cfg = settings.broker_config(&role.config.data_dir.join(settings::RUN_DIR))?;
+        let settings = Settings::from_table(&role.config.settings).context("vm-broker settings")?;
+        let cfg = settings.broker_config(&role.config.data_dir.join(RUN_DIR));
         let (broker, report) =
             reach_vm::instance::Broker::start(cfg, Arc::new(reach_clock::SystemClock)).await?;
         tracing::info!(

@@ -1,4 +1,5 @@
-//! vm-broker's role settings (the manifest's `settings` table for this role), strict.
+//! The vm-broker role's settings (the manifest's `settings` table for that role), strict. The
+//! broker reads them at start; `reach image prune --manifest` reads which digests they pin.
 //!
 //! Production pins images and prepared systems by digest here; with none pinned, every
 //! create is refused as `environment/unknown-image`.
@@ -6,9 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use reach_digest::Sha256Digest;
-use reach_vm::instance::{BrokerConfig, PinnedImage};
+
+use crate::instance::{BrokerConfig, PinnedImage};
 
 /// The broker's run directory (journal, instances) under the role's data directory.
 pub const RUN_DIR: &str = "vm";
@@ -45,11 +46,16 @@ impl Default for Settings {
 }
 
 impl Settings {
-    pub fn from_table(t: &toml::Table) -> anyhow::Result<Self> {
-        t.clone().try_into().context("vm-broker settings")
+    pub fn from_table(t: &toml::Table) -> Result<Self, toml::de::Error> {
+        t.clone().try_into()
     }
 
-    pub fn broker_config(&self, run_dir: &Path) -> anyhow::Result<BrokerConfig> {
+    /// Every digest pinned here: the images and the prepared systems.
+    pub fn pinned(&self) -> impl Iterator<Item = Sha256Digest> + '_ {
+        self.images.iter().chain(&self.prepared).map(|i| i.digest)
+    }
+
+    pub fn broker_config(&self, run_dir: &Path) -> BrokerConfig {
         let pin = |v: &[Image]| {
             v.iter()
                 .map(|i| PinnedImage {
@@ -63,7 +69,7 @@ impl Settings {
         cfg.max_memory_mib = self.max_memory_mib;
         cfg.max_cpus = self.max_cpus;
         cfg.ready_timeout = Duration::from_secs(self.ready_timeout_s);
-        Ok(cfg)
+        cfg
     }
 }
 
@@ -79,7 +85,8 @@ mod tests {
         .unwrap();
         let s = Settings::from_table(&t).unwrap();
         assert_eq!((s.images.len(), s.prepared.len()), (1, 1));
-        let cfg = s.broker_config(Path::new("/run/vm")).unwrap();
+        assert_eq!(s.pinned().count(), 2);
+        let cfg = s.broker_config(Path::new("/run/vm"));
         assert_eq!((cfg.max_cpus, cfg.max_memory_mib), (1, 1024));
         assert_eq!(cfg.journal, Path::new("/run/vm/journal.db"));
         assert_eq!(cfg.prepared[0].dir, Path::new("/srv/prep"));
