@@ -113,3 +113,24 @@ pub async fn down(layout: &StateLayout) -> anyhow::Result<ExitCode> {
     }
     anyhow::bail!("launcher pid {pid} did not stop within 30 s")
 }
+
+/// `reach audit`: the receipt on stdout, pretty JSON; failure when any check failed.
+pub async fn audit(target: &crate::Target) -> anyhow::Result<ExitCode> {
+    let text = match &target.manifest {
+        Some(p) => std::fs::read(p)?,
+        None => reach_manifest::VPS_PUBLIC.as_bytes().to_vec(),
+    };
+    let m = crate::load_manifest(target.manifest.as_deref())?;
+    let digest = reach_digest::Sha256Digest::of(&text).to_string();
+    let receipt = reach_launcher::audit::audit(&m, digest, &StateLayout::new(&target.state)).await;
+    println!("{}", serde_json::to_string_pretty(&receipt)?);
+    eprintln!(
+        "{} passed, {} failed, {} skipped",
+        receipt.passed, receipt.failed, receipt.skipped
+    );
+    Ok(if receipt.passes() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

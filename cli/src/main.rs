@@ -56,6 +56,12 @@ enum Command {
         #[command(flatten)]
         target: Target,
     },
+    /// The live-host receipt: check the running body (health, authorization and identity
+    /// refusals, secret files, vault, corpus) and print a JSON receipt; exit 1 if a check fails.
+    Audit {
+        #[command(flatten)]
+        target: Target,
+    },
     /// Stop a body started by `reach up`.
     Down {
         #[command(flatten)]
@@ -217,6 +223,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             body::print_status(&m, &StateLayout::new(&target.state)).await
         }
         Command::Down { target } => body::down(&StateLayout::new(&target.state)).await,
+        Command::Audit { target } => body::audit(&target).await,
         Command::Corpus { command } => corpus::run(command).await,
         Command::A2a { command } => a2a::run(command).await,
         Command::Scribe {

@@ -6,6 +6,7 @@
 //! systemd would for the Quadlet units. Children get an empty environment: nothing secret can
 //! leak into them that way, and nothing ambient steers them.
 
+pub mod audit;
 pub mod discord;
 mod process;
 mod status;

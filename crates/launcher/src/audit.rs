@@ -1,0 +1,616 @@
+//! `reach audit`: the live-host receipt (seed 001, "Acceptance gates"). A machine-readable
+//! account of what runs and which checks pass, each check observed on the running body, never
+//! read back from the manifest alone:
+//!
+//! - every role answers its health port to the operator's pinned leaf (`health/<role>`);
+//! - every port refuses the operator on a method the port table does not grant it
+//!   (`authorization/<port>`: authenticated, but not allowed);
+//! - every role refuses a leaf naming the operator under a root of the same trust domain that
+//!   the manifest does not pin (`identity/<role>`: impersonation by a foreign root);
+//! - every secret file and directory is closed to group and others (`secrets/modes`), and no
+//!   secret's bytes appear in a running role's environment or command line
+//!   (`secrets/environment`, `secrets/command-line`);
+//! - the vault serves (`vault/serving`) and the active corpus snapshot is fresh
+//!   (`corpus/fresh`).
+//!
+//! The receipt also records the host (OS, kernel, user, Podman, systemd, cgroup version) and
+//! the manifest (profile, digest, trust domain, recovery policy). It carries no secret: the
+//! checks compare secret bytes in memory and report only file names.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use reach_identity::{Principal, TrustRoot};
+use reach_manifest::plan::StateLayout;
+use reach_manifest::{CredentialKind, Manifest};
+use reach_proto::core::v1::VaultStatusRequest;
+use reach_proto::core::v1::trail_client::TrailClient;
+use reach_proto::corpus::v1::StatusRequest;
+use reach_proto::corpus::v1::corpus_admin_client::CorpusAdminClient;
+use serde::Serialize;
+
+use crate::status::{CHECK_TIMEOUT, operator_channel, operator_material, status};
+
+/// The receipt's format name.
+pub const RECEIPT_FORMAT: &str = "reach.audit-receipt.v1";
+/// The principal the operator's CLI presents.
+const OPERATOR: &str = "operator";
+/// Secret bytes shorter than this are not searched for (a short value matches by chance).
+const MIN_SECRET_BYTES: usize = 16;
+
+/// The live-host receipt.
+#[derive(Debug, Serialize)]
+pub struct Receipt {
+    pub format: &'static str,
+    pub generated_at_ms: u64,
+    pub reach_version: &'static str,
+    pub host: Host,
+    pub manifest: ManifestFacts,
+    pub checks: Vec<Check>,
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+impl Receipt {
+    /// Whether no check failed.
+    pub fn passes(&self) -> bool {
+        self.failed == 0
+    }
+}
+
+/// What the host is.
+#[derive(Debug, Serialize)]
+pub struct Host {
+    pub os: Option<String>,
+    pub kernel: Option<String>,
+    pub uid: u32,
+    pub podman: Option<String>,
+    pub systemd: Option<String>,
+    pub cgroup: &'static str,
+}
+
+/// What the body was deployed from.
+#[derive(Debug, Serialize)]
+pub struct ManifestFacts {
+    pub profile: String,
+    /// The SHA-256 of the manifest's bytes, as the caller read them.
+    pub digest: String,
+    pub trust_domain: String,
+    pub recovery_policy: reach_manifest::schema::RecoveryPolicy,
+    pub idempotency_horizon_hours: u32,
+    pub roles: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Pass,
+    Fail,
+    /// The check does not apply to this body (said why in its detail).
+    Skip,
+}
+
+/// One observed check.
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub id: String,
+    pub outcome: Outcome,
+    pub detail: String,
+}
+
+fn check(id: impl Into<String>, pass: bool, detail: impl Into<String>) -> Check {
+    Check {
+        id: id.into(),
+        outcome: if pass { Outcome::Pass } else { Outcome::Fail },
+        detail: detail.into(),
+    }
+}
+
+/// Audits the body `manifest` describes in `layout`; `manifest_digest` names the manifest's
+/// bytes.
+pub async fn audit(manifest: &Manifest, manifest_digest: String, layout: &StateLayout) -> Receipt {
+    let mut checks = Vec::new();
+    let up = health(manifest, layout, &mut checks).await;
+    authorization(manifest, layout, &up, &mut checks).await;
+    foreign_root(manifest, layout, &up, &mut checks).await;
+    let secrets = secret_files(manifest, layout);
+    checks.push(modes(manifest, layout));
+    checks.extend(exposure(&secrets, layout));
+    checks.push(vault(manifest, layout).await);
+    checks.push(corpus(manifest, layout).await);
+    let count = |o| checks.iter().filter(|c| c.outcome == o).count();
+    Receipt {
+        format: RECEIPT_FORMAT,
+        generated_at_ms: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        reach_version: env!("CARGO_PKG_VERSION"),
+        host: host().await,
+        manifest: ManifestFacts {
+            profile: manifest.profile.clone(),
+            digest: manifest_digest,
+            trust_domain: manifest.trust_domain.to_string(),
+            recovery_policy: manifest.recovery.policy,
+            idempotency_horizon_hours: manifest.recovery.idempotency_horizon_hours,
+            roles: manifest
+                .roles
+                .iter()
+                .map(|r| r.name.as_str().to_owned())
+                .collect(),
+        },
+        passed: count(Outcome::Pass),
+        failed: count(Outcome::Fail),
+        skipped: count(Outcome::Skip),
+        checks,
+    }
+}
+
+/// Asks every role's health port; returns the roles that answered.
+async fn health(manifest: &Manifest, layout: &StateLayout, checks: &mut Vec<Check>) -> Vec<String> {
+    let mut up = Vec::new();
+    match status(manifest, layout).await {
+        Ok(all) => {
+            for h in all {
+                let id = format!("health/{}", h.role);
+                checks.push(match h.result {
+                    Ok(r) => {
+                        up.push(h.role);
+                        check(
+                            id,
+                            true,
+                            format!("leaf {}, up {} s", r.leaf_serial, r.uptime_ms / 1000),
+                        )
+                    }
+                    Err(e) => check(id, false, e),
+                });
+            }
+        }
+        Err(e) => checks.push(check("health", false, format!("operator material: {e}"))),
+    }
+    up
+}
+
+/// Whether a role that answered the real operator refused a probe at the handshake. A port
+/// that is down fails a probe the same way, so a refusal counts only from a role that answered
+/// its health check (a server closing the connection on a client certificate is seen as an
+/// alert, a reset or a broken pipe, whichever arrives first).
+fn refused_by_live_role(answer: &Answer, role: &str, up: &[String]) -> (bool, &'static str) {
+    if !up.iter().any(|r| r == role) {
+        return (
+            false,
+            "; the role did not answer its health check, so no refusal is proved",
+        );
+    }
+    // The probe's own refusal of the server is no refusal by the server.
+    if answer.causes.contains("invalid peer certificate") {
+        return (false, "; the probe refused the server's certificate");
+    }
+    let refused = matches!(
+        answer.code,
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+    );
+    (refused, "")
+}
+
+/// Calls one method the port table grants another caller and not the operator. A port that
+/// grants the operator nothing refuses it at the handshake; one that grants it other methods
+/// answers PERMISSION_DENIED.
+async fn authorization(
+    manifest: &Manifest,
+    layout: &StateLayout,
+    up: &[String],
+    checks: &mut Vec<Check>,
+) {
+    let Ok(material) = operator_material(manifest, layout) else {
+        return; // reported by `health`
+    };
+    for port in &manifest.ports {
+        let granted = |m: &str| {
+            port.grants
+                .iter()
+                .any(|g| g.caller == OPERATOR && g.method == m)
+        };
+        let Some(grant) = port.grants.iter().find(|g| !granted(&g.method)) else {
+            continue;
+        };
+        let path = port.path(&grant.method);
+        let answer = probe(manifest, layout, &material, &port.name, &path).await;
+        let admitted = port.grants.iter().any(|g| g.caller == OPERATOR);
+        let (refused, how, note) = if admitted {
+            (
+                answer.code == tonic::Code::PermissionDenied,
+                "authorization",
+                "",
+            )
+        } else {
+            let (refused, note) = refused_by_live_role(&answer, port.server.as_str(), up);
+            (refused, "handshake", note)
+        };
+        checks.push(check(
+            format!("authorization/{}", port.name),
+            refused,
+            format!(
+                "operator calling {path} (granted to {}): {answer}; refusal expected at the {how}{note}",
+                grant.caller
+            ),
+        ));
+    }
+}
+
+/// How one probing call ended: its status code and the causes below it.
+struct Answer {
+    code: tonic::Code,
+    causes: String,
+}
+
+impl std::fmt::Display for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.code)?;
+        if !self.causes.is_empty() {
+            write!(f, " ({})", self.causes)?;
+        }
+        Ok(())
+    }
+}
+
+/// A unary call of `path` with an empty message to `port`'s manifest server, presenting
+/// `material`, on a channel that connects at the call (so a refused handshake is the call's
+/// answer).
+async fn probe(
+    manifest: &Manifest,
+    layout: &StateLayout,
+    material: &std::sync::Arc<reach_port::PortMaterial>,
+    port: &str,
+    path: &str,
+) -> Answer {
+    let Some(p) = manifest.port(port) else {
+        return Answer {
+            code: tonic::Code::NotFound,
+            causes: format!("no port {port}"),
+        };
+    };
+    let channel = reach_port::connect_lazy(
+        reach_port::PortAddress::Unix(layout.socket_path(port)),
+        material,
+        manifest.principal(p.server.as_str()),
+    );
+    let mut grpc = tonic::client::Grpc::new(channel);
+    let Ok(path) = http::uri::PathAndQuery::try_from(path) else {
+        return Answer {
+            code: tonic::Code::InvalidArgument,
+            causes: format!("bad path {path}"),
+        };
+    };
+    let call = async move {
+        grpc.ready()
+            .await
+            .map_err(|e| tonic::Status::from_error(e.into()))?;
+        grpc.unary(
+            tonic::Request::new(()),
+            path,
+            tonic_prost::ProstCodec::<(), ()>::default(),
+        )
+        .await
+    };
+    match tokio::time::timeout(CHECK_TIMEOUT, call).await {
+        Ok(Ok(_)) => Answer {
+            code: tonic::Code::Ok,
+            causes: String::new(),
+        },
+        Ok(Err(s)) => {
+            let mut causes = vec![s.message().to_owned()];
+            let mut source = std::error::Error::source(&s);
+            while let Some(e) = source {
+                causes.push(e.to_string());
+                source = e.source();
+            }
+            causes.retain(|c| !c.is_empty());
+            Answer {
+                code: s.code(),
+                causes: causes.join(": "),
+            }
+        }
+        Err(_) => Answer {
+            code: tonic::Code::DeadlineExceeded,
+            causes: String::new(),
+        },
+    }
+}
+
+/// Presents a leaf naming the operator, issued by a fresh root of the manifest's trust domain
+/// that no bundle pins, to every role's health port (which the real operator may call): each
+/// must refuse it at the handshake.
+async fn foreign_root(
+    manifest: &Manifest,
+    layout: &StateLayout,
+    up: &[String],
+    checks: &mut Vec<Check>,
+) {
+    let (_dir, material) = match forge(manifest, layout) {
+        Ok(m) => m,
+        Err(e) => {
+            checks.push(check(
+                "identity",
+                false,
+                format!("cannot forge a leaf: {e}"),
+            ));
+            return;
+        }
+    };
+    for role in &manifest.roles {
+        let port = format!("{}.health", role.name);
+        let answer = probe(
+            manifest,
+            layout,
+            &material,
+            &port,
+            "/reach.health.v1.Health/Check",
+        )
+        .await;
+        let (refused, note) = refused_by_live_role(&answer, role.name.as_str(), up);
+        checks.push(check(
+            format!("identity/{}", role.name),
+            refused,
+            format!("a leaf naming the operator from an unpinned root: {answer}{note}"),
+        ));
+    }
+}
+
+/// The forged client material: a fresh root's leaf for the operator, and a bundle of that root
+/// and the real ones (so the real server is still verified). The directory lives as long as
+/// the material.
+fn forge(
+    manifest: &Manifest,
+    layout: &StateLayout,
+) -> Result<(tempfile::TempDir, std::sync::Arc<reach_port::PortMaterial>), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("audit-")
+        .tempdir_in(layout.run_dir())
+        .map_err(|e| e.to_string())?;
+    let principal =
+        Principal::new(manifest.trust_domain.clone(), OPERATOR).map_err(|e| e.to_string())?;
+    let root = TrustRoot::generate(&manifest.trust_domain, SystemTime::now())
+        .map_err(|e| e.to_string())?;
+    root.provision(dir.path(), &principal, Duration::from_secs(600))
+        .map_err(|e| e.to_string())?;
+    let bundle = |dir: &Path| dir.join(reach_identity::files::TRUST_BUNDLE);
+    let read =
+        |dir: &Path| reach_identity::files::read_secret(&bundle(dir)).map_err(|e| e.to_string());
+    let both = [read(dir.path())?, read(&layout.secret_dir(OPERATOR))?].concat();
+    reach_identity::files::write_secret(&bundle(dir.path()), &both).map_err(|e| e.to_string())?;
+    let material = reach_port::PortMaterial::load(dir.path(), manifest.trust_domain.clone())
+        .map_err(|e| e.to_string())?;
+    Ok((dir, material))
+}
+
+/// A secret file: its path and whether its bytes are secret (a public half is not).
+struct SecretFile {
+    path: PathBuf,
+    secret: bool,
+}
+
+/// Every file the body keeps secret: each principal's leaf key, each role's credentials, and
+/// the trust root's key.
+fn secret_files(manifest: &Manifest, layout: &StateLayout) -> Vec<SecretFile> {
+    let mut out = vec![SecretFile {
+        path: layout.scribe_dir().join("root.key"),
+        secret: true,
+    }];
+    let principals = manifest
+        .roles
+        .iter()
+        .map(|r| r.name.as_str())
+        .chain([OPERATOR]);
+    for p in principals {
+        out.push(SecretFile {
+            path: layout.secret_dir(p).join(reach_identity::files::LEAF_KEY),
+            secret: true,
+        });
+    }
+    for role in &manifest.roles {
+        for c in &role.credentials {
+            out.push(SecretFile {
+                path: layout.secret_dir(role.name.as_str()).join(&c.file),
+                secret: c.kind != CredentialKind::InteractionSealPublic,
+            });
+        }
+    }
+    out.retain(|f| f.path.exists());
+    out
+}
+
+/// Every file and directory under the secret directories and Scribe's directory has no group
+/// or other access.
+fn modes(manifest: &Manifest, layout: &StateLayout) -> Check {
+    let mut roots: Vec<PathBuf> = manifest
+        .roles
+        .iter()
+        .map(|r| layout.secret_dir(r.name.as_str()))
+        .chain([layout.secret_dir(OPERATOR), layout.scribe_dir()])
+        .collect();
+    roots.retain(|d| d.exists());
+    let mut open = Vec::new();
+    let mut seen = 0;
+    for root in &roots {
+        walk(root, &mut |path, mode| {
+            seen += 1;
+            if mode & 0o077 != 0 {
+                open.push(format!("{} {:o}", path.display(), mode & 0o777));
+            }
+        });
+    }
+    if open.is_empty() {
+        check(
+            "secrets/modes",
+            true,
+            format!("{seen} secret files and directories, none open to group or others"),
+        )
+    } else {
+        check(
+            "secrets/modes",
+            false,
+            format!("open to group or others: {}", open.join(", ")),
+        )
+    }
+}
+
+fn walk(path: &Path, visit: &mut impl FnMut(&Path, u32)) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    visit(path, meta.permissions().mode());
+    if meta.is_dir()
+        && let Ok(entries) = std::fs::read_dir(path)
+    {
+        for e in entries.flatten() {
+            walk(&e.path(), visit);
+        }
+    }
+}
+
+/// No secret's bytes in any running role's environment or command line (`run/roles`, which
+/// `reach up` keeps; a body under systemd has none, and these checks are skipped).
+fn exposure(secrets: &[SecretFile], layout: &StateLayout) -> [Check; 2] {
+    let roles = std::fs::read_to_string(layout.run_dir().join("roles")).unwrap_or_default();
+    let pids: Vec<(&str, &str)> = roles.lines().filter_map(|l| l.split_once(' ')).collect();
+    if pids.is_empty() {
+        let skip = |id: &str| Check {
+            id: id.into(),
+            outcome: Outcome::Skip,
+            detail: "no run/roles: not a body `reach up` started".into(),
+        };
+        return [skip("secrets/environment"), skip("secrets/command-line")];
+    }
+    let values: Vec<(String, Vec<u8>)> = secrets
+        .iter()
+        .filter(|f| f.secret)
+        .filter_map(|f| {
+            let bytes = std::fs::read(&f.path).ok()?;
+            let trimmed = bytes.trim_ascii().to_vec();
+            (trimmed.len() >= MIN_SECRET_BYTES).then(|| (f.path.display().to_string(), trimmed))
+        })
+        .collect();
+    let scan = |file: &str, id: &str| {
+        let mut found = Vec::new();
+        let mut read = 0;
+        for (role, pid) in &pids {
+            let Ok(bytes) = std::fs::read(format!("/proc/{pid}/{file}")) else {
+                found.push(format!("{role}: /proc/{pid}/{file} unreadable"));
+                continue;
+            };
+            read += 1;
+            for (name, secret) in &values {
+                if bytes.windows(secret.len()).any(|w| w == secret.as_slice()) {
+                    found.push(format!("{role} holds {name}"));
+                }
+            }
+        }
+        if found.is_empty() {
+            check(
+                id,
+                true,
+                format!(
+                    "{read} role processes, {} secrets, none exposed",
+                    values.len()
+                ),
+            )
+        } else {
+            check(id, false, found.join(", "))
+        }
+    };
+    [
+        scan("environ", "secrets/environment"),
+        scan("cmdline", "secrets/command-line"),
+    ]
+}
+
+async fn vault(manifest: &Manifest, layout: &StateLayout) -> Check {
+    let asked = async {
+        let material = operator_material(manifest, layout).map_err(|e| e.to_string())?;
+        let ch = operator_channel(manifest, layout, &material, "core.trail").await?;
+        TrailClient::new(ch)
+            .vault_status(VaultStatusRequest {})
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| format!("{:?}: {}", s.code(), s.message()))
+    };
+    match asked.await {
+        Ok(s) => check(
+            "vault/serving",
+            s.status == "SERVING",
+            format!("{} ({})", s.status, s.backend),
+        ),
+        Err(e) => check("vault/serving", false, e),
+    }
+}
+
+async fn corpus(manifest: &Manifest, layout: &StateLayout) -> Check {
+    let asked = async {
+        let material = operator_material(manifest, layout).map_err(|e| e.to_string())?;
+        let ch = operator_channel(manifest, layout, &material, "corpus-builder.admin").await?;
+        CorpusAdminClient::new(ch)
+            .status(StatusRequest {})
+            .await
+            .map(|r| r.into_inner().sources)
+            .map_err(|s| format!("{:?}: {}", s.code(), s.message()))
+    };
+    match asked.await {
+        Ok(sources) => match sources.iter().find(|s| !s.active_snapshot_id.is_empty()) {
+            Some(s) => check(
+                "corpus/fresh",
+                s.freshness == "fresh",
+                format!(
+                    "{} snapshot {} of {} is {}",
+                    s.source, s.active_snapshot_id, s.admitted_revision, s.freshness
+                ),
+            ),
+            None => check("corpus/fresh", false, "no active snapshot"),
+        },
+        Err(e) => check("corpus/fresh", false, e),
+    }
+}
+
+async fn host() -> Host {
+    let os = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_owned())
+        });
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_owned());
+    Host {
+        os,
+        kernel,
+        uid: std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid()),
+        podman: first_line("podman", &["--version"]).await,
+        systemd: first_line("systemctl", &["--version"]).await,
+        cgroup: if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+            "v2"
+        } else {
+            "v1"
+        },
+    }
+}
+
+/// The first line a tool prints, if it runs.
+async fn first_line(tool: &str, args: &[&str]) -> Option<String> {
+    let out = tokio::process::Command::new(tool)
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(CHECK_TIMEOUT, out).await.ok()?.ok()?;
+    out.status
+        .success()
+        .then(|| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .next()
+                .map(str::to_owned)
+        })
+        .flatten()
+}

@@ -1,0 +1,129 @@
+//! `reach audit`, the live-host receipt, run as an auditor runs it (the real binary) against a
+//! running body: every check observed passes on a sound body, and a secret file opened to its
+//! group fails exactly the check that owns it.
+
+use std::os::unix::fs::PermissionsExt;
+
+use reach_tests::TestBody;
+use serde_json::Value;
+
+async fn audit(body: &TestBody) -> (bool, Value) {
+    let out = tokio::process::Command::new(reach_launcher::default_bin_dir().join("reach"))
+        .arg("audit")
+        .arg("--state")
+        .arg(body.layout.root())
+        .output()
+        .await
+        .expect("reach runs");
+    let receipt: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.success(), receipt)
+}
+
+fn outcomes(receipt: &Value) -> Vec<(String, String, String)> {
+    receipt["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap().to_owned(),
+                c["outcome"].as_str().unwrap().to_owned(),
+                c["detail"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
+    let body = TestBody::start().await;
+    body.operator_after_genesis("audit").await;
+
+    let (ok, receipt) = audit(&body).await;
+    let checks = outcomes(&receipt);
+    let failed: Vec<_> = checks.iter().filter(|c| c.1 != "pass").collect();
+    assert!(ok && failed.is_empty(), "{failed:#?}");
+    assert_eq!(receipt["format"], "reach.audit-receipt.v1");
+    assert_eq!(receipt["failed"], 0);
+    assert_eq!(
+        receipt["manifest"]["profile"],
+        body.manifest.profile.as_str()
+    );
+    let digest = receipt["manifest"]["digest"].as_str().unwrap();
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{digest}"
+    );
+
+    // Every role was asked, refused the forged operator, and every port that grants the
+    // operator less than everything refused it the rest.
+    let ids: Vec<&str> = checks.iter().map(|c| c.0.as_str()).collect();
+    for role in &body.manifest.roles {
+        for kind in ["health", "identity"] {
+            let id = format!("{kind}/{}", role.name);
+            assert!(ids.contains(&id.as_str()), "{id} missing: {ids:?}");
+        }
+    }
+    let core_admission = checks
+        .iter()
+        .find(|c| c.0 == "authorization/core.admission")
+        .expect("core.admission audited");
+    // The operator holds no grant there: the handshake refuses it.
+    assert!(
+        core_admission.2.contains("/reach.core.v1.Admission/Admit")
+            && core_admission
+                .2
+                .ends_with("refusal expected at the handshake"),
+        "{core_admission:?}"
+    );
+    // It holds some grants on ward's authority port, not AdmitScope: the port's authorization
+    // answers PERMISSION_DENIED.
+    let ward = checks
+        .iter()
+        .find(|c| c.0 == "authorization/ward.authority")
+        .expect("ward.authority audited");
+    assert!(
+        ward.2.contains(": PermissionDenied")
+            && ward.2.ends_with("refusal expected at the authorization"),
+        "{ward:?}"
+    );
+    for id in [
+        "secrets/modes",
+        "secrets/environment",
+        "secrets/command-line",
+        "vault/serving",
+        "corpus/fresh",
+    ] {
+        assert!(ids.contains(&id), "{id} missing: {ids:?}");
+    }
+    // The receipt carries file names, never secret bytes.
+    let key = std::fs::read_to_string(body.layout.secret_dir("ward").join("tls.key")).unwrap();
+    let text = receipt.to_string();
+    let body_of_key: String = key.lines().filter(|l| !l.starts_with("-----")).collect();
+    assert!(!text.contains(&body_of_key), "the receipt holds a key");
+
+    // A leaf key opened to its group: that check fails, naming the file; nothing else does.
+    let opened = body.layout.secret_dir("ward").join("tls.key");
+    std::fs::set_permissions(&opened, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let (ok, receipt) = audit(&body).await;
+    std::fs::set_permissions(&opened, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(!ok);
+    let failed: Vec<_> = outcomes(&receipt)
+        .into_iter()
+        .filter(|c| c.1 != "pass")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0].0, "secrets/modes");
+    assert!(
+        failed[0].2.contains(&format!("{} 640", opened.display())),
+        "{failed:?}"
+    );
+
+    body.stop().await;
+}
