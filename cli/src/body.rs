@@ -115,14 +115,15 @@ pub async fn down(layout: &StateLayout) -> anyhow::Result<ExitCode> {
 }
 
 /// `reach audit`: the receipt on stdout, pretty JSON; failure when any check failed.
-pub async fn audit(target: &crate::Target) -> anyhow::Result<ExitCode> {
-    let text = match &target.manifest {
+pub async fn audit(body: &crate::BodyTarget) -> anyhow::Result<ExitCode> {
+    let text = match &body.target.manifest {
         Some(p) => std::fs::read(p)?,
         None => reach_manifest::VPS_PUBLIC.as_bytes().to_vec(),
     };
-    let m = crate::load_manifest(target.manifest.as_deref())?;
+    let m = crate::load_manifest(body.target.manifest.as_deref())?;
     let digest = reach_digest::Sha256Digest::of(&text).to_string();
-    let receipt = reach_launcher::audit::audit(&m, digest, &StateLayout::new(&target.state)).await;
+    let (layout, processes) = body.locate(&m)?;
+    let receipt = reach_launcher::audit::audit(&m, digest, &layout, processes).await;
     println!("{}", serde_json::to_string_pretty(&receipt)?);
     eprintln!(
         "{} passed, {} failed, {} skipped",

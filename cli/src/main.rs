@@ -33,6 +33,45 @@ struct Target {
     state: PathBuf,
 }
 
+/// A running body to look at: started by `reach up`, or under Quadlet.
+#[derive(clap::Args, Debug, Clone)]
+struct BodyTarget {
+    #[command(flatten)]
+    target: Target,
+    /// The body runs under Quadlet (rootless Podman, as this user): each port's socket is in
+    /// its `reach-port-<port>` volume, each role's process in its `reach-<role>` container.
+    #[arg(long)]
+    podman: bool,
+}
+
+impl BodyTarget {
+    /// Where the body's ports and role processes are: the state directory's, or Podman's.
+    fn locate(
+        &self,
+        m: &Manifest,
+    ) -> anyhow::Result<(StateLayout, reach_launcher::audit::Processes)> {
+        use reach_launcher::audit::Processes;
+        if !self.podman {
+            return Ok((StateLayout::new(&self.target.state), Processes::Launcher));
+        }
+        let podman = reach_scribe::image_build::Podman::new("podman");
+        let d = reach_scribe::deployed::locate(&podman, m, &self.target.state)?;
+        if !d.missing_volumes.is_empty() {
+            eprintln!("podman has no volume {}", d.missing_volumes.join(", "));
+        }
+        let processes = d
+            .containers
+            .into_iter()
+            .map(|c| reach_launcher::audit::RoleProcess {
+                role: c.role,
+                pid: c.pid,
+                configured_env: Some(c.env),
+            })
+            .collect();
+        Ok((d.layout, Processes::Listed(processes)))
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the demo on embedded defaults: the whole body, a loopback Discord, one question.
@@ -54,13 +93,13 @@ enum Command {
     /// Show every role's health.
     Status {
         #[command(flatten)]
-        target: Target,
+        body: BodyTarget,
     },
     /// The live-host receipt: check the running body (health, authorization and identity
     /// refusals, secret files, vault, corpus) and print a JSON receipt; exit 1 if a check fails.
     Audit {
         #[command(flatten)]
-        target: Target,
+        body: BodyTarget,
     },
     /// Stop a body started by `reach up`.
     Down {
@@ -218,12 +257,12 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let m = load_manifest(target.manifest.as_deref())?;
             body::up(&m, &StateLayout::new(&target.state), &log_level).await
         }
-        Command::Status { target } => {
-            let m = load_manifest(target.manifest.as_deref())?;
-            body::print_status(&m, &StateLayout::new(&target.state)).await
+        Command::Status { body } => {
+            let m = load_manifest(body.target.manifest.as_deref())?;
+            body::print_status(&m, &body.locate(&m)?.0).await
         }
         Command::Down { target } => body::down(&StateLayout::new(&target.state)).await,
-        Command::Audit { target } => body::audit(&target).await,
+        Command::Audit { body } => body::audit(&body).await,
         Command::Corpus { command } => corpus::run(command).await,
         Command::A2a { command } => a2a::run(command).await,
         Command::Scribe {

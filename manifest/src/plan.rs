@@ -15,11 +15,22 @@ use crate::validate::{OPERATOR, Role};
 #[derive(Clone, Debug)]
 pub struct StateLayout {
     root: PathBuf,
+    /// Socket directories that live elsewhere (a Quadlet body's ports are Podman volumes).
+    sockets: std::collections::BTreeMap<String, PathBuf>,
 }
 
 impl StateLayout {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            sockets: Default::default(),
+        }
+    }
+    /// The same layout with `port`'s socket directory at `dir` (where the host sees the
+    /// volume a Quadlet unit mounts there).
+    pub fn with_socket_dir(mut self, port: &str, dir: impl Into<PathBuf>) -> Self {
+        self.sockets.insert(port.to_owned(), dir.into());
+        self
     }
     pub fn root(&self) -> &Path {
         &self.root
@@ -34,7 +45,10 @@ impl StateLayout {
     }
     /// One directory per port, mounted only into its server and allowed callers.
     pub fn socket_dir(&self, port: &str) -> PathBuf {
-        self.root.join("sockets").join(port)
+        match self.sockets.get(port) {
+            Some(dir) => dir.clone(),
+            None => self.root.join("sockets").join(port),
+        }
     }
     pub fn socket_path(&self, port: &str) -> PathBuf {
         self.socket_dir(port).join("port.sock")

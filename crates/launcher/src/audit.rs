@@ -108,16 +108,40 @@ fn check(id: impl Into<String>, pass: bool, detail: impl Into<String>) -> Check 
     }
 }
 
+/// Where the audit finds each role's main process.
+#[derive(Debug, Clone)]
+pub enum Processes {
+    /// `run/roles`, which `reach up` keeps.
+    Launcher,
+    /// Listed by the caller, e.g. from Podman for a body under Quadlet.
+    Listed(Vec<RoleProcess>),
+}
+
+/// One role's main process.
+#[derive(Debug, Clone)]
+pub struct RoleProcess {
+    pub role: String,
+    pub pid: u32,
+    /// The environment its manager gave it (Podman's `Config.Env`), read when the auditor may
+    /// not read `/proc/<pid>/environ` (a rootless container's process is another user's).
+    pub configured_env: Option<Vec<String>>,
+}
+
 /// Audits the body `manifest` describes in `layout`; `manifest_digest` names the manifest's
 /// bytes.
-pub async fn audit(manifest: &Manifest, manifest_digest: String, layout: &StateLayout) -> Receipt {
+pub async fn audit(
+    manifest: &Manifest,
+    manifest_digest: String,
+    layout: &StateLayout,
+    processes: Processes,
+) -> Receipt {
     let mut checks = Vec::new();
     let up = health(manifest, layout, &mut checks).await;
     authorization(manifest, layout, &up, &mut checks).await;
     foreign_root(manifest, layout, &up, &mut checks).await;
     let secrets = secret_files(manifest, layout);
     checks.push(modes(manifest, layout));
-    checks.extend(exposure(&secrets, layout));
+    checks.extend(exposure(&secrets, layout, processes));
     checks.push(vault(manifest, layout).await);
     checks.push(corpus(manifest, layout).await);
     let count = |o| checks.iter().filter(|c| c.outcome == o).count();
@@ -366,8 +390,8 @@ fn forge(
     layout: &StateLayout,
 ) -> Result<(tempfile::TempDir, std::sync::Arc<reach_port::PortMaterial>), String> {
     let dir = tempfile::Builder::new()
-        .prefix("audit-")
-        .tempdir_in(layout.run_dir())
+        .prefix("reach-audit-")
+        .tempdir()
         .map_err(|e| e.to_string())?;
     let principal =
         Principal::new(manifest.trust_domain.clone(), OPERATOR).map_err(|e| e.to_string())?;
@@ -470,16 +494,29 @@ fn walk(path: &Path, visit: &mut impl FnMut(&Path, u32)) {
     }
 }
 
-/// No secret's bytes in any running role's environment or command line (`run/roles`, which
-/// `reach up` keeps; a body under systemd has none, and these checks are skipped).
-fn exposure(secrets: &[SecretFile], layout: &StateLayout) -> [Check; 2] {
-    let roles = std::fs::read_to_string(layout.run_dir().join("roles")).unwrap_or_default();
-    let pids: Vec<(&str, &str)> = roles.lines().filter_map(|l| l.split_once(' ')).collect();
+/// No secret's bytes in any running role's environment or command line (skipped when no role
+/// process is known).
+fn exposure(secrets: &[SecretFile], layout: &StateLayout, processes: Processes) -> [Check; 2] {
+    let pids: Vec<RoleProcess> = match processes {
+        Processes::Listed(pids) => pids,
+        Processes::Launcher => std::fs::read_to_string(layout.run_dir().join("roles"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (role, pid) = l.split_once(' ')?;
+                Some(RoleProcess {
+                    role: role.to_owned(),
+                    pid: pid.parse().ok()?,
+                    configured_env: None,
+                })
+            })
+            .collect(),
+    };
     if pids.is_empty() {
         let skip = |id: &str| Check {
             id: id.into(),
             outcome: Outcome::Skip,
-            detail: "no run/roles: not a body `reach up` started".into(),
+            detail: "no role process known (no run/roles, none listed)".into(),
         };
         return [skip("secrets/environment"), skip("secrets/command-line")];
     }
@@ -494,11 +531,24 @@ fn exposure(secrets: &[SecretFile], layout: &StateLayout) -> [Check; 2] {
         .collect();
     let scan = |file: &str, id: &str| {
         let mut found = Vec::new();
-        let mut read = 0;
-        for (role, pid) in &pids {
-            let Ok(bytes) = std::fs::read(format!("/proc/{pid}/{file}")) else {
-                found.push(format!("{role}: /proc/{pid}/{file} unreadable"));
-                continue;
+        let (mut read, mut configured) = (0, 0);
+        for p in &pids {
+            let (role, pid) = (&p.role, p.pid);
+            let bytes = match std::fs::read(format!("/proc/{pid}/{file}")) {
+                Ok(b) => b,
+                // Another user's process: its environment as its manager configured it.
+                Err(_) if file == "environ" && p.configured_env.is_some() => {
+                    configured += 1;
+                    p.configured_env
+                        .as_deref()
+                        .unwrap_or_default()
+                        .join("\0")
+                        .into_bytes()
+                }
+                Err(e) => {
+                    found.push(format!("{role}: /proc/{pid}/{file}: {e}"));
+                    continue;
+                }
             };
             read += 1;
             for (name, secret) in &values {
@@ -508,11 +558,16 @@ fn exposure(secrets: &[SecretFile], layout: &StateLayout) -> [Check; 2] {
             }
         }
         if found.is_empty() {
+            let how = if configured > 0 {
+                format!(" ({configured} as their manager configured them)")
+            } else {
+                String::new()
+            };
             check(
                 id,
                 true,
                 format!(
-                    "{read} role processes, {} secrets, none exposed",
+                    "{read} role processes{how}, {} secrets, none exposed",
                     values.len()
                 ),
             )

@@ -9,7 +9,8 @@
 //! * [`refusal`] holds the rules every unit must pass (no privileges, no host namespaces, no
 //!   volume or secret outside the manifest, no credential in the environment), with stable codes.
 //! * [`nftables`] renders the body's egress ruleset; [`check`] re-derives everything and
-//!   reports drift from what is on disk.
+//!   reports drift from what is on disk; [`deployed`] finds a deployed body's port volumes and
+//!   role processes through Podman, for the operator's CLI.
 //!
 //! **Architecture Invariant:** the trust root key is read and written only in [`identities`].
 //! Roles hold their own leaf and the trust bundle; nobody else's.
@@ -18,6 +19,7 @@
 //! it cannot pin from the manifest or the host it refuses, naming the manifest path.
 
 pub mod check;
+pub mod deployed;
 pub mod identities;
 pub mod image_build;
 pub mod images;

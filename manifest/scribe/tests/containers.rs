@@ -262,4 +262,66 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             );
         }
     }
+
+    // The operator's view of the Quadlet body, as the rootless user: `reach status --podman`
+    // reaches every health port in its volume, and `reach audit --podman` observes the
+    // refusals and the secrets of the containers.
+    let reach = |args: &[&str]| {
+        let mut words = vec![bins_dir().join("reach").display().to_string()];
+        words.extend(args.iter().map(|a| (*a).to_owned()));
+        words.extend(["--podman".to_owned(), "--state".to_owned()]);
+        words.push(mat.state.display().to_string());
+        r.command(&words, &[]).output().expect("reach runs")
+    };
+    let status = reach(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        status.status.success() && text.contains("8/8 roles healthy"),
+        "{text}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let audit = reach(&["audit"]);
+    let receipt: serde_json::Value = serde_json::from_slice(&audit.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&audit.stderr)));
+    assert!(
+        receipt["host"]["podman"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("podman"))
+    );
+    let outcome = |id: &str| {
+        receipt["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("{id} missing: {receipt:#}"))
+            .clone()
+    };
+    let mut ids: Vec<String> = Vec::new();
+    for role in &m.roles {
+        ids.push(format!("health/{}", role.name));
+        ids.push(format!("identity/{}", role.name));
+    }
+    ids.extend(
+        [
+            "authorization/core.admission",
+            "authorization/ward.authority",
+            "secrets/modes",
+            "secrets/environment",
+            "secrets/command-line",
+        ]
+        .map(String::from),
+    );
+    for id in &ids {
+        let c = outcome(id);
+        assert_eq!(c["outcome"], "pass", "{c}");
+    }
+    // Every role container's process was read.
+    assert!(
+        outcome("secrets/environment")["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("8 role processes"),
+        "{receipt:#}"
+    );
 }

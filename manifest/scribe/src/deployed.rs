@@ -1,0 +1,114 @@
+//! Where a body Scribe deployed under Quadlet lives on its host, as rootless Podman reports
+//! it: each port's socket directory is the mount point of the volume `reach-port-<port>`, each
+//! role's main process the container `reach-<role>`. The operator's CLI reads these to reach
+//! the ports (`reach status --podman`, `reach audit --podman`) and to audit the processes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use reach_manifest::Manifest;
+use reach_manifest::plan::StateLayout;
+
+use crate::image_build::Podman;
+
+/// A deployed body as its host shows it.
+#[derive(Debug)]
+pub struct Deployed {
+    /// The state layout with every port's socket directory at its volume.
+    pub layout: StateLayout,
+    /// Each running role container, in manifest order.
+    pub containers: Vec<Container>,
+    /// Port volumes Podman does not have (their ports are unreachable).
+    pub missing_volumes: Vec<String>,
+}
+
+/// A running role container.
+#[derive(Debug, Clone)]
+pub struct Container {
+    pub role: String,
+    /// Its main process, as the host numbers it.
+    pub pid: u32,
+    /// The environment Podman gave it (`Config.Env`).
+    pub env: Vec<String>,
+}
+
+/// Why Podman could not be asked.
+#[derive(Debug, thiserror::Error)]
+#[error("podman {what}: {detail}")]
+pub struct LocateError {
+    what: &'static str,
+    detail: String,
+}
+
+fn run(podman: &Podman, what: &'static str, args: &[&str]) -> Result<String, LocateError> {
+    let out = podman
+        .command()
+        .args(args)
+        .output()
+        .map_err(|e| LocateError {
+            what,
+            detail: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(LocateError {
+            what,
+            detail: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Asks Podman where `manifest`'s body, with its state directory at `state`, lives.
+pub fn locate(podman: &Podman, manifest: &Manifest, state: &Path) -> Result<Deployed, LocateError> {
+    let volumes: BTreeMap<String, PathBuf> = run(
+        podman,
+        "volume ls",
+        &["volume", "ls", "--format", "{{.Name}} {{.Mountpoint}}"],
+    )?
+    .lines()
+    .filter_map(|l| l.split_once(' '))
+    .map(|(name, at)| (name.to_owned(), PathBuf::from(at)))
+    .collect();
+    let mut layout = StateLayout::new(state);
+    let mut missing_volumes = Vec::new();
+    for port in &manifest.ports {
+        let name = format!("reach-port-{}", port.name);
+        match volumes.get(&name) {
+            Some(at) => layout = layout.with_socket_dir(&port.name, at),
+            None => missing_volumes.push(name),
+        }
+    }
+    let running: BTreeMap<String, u32> =
+        run(podman, "ps", &["ps", "--format", "{{.Names}} {{.Pid}}"])?
+            .lines()
+            .filter_map(|l| {
+                let (name, pid) = l.split_once(' ')?;
+                Some((name.to_owned(), pid.trim().parse().ok()?))
+            })
+            .collect();
+    let mut containers = Vec::new();
+    for r in &manifest.roles {
+        let name = format!("reach-{}", r.name);
+        let Some(pid) = running.get(&name) else {
+            continue;
+        };
+        let env = run(
+            podman,
+            "inspect",
+            &["inspect", "--format", "{{json .Config.Env}}", &name],
+        )?;
+        containers.push(Container {
+            role: r.name.as_str().to_owned(),
+            pid: *pid,
+            env: serde_json::from_str(env.trim()).map_err(|e| LocateError {
+                what: "inspect",
+                detail: format!("{name}: Config.Env: {e}"),
+            })?,
+        });
+    }
+    Ok(Deployed {
+        layout,
+        containers,
+        missing_volumes,
+    })
+}
