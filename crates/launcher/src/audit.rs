@@ -581,15 +581,28 @@ fn exposure(secrets: &[SecretFile], layout: &StateLayout, processes: Processes) 
     ]
 }
 
+/// The operator's channel to `port`, or why there is none.
+async fn operator_port(
+    manifest: &Manifest,
+    layout: &StateLayout,
+    port: &str,
+) -> Result<tonic::transport::Channel, String> {
+    let material = operator_material(manifest, layout).map_err(|e| e.to_string())?;
+    operator_channel(manifest, layout, &material, port).await
+}
+
+fn status_text(s: tonic::Status) -> String {
+    format!("{:?}: {}", s.code(), s.message())
+}
+
 async fn vault(manifest: &Manifest, layout: &StateLayout) -> Check {
     let asked = async {
-        let material = operator_material(manifest, layout).map_err(|e| e.to_string())?;
-        let ch = operator_channel(manifest, layout, &material, "core.trail").await?;
+        let ch = operator_port(manifest, layout, "core.trail").await?;
         TrailClient::new(ch)
             .vault_status(VaultStatusRequest {})
             .await
             .map(|r| r.into_inner())
-            .map_err(|s| format!("{:?}: {}", s.code(), s.message()))
+            .map_err(status_text)
     };
     match asked.await {
         Ok(s) => check(
@@ -603,13 +616,12 @@ async fn vault(manifest: &Manifest, layout: &StateLayout) -> Check {
 
 async fn corpus(manifest: &Manifest, layout: &StateLayout) -> Check {
     let asked = async {
-        let material = operator_material(manifest, layout).map_err(|e| e.to_string())?;
-        let ch = operator_channel(manifest, layout, &material, "corpus-builder.admin").await?;
+        let ch = operator_port(manifest, layout, "corpus-builder.admin").await?;
         CorpusAdminClient::new(ch)
             .status(StatusRequest {})
             .await
             .map(|r| r.into_inner().sources)
-            .map_err(|s| format!("{:?}: {}", s.code(), s.message()))
+            .map_err(status_text)
     };
     match asked.await {
         Ok(sources) => match sources.iter().find(|s| !s.active_snapshot_id.is_empty()) {
