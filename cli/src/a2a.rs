@@ -12,7 +12,7 @@ use reach_manifest::plan::StateLayout;
 use reach_proto::core::v1::trail_client::TrailClient;
 use reach_proto::core::v1::{GetTrailRequest, SendA2aTaskRequest, TrailEdge};
 
-use crate::Target;
+use crate::BodyTarget;
 
 /// Core's trail port, dialed with the operator's leaf.
 async fn client(
@@ -44,13 +44,13 @@ pub enum A2aCommand {
         #[arg(long, default_value_t = 150)]
         wait_secs: u64,
         #[command(flatten)]
-        target: Target,
+        target: BodyTarget,
     },
     /// Where a task stands: its Intercom state and its turn's, from the ledger.
     Status {
         task_id: String,
         #[command(flatten)]
-        target: Target,
+        target: BodyTarget,
     },
 }
 
@@ -63,13 +63,13 @@ pub async fn run(command: A2aCommand) -> anyhow::Result<ExitCode> {
             wait_secs,
             target,
         } => {
-            let m = crate::load_manifest(target.manifest.as_deref())?;
-            let layout = StateLayout::new(&target.state);
+            let m = target.manifest()?;
+            let layout = target.layout(&m)?;
             send(&m, &layout, peer, text, task_id, wait_secs).await
         }
         A2aCommand::Status { task_id, target } => {
-            let m = crate::load_manifest(target.manifest.as_deref())?;
-            status(&m, &StateLayout::new(&target.state), &task_id).await
+            let m = target.manifest()?;
+            status(&m, &target.layout(&m)?, &task_id).await
         }
     }
 }

@@ -16,7 +16,7 @@ use reach_proto::corpus::v1 as pb;
 use reach_proto::corpus::v1::corpus_admin_client::CorpusAdminClient;
 use tokio_stream::StreamExt as _;
 
-use crate::Target;
+use crate::BodyTarget;
 
 /// Hits `search` asks for unless told.
 const DEFAULT_HITS: u32 = 5;
@@ -56,7 +56,7 @@ pub enum CorpusCommand {
         #[arg(long, default_value_t = 0)]
         max_work_time_secs: u64,
         #[command(flatten)]
-        target: Target,
+        target: BodyTarget,
     },
     /// Admit an exact commit (git) or the published digest (release archive), then build and
     /// activate it.
@@ -64,19 +64,19 @@ pub enum CorpusCommand {
         source: String,
         revision: String,
         #[command(flatten)]
-        target: Target,
+        target: BodyTarget,
     },
     /// Rebuild a source at its admitted revision (a git source also shows its branch tip as a
     /// candidate).
     Build {
         source: String,
         #[command(flatten)]
-        target: Target,
+        target: BodyTarget,
     },
     /// Each source: admitted and candidate revisions, active snapshot, freshness, last failure.
     Status {
         #[command(flatten)]
-        target: Target,
+        target: BodyTarget,
     },
     /// The top passages of the active snapshot, with canonical pinned URLs.
     Search {
@@ -84,12 +84,12 @@ pub enum CorpusCommand {
         #[arg(long, default_value_t = DEFAULT_HITS)]
         limit: u32,
         #[command(flatten)]
-        target: Target,
+        target: BodyTarget,
     },
 }
 
 impl CorpusCommand {
-    fn target(&self) -> &Target {
+    fn target(&self) -> &BodyTarget {
         match self {
             CorpusCommand::Add { target, .. }
             | CorpusCommand::Admit { target, .. }
@@ -112,8 +112,8 @@ async fn client(m: &Manifest, layout: &StateLayout) -> anyhow::Result<Client> {
 
 pub async fn run(command: CorpusCommand) -> anyhow::Result<ExitCode> {
     let target = command.target();
-    let m = crate::load_manifest(target.manifest.as_deref())?;
-    let layout = StateLayout::new(&target.state);
+    let m = target.manifest()?;
+    let layout = target.layout(&m)?;
     let mut c = client(&m, &layout).await?;
     match command {
         CorpusCommand::Add {

@@ -45,6 +45,15 @@ struct BodyTarget {
 }
 
 impl BodyTarget {
+    fn manifest(&self) -> anyhow::Result<Manifest> {
+        load_manifest(self.target.manifest.as_deref())
+    }
+
+    /// The state layout, with Podman's socket directories under `--podman`.
+    fn layout(&self, m: &Manifest) -> anyhow::Result<StateLayout> {
+        Ok(self.locate(m)?.0)
+    }
+
     /// Where the body's ports and role processes are: the state directory's, or Podman's.
     fn locate(
         &self,
@@ -125,7 +134,7 @@ enum Command {
     Trail {
         key: String,
         #[command(flatten)]
-        target: Target,
+        target: BodyTarget,
     },
     /// Outbound A2A tasks to core's enrolled peer: send one, or read where one stands.
     A2a {
@@ -184,7 +193,7 @@ enum VaultCommand {
     /// Whether core's vault serves or awaits reconciliation.
     Status {
         #[command(flatten)]
-        target: Target,
+        target: BodyTarget,
     },
     /// Record that no effect inside the idempotency horizon is unaccounted for.
     Reconcile {
@@ -195,7 +204,7 @@ enum VaultCommand {
         #[arg(long)]
         note: String,
         #[command(flatten)]
-        target: Target,
+        target: BodyTarget,
     },
     /// After a service compromise: revoke a principal's leases and mark its in-flight work
     /// tainted (never resent; settled only from independent evidence).
@@ -207,7 +216,7 @@ enum VaultCommand {
         #[arg(long)]
         reason: String,
         #[command(flatten)]
-        target: Target,
+        target: BodyTarget,
     },
 }
 
@@ -258,8 +267,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             body::up(&m, &StateLayout::new(&target.state), &log_level).await
         }
         Command::Status { body } => {
-            let m = load_manifest(body.target.manifest.as_deref())?;
-            body::print_status(&m, &body.locate(&m)?.0).await
+            let m = body.manifest()?;
+            body::print_status(&m, &body.layout(&m)?).await
         }
         Command::Down { target } => body::down(&StateLayout::new(&target.state)).await,
         Command::Audit { body } => body::audit(&body).await,
@@ -349,14 +358,14 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Trail { key, target } => {
-            let m = load_manifest(target.manifest.as_deref())?;
-            vault::trail(&m, &StateLayout::new(&target.state), &key).await
+            let m = target.manifest()?;
+            vault::trail(&m, &target.layout(&m)?, &key).await
         }
         Command::Vault {
             command: VaultCommand::Status { target },
         } => {
-            let m = load_manifest(target.manifest.as_deref())?;
-            vault::status(&m, &StateLayout::new(&target.state)).await
+            let m = target.manifest()?;
+            vault::status(&m, &target.layout(&m)?).await
         }
         Command::Vault {
             command:
@@ -366,8 +375,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     target,
                 },
         } => {
-            let m = load_manifest(target.manifest.as_deref())?;
-            vault::reconcile(&m, &StateLayout::new(&target.state), genesis, &note).await
+            let m = target.manifest()?;
+            vault::reconcile(&m, &target.layout(&m)?, genesis, &note).await
         }
         Command::Vault {
             command:
@@ -377,8 +386,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     target,
                 },
         } => {
-            let m = load_manifest(target.manifest.as_deref())?;
-            vault::taint(&m, &StateLayout::new(&target.state), &principal, &reason).await
+            let m = target.manifest()?;
+            vault::taint(&m, &target.layout(&m)?, &principal, &reason).await
         }
         Command::Manifest { path } => {
             let m = load_manifest(path.as_deref())?;

@@ -264,8 +264,8 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
     }
 
     // The operator's view of the Quadlet body, as the rootless user: `reach status --podman`
-    // reaches every health port in its volume, and `reach audit --podman` observes the
-    // refusals and the secrets of the containers.
+    // reaches every health port in its volume, `reach vault reconcile --podman` core's trail
+    // port, and `reach audit --podman` observes the refusals and the secrets of the containers.
     let reach = |args: &[&str]| {
         let mut words = vec![bins_dir().join("reach").display().to_string()];
         words.extend(args.iter().map(|a| (*a).to_owned()));
@@ -279,6 +279,19 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         status.status.success() && text.contains("8/8 roles healthy"),
         "{text}{}",
         String::from_utf8_lossy(&status.stderr)
+    );
+    // The operator's genesis reconciliation reaches core in its container, so the vault serves.
+    let genesis = reach(&[
+        "vault",
+        "reconcile",
+        "--genesis",
+        "--note",
+        "container test",
+    ]);
+    assert!(
+        genesis.status.success(),
+        "{}",
+        String::from_utf8_lossy(&genesis.stderr)
     );
     let audit = reach(&["audit"]);
     let receipt: serde_json::Value = serde_json::from_slice(&audit.stdout)
@@ -309,6 +322,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "secrets/modes",
             "secrets/environment",
             "secrets/command-line",
+            "vault/serving",
         ]
         .map(String::from),
     );
