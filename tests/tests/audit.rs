@@ -127,3 +127,34 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
 
     body.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_of_nothing_passes_nothing() {
+    // Pointed at a state directory with no body, every check that needs evidence fails or is
+    // skipped; none passes for want of something to look at.
+    let empty = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(reach_launcher::default_bin_dir().join("reach"))
+        .arg("audit")
+        .arg("--state")
+        .arg(empty.path())
+        .output()
+        .await
+        .expect("reach runs");
+    assert!(!out.status.success());
+    let receipt: Value = serde_json::from_slice(&out.stdout).expect("a receipt");
+    let checks = outcomes(&receipt);
+    let passed: Vec<_> = checks.iter().filter(|c| c.1 == "pass").collect();
+    assert!(passed.is_empty(), "{passed:#?}");
+    for id in [
+        "health",
+        "identity",
+        "secrets/modes",
+        "vault/serving",
+        "corpus/fresh",
+    ] {
+        assert!(
+            checks.iter().any(|c| c.0 == id && c.1 == "fail"),
+            "{id}: {checks:#?}"
+        );
+    }
+}

@@ -455,6 +455,14 @@ fn modes(manifest: &Manifest, layout: &StateLayout) -> Check {
         .chain([layout.secret_dir(OPERATOR), layout.scribe_dir()])
         .collect();
     roots.retain(|d| d.exists());
+    if roots.is_empty() {
+        // Nothing to look at is no evidence: the state directory is not this body's.
+        return check(
+            "secrets/modes",
+            false,
+            format!("no secret directory under {}", layout.root().display()),
+        );
+    }
     let mut open = Vec::new();
     let mut seen = 0;
     for root in &roots {
