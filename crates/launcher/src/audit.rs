@@ -16,6 +16,12 @@
 //! The receipt also records the host (OS, kernel, user, Podman, systemd, cgroup version) and
 //! the manifest (profile, digest, trust domain, recovery policy). It carries no secret: the
 //! checks compare secret bytes in memory and report only file names.
+//!
+//! A check passes only on evidence: a handshake refusal counts only from a role that answered
+//! its health check (an outage looks the same to the client), and nothing to look at (no
+//! secret directory, no readable secret) fails its check. The body's ports and processes come
+//! from the state directory (`reach up`) or, for a Quadlet body, from Podman
+//! ([`Processes::Listed`] and a layout with the port volumes).
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
