@@ -236,7 +236,7 @@ impl Body {
         }
     }
 
-    /// Stops every role in reverse start order: SIGTERM, then SIGKILL after [`STOP_TIMEOUT`].
+    /// Stops every role in reverse start order: SIGTERM, then SIGKILL after `STOP_TIMEOUT` (15 s).
     pub async fn stop(mut self) -> StopReport {
         let mut report = StopReport::default();
         while let Some(mut r) = self.running.pop() {
