@@ -22,10 +22,10 @@ pub enum ImageCommand {
     Build {
         /// The reach.vm.image-spec.v1 TOML file.
         spec: PathBuf,
-        /// Output directory (default: images/<spec digest hex>).
+        /// Output directory (default: `images/<spec digest hex>`).
         #[arg(long, conflicts_with = "cache")]
         out: Option<PathBuf>,
-        /// Reuse (or build into) CACHE/<spec digest hex> when its manifest names this spec
+        /// Reuse (or build into) `CACHE/<spec digest hex>` when its manifest names this spec
         /// and builder and its artifacts verify.
         #[arg(long)]
         cache: Option<PathBuf>,
@@ -38,10 +38,10 @@ pub enum ImageCommand {
         /// The base image directory (`reach image build`'s output).
         #[arg(long)]
         base: PathBuf,
-        /// Output directory (default: images/prepared/<spec digest hex>).
+        /// Output directory (default: `images/prepared/<spec digest hex>`).
         #[arg(long, conflicts_with = "cache")]
         out: Option<PathBuf>,
-        /// Reuse (or prepare into) CACHE/prepared/<key> when its manifest names this spec,
+        /// Reuse (or prepare into) `CACHE/prepared/<key>` when its manifest names this spec,
         /// base, QEMU and accelerator and its artifacts verify.
         #[arg(long)]
         cache: Option<PathBuf>,

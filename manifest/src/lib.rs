@@ -1,7 +1,7 @@
 //! ApplicationDeploymentManifest@1: the single truth of a Reach deployment.
 //!
 //! [`schema`] is the strict TOML form an operator writes; [`load`] parses it (unknown keys are
-//! an error naming their path) and [`validate`] refuses every unsafe or inconsistent
+//! an error naming their path) and `validate` refuses every unsafe or inconsistent
 //! arrangement with a [`ManifestError`] naming the manifest path. What comes out is a
 //! [`Manifest`], which [`plan`] compiles into per-role configurations.
 //!

@@ -465,7 +465,7 @@ pub fn configure_portal(
     }
 }
 
-/// The citation URLs of passages [1] and [2] in the Cut the model received last.
+/// The citation URLs of passages \[1\] and \[2\] in the Cut the model received last.
 pub fn cited_urls(
     model: &reach_model_emulator::ModelEmulator,
 ) -> Vec<reach_discord::render::Citation> {

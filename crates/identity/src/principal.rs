@@ -22,7 +22,7 @@ pub enum PrincipalError {
     /// trust domain must be 1-255 characters of [a-z0-9._-]
     #[error("trust domain `{0}` must be 1-255 characters of [a-z0-9._-]")]
     BadTrustDomain(String),
-    /// SPIFFE ID must have the form spiffe://<trust-domain>/<name>
+    /// SPIFFE ID must have the form `spiffe://<trust-domain>/<name>`
     #[error("SPIFFE ID `{0}` must have the form spiffe://<trust-domain>/<name>")]
     BadSpiffeId(String),
     /// principal name must be 1-63 characters of [a-z0-9-]

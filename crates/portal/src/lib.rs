@@ -1,13 +1,13 @@
 //! The model Portal (issue #6, item 5): a model is a separate E2E case under the same
 //! egress/attempt/quarantine/delivery law as everything else that leaves the body.
 //!
-//! - [`cut`]: the Privacy Cut core makes after grounding — the question and the bounded
+//! - [`cut`](mod@cut): the Privacy Cut core makes after grounding — the question and the bounded
 //!   evidence bundle only, with a digest-bearing receipt of what was cut.
 //! - [`custody`]: the provider's declared storage, training, region, subcontractor and deletion
 //!   policy, admitted before any egress and bound into every model decision.
 //! - [`openai`]: the OpenAI-compatible chat completions wire, reduced to one
-//!   [`ProviderReturn`](openai::ProviderReturn).
-//! - [`quarantine`]: the judgement of a return before core adopts it, with the seed's codes.
+//!   [`ProviderReturn`].
+//! - [`quarantine`](mod@quarantine): the judgement of a return before core adopts it, with the seed's codes.
 //! - `client` and `key` (feature `net`, egress-provider only): the adapter over destination
 //!   admission and bounded reading, holding only its API key.
 //!

@@ -3,10 +3,10 @@
 //! - [`scope`]: a public event becomes a guest scope keyed by (platform, application, guild,
 //!   channel-or-thread, subject pseudonym); the raw subject id stops at the door.
 //! - [`desk`]: rate limits per application, guild, channel and subject; a secret-free task
-//!   [`Sigil`](desk::Sigil) per run with its budgets (concurrency, tokens, time, retries,
+//!   [`Sigil`] per run with its budgets (concurrency, tokens, time, retries,
 //!   spend); single-use EgressDecisions issued immediately before bytes and redeemed exactly once
 //!   by the one principal their purpose names; revocation. A duty
-//!   [`DutySigil`](desk::DutySigil) authorizes one duty (a reconciliation read) on one subject
+//!   [`DutySigil`] authorizes one duty (a reconciliation read) on one subject
 //!   (a delivery intent) after the task's Sigil may have expired.
 //! - [`refusal`]: every refusal as one enum with the seed's stable codes.
 //! - [`grpc`]: the Ward port adapter (the only place protobuf types appear).

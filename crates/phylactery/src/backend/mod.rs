@@ -1,5 +1,5 @@
-//! The only module that names a sqlx driver. Ledger logic above it speaks in [`Value`]s and
-//! [`Row`]s, so every rule is written once and runs identically on SQLite and PostgreSQL.
+//! The only module that names a sqlx driver. Ledger logic above it speaks in `Value`s and
+//! `Row`s, so every rule is written once and runs identically on SQLite and PostgreSQL.
 //!
 //! **Architecture Invariant:** SQL text is `&'static str` with `$N` placeholders, which both
 //! SQLite and PostgreSQL accept; nothing is ever formatted into SQL.
