@@ -115,15 +115,21 @@ pub async fn down(layout: &StateLayout) -> anyhow::Result<ExitCode> {
 }
 
 /// `reach audit`: the receipt on stdout, pretty JSON; failure when any check failed.
-pub async fn audit(body: &crate::BodyTarget) -> anyhow::Result<ExitCode> {
+pub async fn audit(
+    body: &crate::BodyTarget,
+    units: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
     let text = match &body.target.manifest {
         Some(p) => std::fs::read(p)?,
         None => reach_manifest::VPS_PUBLIC.as_bytes().to_vec(),
     };
-    let m = crate::load_manifest(body.target.manifest.as_deref())?;
+    let m = body.manifest()?;
     let digest = reach_digest::Sha256Digest::of(&text).to_string();
     let (layout, processes) = body.locate(&m)?;
-    let receipt = reach_launcher::audit::audit(&m, digest, &layout, processes).await;
+    let mut receipt = reach_launcher::audit::audit(&m, digest, &layout, processes).await;
+    if let Some(dir) = units {
+        receipt.push(crate::scribe::units_drift(&m, &body.target.state, dir));
+    }
     println!("{}", serde_json::to_string_pretty(&receipt)?);
     eprintln!(
         "{} passed, {} failed, {} skipped",

@@ -109,6 +109,10 @@ enum Command {
     Audit {
         #[command(flatten)]
         body: BodyTarget,
+        /// The installed Quadlet directory: add Scribe's drift report of it (units, volumes,
+        /// secrets script; Podman secrets and image digests) as the check `units/drift`.
+        #[arg(long, value_name = "DIR", requires = "podman")]
+        units: Option<PathBuf>,
     },
     /// Stop a body started by `reach up`.
     Down {
@@ -271,7 +275,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             body::print_status(&m, &body.layout(&m)?).await
         }
         Command::Down { target } => body::down(&StateLayout::new(&target.state)).await,
-        Command::Audit { body } => body::audit(&body).await,
+        Command::Audit { body, units } => body::audit(&body, units.as_deref()).await,
         Command::Corpus { command } => corpus::run(command).await,
         Command::A2a { command } => a2a::run(command).await,
         Command::Scribe {

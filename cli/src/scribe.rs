@@ -309,3 +309,51 @@ pub fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         Ok(ExitCode::FAILURE)
     }
 }
+
+/// The audit's `units/drift`: Scribe re-derives the units of `m` with the images the local
+/// Podman store holds and compares them, the Podman secrets and the image digests with the
+/// installed directory `dir`.
+pub fn units_drift(
+    m: &Manifest,
+    state: &std::path::Path,
+    dir: &std::path::Path,
+) -> reach_launcher::audit::Check {
+    use reach_launcher::audit::Check;
+    const ID: &str = "units/drift";
+    let podman = std::path::PathBuf::from("podman");
+    let images = match pin_images(m, &DigestSource::LocalPodman(podman.clone())) {
+        Ok(i) => i,
+        Err(e) => return Check::observed(ID, false, e.to_string()),
+    };
+    let input = QuadletInput::new(m, images, StateLayout::new(state));
+    let derived = match derive(&input) {
+        Ok(d) => d,
+        Err(e) => return Check::observed(ID, false, e.to_string()),
+    };
+    let options = CheckOptions {
+        podman: Some(podman),
+        ruleset: None,
+    };
+    match check(&input, &derived, dir, &options) {
+        Ok(drift) if drift.is_empty() => Check::observed(
+            ID,
+            true,
+            format!(
+                "{} files of {} match, {} roles",
+                derived.files.len(),
+                dir.display(),
+                derived.containers.len()
+            ),
+        ),
+        Ok(drift) => Check::observed(
+            ID,
+            false,
+            drift
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        Err(e) => Check::observed(ID, false, format!("{}: {e}", dir.display())),
+    }
+}

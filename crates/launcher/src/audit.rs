@@ -64,6 +64,16 @@ impl Receipt {
     pub fn passes(&self) -> bool {
         self.failed == 0
     }
+
+    /// Adds a check made outside this module (e.g. Scribe's drift report), counted as the rest.
+    pub fn push(&mut self, check: Check) {
+        match check.outcome {
+            Outcome::Pass => self.passed += 1,
+            Outcome::Fail => self.failed += 1,
+            Outcome::Skip => self.skipped += 1,
+        }
+        self.checks.push(check);
+    }
 }
 
 /// What the host is.
@@ -106,12 +116,19 @@ pub struct Check {
     pub detail: String,
 }
 
-fn check(id: impl Into<String>, pass: bool, detail: impl Into<String>) -> Check {
-    Check {
-        id: id.into(),
-        outcome: if pass { Outcome::Pass } else { Outcome::Fail },
-        detail: detail.into(),
+impl Check {
+    /// A check that passed or failed on what was observed.
+    pub fn observed(id: impl Into<String>, pass: bool, detail: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            outcome: if pass { Outcome::Pass } else { Outcome::Fail },
+            detail: detail.into(),
+        }
     }
+}
+
+fn check(id: impl Into<String>, pass: bool, detail: impl Into<String>) -> Check {
+    Check::observed(id, pass, detail)
 }
 
 /// Where the audit finds each role's main process.

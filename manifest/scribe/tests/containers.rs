@@ -293,7 +293,8 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         "{}",
         String::from_utf8_lossy(&genesis.stderr)
     );
-    let audit = reach(&["audit"]);
+    let units = mat.out.display().to_string();
+    let audit = reach(&["audit", "--units", &units]);
     let receipt: serde_json::Value = serde_json::from_slice(&audit.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&audit.stderr)));
     assert!(
@@ -323,6 +324,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "secrets/environment",
             "secrets/command-line",
             "vault/serving",
+            "units/drift",
         ]
         .map(String::from),
     );
@@ -330,6 +332,34 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         let c = outcome(id);
         assert_eq!(c["outcome"], "pass", "{c}");
     }
+    // A hand edit of an installed unit fails exactly `units/drift`, naming the line.
+    let core_unit = mat.out.join("reach-core.container");
+    let text = std::fs::read_to_string(&core_unit).unwrap();
+    std::fs::write(
+        &core_unit,
+        text.replace("ReadOnly=true\n", "ReadOnly=false\n"),
+    )
+    .unwrap();
+    let edited = reach(&["audit", "--units", &units]);
+    std::fs::write(&core_unit, &text).unwrap();
+    assert!(!edited.status.success());
+    let edited: serde_json::Value = serde_json::from_slice(&edited.stdout).unwrap();
+    let failed: Vec<&serde_json::Value> = edited["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["outcome"] == "fail")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0]["id"], "units/drift");
+    assert!(
+        failed[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("reach-core.container line"),
+        "{failed:#?}"
+    );
+
     // Every role container's process was read.
     assert!(
         outcome("secrets/environment")["detail"]
