@@ -131,6 +131,12 @@ pub async fn audit(
         receipt.push(crate::scribe::units_drift(&m, &body.target.state, dir));
     }
     println!("{}", serde_json::to_string_pretty(&receipt)?);
+    // The receipt is for machines; what failed is also said plainly.
+    for c in &receipt.checks {
+        if c.outcome == reach_launcher::audit::Outcome::Fail {
+            eprintln!("FAIL {}: {}", c.id, c.detail);
+        }
+    }
     eprintln!(
         "{} passed, {} failed, {} skipped",
         receipt.passed, receipt.failed, receipt.skipped

@@ -8,6 +8,11 @@ use reach_tests::TestBody;
 use serde_json::Value;
 
 async fn audit(body: &TestBody) -> (bool, Value) {
+    let (ok, receipt, _) = audit_with_stderr(body).await;
+    (ok, receipt)
+}
+
+async fn audit_with_stderr(body: &TestBody) -> (bool, Value, String) {
     let out = tokio::process::Command::new(reach_launcher::default_bin_dir().join("reach"))
         .arg("audit")
         .arg("--state")
@@ -22,7 +27,11 @@ async fn audit(body: &TestBody) -> (bool, Value) {
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    (out.status.success(), receipt)
+    (
+        out.status.success(),
+        receipt,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn outcomes(receipt: &Value) -> Vec<(String, String, String)> {
@@ -111,8 +120,12 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     // A leaf key opened to its group: that check fails, naming the file; nothing else does.
     let opened = body.layout.secret_dir("ward").join("tls.key");
     std::fs::set_permissions(&opened, std::fs::Permissions::from_mode(0o640)).unwrap();
-    let (ok, receipt) = audit(&body).await;
+    let (ok, receipt, said) = audit_with_stderr(&body).await;
     std::fs::set_permissions(&opened, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(
+        said.contains("FAIL secrets/modes: open to group or others:"),
+        "{said}"
+    );
     assert!(!ok);
     let failed: Vec<_> = outcomes(&receipt)
         .into_iter()
