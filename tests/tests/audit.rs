@@ -138,6 +138,40 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
         "{failed:?}"
     );
 
+    // A role that is down: its health fails, and its failed probes prove no refusal (an outage
+    // and a refused certificate look the same to the client), so its identity check fails too.
+    let roles = std::fs::read_to_string(body.layout.run_dir().join("roles")).unwrap();
+    let pid: i32 = roles
+        .lines()
+        .find_map(|l| l.strip_prefix("workbench "))
+        .expect("workbench's pid")
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (ok, receipt) = audit(&body).await;
+    assert!(!ok);
+    let checks = outcomes(&receipt);
+    let outcome = |id: &str| checks.iter().find(|c| c.0 == id).expect(id).clone();
+    assert_eq!(outcome("health/workbench").1, "fail");
+    let identity = outcome("identity/workbench");
+    assert_eq!(identity.1, "fail");
+    assert!(
+        identity
+            .2
+            .ends_with("the role did not answer its health check, so no refusal is proved"),
+        "{identity:?}"
+    );
+    // The roles still up pass as before.
+    assert_eq!(outcome("identity/core").1, "pass");
+    assert_eq!(outcome("health/core").1, "pass");
+
     body.stop().await;
 }
 
