@@ -191,25 +191,17 @@ pub async fn call_with(
     path: &str,
     metadata: &[(&'static str, &str)],
 ) -> tonic::Code {
-    let mut grpc = tonic::client::Grpc::new(channel);
     let mut req = tonic::Request::new(());
     for (k, v) in metadata {
         req.metadata_mut().insert(*k, v.parse().unwrap());
     }
-    let codec = tonic_prost::ProstCodec::<(), ()>::default();
     let path = http::uri::PathAndQuery::try_from(path).expect("method path");
-    let exchange = async move {
-        if let Err(e) = grpc.ready().await {
-            return tonic::Status::from_error(e.into()).code();
-        }
-        match grpc.unary(req, path, codec).await {
-            Ok(_) => tonic::Code::Ok,
-            Err(s) => s.code(),
-        }
-    };
-    tokio::time::timeout(CALL_DEADLINE, exchange)
-        .await
-        .unwrap_or(tonic::Code::DeadlineExceeded)
+    let exchange = reach_port::probe::call_empty(channel, path, req);
+    match tokio::time::timeout(CALL_DEADLINE, exchange).await {
+        Ok(Ok(())) => tonic::Code::Ok,
+        Ok(Err(s)) => s.code(),
+        Err(_) => tonic::Code::DeadlineExceeded,
+    }
 }
 
 /// A channel presenting `leaf` (PEM cert and key; `None` for no client certificate) and
@@ -301,13 +293,7 @@ pub fn reached_handler(code: tonic::Code) -> bool {
     )
 }
 
-/// Whether a call's code shows the handshake refused the peer.
-pub fn refused_at_handshake(code: tonic::Code) -> bool {
-    matches!(
-        code,
-        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
-    )
-}
+pub use reach_port::probe::refused_at_handshake;
 
 /// The emulator's endpoints, for [`reach_launcher::discord::configure`].
 pub fn emulator_endpoints(

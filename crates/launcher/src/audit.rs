@@ -234,11 +234,7 @@ fn refused_by_live_role(answer: &Answer, role: &str, up: &[String]) -> (bool, &'
     if answer.causes.contains("invalid peer certificate") {
         return (false, "; the probe refused the server's certificate");
     }
-    let refused = matches!(
-        answer.code,
-        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
-    );
-    (refused, "")
+    (reach_port::probe::refused_at_handshake(answer.code), "")
 }
 
 /// Calls one method the port table grants another caller and not the operator. A port that
@@ -336,40 +332,29 @@ async fn probe(
         material,
         manifest.principal(p.server.as_str()),
     );
-    let mut grpc = tonic::client::Grpc::new(channel);
     let Ok(path) = http::uri::PathAndQuery::try_from(path) else {
         return Answer {
             code: tonic::Code::InvalidArgument,
             causes: format!("bad path {path}"),
         };
     };
-    let call = async move {
-        grpc.ready()
-            .await
-            .map_err(|e| tonic::Status::from_error(e.into()))?;
-        grpc.unary(
-            tonic::Request::new(()),
-            path,
-            tonic_prost::ProstCodec::<(), ()>::default(),
-        )
-        .await
-    };
+    let call = reach_port::probe::call_empty(channel, path, tonic::Request::new(()));
     match tokio::time::timeout(CHECK_TIMEOUT, call).await {
-        Ok(Ok(_)) => Answer {
+        Ok(Ok(())) => Answer {
             code: tonic::Code::Ok,
             causes: String::new(),
         },
         Ok(Err(s)) => {
-            let mut causes = vec![s.message().to_owned()];
-            let mut source = std::error::Error::source(&s);
-            while let Some(e) = source {
-                causes.push(e.to_string());
-                source = e.source();
-            }
-            causes.retain(|c| !c.is_empty());
+            let below = std::error::Error::source(&s).map(reach_port::probe::error_chain);
+            let causes = [Some(s.message().to_owned()), below]
+                .into_iter()
+                .flatten()
+                .filter(|c| !c.is_empty())
+                .collect::<Vec<_>>()
+                .join(": ");
             Answer {
                 code: s.code(),
-                causes: causes.join(": "),
+                causes,
             }
         }
         Err(_) => Answer {

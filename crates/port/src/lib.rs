@@ -14,6 +14,7 @@
 pub mod authz;
 pub mod client;
 pub mod material;
+pub mod probe;
 pub mod server;
 pub mod verify;
 

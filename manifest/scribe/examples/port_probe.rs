@@ -64,27 +64,16 @@ async fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The chain on one word, as each output line wants it.
 fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    s.replace(' ', "_")
+    reach_port::probe::error_chain(e).replace(' ', "_")
 }
 
 /// Calls `path` with an empty message; the status code.
 async fn call(channel: tonic::transport::Channel, path: &str) -> tonic::Code {
-    let mut grpc = tonic::client::Grpc::new(channel);
-    if let Err(e) = grpc.ready().await {
-        return tonic::Status::from_error(e.into()).code();
-    }
-    let codec = tonic_prost::ProstCodec::<(), ()>::default();
     let path = http::uri::PathAndQuery::try_from(path).expect("method path");
-    match grpc.unary(tonic::Request::new(()), path, codec).await {
-        Ok(_) => tonic::Code::Ok,
+    match reach_port::probe::call_empty(channel, path, tonic::Request::new(())).await {
+        Ok(()) => tonic::Code::Ok,
         Err(s) => s.code(),
     }
 }
