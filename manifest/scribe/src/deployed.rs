@@ -10,6 +10,7 @@ use reach_manifest::Manifest;
 use reach_manifest::plan::StateLayout;
 
 use crate::image_build::Podman;
+use crate::quadlet::{container_name, port_volume_name};
 
 /// A deployed body as its host shows it.
 #[derive(Debug)]
@@ -72,7 +73,7 @@ pub fn locate(podman: &Podman, manifest: &Manifest, state: &Path) -> Result<Depl
     let mut layout = StateLayout::new(state);
     let mut missing_volumes = Vec::new();
     for port in &manifest.ports {
-        let name = format!("reach-port-{}", port.name);
+        let name = port_volume_name(&port.name);
         match volumes.get(&name) {
             Some(at) => layout = layout.with_socket_dir(&port.name, at),
             None => missing_volumes.push(name),
@@ -86,26 +87,41 @@ pub fn locate(podman: &Podman, manifest: &Manifest, state: &Path) -> Result<Depl
                 Some((name.to_owned(), pid.trim().parse().ok()?))
             })
             .collect();
-    let mut containers = Vec::new();
-    for r in &manifest.roles {
-        let name = format!("reach-{}", r.name);
-        let Some(pid) = running.get(&name) else {
-            continue;
-        };
-        let env = run(
-            podman,
-            "inspect",
-            &["inspect", "--format", "{{json .Config.Env}}", &name],
-        )?;
-        containers.push(Container {
-            role: r.name.as_str().to_owned(),
-            pid: *pid,
-            env: serde_json::from_str(env.trim()).map_err(|e| LocateError {
+    // The running role containers, and each one's environment in one `inspect`.
+    let roles: Vec<(String, String, u32)> = manifest
+        .roles
+        .iter()
+        .filter_map(|r| {
+            let name = container_name(r.name.as_str());
+            let pid = *running.get(&name)?;
+            Some((r.name.as_str().to_owned(), name, pid))
+        })
+        .collect();
+    let mut envs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    if !roles.is_empty() {
+        let mut args = vec!["inspect", "--format", "{{.Name}} {{json .Config.Env}}"];
+        args.extend(roles.iter().map(|(_, name, _)| name.as_str()));
+        for line in run(podman, "inspect", &args)?.lines() {
+            let Some((name, env)) = line.split_once(' ') else {
+                continue;
+            };
+            let env = serde_json::from_str(env).map_err(|e| LocateError {
                 what: "inspect",
                 detail: format!("{name}: Config.Env: {e}"),
-            })?,
-        });
+            })?;
+            envs.insert(name.to_owned(), env);
+        }
     }
+    let containers = roles
+        .into_iter()
+        .map(|(role, name, pid)| {
+            let env = envs.remove(&name).ok_or_else(|| LocateError {
+                what: "inspect",
+                detail: format!("{name}: no Config.Env"),
+            })?;
+            Ok(Container { role, pid, env })
+        })
+        .collect::<Result<_, LocateError>>()?;
     Ok(Deployed {
         layout,
         containers,

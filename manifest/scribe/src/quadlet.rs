@@ -177,7 +177,15 @@ pub fn data_volume(role: &str) -> String {
 }
 /// The socket volume unit of a port.
 pub fn port_volume(port: &str) -> String {
-    format!("reach-port-{port}.volume")
+    format!("{}.volume", port_volume_name(port))
+}
+/// The Podman volume that unit creates: the port's socket directory on the host.
+pub fn port_volume_name(port: &str) -> String {
+    format!("reach-port-{port}")
+}
+/// The Podman container a role's unit runs.
+pub fn container_name(role: &str) -> String {
+    format!("reach-{role}")
 }
 /// The network unit of an egress role.
 pub fn egress_network(role: &str) -> String {
@@ -485,7 +493,7 @@ fn render_container(m: &Manifest, c: &ContainerUnit) -> String {
         ));
     }
     s.push_str("\n[Container]\n");
-    s.push_str(&format!("ContainerName=reach-{}\n", c.role));
+    s.push_str(&format!("ContainerName={}\n", container_name(&c.role)));
     s.push_str(&format!("Image={}\n", c.image));
     s.push_str("Pull=never\n");
     s.push_str(&format!(
@@ -580,11 +588,11 @@ fn render(input: &QuadletInput<'_>, containers: &[ContainerUnit]) -> BTreeMap<St
         files.insert(
             port_volume(&p.name),
             format!(
-                "{}# Socket directory of port {} (server {}).\n[Volume]\nVolumeName=reach-port-{}\n",
+                "{}# Socket directory of port {} (server {}).\n[Volume]\nVolumeName={}\n",
                 header(m),
                 p.name,
                 p.server,
-                p.name
+                port_volume_name(&p.name)
             ),
         );
     }
