@@ -24,7 +24,21 @@ use crate::manifest::ImageManifest;
 use crate::prepared::PreparedManifest;
 
 /// The subdirectory holding prepared layers.
-pub const PREPARED_DIR: &str = "prepared";
+const PREPARED_DIR: &str = "prepared";
+/// Hex digits of its cache key that name a prepared layer's directory.
+const PREPARED_KEY_HEX: usize = 32;
+/// Hex digits of a spec digest, which names an image's directory.
+const SPEC_DIGEST_HEX: usize = 64;
+
+/// Where the image of a spec is cached.
+pub fn image_dir(root: &Path, spec: &Sha256Digest) -> PathBuf {
+    root.join(spec.hex())
+}
+
+/// Where the prepared layer of a cache key (spec, base, accelerator) is cached.
+pub fn prepared_dir(root: &Path, key: &Sha256Digest) -> PathBuf {
+    root.join(PREPARED_DIR).join(&key.hex()[..PREPARED_KEY_HEX])
+}
 
 /// What a cache entry holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,8 +107,12 @@ fn is_hex(name: &str, len: usize) -> bool {
 pub fn entries(root: &Path) -> Result<Vec<Entry>, PruneError> {
     let mut out = Vec::new();
     for (kind, dir, name_len) in [
-        (EntryKind::Image, root.to_owned(), 64),
-        (EntryKind::Prepared, root.join(PREPARED_DIR), 32),
+        (EntryKind::Image, root.to_owned(), SPEC_DIGEST_HEX),
+        (
+            EntryKind::Prepared,
+            root.join(PREPARED_DIR),
+            PREPARED_KEY_HEX,
+        ),
     ] {
         let listing = match fs::read_dir(&dir) {
             Ok(l) => l,
@@ -244,7 +262,7 @@ mod tests {
             unpinned_inputs: vec![],
             reproducibility_notes: vec![],
         };
-        let dir = root.join(m.spec_digest.hex());
+        let dir = image_dir(root, &m.spec_digest);
         write_entry(
             &dir,
             MANIFEST_FILE,
@@ -272,7 +290,7 @@ mod tests {
             system_state: "running".into(),
             notes: vec![],
         };
-        let dir = root.join(PREPARED_DIR).join(&m.spec_digest.hex()[..32]);
+        let dir = prepared_dir(root, &m.spec_digest);
         write_entry(
             &dir,
             PREPARED_MANIFEST_FILE,

@@ -829,7 +829,7 @@ pub fn cached_build(
     cache_root: &Path,
     progress: &dyn Progress,
 ) -> Result<(PathBuf, ImageManifest, Sha256Digest), BuildError> {
-    let dir = cache_root.join(spec.digest().hex());
+    let dir = crate::cache::image_dir(cache_root, &spec.digest());
     if let Ok(m) = ImageManifest::read(&dir)
         && m.spec_digest == spec.digest()
         && m.builder_revision == BUILDER_REVISION

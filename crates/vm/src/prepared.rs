@@ -676,9 +676,7 @@ pub async fn cached_prepare(
         base.to_string().as_bytes(),
         inputs.accel.as_str().as_bytes(),
     ]);
-    let dir = cache_root
-        .join(crate::cache::PREPARED_DIR)
-        .join(&key.hex()[..32]);
+    let dir = crate::cache::prepared_dir(cache_root, &key);
     let qemu_version = crate::machine::qemu_version(inputs.qemu).await.ok();
     if let Ok(m) = PreparedManifest::read(&dir)
         && m.spec_digest == spec.digest()
