@@ -436,13 +436,11 @@ struct SecretFile {
     secret: bool,
 }
 
-/// Every file the body keeps secret: each principal's leaf key, each role's credentials, and
-/// the trust root's key.
+/// The secret files whose bytes are searched for: each principal's leaf key and each role's
+/// credentials. The trust root's key is not read here (only Scribe's identities code reads
+/// it; `secrets/modes` covers its directory).
 fn secret_files(manifest: &Manifest, layout: &StateLayout) -> Vec<SecretFile> {
-    let mut out = vec![SecretFile {
-        path: layout.scribe_dir().join("root.key"),
-        secret: true,
-    }];
+    let mut out = Vec::new();
     let principals = manifest
         .roles
         .iter()
