@@ -276,12 +276,29 @@ fn write_if_changed(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Scribe's drift report: `m` derived again with `images` over the state directory, compared
+/// with the installed directory `out`.
+fn drift_of(
+    m: &Manifest,
+    images: std::collections::BTreeMap<String, reach_scribe::images::PinnedImage>,
+    state: &std::path::Path,
+    out: &std::path::Path,
+    options: &CheckOptions,
+) -> anyhow::Result<(
+    reach_scribe::quadlet::Materialized,
+    Vec<reach_scribe::check::Drift>,
+)> {
+    let input = QuadletInput::new(m, images, StateLayout::new(state));
+    let derived = derive(&input)?;
+    let drift =
+        check(&input, &derived, out, options).with_context(|| format!("{}", out.display()))?;
+    Ok((derived, drift))
+}
+
 /// Re-derives everything and reports drift; exit status 1 if there is any.
 pub fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let m = crate::load_manifest(args.source.manifest.as_deref())?;
     let images = pinned(&m, &args.source)?;
-    let input = QuadletInput::new(&m, images, StateLayout::new(&args.source.state));
-    let derived = derive(&input)?;
     let ruleset = match &args.ruleset {
         Some(path) => Some((path.clone(), render(&m, &binding(&m, &args.binding)?)?)),
         None => None,
@@ -290,7 +307,7 @@ pub fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         podman: args.with_podman.then(|| args.source.podman.clone()),
         ruleset,
     };
-    let drift = check(&input, &derived, &args.out, &options)?;
+    let (derived, drift) = drift_of(&m, images, &args.source.state, &args.out, &options)?;
     for d in &drift {
         println!("{d}");
     }
@@ -310,9 +327,8 @@ pub fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The audit's `units/drift`: Scribe re-derives the units of `m` with the images the local
-/// Podman store holds and compares them, the Podman secrets and the image digests with the
-/// installed directory `dir`.
+/// The audit's `units/drift`: Scribe's drift report of the installed directory `dir`, with the
+/// images the local Podman store holds, its Podman secrets and image digests included.
 pub fn units_drift(
     m: &Manifest,
     state: &std::path::Path,
@@ -321,21 +337,15 @@ pub fn units_drift(
     use reach_launcher::audit::Check;
     const ID: &str = "units/drift";
     let podman = std::path::PathBuf::from("podman");
-    let images = match pin_images(m, &DigestSource::LocalPodman(podman.clone())) {
-        Ok(i) => i,
-        Err(e) => return Check::observed(ID, false, e.to_string()),
-    };
-    let input = QuadletInput::new(m, images, StateLayout::new(state));
-    let derived = match derive(&input) {
-        Ok(d) => d,
-        Err(e) => return Check::observed(ID, false, e.to_string()),
-    };
     let options = CheckOptions {
-        podman: Some(podman),
+        podman: Some(podman.clone()),
         ruleset: None,
     };
-    match check(&input, &derived, dir, &options) {
-        Ok(drift) if drift.is_empty() => Check::observed(
+    let report = pin_images(m, &DigestSource::LocalPodman(podman))
+        .map_err(anyhow::Error::from)
+        .and_then(|images| drift_of(m, images, state, dir, &options));
+    match report {
+        Ok((derived, drift)) if drift.is_empty() => Check::observed(
             ID,
             true,
             format!(
@@ -345,7 +355,7 @@ pub fn units_drift(
                 derived.containers.len()
             ),
         ),
-        Ok(drift) => Check::observed(
+        Ok((_, drift)) => Check::observed(
             ID,
             false,
             drift
@@ -354,6 +364,6 @@ pub fn units_drift(
                 .collect::<Vec<_>>()
                 .join("; "),
         ),
-        Err(e) => Check::observed(ID, false, format!("{}: {e}", dir.display())),
+        Err(e) => Check::observed(ID, false, format!("{e:#}")),
     }
 }
