@@ -119,12 +119,14 @@ pub async fn audit(
     body: &crate::BodyTarget,
     units: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitCode> {
+    // One read: the digest names exactly the bytes audited against.
     let text = match &body.target.manifest {
-        Some(p) => std::fs::read(p)?,
-        None => reach_manifest::VPS_PUBLIC.as_bytes().to_vec(),
+        Some(p) => std::fs::read_to_string(p)
+            .map_err(|e| anyhow::anyhow!("manifest {}: {e}", p.display()))?,
+        None => reach_manifest::VPS_PUBLIC.to_owned(),
     };
-    let m = body.manifest()?;
-    let digest = reach_digest::Sha256Digest::of(&text).to_string();
+    let m = reach_manifest::load(&text)?;
+    let digest = reach_digest::Sha256Digest::of(text.as_bytes()).to_string();
     let (layout, processes) = body.locate(&m)?;
     let mut receipt = reach_launcher::audit::audit(&m, digest, &layout, processes).await;
     if let Some(dir) = units {
