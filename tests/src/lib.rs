@@ -235,9 +235,11 @@ pub async fn raw_channel(
         let (connector, socket) = (connector.clone(), socket.clone());
         async move {
             let io = tokio::net::UnixStream::connect(socket).await?;
-            let tls = connector
+            let mut tls = connector
                 .connect(ServerName::try_from("reach.port.invalid").unwrap(), io)
                 .await?;
+            // As every role's dialer does: a refused leaf fails here, not in a reconnect loop.
+            reach_port::client::confirm_admitted(&mut tls).await?;
             Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
         }
     });

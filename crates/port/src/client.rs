@@ -1,6 +1,7 @@
 //! Dialing a port: TLS 1.3 with this role's leaf, and the server must be exactly the principal
 //! the port table names.
 
+use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,8 +10,10 @@ use hyper_util::rt::TokioIo;
 use reach_identity::Principal;
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::material::PortMaterial;
@@ -66,11 +69,49 @@ fn endpoint(
                 PortAddress::Tcp(a) => Transport::Tcp(TcpStream::connect(a).await?),
             };
             let name = ServerName::try_from(UNUSED_SERVER_NAME).expect("static name");
-            let tls = connector.connect(name, io).await?;
+            let mut tls = connector.connect(name, io).await?;
+            confirm_admitted(&mut tls).await?;
             Ok::<_, std::io::Error>(TokioIo::new(tls))
         }
     });
     (Endpoint::from_static("http://reach.port"), dial)
+}
+
+/// Returns once the server has sent application data on `tls`, or the server's refusal.
+///
+/// Under TLS 1.3 a client's handshake ends before the server has checked the client's
+/// certificate, so a refused client "connects" and learns of the refusal only from the alert
+/// that follows. Handed to tonic, such a connection dies before it is ready, and tonic's
+/// reconnect dials again at once: the same refused handshake, possibly in a loop until the
+/// caller's deadline. Every port's server speaks first (HTTP/2's server preface goes out as the
+/// connection is accepted), so its first application bytes prove that it admitted this client;
+/// they stay buffered in the TLS session for hyper to read.
+pub async fn confirm_admitted<IO: AsyncRead + Unpin>(tls: &mut TlsStream<IO>) -> io::Result<()> {
+    let mut buf = [0u8; 4096];
+    loop {
+        let (io, session) = tls.get_mut();
+        let state = session.process_new_packets().map_err(refused)?;
+        if state.plaintext_bytes_to_read() > 0 {
+            return Ok(());
+        }
+        let n = io.read(&mut buf).await?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the port closed the connection without admitting this client",
+            ));
+        }
+        let mut rest = &buf[..n];
+        while !rest.is_empty() {
+            session.read_tls(&mut rest)?;
+            session.process_new_packets().map_err(refused)?;
+        }
+    }
+}
+
+/// The server's alert (or any other TLS failure), as tokio-rustls reports it.
+fn refused(e: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
 }
 
 /// Connects now; fails if the server is absent or refuses the handshake.
