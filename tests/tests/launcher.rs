@@ -96,9 +96,18 @@ fn reach_up_status_and_stop_leave_nothing_behind() {
     for p in pids {
         assert!(!alive(p), "role pid {p} outlived the stop");
     }
+    let out = status(state);
+    assert!(!out.status.success(), "status must report the body down");
+    // Each role's line says why: nothing listens on its socket (tonic's own message is only
+    // "transport error").
+    let text = String::from_utf8_lossy(&out.stdout);
+    let down: Vec<&str> = text.lines().filter(|l| l.contains(" DOWN ")).collect();
+    assert_eq!(down.len(), 8, "{text}");
     assert!(
-        !status(state).status.success(),
-        "status must report the body down"
+        down.iter()
+            .all(|l| l
+                .ends_with("cannot connect: transport error: Connection refused (os error 111)")),
+        "{text}"
     );
 }
 

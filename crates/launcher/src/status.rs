@@ -50,7 +50,12 @@ pub async fn operator_channel(
     );
     match tokio::time::timeout(CHECK_TIMEOUT, connect).await {
         Ok(Ok(ch)) => Ok(ch),
-        Ok(Err(e)) => Err(format!("cannot connect: {e}")),
+        // tonic's own message is "transport error"; the cause (no socket, a refused leaf's
+        // alert) is below it.
+        Ok(Err(e)) => Err(format!(
+            "cannot connect: {}",
+            reach_port::probe::error_chain(&e)
+        )),
         Err(_) => Err("connect timed out".into()),
     }
 }

@@ -33,13 +33,19 @@ pub fn refused_at_handshake(code: tonic::Code) -> bool {
 }
 
 /// `e`'s message and every cause below it, joined with ": " (a refused handshake says why
-/// only in its causes).
+/// only in its causes). A cause that only repeats the message above it (an I/O error wrapped
+/// with its own text) is said once.
 pub fn error_chain(e: &dyn Error) -> String {
-    let mut s = e.to_string();
+    let mut last = e.to_string();
+    let mut s = last.clone();
     let mut source = e.source();
     while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
+        let text = inner.to_string();
+        if text != last {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        last = text;
         source = inner.source();
     }
     s
