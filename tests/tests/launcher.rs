@@ -171,6 +171,38 @@ fn bad_input_stops_a_role_from_starting() {
         "{err}"
     );
 
+    // The config and the binary disagree about ports, or a port cannot be bound: each refused
+    // by name before the role serves anything (ward serves ward.health and ward.authority).
+    let cfg = layout.config_path("ward");
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    let ward_refuses = |text: String, want: &str| {
+        std::fs::write(&cfg, text).unwrap();
+        let out = role_output(dir.path(), "ward");
+        assert_eq!(out.status.code(), Some(78), "{want}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{err}");
+    };
+    ward_refuses(
+        good.replace("name = \"ward.health\"", "name = \"ward.elsewhere\""),
+        "port `ward.health` is not in this role's config",
+    );
+    ward_refuses(
+        format!(
+            "{good}\n[[serves]]\nname = \"ward.extra\"\nservice = \"reach.health.v1.Health\"\n\
+             socket = \"/nonexistent/extra.sock\"\ngrants = []\n"
+        ),
+        "port `ward.extra` is in the config but this role serves no handler for it",
+    );
+    ward_refuses(
+        good.replace("role = \"ward\"", "role = \"Ward!\""),
+        "config names a malformed principal",
+    );
+    let sockets = layout.socket_dir("ward.health");
+    std::fs::remove_dir_all(&sockets).unwrap();
+    ward_refuses(good.clone(), "port `ward.health` could not be bound");
+    std::fs::create_dir_all(&sockets).unwrap();
+    std::fs::write(&cfg, &good).unwrap();
+
     // The role's own leaf from another trust root, then an expired one: refused before serving.
     let now = std::time::SystemTime::now();
     let p = manifest.principal("ward");
@@ -204,4 +236,132 @@ fn bad_input_stops_a_role_from_starting() {
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("leaf has expired"), "{err}");
+}
+
+/// A role binary for the launcher's refusals: a shell script in place of the real one.
+fn script(dir: &Path, binary: &str, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(binary);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Every role's binary linked from the built ones, except `fake`'s, which runs `body`.
+fn bin_dir_with(dir: &Path, manifest: &reach_manifest::Manifest, fake: &str, body: &str) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    for role in &manifest.roles {
+        if role.name.as_str() == fake {
+            script(dir, &role.binary, body);
+        } else {
+            std::os::unix::fs::symlink(bin(&role.binary), dir.join(&role.binary)).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_cannot_come_up_is_refused_and_leaves_no_role_running() {
+    use reach_launcher::{Body, LaunchError, LaunchOptions};
+    let dir = tempfile::Builder::new()
+        .prefix("rl")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let layout = StateLayout::new(&dir.path().join("state"));
+    let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
+    // Only ward (first) and corpus-builder (second) matter here.
+    assert_eq!(manifest.roles[0].name.as_str(), "ward");
+    assert_eq!(manifest.roles[1].name.as_str(), "corpus-builder");
+
+    // External credentials the manifest names are missing: nothing starts.
+    match reach_launcher::prepare(&manifest, &layout) {
+        Err(LaunchError::MissingCredentials(missing)) => assert!(
+            missing.contains(&("egress-discord".to_owned(), "discord-bot-token".to_owned())),
+            "{missing:?}"
+        ),
+        other => panic!("expected missing credentials, got {other:?}"),
+    }
+    reach_tests::write_placeholder_credentials(&manifest, &layout);
+
+    let options = |bin_dir: PathBuf, ready_timeout: Duration| LaunchOptions {
+        bin_dir,
+        ready_timeout,
+        log_level: "warn".into(),
+    };
+    let ward_down = async || {
+        let health = reach_launcher::status(&manifest, &layout).await.unwrap();
+        let ward = health.iter().find(|h| h.role == "ward").unwrap();
+        assert!(
+            ward.result.is_err(),
+            "ward still answers: {:?}",
+            ward.result
+        );
+    };
+
+    // No role binaries where the launcher looks.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    match Body::up(
+        &manifest,
+        &layout,
+        options(empty.clone(), Duration::from_secs(30)),
+    )
+    .await
+    {
+        Err(LaunchError::MissingBinary(path)) => assert_eq!(path, empty.join("reach-ward")),
+        other => panic!("expected a missing binary, got {other:?}"),
+    }
+
+    // The second role exits before it is ready: refused with its status, and ward, already
+    // started, is stopped.
+    let bins = dir.path().join("bins");
+    bin_dir_with(
+        &bins,
+        &manifest,
+        "corpus-builder",
+        "echo 'no corpus today' >&2; exit 3",
+    );
+    match Body::up(
+        &manifest,
+        &layout,
+        options(bins.clone(), Duration::from_secs(30)),
+    )
+    .await
+    {
+        Err(LaunchError::Exited {
+            role,
+            status,
+            log_tail,
+        }) => {
+            assert_eq!((role.as_str(), status.code()), ("corpus-builder", Some(3)));
+            assert!(log_tail.contains("no corpus today"), "{log_tail}");
+        }
+        other => panic!("expected an early exit, got {other:?}"),
+    }
+    ward_down().await;
+
+    // The second role never says READY=1: refused after the ready timeout, killed, and ward
+    // stopped.
+    let pid_file = dir.path().join("silent.pid");
+    bin_dir_with(
+        &bins,
+        &manifest,
+        "corpus-builder",
+        &format!("echo $$ > {}; exec /bin/sleep 600", pid_file.display()),
+    );
+    match Body::up(&manifest, &layout, options(bins, Duration::from_secs(3))).await {
+        Err(LaunchError::NotReady { role, timeout, .. }) => {
+            assert_eq!(
+                (role.as_str(), timeout),
+                ("corpus-builder", Duration::from_secs(3))
+            )
+        }
+        other => panic!("expected no readiness, got {other:?}"),
+    }
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!alive(pid), "the silent role outlived its refusal");
+    ward_down().await;
 }

@@ -261,6 +261,30 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
     let trail = unavailable("reason=provider/http-400").await;
     assert_eq!(attempt_lines(&trail).len(), 1, "{trail}");
     assert_eq!(model.requests().len(), before + 1, "one physical attempt");
+
+    // With ward down nothing can be redeemed, so nothing is sent: the gate says ward could not
+    // be asked, and the provider sees no request.
+    let mut body = body;
+    let before = model.requests().len();
+    let running = body.body.as_mut().expect("the body is running");
+    running.kill_role("ward").await.expect("ward was running");
+    let r = provider
+        .call(CallRequest {
+            decision_id: format!("dec_{}", "2".repeat(32)),
+            attempt_id: "a-1".into(),
+            payload: cut.bytes.clone(),
+            kind: "model-completion".into(),
+        })
+        .await
+        .expect("the handler answers")
+        .into_inner();
+    assert!(
+        r.failure_code.starts_with("ward/unavailable: "),
+        "{}",
+        r.failure_code
+    );
+    assert!(!r.transmitted && r.body.is_empty());
+    assert_eq!(model.requests().len(), before, "nothing sent without ward");
     body.stop().await;
 }
 

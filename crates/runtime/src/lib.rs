@@ -36,8 +36,6 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Why a role did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
     /// a secret or TLS file is missing, too open, or unusable
     #[error(transparent)]
     Material(#[from] reach_port::MaterialError),
