@@ -103,10 +103,14 @@ impl DigestSource {
 /// Reads a digests file: a TOML table of role name to digest.
 pub fn read_digests_file(path: &Path) -> Result<BTreeMap<String, Digest>, Refusal> {
     let at = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Refusal::new(&at, RefusalKind::BadDigest(format!("cannot read: {e}"))))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Refusal::new(
+            &at,
+            RefusalKind::BadDigestsFile(format!("cannot read: {e}")),
+        )
+    })?;
     let table: toml::Table = toml::from_str(&text)
-        .map_err(|e| Refusal::new(&at, RefusalKind::BadDigest(e.to_string())))?;
+        .map_err(|e| Refusal::new(&at, RefusalKind::BadDigestsFile(e.to_string())))?;
     let mut out = BTreeMap::new();
     for (role, v) in table {
         let s = v.as_str().unwrap_or_default();
@@ -146,7 +150,7 @@ pub fn pin_images(
     {
         return Err(Refusal::new(
             source.describe(),
-            RefusalKind::BadDigest(format!("`{stray}` is not a role of the manifest")),
+            RefusalKind::BadDigestsFile(format!("`{stray}` is not a role of the manifest")),
         ));
     }
     let mut pinned = BTreeMap::new();

@@ -256,6 +256,13 @@ pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
         refusal::vet_user_ns(&role.user_ns)
             .map_err(|k| Refusal::new(format!("roles[{i}].user_ns"), k))?;
         for (k, v) in &role.environment {
+            // The value is not shown: it is refused before anyone checked what it holds.
+            if k.chars().chain(v.chars()).any(char::is_control) {
+                return Err(Refusal::new(
+                    format!("roles[{i}].environment"),
+                    RefusalKind::BadArgument(format!("{}=…", k.escape_debug())),
+                ));
+            }
             if refusal::looks_like_credential(k, v) {
                 return Err(Refusal::new(
                     format!("roles[{i}].environment.{k}"),

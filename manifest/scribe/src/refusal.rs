@@ -79,6 +79,10 @@ pub enum RefusalKind {
     /// a malformed digest
     #[error("`{0}` is not a `sha256:` digest of 64 lowercase hex digits")]
     BadDigest(String),
+    /// a digests file that cannot be used: unreadable, not a TOML table, or naming a role the
+    /// manifest does not have
+    #[error("unusable digests file: {0}")]
+    BadDigestsFile(String),
     /// a `podman run` argument Scribe does not pass through
     #[error(
         "`{0}` is not an allowed podman argument (Scribe sets network, mounts, secrets, limits and security itself)"
@@ -89,7 +93,9 @@ pub enum RefusalKind {
         "user namespace `{0}` is not one of auto, auto:<options>, nomap, keep-id, keep-id:<options>"
     )]
     UnknownUserNs(String),
-    /// an `Exec` argument that cannot be quoted safely for systemd
+    /// a word for the unit file (an `Exec=` or `PodmanArgs=` argument, an `Environment=`
+    /// entry) that cannot be quoted safely for systemd: a newline would start a new line, or
+    /// section, of the unit
     #[error("argument `{0}` contains a control character")]
     BadArgument(String),
 }
@@ -110,6 +116,7 @@ impl RefusalKind {
             Self::ImageWithoutDigest(_) => "scribe/image-without-digest",
             Self::ImageDigestMismatch { .. } => "scribe/image-digest-mismatch",
             Self::BadDigest(_) => "scribe/bad-digest",
+            Self::BadDigestsFile(_) => "scribe/bad-digests-file",
             Self::PodmanArgNotAllowed(_) => "scribe/podman-arg-not-allowed",
             Self::UnknownUserNs(_) => "scribe/unknown-userns",
             Self::BadArgument(_) => "scribe/bad-argument",
@@ -206,6 +213,9 @@ pub fn vet_podman_args(
     while j < args.len() {
         let arg = &args[j];
         let path = at(j);
+        if arg.chars().any(char::is_control) {
+            return Err(Refusal::new(path, RefusalKind::BadArgument(arg.clone())));
+        }
         let (flag, inline) = split_flag(arg);
         let Some(flag) = flag else {
             // A positional would become the image or its command.

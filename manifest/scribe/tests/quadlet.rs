@@ -10,6 +10,7 @@ use common::*;
 use expect_test::{Expect, expect};
 use reach_manifest::VPS_PUBLIC;
 use reach_manifest::plan::StateLayout;
+use reach_scribe::RefusalKind;
 use reach_scribe::images::{DigestSource, pin_images};
 use reach_scribe::quadlet::{QuadletInput, derive, scribe_files_on_disk, write_out};
 
@@ -269,13 +270,57 @@ fn manifest_digest_pins_and_must_agree_with_the_digests_file() {
 
 #[test]
 fn refuses_malformed_digest() {
-    let text = mutate(
+    // Every other role is pinned by the digests file, so the refusal is core's own digest.
+    let m = load(&mutate(
         "image = \"localhost/reach/core\"",
         "image = \"localhost/reach/core@sha256:beef\"",
-    );
-    let err = pin_images(&load(&text), &DigestSource::Manifest).unwrap_err();
-    expect!["scribe/image-without-digest: roles[0].image: image `localhost/reach/ward` is not pinned by digest (pin it in the manifest as `name@sha256:…`, in a digests file, or build it and pass --pin-local-images)"]
+    ));
+    let err = pin_images(&m, &DigestSource::File(reference_digests())).unwrap_err();
+    expect!["scribe/bad-digest: roles[3].image: `sha256:beef` is not a `sha256:` digest of 64 lowercase hex digits"]
         .assert_eq(&err.to_string());
+    // Uppercase hex and a missing `sha256:` prefix are as malformed as a short digest.
+    for bad in [
+        format!("sha256:{}", "AB".repeat(32)),
+        format!("sha512:{}", "ab".repeat(32)),
+    ] {
+        let m = load(&mutate(
+            "image = \"localhost/reach/core\"",
+            &format!("image = \"localhost/reach/core@{bad}\""),
+        ));
+        let err = pin_images(&m, &DigestSource::File(reference_digests())).unwrap_err();
+        assert_eq!(
+            (err.code(), err.path.as_str()),
+            ("scribe/bad-digest", "roles[3].image"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn refuses_malformed_digests_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("digests.toml");
+    let refusal = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        pin_images(&load(VPS_PUBLIC), &DigestSource::File(file.clone()))
+            .unwrap_err()
+            .to_string()
+            .replace(&file.display().to_string(), "<file>")
+    };
+    // A malformed value is refused before any role is pinned (ward, roles[0], is unpinned).
+    expect!["scribe/bad-digest: <file>: core: `sha256:beef` is not a `sha256:` digest of 64 lowercase hex digits"]
+        .assert_eq(&refusal("core = \"sha256:beef\"\n"));
+    // A file that is not a TOML table of digests.
+    expect!["scribe/bad-digests-file: <file>: unusable digests file: TOML parse error at line 1, column 5\n  |\n1 | core\n  |     ^\nkey with no value, expected `=`\n"]
+        .assert_eq(&refusal("core\n"));
+    // A digest for a role the manifest does not have.
+    std::fs::write(&file, format!("nobody = \"sha256:{}\"\n", "ab".repeat(32))).unwrap();
+    let err = pin_images(&load(VPS_PUBLIC), &DigestSource::File(file.clone())).unwrap_err();
+    assert_eq!(err.path, file.display().to_string());
+    assert_eq!(
+        err.kind,
+        RefusalKind::BadDigestsFile("`nobody` is not a role of the manifest".to_owned())
+    );
 }
 
 #[test]
@@ -534,6 +579,71 @@ fn refuses_foreign_secret() {
         ),
         expect![
             "scribe/foreign-secret: roles[3].mounts[0].source: `/var/lib/reach/scribe` belongs to `scribe`, not to role `core`"
+        ],
+    );
+}
+
+#[test]
+fn refuses_control_character_in_an_exec_argument() {
+    // A newline in an `Exec=` word would end the line and start a unit key of the caller's.
+    let err = derive_text(
+        &with_role_lines("core", "args = [\"--verbose\\nExecStartPre=/bin/sh\"]"),
+        Path::new(REFERENCE_STATE),
+    )
+    .expect_err("must be refused");
+    assert_eq!(
+        (err.code(), err.path.as_str()),
+        ("scribe/bad-argument", "roles[3].args")
+    );
+    assert_eq!(
+        err.kind,
+        RefusalKind::BadArgument("--verbose\nExecStartPre=/bin/sh".to_owned())
+    );
+    // A tab is a control character too; a plain argument passes through to `Exec=`.
+    let err = derive_text(
+        &with_role_lines("core", "args = [\"a\\tb\"]"),
+        Path::new(REFERENCE_STATE),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), "scribe/bad-argument");
+    let out = derive_text(
+        &with_role_lines("core", "args = [\"--verbose\"]"),
+        Path::new(REFERENCE_STATE),
+    )
+    .unwrap();
+    assert!(
+        out.files["reach-core.container"]
+            .contains("\nExec=--config /reach/config/core.toml --verbose\n")
+    );
+}
+
+#[test]
+fn refuses_control_character_in_podman_args_and_environment() {
+    // Both end up on unit lines (`PodmanArgs=`, `Environment=`); a newline would add a key,
+    // or a whole `[Service]` section, of the manifest author's choosing.
+    refused(
+        &with_role_lines(
+            "core",
+            "podman_args = [\"--label=a\\nExecStartPre=/bin/sh\"]",
+        ),
+        expect![[r#"
+            scribe/bad-argument: roles[3].podman_args[0]: argument `--label=a
+            ExecStartPre=/bin/sh` contains a control character"#]],
+    );
+    // The value is not repeated in the refusal.
+    refused(
+        &with_role_lines(
+            "core",
+            "environment = { RUST_LOG = \"info\\n[Service]\\nExecStartPre=/bin/sh\" }",
+        ),
+        expect![
+            "scribe/bad-argument: roles[3].environment: argument `RUST_LOG=…` contains a control character"
+        ],
+    );
+    refused(
+        &with_role_lines("core", "environment = { \"A\\tB\" = \"1\" }"),
+        expect![
+            "scribe/bad-argument: roles[3].environment: argument `A\\tB=…` contains a control character"
         ],
     );
 }
