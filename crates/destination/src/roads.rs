@@ -96,12 +96,16 @@ impl Roads {
     }
 }
 
-/// A road's host as destination admission names it (lowercased, validated).
+/// A road's host as destination admission names it: exactly a canonical DNS name or IP
+/// literal. Parsed as a URL's authority, a port, path or query would be cut off silently and the
+/// road would answer for a name nobody configured.
 fn road_host(host: &str) -> Result<Host, RoadsError> {
     let purpose = Purpose::new("local-road").map_err(RoadsError::Destination)?;
     Destination::parse(&format!("https://{host}/"), purpose)
+        .ok()
         .map(|d| d.host().clone())
-        .map_err(|_| RoadsError::Host(host.to_owned()))
+        .filter(|parsed| parsed.to_string() == host)
+        .ok_or_else(|| RoadsError::Host(host.to_owned()))
 }
 
 /// The resolver [`Roads`] configured: the roads' fixed answers, or hickory asking only the
@@ -159,6 +163,35 @@ mod tests {
         assert!(matches!(missing.roots(), Err(RoadsError::CaFile { .. })));
     }
 
+    #[test]
+    fn a_road_host_that_is_not_a_dns_name_or_ip_literal_is_refused() {
+        for host in [
+            "",
+            "discord_test",
+            "-discord.test",
+            "discord..test",
+            "Discord.test",
+            "user@discord.test",
+            "127.1",
+            "[::1",
+            "discord.test:8443",
+            "discord.test/api",
+            "discord.test?x",
+        ] {
+            let r = Roads {
+                local_roads: vec![Road {
+                    host: host.into(),
+                    addr: "127.0.0.1:8443".parse().unwrap(),
+                }],
+                ..Roads::default()
+            };
+            match r.admission(AdmissionPolicy::default()) {
+                Err(RoadsError::Host(h)) => assert_eq!(h, host),
+                other => panic!("{host:?}: expected RoadsError::Host, got {other:?}"),
+            }
+        }
+    }
+
     #[tokio::test]
     async fn a_road_admits_its_host_at_its_address_only() {
         let road: SocketAddr = "127.0.0.1:8443".parse().unwrap();
@@ -183,6 +216,10 @@ mod tests {
             crate::Purpose::new("discord-rest").unwrap(),
         )
         .unwrap();
-        assert!(admission.admit(other).await.is_err());
+        let err = admission.admit(other).await.unwrap_err();
+        assert!(
+            matches!(&err, DestinationError::NoAddresses { host } if host == "discord.com"),
+            "{err:?}"
+        );
     }
 }

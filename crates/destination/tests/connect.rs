@@ -3,16 +3,17 @@
 //! dialer, that nothing dialed a refused address.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::Method;
 use reach_destination::testing::{TestCa, serve_tls};
 use reach_destination::{
-    Admission, AdmissionPolicy, Destination, Host, PinnedConnector, Purpose, RecordingDialer,
-    RedirectPolicy, StaticResolver,
+    Admission, AdmissionPolicy, Destination, DestinationError, Dialer, Host, PinnedConnector,
+    Purpose, RecordingDialer, RedirectPolicy, StaticResolver,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 /// A public address that the recording dialer will record and refuse without any traffic.
 const PUBLIC: IpAddr = IpAddr::V4(Ipv4Addr::new(93, 184, 216, 34));
@@ -126,6 +127,84 @@ async fn dns_rebinding_public_then_loopback() {
     let err = connector.connect(&admitted).await.unwrap_err();
     assert_eq!(err.code(), "destination/dial-failed");
     assert_eq!(dialer.dials(), vec![SocketAddr::new(PUBLIC, 443)]);
+}
+
+#[tokio::test]
+async fn a_name_without_addresses_is_refused_and_not_cached() {
+    // The resolver answers the name with an empty set, or does not know it at all.
+    let resolver = StaticResolver::new().with("empty.example.com", []);
+    let admission = Admission::new(AdmissionPolicy::default(), resolver);
+    for name in ["empty.example.com", "unknown.example.com"] {
+        for _ in 0..2 {
+            let err = admission
+                .admit(dest(&format!("https://{name}/v1")))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, DestinationError::NoAddresses { host } if host == name),
+                "{name}: {err:?}"
+            );
+            assert_eq!(err.code(), "destination/no-addresses");
+        }
+    }
+    // Asked again each time: an empty answer is never cached as an admission.
+    assert_eq!(admission.resolver().lookups("empty.example.com"), 2);
+}
+
+/// A dialer that connects somewhere other than the address it is asked for, as a transparent
+/// proxy or a NAT rule on the path would. Records what it was asked.
+#[derive(Clone)]
+struct Misdirecting {
+    to: SocketAddr,
+    asked: Arc<Mutex<Vec<SocketAddr>>>,
+}
+
+impl Dialer for Misdirecting {
+    async fn dial(&self, addr: SocketAddr) -> std::io::Result<TcpStream> {
+        self.asked.lock().unwrap().push(addr);
+        TcpStream::connect(self.to).await
+    }
+}
+
+#[tokio::test]
+async fn a_connection_that_reaches_another_peer_is_refused_before_tls() {
+    let ca = TestCa::new();
+    let pinned = server(&ca, &["model.test"], b"\r\n").await;
+    // Another listener on loopback, which is where the connection really lands.
+    let elsewhere = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let found = elsewhere.local_addr().unwrap();
+    let policy =
+        AdmissionPolicy::default().with_local_road(Host::Name("model.test".into()), pinned);
+    let admission = Admission::new(
+        policy,
+        StaticResolver::new().with("model.test", [pinned.ip()]),
+    );
+    let admitted = admission
+        .admit(dest(&format!("https://model.test:{}/v1", pinned.port())))
+        .await
+        .unwrap();
+    let dialer = Misdirecting {
+        to: found,
+        asked: Arc::default(),
+    };
+    let connector = PinnedConnector::new(ca.root_store(), dialer.clone()).unwrap();
+
+    let err = connector.connect(&admitted).await.unwrap_err();
+    assert!(
+        matches!(err, DestinationError::PeerMismatch { pinned: p, found: f } if p == pinned && f == found),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), "destination/peer-mismatch");
+    assert_eq!(*dialer.asked.lock().unwrap(), vec![pinned]);
+    // The wrong peer got a connection but not one byte: no ClientHello, no SNI.
+    let (mut stray, _) = elsewhere.accept().await.unwrap();
+    let mut seen = Vec::new();
+    stray.read_to_end(&mut seen).await.unwrap();
+    assert!(
+        seen.is_empty(),
+        "{} bytes reached the wrong peer",
+        seen.len()
+    );
 }
 
 #[tokio::test]

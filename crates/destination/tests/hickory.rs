@@ -3,12 +3,14 @@
 //! answer refuses the destination.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
 use hickory_proto::op::Message;
 use hickory_proto::rr::rdata::{A, AAAA};
 use hickory_proto::rr::{RData, Record, RecordType};
 use reach_destination::{
-    Admission, AdmissionPolicy, Destination, HickoryConfig, HickoryResolver, Purpose, Resolver,
+    Admission, AdmissionPolicy, Destination, DestinationError, HickoryConfig, HickoryResolver,
+    Purpose, Resolver,
 };
 use tokio::net::UdpSocket;
 
@@ -62,19 +64,21 @@ async fn hickory_asks_only_the_configured_server() {
     let answers = resolver.lookup("api.example.com").await.unwrap();
     assert_eq!(answers.addrs, vec![public]);
     assert!(answers.ttl.as_secs() <= 60);
-    // A name the responder does not know resolves to nothing (no search list, no hosts file).
-    let unknown = resolver.lookup("unknown.example.com").await;
-    assert!(unknown.is_err() || unknown.unwrap().addrs.is_empty());
-    // Hickory answers `localhost` itself (RFC 6761); admission refuses it like any loopback.
+    // A name the responder does not know (an empty NOERROR answer) is a resolution failure:
+    // no search list or hosts file turns it into an address.
+    match resolver.lookup("unknown.example.com").await {
+        Err(DestinationError::Resolution { host, .. }) => assert_eq!(host, "unknown.example.com"),
+        other => panic!("expected destination/resolution-failed, got {other:?}"),
+    }
+    // Hickory answers `localhost` itself (RFC 6761) with 127.0.0.1 and ::1, asking no server;
+    // admission refuses it like any loopback.
     let local = Admission::new(AdmissionPolicy::default(), resolver.clone())
         .admit(Destination::parse("https://localhost/", Purpose::new("test").unwrap()).unwrap())
         .await
         .unwrap_err();
-    assert!(
-        matches!(
-            local.code(),
-            "destination/special-purpose-address" | "destination/resolution-failed"
-        ),
+    assert_eq!(
+        local.code(),
+        "destination/special-purpose-address",
         "{local}"
     );
 
@@ -95,4 +99,47 @@ async fn hickory_asks_only_the_configured_server() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "destination/special-purpose-address");
+}
+
+#[tokio::test]
+async fn an_unanswered_or_empty_lookup_refuses_admission_as_resolution_failed() {
+    let purpose = Purpose::new("test").unwrap();
+    let dest = |url: &str| Destination::parse(url, purpose.clone()).unwrap();
+
+    // The configured server answers, with no address for the name.
+    let server = responder(vec![]).await;
+    let admission = Admission::new(
+        AdmissionPolicy::default(),
+        HickoryResolver::new(&HickoryConfig::new(vec![server])).unwrap(),
+    );
+    let err = admission
+        .admit(dest("https://unknown.example.com/v1"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, DestinationError::Resolution { host, .. } if host == "unknown.example.com"),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), "destination/resolution-failed");
+
+    // The configured server is a loopback UDP port held open here that nothing reads: the
+    // query fails once its timeout is spent.
+    let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut config = HickoryConfig::new(vec![silent.local_addr().unwrap()]);
+    config.timeout = Duration::from_millis(200);
+    config.attempts = 1;
+    let admission = Admission::new(
+        AdmissionPolicy::default(),
+        HickoryResolver::new(&config).unwrap(),
+    );
+    let err = admission
+        .admit(dest("https://api.example.com/v1"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, DestinationError::Resolution { host, .. } if host == "api.example.com"),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), "destination/resolution-failed");
+    drop(silent);
 }
