@@ -370,10 +370,24 @@ mod tests {
             "https://token@example.org/repo.git",
             "https://example.org/repo.git?access_token=x",
             "ftp://example.org/x.tar.gz",
+            "",
+            "   ",
+            "https://",
+            "https://exa mple.org/repo.git",
+            "https://[::1/repo.git",
+            "https://example.org:99999/repo.git",
         ];
         let out: String = cases
             .iter()
-            .map(|c| format!("{c:<45} {}\n", verdict(c)))
+            .map(|c| {
+                // Blank inputs are shown quoted so the table row says which blank it was.
+                let shown = if c.trim().is_empty() {
+                    format!("{c:?}")
+                } else {
+                    c.to_string()
+                };
+                format!("{shown:<45} {}\n", verdict(c))
+            })
             .collect();
         expect_test::expect![[r#"
             https://example.org/owner/repo.git            ok https://example.org/owner/repo.git
@@ -394,6 +408,12 @@ mod tests {
             https://token@example.org/repo.git            corpus/userinfo
             https://example.org/repo.git?access_token=x   corpus/source-query
             ftp://example.org/x.tar.gz                    corpus/source-not-https
+            ""                                            corpus/source-malformed
+            "   "                                         corpus/source-malformed
+            https://                                      corpus/source-malformed
+            https://exa mple.org/repo.git                 corpus/source-malformed
+            https://[::1/repo.git                         corpus/source-malformed
+            https://example.org:99999/repo.git            corpus/source-malformed
         "#]]
         .assert_eq(&out);
     }
@@ -451,5 +471,39 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code(), "corpus/userinfo");
+    }
+
+    #[test]
+    fn config_refuses_malformed_json_fields_and_origins() {
+        let base = r#"{"name":"d","origin":{"kind":"git","url":"https://h.example/r.git","branch":"main","admitted_commit":null},"include":["**/*.md"]"#;
+        let malformed = |text: &str| match SourceSpec::from_json(text) {
+            Err(SourceRefusal::Malformed(reason)) => reason,
+            other => panic!("{text}: expected corpus/source-malformed, got {other:?}"),
+        };
+        assert!(
+            SourceSpec::from_json(&format!(
+                r#"{base},"redirect_origins":["https://m.example"]}}"#
+            ))
+            .is_ok()
+        );
+        // Not JSON at all.
+        malformed(base);
+        // An unknown field, and a field of the wrong type.
+        malformed(&format!(r#"{base},"mirror":"https://m.example"}}"#));
+        malformed(&format!(r#"{base},"historical":"yes"}}"#));
+        // An origin URL that is https but does not parse.
+        let reason = malformed(
+            r#"{"name":"d","origin":{"kind":"git","url":"https://","branch":"main","admitted_commit":null},"include":[]}"#,
+        );
+        assert!(reason.contains("host"), "{reason}");
+        // A redirect origin that is an admitted URL but not an origin (a path, a trailing slash).
+        for o in ["https://m.example/mirror", "https://m.example/"] {
+            let reason = malformed(&format!(r#"{base},"redirect_origins":["{o}"]}}"#));
+            assert_eq!(reason, format!("`{o}` is not an origin"));
+        }
+        assert_eq!(
+            SourceRefusal::Malformed(String::new()).code(),
+            "corpus/source-malformed"
+        );
     }
 }

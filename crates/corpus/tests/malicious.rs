@@ -423,6 +423,14 @@ fn digest_mismatch_is_refused_before_unpacking() {
 }
 
 #[test]
+fn an_include_glob_that_does_not_parse_is_a_malformed_source() {
+    let bytes = raw_tgz(&files(&good_docs()));
+    let mut spec = archive_spec(&bytes, Ceilings::default());
+    spec.include = vec!["docs/**".into(), "docs/[unclosed".into()];
+    refused_archive("bad include glob", bytes, spec, "corpus/source-malformed");
+}
+
+#[test]
 fn work_time_ceiling_refuses() {
     let bytes = raw_tgz(&files(&good_docs()));
     let spec = archive_spec(

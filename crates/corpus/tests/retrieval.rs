@@ -2,10 +2,13 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
 use common::*;
 use reach_corpus::{
-    BundleOutcome, Ceilings, Clock, Freshness, NoProgress, Policy, RetrievalLimits,
-    RetrievalRefusal, Snapshot, extractive_answer, render_fenced, validate,
+    ActiveSnapshot, BundleOutcome, BundleRefusal, Ceilings, Clock, Freshness, NoProgress, Policy,
+    RetrievalLimits, RetrievalRefusal, Snapshot, extractive_answer, render_fenced, validate,
 };
 use time::Duration;
 
@@ -143,7 +146,7 @@ fn every_citation_resolves_to_the_pinned_file_and_lines() {
 }
 
 #[test]
-fn altered_missing_or_unbound_bundles_refuse_validation() {
+fn altered_missing_unbound_or_wrong_schema_bundles_refuse_validation() {
     let (_d, store, clock, _) = built();
     let snap = Snapshot::open_active(store.root()).unwrap();
     let bundle = snap
@@ -197,6 +200,15 @@ fn altered_missing_or_unbound_bundles_refuse_validation() {
         validate(&reseal(over), &snap).unwrap_err().code(),
         "corpus/bundle-over-limits"
     );
+
+    // Resealed, so the schema is the only thing wrong: bound, intact, unaltered passages.
+    let mut other_schema = bundle.clone();
+    other_schema.schema = "CorpusEvidenceBundle@2".into();
+    assert_eq!(
+        validate(&reseal(other_schema), &snap),
+        Err(BundleRefusal::Schema)
+    );
+    assert_eq!(BundleRefusal::Schema.code(), "corpus/bundle-schema");
 }
 
 /// Recompute a bundle's digest the way a forger would, via its public serialisation.
@@ -328,4 +340,188 @@ fn the_active_snapshot_is_opened_once_per_activation() {
         active.get(),
         Err(RetrievalRefusal::DependencyUnavailable(_))
     ));
+}
+
+/// Every file under `dir` with its bytes, so a test can show a refusal wrote nothing.
+fn files_under(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Opening the active snapshot, directly or through a fresh `ActiveSnapshot`, refuses as
+/// `corpus/snapshot-invalid`, and the refusal changes nothing on disk.
+fn assert_refused_as_invalid(root: &Path, case: &str) -> String {
+    let before = files_under(root);
+    let err = Snapshot::open_active(root).unwrap_err();
+    assert!(
+        matches!(err, RetrievalRefusal::Invalid(_)),
+        "{case}: {err:?}"
+    );
+    assert_eq!(err.code(), "corpus/snapshot-invalid", "{case}");
+    let cached = ActiveSnapshot::new(root).get().unwrap_err();
+    assert_eq!(cached.code(), "corpus/snapshot-invalid", "{case}");
+    assert!(
+        files_under(root) == before,
+        "{case}: refusing the snapshot changed the corpus root"
+    );
+    err.to_string()
+}
+
+#[test]
+fn a_corrupt_current_snapshot_is_refused_as_invalid_and_left_on_disk() {
+    let (_d, store, clock, _) = built();
+    let root = store.root().to_path_buf();
+    let id = store.active_id().unwrap();
+    let dir = root.join("snapshots").join(&id);
+    let record = dir.join("snapshot.json");
+    let meta = dir.join("index").join("meta.json");
+    let good_record = std::fs::read(&record).unwrap();
+    let good_meta = std::fs::read(&meta).unwrap();
+    let committed = files_under(&root);
+
+    // A valid record of another snapshot (its own digest holds), to put under this id.
+    let other_dir = tempfile::tempdir().unwrap();
+    let (other, _) = common::store(other_dir.path());
+    let mut docs = good_docs();
+    docs.push((
+        "docs/extra.md".into(),
+        b"# Extra\n\nAnother build.\n".to_vec(),
+    ));
+    let bytes = raw_tgz(&files(&docs));
+    let other_id = other
+        .refresh_archive(
+            &archive_spec(&bytes, Ceilings::default()),
+            &bytes,
+            &Policy::default(),
+            &mut NoProgress,
+        )
+        .unwrap()
+        .snapshot_id;
+    assert_ne!(other_id, id);
+    let other_record = std::fs::read(
+        other
+            .root()
+            .join("snapshots")
+            .join(&other_id)
+            .join("snapshot.json"),
+    )
+    .unwrap();
+
+    // A record edited to stay fresh for another year, without its digest resealed.
+    let mut extended: serde_json::Value = serde_json::from_slice(&good_record).unwrap();
+    let later = snap_time(&extended["fresh_until"]) + Duration::days(365);
+    extended["fresh_until"] = serde_json::Value::String(
+        later
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap(),
+    );
+    let extended = serde_json::to_vec_pretty(&extended).unwrap();
+
+    let cases: [(&str, &Path, Option<&[u8]>, &str); 5] = [
+        (
+            "record edited",
+            &record,
+            Some(extended.as_slice()),
+            "digest does not hold",
+        ),
+        (
+            "record truncated",
+            &record,
+            Some(&good_record[..good_record.len() / 2]),
+            "EOF",
+        ),
+        ("record removed", &record, None, "snapshot.json"),
+        (
+            "record of another snapshot",
+            &record,
+            Some(&other_record),
+            &format!("CURRENT names {id}, record is {other_id}"),
+        ),
+        ("index meta removed", &meta, None, "meta.json"),
+    ];
+    for (case, path, corrupt, expect) in cases {
+        match corrupt {
+            Some(bytes) => std::fs::write(path, bytes).unwrap(),
+            None => std::fs::remove_file(path).unwrap(),
+        }
+        let msg = assert_refused_as_invalid(&root, case);
+        assert!(msg.contains(expect), "{case}: {msg}");
+        assert_eq!(store.active_id().as_deref(), Some(id.as_str()), "{case}");
+        // Restored, the committed snapshot opens and answers again.
+        std::fs::write(&record, &good_record).unwrap();
+        std::fs::write(&meta, &good_meta).unwrap();
+        assert!(files_under(&root) == committed, "{case}: not restored");
+        let snap = Snapshot::open_active(&root).unwrap();
+        assert_eq!(snap.record().snapshot_id, id, "{case}");
+        let b = snap
+            .retrieve(
+                "How do I install Reach with Podman?",
+                &RetrievalLimits::default(),
+                clock.now(),
+            )
+            .unwrap();
+        assert_eq!(b.outcome, BundleOutcome::Evidence, "{case}");
+    }
+}
+
+fn snap_time(v: &serde_json::Value) -> time::OffsetDateTime {
+    time::OffsetDateTime::parse(
+        v.as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_stored_passage_without_its_digest_is_refused_at_retrieval_as_invalid() {
+    let (_d, store, clock, _) = built();
+    let root = store.root().to_path_buf();
+    let id = store.active_id().unwrap();
+    // Tamper with the activated index the way only a corrupted disk or a hostile writer could:
+    // a passage that ranks first for the question but lacks its stored digest.
+    let index =
+        tantivy::Index::open_in_dir(root.join("snapshots").join(&id).join("index")).unwrap();
+    let (_, f) = reach_corpus::index::schema();
+    let mut writer: tantivy::IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
+    let mut forged = tantivy::TantivyDocument::new();
+    forged.add_text(f.id, "p-forged");
+    forged.add_text(f.path, "docs/install.md");
+    forged.add_text(f.section, "Podman Podman");
+    forged.add_text(f.anchor, "podman");
+    forged.add_text(f.body, "Podman Podman Podman install install install");
+    forged.add_u64(f.line_start, 1);
+    forged.add_u64(f.line_end, 2);
+    writer.add_document(forged).unwrap();
+    writer.commit().unwrap();
+    writer.wait_merging_threads().unwrap();
+
+    // The record still binds, so the snapshot opens; the passage is refused when read.
+    let snap = Snapshot::open_active(&root).unwrap();
+    let before = files_under(&root);
+    let err = snap
+        .retrieve(
+            "How do I install Reach with Podman?",
+            &RetrievalLimits::default(),
+            clock.now(),
+        )
+        .unwrap_err();
+    assert!(matches!(err, RetrievalRefusal::Invalid(_)), "{err:?}");
+    assert_eq!(err.code(), "corpus/snapshot-invalid");
+    assert!(err.to_string().contains("`digest` missing"), "{err}");
+    assert!(
+        files_under(&root) == before,
+        "retrieval wrote to the corpus"
+    );
+    assert_eq!(store.active_id(), Some(id));
 }

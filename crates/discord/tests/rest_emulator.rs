@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use common::*;
 use reach_discord::Snowflake;
-use reach_discord::rest::{CreateMessage, CreateOutcome, Nonce, ReadGate, Reconciliation};
-use reach_discord_emulator::{Emulator, EmulatorConfig, Fault, User};
+use reach_discord::rest::{
+    CreateMessage, CreateOutcome, Nonce, ReadGate, Reconciliation, RestError,
+};
+use reach_discord_emulator::{Emulator, EmulatorConfig, Fault, REST_HOST, User};
 use serde_json::json;
 
 fn reply(question: u64, nonce: &str, content: &str) -> CreateMessage {
@@ -294,6 +296,46 @@ async fn every_read_is_admitted_for_its_exact_url_and_a_refused_read_is_not_made
         reads.len() + 1,
         "no GET without admission"
     );
+}
+
+#[tokio::test]
+async fn a_base_url_that_is_not_a_canonical_https_destination_is_refused() {
+    let em = emulator().await;
+    let port = em.rest_addr().port();
+    let cases = [
+        (
+            format!("http://{REST_HOST}:{port}/api/v10"),
+            "destination/not-https",
+        ),
+        (
+            format!("{REST_HOST}:{port}/api/v10"),
+            "destination/not-https",
+        ),
+        (
+            format!("HTTPS://{REST_HOST}:{port}/api/v10"),
+            "destination/non-canonical",
+        ),
+        (
+            format!("https://{REST_HOST}:{port}api/v10"),
+            "destination/invalid-host",
+        ),
+        (
+            format!("https://bot:secret@{REST_HOST}:{port}/api/v10"),
+            "destination/userinfo",
+        ),
+        (
+            format!("https://{REST_HOST}:{port}/api/v10#top"),
+            "destination/fragment",
+        ),
+    ];
+    for (base, code) in cases {
+        match rest_with_base(&em, &base) {
+            Err(RestError::Base(e)) => assert_eq!(e.code(), code, "{base}: {e}"),
+            Ok(_) => panic!("{base}: admitted as a REST base"),
+        }
+    }
+    // The same adapter with the emulator's canonical base builds.
+    assert!(rest_with_base(&em, &em.rest_base_url()).is_ok());
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use reach_destination::{
     Admission, AdmissionPolicy, Host, PinnedConnector, RecordingDialer, StaticResolver,
 };
 use reach_discord::gateway::{self, GatewayConfig, GatewayEvent, GatewayHandle, GatewayUrl};
-use reach_discord::rest::{RestClient, RestConfig};
+use reach_discord::rest::{RestClient, RestConfig, RestError};
 use reach_discord::{BotToken, Snowflake};
 use reach_discord_emulator::{Emulator, EmulatorConfig, REST_HOST};
 use tokio::sync::mpsc;
@@ -77,6 +77,14 @@ pub async fn eventually(what: &str, cond: impl Fn() -> bool) {
 }
 
 pub fn rest(em: &Emulator) -> RestClient<StaticResolver, RecordingDialer> {
+    rest_with_base(em, &em.rest_base_url()).expect("rest client")
+}
+
+/// The adapter [`rest`] builds, with `base_url` in place of the emulator's own.
+pub fn rest_with_base(
+    em: &Emulator,
+    base_url: &str,
+) -> Result<RestClient<StaticResolver, RecordingDialer>, RestError> {
     let host = Host::Name(REST_HOST.to_owned());
     let policy = AdmissionPolicy::default().with_local_road(host, em.rest_addr());
     let resolver = StaticResolver::new().with(REST_HOST, [em.rest_addr().ip()]);
@@ -84,11 +92,10 @@ pub fn rest(em: &Emulator) -> RestClient<StaticResolver, RecordingDialer> {
     let connector =
         PinnedConnector::new(em.root_store(), RecordingDialer::new()).expect("connector");
     RestClient::new(RestConfig {
-        base_url: em.rest_base_url(),
+        base_url: base_url.to_owned(),
         token: token(em),
         bot_user_id: Snowflake(em.config().bot_user_id),
         admission,
         connector,
     })
-    .expect("rest client")
 }
