@@ -1,7 +1,7 @@
 //! A vault written by ledger version 3 upgrades in place: migration 4 rebuilds the intent and
 //! delivery tables on SQLite (the documented table-rebuild procedure), migration 5 adds the
 //! claim-order index and migration 9 rebuilds the admission table, keeping every row, state and
-//! rule.
+//! rule. A vault whose applied migration differs from this build's is refused, keeping its rows.
 
 mod common;
 
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use common::*;
 use reach_digest::Sha256Digest;
 use reach_phylactery::*;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 
 const V3: [(i64, &str, &str); 3] = [
@@ -193,3 +194,85 @@ async fn a_version_3_sqlite_vault_upgrades_keeping_every_row_and_rule() {
         TurnState::Open
     );
 }
+
+/// Runs `sql` on the vault's own database, bypassing the Phylactery; returns the rows changed.
+async fn raw(cfg: &VaultConfig, sql: &'static str) -> u64 {
+    match &cfg.location {
+        StoreLocation::Sqlite { path } => {
+            let pool = sqlx::SqlitePool::connect_with(SqliteConnectOptions::new().filename(path))
+                .await
+                .unwrap();
+            let n = sqlx::raw_sql(sql).execute(&pool).await.unwrap();
+            pool.close().await;
+            n.rows_affected()
+        }
+        StoreLocation::Postgres { url, schema } => {
+            let opts: PgConnectOptions = url.parse().unwrap();
+            let opts = opts.options([("search_path", schema.as_deref().unwrap())]);
+            let pool = PgPoolOptions::new()
+                .max_connections(1)
+                .connect_with(opts)
+                .await
+                .unwrap();
+            let n = sqlx::raw_sql(sql).execute(&pool).await.unwrap();
+            pool.close().await;
+            n.rows_affected()
+        }
+    }
+}
+
+/// An applied migration whose recorded digest is not this build's script (an edited migration,
+/// or a vault written by a diverging build) refuses the open with `vault/migration-mismatch`;
+/// the vault's rows are untouched and serve again once the record matches.
+async fn an_edited_applied_migration_refuses_the_open(db: Db) {
+    let (cfg, _guard) = config(db, "migration_mismatch");
+    let clock = ManualClock::new(T0);
+    let p = Phylactery::open(cfg.clone(), Arc::new(clock.clone()))
+        .await
+        .unwrap();
+    genesis(&p).await;
+    let intent = admitted_intent(&p, 1).await;
+    p.close().await;
+    drop(p);
+
+    assert_eq!(
+        raw(
+            &cfg,
+            "UPDATE phylactery_migration SET digest = 'sha256:edited' || digest WHERE version = 2"
+        )
+        .await,
+        1
+    );
+    let err = Phylactery::open(cfg.clone(), Arc::new(clock.clone()))
+        .await
+        .expect_err("a vault with an edited migration must not open");
+    assert_eq!(err.code(), "vault/migration-mismatch", "{err}");
+    match err {
+        LedgerError::MigrationMismatch { version, name } => {
+            assert_eq!((version, name.as_str()), (2, "outbox_guards"))
+        }
+        e => panic!("expected a migration mismatch, got {e}"),
+    }
+
+    // The refusal changed nothing: restoring the record opens the vault with its rows intact.
+    assert_eq!(
+        raw(
+            &cfg,
+            "UPDATE phylactery_migration SET digest = substr(digest, 14) WHERE version = 2"
+        )
+        .await,
+        1
+    );
+    let p = Phylactery::open(cfg, Arc::new(clock))
+        .await
+        .expect("the restored vault opens");
+    let record = p.intent(&intent).await.unwrap();
+    assert_eq!(record.state, IntentState::Pending);
+    assert_eq!(
+        p.turn_state(&record.turn_id).await.unwrap(),
+        TurnState::Succeeded
+    );
+    p.close().await;
+}
+
+on_both!(an_edited_applied_migration_refuses_the_open);

@@ -1,5 +1,7 @@
 //! EgressDecisions: issued immediately before bytes, redeemed exactly once, by the one
 //! principal their purpose names, for the exact destination and payload they bind.
+//! A store ward cannot trust (an edited migration, a file that is no database) is refused at
+//! open and left as it was.
 
 mod common;
 
@@ -581,4 +583,80 @@ async fn a_decision_never_outlives_the_ward_process_that_issued_it() {
     )
     .await
     .unwrap();
+}
+
+/// Reopens the store of `f` as a restarted ward would.
+async fn reopen(f: &Fixture, path: &std::path::Path) -> Result<reach_ward_desk::Desk, DeskError> {
+    reach_ward_desk::Desk::open(
+        path,
+        reach_ward_desk::WardKey::from_bytes(&[7; 32]).unwrap(),
+        WardPolicy::default(),
+        std::sync::Arc::new(f.clock.clone()),
+    )
+    .await
+}
+
+/// Runs `sql` on ward's store file directly, bypassing the desk; returns the rows changed.
+async fn raw(path: &std::path::Path, sql: &'static str) -> u64 {
+    let pool =
+        sqlx::SqlitePool::connect_with(sqlx::sqlite::SqliteConnectOptions::new().filename(path))
+            .await
+            .unwrap();
+    let n = sqlx::raw_sql(sql).execute(&pool).await.unwrap();
+    pool.close().await;
+    n.rows_affected()
+}
+
+#[tokio::test]
+async fn a_store_whose_applied_migration_was_edited_does_not_open() {
+    let f = Fixture::new().await;
+    let a = f.admit("run-1").await;
+    f.desk.close().await;
+    let path = f.dir.path().join("ward.sqlite3");
+    assert_eq!(
+        raw(
+            &path,
+            "UPDATE ward_migration SET digest = 'sha256:edited' || digest WHERE version = 2"
+        )
+        .await,
+        1
+    );
+    match reopen(&f, &path).await {
+        Err(DeskError::Corrupt(what)) => assert_eq!(what, "an applied migration was edited"),
+        other => panic!("expected a corrupt store, got {other:?}"),
+    }
+
+    // The refusal changed nothing: with the record restored the store opens, and the run's
+    // Sigil is still the one it was admitted with.
+    assert_eq!(
+        raw(
+            &path,
+            "UPDATE ward_migration SET digest = substr(digest, 14) WHERE version = 2"
+        )
+        .await,
+        1
+    );
+    let desk = reopen(&f, &path).await.unwrap();
+    let again = desk
+        .admit(CORE, event("g1", "c-run-1", "u-run-1"), run_ref("run-1"))
+        .await
+        .unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.sigil, a.sigil);
+}
+
+#[tokio::test]
+async fn a_store_file_that_is_not_a_database_is_a_store_error() {
+    let f = Fixture::new().await;
+    f.desk.close().await;
+    let path = f.dir.path().join("other.sqlite3");
+    std::fs::write(&path, [0x5a_u8; 4096]).unwrap();
+    match reopen(&f, &path).await {
+        // SQLITE_NOTADB: the file is left as it was, not replaced by a fresh store.
+        Err(DeskError::Store(sqlx::Error::Database(e))) => {
+            assert_eq!(e.code().as_deref(), Some("26"), "{e}")
+        }
+        other => panic!("expected a store error, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), [0x5a_u8; 4096]);
 }
