@@ -266,7 +266,7 @@ async fn a_body_that_cannot_come_up_is_refused_and_leaves_no_role_running() {
         .prefix("rl")
         .tempdir_in("/tmp")
         .unwrap();
-    let layout = StateLayout::new(&dir.path().join("state"));
+    let layout = StateLayout::new(dir.path().join("state"));
     let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
     // Only ward (first) and corpus-builder (second) matter here.
     assert_eq!(manifest.roles[0].name.as_str(), "ward");
