@@ -401,4 +401,35 @@ mod tests {
         assert_eq!(all.removed.len(), 1);
         assert!(entries(root).unwrap().is_empty());
     }
+
+    #[test]
+    fn an_unreadable_layout_refuses_with_io_and_removes_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path();
+        let kept = image(root, "bookworm");
+        let stale = image(root, "trixie");
+        // Where the prepared layers' directory belongs, a file: listing it fails (ENOTDIR, which
+        // no permission bit of root's bypasses), after the images were listed and before any
+        // entry is removed.
+        fs::write(root.join(PREPARED_DIR), "not a directory").unwrap();
+        let named = Keep {
+            named: &[kept],
+            ..Keep::default()
+        };
+        match prune(root, named, false) {
+            Err(PruneError::Io { what, path, source }) => {
+                assert_eq!(what, "list");
+                assert_eq!(path, root.join(PREPARED_DIR));
+                assert_eq!(source.kind(), io::ErrorKind::NotADirectory);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Nothing was removed: the stale image a successful prune would remove is still whole.
+        for (suite, digest) in [("bookworm", kept), ("trixie", stale)] {
+            let dir = image_dir(root, &Sha256Digest::of(suite.as_bytes()));
+            assert!(dir.join("blob").exists(), "{suite} touched");
+            assert_eq!(ImageManifest::read(&dir).unwrap().digest(), digest);
+        }
+        assert!(root.join(PREPARED_DIR).is_file());
+    }
 }

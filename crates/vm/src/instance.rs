@@ -655,15 +655,20 @@ impl Broker {
                     .collect::<String>()
             ))
         };
+        // QMP's own timeout is what is left of the ready deadline: running out of it is the
+        // guest not being ready in time, not a failure of the host.
+        let qmp_failed = |e: crate::qmp::QmpError| match e {
+            crate::qmp::QmpError::Timeout if std::time::Instant::now() >= deadline => {
+                BrokerError::BootTimeout(id.to_owned())
+            }
+            e => failed(e.to_string()),
+        };
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let mut q = crate::qmp::Qmp::connect(&dir.join(QMP_SOCK), left)
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(qmp_failed)?;
         loop {
-            let st = q
-                .execute("query-status", None)
-                .await
-                .map_err(|e| failed(e.to_string()))?;
+            let st = q.execute("query-status", None).await.map_err(qmp_failed)?;
             match st.get("status").and_then(|s| s.as_str()) {
                 Some("inmigrate") if std::time::Instant::now() < deadline => {
                     tokio::time::sleep(RESUME_POLL).await;
@@ -889,4 +894,274 @@ struct Teardown {
     sockets_deleted: bool,
     killed: bool,
     stop: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    //! Host and journal failures at the broker's boundary, with no guest: host tools that
+    //! fail, a run directory or a journal the broker cannot use. The integration tests
+    //! (`tests/refusals.rs`) cover what needs QEMU.
+
+    use super::*;
+    use crate::journal::JournalError;
+    use crate::manifest::{GuestAgent, MANIFEST_FILE, MANIFEST_FORMAT};
+
+    /// A pinned image of three tiny files that verifies like a built one: enough to reach
+    /// the host tools, never enough to boot.
+    fn tiny_image(dir: &Path) -> PinnedImage {
+        std::fs::create_dir_all(dir).unwrap();
+        let artifact = |file: &str| {
+            let bytes = format!("not a real {file}\n").into_bytes();
+            std::fs::write(dir.join(file), &bytes).unwrap();
+            Artifact {
+                file: file.into(),
+                sha256: Sha256Digest::of(&bytes),
+                bytes: bytes.len() as u64,
+            }
+        };
+        let m = ImageManifest {
+            format: MANIFEST_FORMAT.into(),
+            spec_digest: Sha256Digest::of(b"tiny"),
+            builder_revision: "test".into(),
+            suite: "bookworm".into(),
+            mirror: "http://deb.debian.org/debian".into(),
+            source_date_epoch: 0,
+            kernel: artifact("vmlinuz"),
+            initrd: artifact("initrd.img"),
+            rootfs: artifact("rootfs.raw"),
+            kernel_cmdline: "console=ttyS0".into(),
+            rootfs_uuid: String::new(),
+            packages: vec![],
+            local_debs: vec![],
+            guest_agent: GuestAgent {
+                package: "qemu-guest-agent".into(),
+                version: "1".into(),
+                binary: "/usr/sbin/qemu-ga".into(),
+                binary_sha256: Sha256Digest::of(b"qemu-ga"),
+                channel: crate::manifest::GUEST_AGENT_CHANNEL.into(),
+            },
+            nondeterminism: vec![],
+            unpinned_inputs: vec![],
+            reproducibility_notes: vec![],
+        };
+        std::fs::write(dir.join(MANIFEST_FILE), m.canonical_json()).unwrap();
+        PinnedImage {
+            digest: m.digest(),
+            dir: dir.to_owned(),
+        }
+    }
+
+    fn tiny_config(run_dir: &Path, img: &PinnedImage) -> BrokerConfig {
+        let mut cfg = BrokerConfig::new(run_dir, vec![img.clone()]);
+        cfg.accel = AccelChoice::Force(Accel::Tcg);
+        cfg
+    }
+
+    fn tiny_request(img: &PinnedImage) -> CreateRequest {
+        CreateRequest {
+            image: img.digest,
+            network: NetworkRequest::None,
+            memory_mib: 128,
+            cpus: 1,
+            wait_ready: false,
+        }
+    }
+
+    async fn start(cfg: BrokerConfig) -> Result<Broker, BrokerError> {
+        Broker::start(cfg, Arc::new(reach_clock::SystemClock))
+            .await
+            .map(|(b, _)| b)
+    }
+
+    /// A second, read-only look at a journal file, beside the broker's own connection.
+    async fn raw(path: &Path) -> sqlx::SqlitePool {
+        let opts = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true);
+        sqlx::SqlitePool::connect_with(opts).await.unwrap()
+    }
+
+    async fn instance_ids(path: &Path) -> Vec<String> {
+        sqlx::query_scalar("SELECT id FROM instances ORDER BY id")
+            .fetch_all(&raw(path).await)
+            .await
+            .unwrap()
+    }
+
+    /// A create whose host tool fails: `environment/host-failure`, and the one instance it
+    /// journaled is destroyed and confirmed, with nothing of it left on disk.
+    async fn create_fails_on_the_host(
+        configure: impl FnOnce(&mut BrokerConfig),
+    ) -> (String, Vec<InstanceState>) {
+        let tmp = tempfile::tempdir().unwrap();
+        let img = tiny_image(&tmp.path().join("img"));
+        let run = tmp.path().join("run");
+        let mut cfg = tiny_config(&run, &img);
+        configure(&mut cfg);
+        let b = start(cfg).await.unwrap();
+        let err = b.create(&tiny_request(&img)).await.unwrap_err();
+        assert_eq!(err.code(), "environment/host-failure", "{err}");
+        let BrokerError::Host(msg) = err else {
+            panic!("{err:?}")
+        };
+        let ids = instance_ids(&run.join("journal.db")).await;
+        let [id] = ids.as_slice() else {
+            panic!("{ids:?}")
+        };
+        assert!(b.journal().live().await.unwrap().is_empty());
+        let c = b.journal().confirmation(id).await.unwrap().unwrap();
+        assert_eq!(c.outcome, InstanceState::Destroyed);
+        assert!(
+            c.process_gone && c.overlay_deleted && c.sockets_deleted,
+            "{c:?}"
+        );
+        assert_eq!(
+            std::fs::read_dir(b.instances_dir()).unwrap().count(),
+            0,
+            "an instance directory survived the failed create"
+        );
+        (msg, b.journal().history(id).await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_qemu_img_that_does_not_run_is_a_host_failure() {
+        let (msg, hist) = create_fails_on_the_host(|c| {
+            c.qemu_img = "/nonexistent/qemu-img".into();
+        })
+        .await;
+        assert!(msg.contains("/nonexistent/qemu-img"), "{msg}");
+        use InstanceState::*;
+        assert_eq!(hist, [Requested, Destroying, Destroyed]);
+    }
+
+    #[tokio::test]
+    async fn a_qemu_that_exits_non_zero_is_a_host_failure() {
+        let (msg, hist) = create_fails_on_the_host(|c| c.qemu = "/bin/false".into()).await;
+        assert!(msg.contains("\"/bin/false\" exit status: 1"), "{msg}");
+        // The overlay was made (allocated), and deleted by the destroy.
+        use InstanceState::*;
+        assert_eq!(hist, [Requested, Allocated, Destroying, Destroyed]);
+    }
+
+    #[tokio::test]
+    async fn a_qemu_that_writes_no_pidfile_is_a_host_failure() {
+        let (msg, hist) = create_fails_on_the_host(|c| c.qemu = "/bin/true".into()).await;
+        assert_eq!(msg, "QEMU wrote no pidfile");
+        use InstanceState::*;
+        assert_eq!(hist, [Requested, Allocated, Destroying, Destroyed]);
+    }
+
+    #[tokio::test]
+    async fn start_refuses_a_run_dir_it_cannot_create() {
+        let tmp = tempfile::tempdir().unwrap();
+        let img = tiny_image(&tmp.path().join("img"));
+        // The run directory is a file: its instances directory cannot be made (ENOTDIR, which
+        // running as root does not bypass).
+        let run = tmp.path().join("run");
+        std::fs::write(&run, "mine").unwrap();
+        let err = start(tiny_config(&run, &img)).await.unwrap_err();
+        assert_eq!(err.code(), "environment/host-failure", "{err}");
+        assert!(
+            matches!(&err, BrokerError::Host(m) if m.starts_with(&run.join(INSTANCES).display().to_string())),
+            "{err:?}"
+        );
+        assert_eq!(std::fs::read(&run).unwrap(), b"mine");
+    }
+
+    #[tokio::test]
+    async fn start_refuses_a_journal_that_is_not_a_database_and_keeps_its_bytes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let img = tiny_image(&tmp.path().join("img"));
+        let run = tmp.path().join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        let journal = run.join("journal.db");
+        let garbage: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
+        std::fs::write(&journal, &garbage).unwrap();
+        let err = start(tiny_config(&run, &img)).await.unwrap_err();
+        assert_eq!(err.code(), "broker/journal", "{err}");
+        assert!(
+            matches!(&err, BrokerError::Journal(JournalError::Db(_))),
+            "{err:?}"
+        );
+        // Not truncated, recreated or "repaired": whatever it is, it is the operator's to look at.
+        assert_eq!(std::fs::read(&journal).unwrap(), garbage);
+    }
+
+    #[tokio::test]
+    async fn start_refuses_a_journal_row_it_cannot_read_and_reaps_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let img = tiny_image(&tmp.path().join("img"));
+        let run = tmp.path().join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        let path = run.join("journal.db");
+        // An earlier session's instance, in a state this broker does not know (say, one a
+        // newer broker wrote), with its directory still on disk.
+        let clock: Arc<dyn Clock> = Arc::new(reach_clock::SystemClock);
+        {
+            let j = Journal::open(&path, clock.clone()).await.unwrap();
+            j.request(&InstanceRecord {
+                id: "earlier".into(),
+                session: "s0".into(),
+                image_digest: img.digest,
+                state: InstanceState::Requested,
+                pid: None,
+                memory_mib: 128,
+                cpus: 1,
+                requested_at: clock.now(),
+            })
+            .await
+            .unwrap();
+            j.transition(
+                "earlier",
+                "s0",
+                InstanceState::Requested,
+                InstanceState::Allocated,
+                None,
+            )
+            .await
+            .unwrap();
+        }
+        {
+            let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
+            let pool = sqlx::SqlitePool::connect_with(opts).await.unwrap();
+            sqlx::query("UPDATE instances SET state = 'hibernated' WHERE id = 'earlier'")
+                .execute(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+        }
+        let dir = run.join(INSTANCES).join("earlier");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(OVERLAY), "overlay").unwrap();
+
+        let err = start(tiny_config(&run, &img)).await.unwrap_err();
+        assert_eq!(err.code(), "broker/journal", "{err}");
+        assert!(
+            matches!(&err, BrokerError::Journal(JournalError::Corrupt(m)) if m.contains("hibernated")),
+            "{err:?}"
+        );
+        // Recovery stopped before touching anything: the row, its history and its directory
+        // are as they were, and nothing was confirmed or recorded as an orphan.
+        let pool = raw(&path).await;
+        let state: String = sqlx::query_scalar("SELECT state FROM instances WHERE id = 'earlier'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(state, "hibernated");
+        let steps: Vec<String> = sqlx::query_scalar(
+            "SELECT to_state FROM transitions WHERE instance_id = 'earlier' ORDER BY rowid",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        assert_eq!(steps, ["requested", "allocated"]);
+        for count in [
+            "SELECT COUNT(*) FROM confirmations",
+            "SELECT COUNT(*) FROM orphans",
+        ] {
+            let n: i64 = sqlx::query_scalar(count).fetch_one(&pool).await.unwrap();
+            assert_eq!(n, 0, "{count}");
+        }
+        assert_eq!(std::fs::read(dir.join(OVERLAY)).unwrap(), b"overlay");
+    }
 }

@@ -47,7 +47,8 @@ pub enum BrokerError {
     Host(String),
     #[error("environment/guest-agent: {0}")]
     Agent(#[from] AgentError),
-    #[error(transparent)]
+    /// the broker's own journal failed (its message keeps the stable code, as every other's)
+    #[error("broker/journal: {0}")]
     Journal(#[from] JournalError),
 }
 

@@ -344,3 +344,104 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
         }
     }
 }
+
+/// Preparing refuses a base it cannot verify and fails on a host tool or a QEMU that refuses
+/// the base, each with its own variant; none pins anything, none leaves a QEMU, and a refusal
+/// before the work starts leaves an earlier layer in `out` as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unverifiable_base_or_a_failing_host_tool_pins_nothing() {
+    use reach_vm::image::BuildError;
+    use reach_vm::manifest::ManifestError;
+    use reach_vm::prepared::{
+        self, DISK_FILE, PREPARED_DIGEST_FILE, PREPARED_MANIFEST_FILE, PrepareError, PrepareInputs,
+    };
+    use reach_vm::probe::Accel;
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base");
+    common::tiny_image(&base);
+    let spec = common::prepared_spec();
+    let prepare = async |inputs: &PrepareInputs<'_>, out: &Path| {
+        prepared::prepare(&spec, inputs, out, &reach_vm::image::Quiet)
+            .await
+            .unwrap_err()
+    };
+    // An earlier layer in `out`, which a refusal before any work must not clear.
+    let earlier = tmp.path().join("earlier");
+    std::fs::create_dir_all(&earlier).unwrap();
+    std::fs::write(earlier.join(PREPARED_MANIFEST_FILE), "earlier").unwrap();
+    let untouched = |what: &str| {
+        assert_eq!(
+            std::fs::read(earlier.join(PREPARED_MANIFEST_FILE)).unwrap(),
+            b"earlier",
+            "{what} cleared the earlier layer"
+        );
+        assert_eq!(std::fs::read_dir(&earlier).unwrap().count(), 1, "{what}");
+    };
+
+    // No manifest at all.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let err = prepare(&PrepareInputs::new(&empty, Accel::Tcg), &earlier).await;
+    assert!(
+        matches!(&err, PrepareError::Manifest(ManifestError::Io { path, .. }) if path.starts_with(&empty)),
+        "{err:?}"
+    );
+    untouched("a base without a manifest");
+
+    // A base whose rootfs is not the one its manifest names.
+    let substituted = tmp.path().join("substituted");
+    common::tiny_image(&substituted);
+    std::fs::write(substituted.join("rootfs.raw"), "another rootfs\n").unwrap();
+    let err = prepare(&PrepareInputs::new(&substituted, Accel::Tcg), &earlier).await;
+    assert!(
+        matches!(&err, PrepareError::Manifest(ManifestError::ArtifactMismatch { file, .. }) if file == "rootfs.raw"),
+        "{err:?}"
+    );
+    untouched("a substituted base");
+
+    // A QEMU that does not run.
+    let mut inputs = PrepareInputs::new(&base, Accel::Tcg);
+    inputs.qemu = Path::new("/nonexistent/qemu-system-x86_64");
+    let err = prepare(&inputs, &earlier).await;
+    assert!(
+        matches!(&err, PrepareError::Build(BuildError::Tool { tool: "qemu", status, .. }) if status == "version"),
+        "{err:?}"
+    );
+    untouched("a missing QEMU");
+
+    // A qemu-img that fails making the layer.
+    let mut inputs = PrepareInputs::new(&base, Accel::Tcg);
+    inputs.qemu_img = Path::new("/bin/false");
+    let failed_img = tmp.path().join("failed-img");
+    let err = prepare(&inputs, &failed_img).await;
+    assert!(
+        matches!(&err, PrepareError::Build(BuildError::Tool { tool: "qemu-img", status, .. }) if status == "exit status: 1"),
+        "{err:?}"
+    );
+
+    // The real QEMU refuses the base's kernel and exits at once: a capture failure naming its
+    // exit, not a boot timeout.
+    let refused = tmp.path().join("refused");
+    let started = std::time::Instant::now();
+    let err = prepare(&PrepareInputs::new(&base, Accel::Tcg), &refused).await;
+    assert!(
+        matches!(&err, PrepareError::Capture(m) if m.starts_with("QEMU exited before its guest agent answered")),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60), "{err}");
+
+    for d in [&failed_img, &refused] {
+        for f in [PREPARED_MANIFEST_FILE, PREPARED_DIGEST_FILE] {
+            assert!(!d.join(f).exists(), "{f} written for a failed preparation");
+        }
+    }
+    let disk = refused.join(DISK_FILE).display().to_string();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+        assert!(
+            !text(&cmdline).contains(&disk),
+            "a QEMU still runs on the refused layer: {}",
+            p.path().display()
+        );
+    }
+}

@@ -198,3 +198,83 @@ impl VmBroker for Port {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use reach_vm::agent::AgentError;
+    use reach_vm::journal::JournalError;
+    use tonic::Code;
+
+    use super::*;
+
+    /// Every broker error becomes the gRPC code its kind calls for, and its message starts
+    /// with the stable code a caller matches on.
+    #[test]
+    fn each_broker_error_maps_to_its_status_and_keeps_its_code() {
+        let digest = || {
+            format!("sha256:{}", "ab".repeat(32))
+                .parse()
+                .expect("a digest")
+        };
+        let cases = [
+            (
+                BrokerError::ImageMismatch("x".into()),
+                Code::FailedPrecondition,
+            ),
+            (
+                BrokerError::NotContained("isolated".into()),
+                Code::FailedPrecondition,
+            ),
+            (
+                BrokerError::CeilingExceeded("x".into()),
+                Code::FailedPrecondition,
+            ),
+            (
+                BrokerError::ShapeMismatch("x".into()),
+                Code::FailedPrecondition,
+            ),
+            (
+                BrokerError::NotReady("i".into(), "booted"),
+                Code::FailedPrecondition,
+            ),
+            (BrokerError::UnknownImage(digest()), Code::NotFound),
+            (BrokerError::UnknownInstance("i".into()), Code::NotFound),
+            (
+                BrokerError::ProfileRefused("x".into()),
+                Code::InvalidArgument,
+            ),
+            (BrokerError::PathRefused("x".into()), Code::InvalidArgument),
+            (BrokerError::BootTimeout("i".into()), Code::DeadlineExceeded),
+            (BrokerError::Host("x".into()), Code::Internal),
+            (BrokerError::Agent(AgentError::Timeout), Code::Internal),
+        ];
+        for (e, want) in cases {
+            let code = e.code();
+            let text = e.to_string();
+            let s = status(e);
+            assert_eq!(s.code(), want, "{code}");
+            assert_eq!(s.message(), text, "{code}");
+            assert!(
+                s.message().starts_with(&format!("{code}: ")),
+                "{code}: {}",
+                s.message()
+            );
+        }
+    }
+
+    /// A journal failure is internal. Its message is the journal error's own text: unlike every
+    /// other variant it does not start with its code (`broker/journal`), because the variant is
+    /// `#[error(transparent)]`; see `BrokerError::Journal`.
+    #[test]
+    fn a_journal_failure_is_internal() {
+        let e = BrokerError::Journal(JournalError::Unknown("i".into()));
+        assert_eq!(e.code(), "broker/journal");
+        let s = status(e);
+        assert_eq!(s.code(), Code::Internal);
+        assert!(
+            s.message().ends_with("instance i has no record"),
+            "{}",
+            s.message()
+        );
+    }
+}
