@@ -262,9 +262,7 @@ mod tests {
         }
     }
 
-    /// A journal failure is internal. Its message is the journal error's own text: unlike every
-    /// other variant it does not start with its code (`broker/journal`), because the variant is
-    /// `#[error(transparent)]`; see `BrokerError::Journal`.
+    /// A journal failure is internal, and its message starts with its code like every other.
     #[test]
     fn a_journal_failure_is_internal() {
         let e = BrokerError::Journal(JournalError::Unknown("i".into()));
@@ -272,7 +270,8 @@ mod tests {
         let s = status(e);
         assert_eq!(s.code(), Code::Internal);
         assert!(
-            s.message().ends_with("instance i has no record"),
+            s.message().starts_with("broker/journal: ")
+                && s.message().ends_with("instance i has no record"),
             "{}",
             s.message()
         );
