@@ -223,7 +223,7 @@ fn allocated(dir: &Path) -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{Artifact, DIGEST_FILE, GuestAgent, MANIFEST_FILE};
+    use crate::manifest::{Artifact, DIGEST_FILE, MANIFEST_FILE};
     use crate::prepared::{PREPARED_DIGEST_FILE, PREPARED_MANIFEST_FILE};
 
     fn artifact(file: &str) -> Artifact {
@@ -237,31 +237,12 @@ mod tests {
     /// An image entry with a manifest of its own (`suite` tells them apart), read-only as a
     /// build leaves it. Returns its digest.
     fn image(root: &Path, suite: &str) -> Sha256Digest {
-        let m = ImageManifest {
-            format: crate::manifest::MANIFEST_FORMAT.into(),
-            spec_digest: Sha256Digest::of(suite.as_bytes()),
-            builder_revision: "test".into(),
-            suite: suite.into(),
-            mirror: "http://deb.debian.org/debian".into(),
-            source_date_epoch: 0,
-            kernel: artifact("vmlinuz"),
-            initrd: artifact("initrd.img"),
-            rootfs: artifact("rootfs.raw"),
-            kernel_cmdline: String::new(),
-            rootfs_uuid: String::new(),
-            packages: vec![],
-            local_debs: vec![],
-            guest_agent: GuestAgent {
-                package: "qemu-guest-agent".into(),
-                version: "1".into(),
-                binary: "/usr/sbin/qemu-ga".into(),
-                binary_sha256: Sha256Digest::of(b"qemu-ga"),
-                channel: crate::manifest::GUEST_AGENT_CHANNEL.into(),
-            },
-            nondeterminism: vec![],
-            unpinned_inputs: vec![],
-            reproducibility_notes: vec![],
-        };
+        let m = crate::testing::manifest(
+            suite,
+            artifact("vmlinuz"),
+            artifact("initrd.img"),
+            artifact("rootfs.raw"),
+        );
         let dir = image_dir(root, &m.spec_digest);
         write_entry(
             &dir,

@@ -34,3 +34,5 @@ pub mod qmp;
 pub mod refusal;
 pub mod settings;
 pub mod spec;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

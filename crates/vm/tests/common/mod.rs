@@ -220,43 +220,7 @@ impl Drop for Reaper {
 /// An image directory of three tiny files whose manifest verifies like a built one's: enough
 /// to reach the host tools (qemu-img, QEMU's argument checks), never enough to boot.
 pub fn tiny_image(dir: &Path) -> (ImageManifest, Sha256Digest) {
-    use reach_vm::manifest::{Artifact, GUEST_AGENT_CHANNEL, GuestAgent, MANIFEST_FILE};
-    std::fs::create_dir_all(dir).unwrap();
-    let artifact = |file: &str| {
-        let bytes = format!("not a real {file}\n").into_bytes();
-        std::fs::write(dir.join(file), &bytes).unwrap();
-        Artifact {
-            file: file.into(),
-            sha256: Sha256Digest::of(&bytes),
-            bytes: bytes.len() as u64,
-        }
-    };
-    let m = ImageManifest {
-        format: reach_vm::manifest::MANIFEST_FORMAT.into(),
-        spec_digest: Sha256Digest::of(b"tiny"),
-        builder_revision: "test".into(),
-        suite: "bookworm".into(),
-        mirror: "http://deb.debian.org/debian".into(),
-        source_date_epoch: 0,
-        kernel: artifact("vmlinuz"),
-        initrd: artifact("initrd.img"),
-        rootfs: artifact("rootfs.raw"),
-        kernel_cmdline: "console=ttyS0".into(),
-        rootfs_uuid: String::new(),
-        packages: vec![],
-        local_debs: vec![],
-        guest_agent: GuestAgent {
-            package: "qemu-guest-agent".into(),
-            version: "1".into(),
-            binary: "/usr/sbin/qemu-ga".into(),
-            binary_sha256: Sha256Digest::of(b"qemu-ga"),
-            channel: GUEST_AGENT_CHANNEL.into(),
-        },
-        nondeterminism: vec![],
-        unpinned_inputs: vec![],
-        reproducibility_notes: vec![],
-    };
-    std::fs::write(dir.join(MANIFEST_FILE), m.canonical_json()).unwrap();
+    let m = reach_vm::testing::tiny_image(dir);
     let d = m.digest();
     (m, d)
 }
