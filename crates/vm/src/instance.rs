@@ -676,9 +676,7 @@ impl Broker {
                 Some("running") => return Ok(()),
                 // A stream captured from a stopped guest arrives paused.
                 Some("paused" | "postmigrate" | "prelaunch") => {
-                    q.execute("cont", None)
-                        .await
-                        .map_err(|e| failed(e.to_string()))?;
+                    q.execute("cont", None).await.map_err(qmp_failed)?;
                     return Ok(());
                 }
                 other => return Err(failed(format!("QEMU status {other:?}"))),
