@@ -39,6 +39,23 @@ fn nothing_left(run: &std::path::Path) {
     );
 }
 
+/// `err` is a boot timeout, and the failed create destroyed what it made: nothing left, no
+/// live instance, one confirmation. Returns the instance's id.
+async fn boot_timeout_torn_down(b: &Broker, run: &std::path::Path, err: BrokerError) -> String {
+    assert_eq!(err.code(), "environment/boot-timeout", "{err}");
+    let BrokerError::BootTimeout(id) = err else {
+        panic!("{err:?}")
+    };
+    nothing_left(run);
+    assert!(b.journal().live().await.unwrap().is_empty());
+    let c = b.journal().confirmation(&id).await.unwrap().unwrap();
+    assert!(
+        c.process_gone && c.overlay_deleted && c.sockets_deleted,
+        "{c:?}"
+    );
+    id
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guest_that_does_not_answer_in_time_is_a_boot_timeout_and_is_torn_down() {
     let run = tempfile::tempdir().unwrap();
@@ -46,18 +63,7 @@ async fn a_guest_that_does_not_answer_in_time_is_a_boot_timeout_and_is_torn_down
     let broker = start_impatient(run.path()).await;
 
     let err = broker.create(&common::request(true)).await.unwrap_err();
-    assert_eq!(err.code(), "environment/boot-timeout", "{err}");
-    let BrokerError::BootTimeout(id) = err else {
-        panic!("{err:?}")
-    };
-    // The failed create destroyed what it made, and the journal says so once.
-    nothing_left(run.path());
-    assert!(broker.journal().live().await.unwrap().is_empty());
-    let c = broker.journal().confirmation(&id).await.unwrap().unwrap();
-    assert!(
-        c.process_gone && c.overlay_deleted && c.sockets_deleted,
-        "{c:?}"
-    );
+    let id = boot_timeout_torn_down(&broker, run.path(), err).await;
     assert_eq!(
         broker.journal().history(&id).await.unwrap(),
         [Requested, Allocated, Booted, Destroying, Destroyed]
@@ -186,15 +192,5 @@ async fn a_restore_that_runs_out_of_its_ready_deadline_is_a_boot_timeout_and_is_
         .create(&common::prepared_request(true))
         .await
         .unwrap_err();
-    assert_eq!(err.code(), "environment/boot-timeout", "{err}");
-    let BrokerError::BootTimeout(id) = err else {
-        panic!("{err:?}")
-    };
-    nothing_left(run.path());
-    assert!(broker.journal().live().await.unwrap().is_empty());
-    let c = broker.journal().confirmation(&id).await.unwrap().unwrap();
-    assert!(
-        c.process_gone && c.overlay_deleted && c.sockets_deleted,
-        "{c:?}"
-    );
+    boot_timeout_torn_down(&broker, run.path(), err).await;
 }
