@@ -238,11 +238,14 @@ pub struct PrepareInputs<'a> {
     pub accel: Accel,
     /// How long the restarts and the settle units get (`SETTLE_TIMEOUT` unless a test says).
     pub settle_timeout: Duration,
+    /// How long the capture guest gets to boot until its agent answers, and then until systemd
+    /// has finished booting (`PREPARE_BOOT_TIMEOUT` unless a test says).
+    pub boot_timeout: Duration,
 }
 
 impl<'a> PrepareInputs<'a> {
     /// The base image directory and accelerator, with QEMU and qemu-img from `PATH` and the
-    /// default settle timeout.
+    /// default timeouts.
     pub fn new(base_dir: &'a Path, accel: Accel) -> Self {
         Self {
             base_dir,
@@ -250,6 +253,7 @@ impl<'a> PrepareInputs<'a> {
             qemu_img: Path::new("qemu-img"),
             accel,
             settle_timeout: SETTLE_TIMEOUT,
+            boot_timeout: PREPARE_BOOT_TIMEOUT,
         }
     }
 }
@@ -396,7 +400,7 @@ pub async fn prepare(
         &mut child,
         (&qmp_sock, &qga_sock),
         &state,
-        inputs.settle_timeout,
+        (inputs.boot_timeout, inputs.settle_timeout),
         progress,
     )
     .await;
@@ -491,14 +495,14 @@ async fn capture(
     child: &mut tokio::process::Child,
     (qmp_sock, qga_sock): (&Path, &Path),
     state: &Path,
-    settle_timeout: Duration,
+    (boot_timeout, settle_timeout): (Duration, Duration),
     progress: &dyn Progress,
 ) -> Result<(Vec<PlacedFile>, String, Duration), PrepareError> {
     let t = Instant::now();
     // A QEMU that refuses its arguments exits at once: report that, not a boot timeout.
     let mut agent = tokio::select! {
-        a = Agent::connect(qga_sock, Instant::now() + PREPARE_BOOT_TIMEOUT) => {
-            a.map_err(|_| PrepareError::BootTimeout(PREPARE_BOOT_TIMEOUT))?
+        a = Agent::connect(qga_sock, Instant::now() + boot_timeout) => {
+            a.map_err(|_| PrepareError::BootTimeout(boot_timeout))?
         }
         status = child.wait() => {
             let mut err = String::new();
@@ -526,7 +530,7 @@ async fn capture(
                 "--wait".into(),
             ],
             ExecBounds {
-                timeout: PREPARE_BOOT_TIMEOUT,
+                timeout: boot_timeout,
                 max_output: 4096,
             },
         )

@@ -327,8 +327,21 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
         "{err}"
     );
 
+    // A capture guest whose agent has not answered when the boot timeout runs out: refused
+    // as a boot timeout naming it, and torn down like the others.
+    let spec = common::prepared_spec();
+    inputs.boot_timeout = Duration::from_millis(200);
+    let slow = out.path().join("slow");
+    let err = prepared::prepare(&spec, &inputs, &slow, &reach_vm::image::Quiet)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, PrepareError::BootTimeout(d) if d == Duration::from_millis(200)),
+        "{err}"
+    );
+
     // Nothing is pinned: no manifest, no digest a broker could name.
-    for d in [&failing, &dir, &stuck] {
+    for d in [&failing, &dir, &stuck, &slow] {
         for f in [PREPARED_MANIFEST_FILE, PREPARED_DIGEST_FILE] {
             assert!(!d.join(f).exists(), "{f} written for a failed preparation");
         }
