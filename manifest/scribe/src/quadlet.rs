@@ -250,19 +250,30 @@ pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
     let inside = StateLayout::new(CONTAINER_ROOT);
     let owners = secret_owners(input);
     let mut containers = Vec::new();
+    // Every unit's description names the profile.
+    refusal::vet_unit_word(&m.profile, || m.profile.clone())
+        .map_err(|k| Refusal::new("profile", k))?;
     for role in &m.roles {
         let i = role.index;
         let name = role.name.as_str();
+        let unit_word = |word: &str, at: String, shown: &dyn Fn() -> String| {
+            refusal::vet_unit_word(word, shown).map_err(|k| Refusal::new(at, k))
+        };
+        unit_word(&role.user_ns, format!("roles[{i}].user_ns"), &|| {
+            role.user_ns.clone()
+        })?;
         refusal::vet_user_ns(&role.user_ns)
             .map_err(|k| Refusal::new(format!("roles[{i}].user_ns"), k))?;
+        unit_word(&role.image, format!("roles[{i}].image"), &|| {
+            role.image.clone()
+        })?;
         for (k, v) in &role.environment {
             // The value is not shown: it is refused before anyone checked what it holds.
-            if k.chars().chain(v.chars()).any(char::is_control) {
-                return Err(Refusal::new(
-                    format!("roles[{i}].environment"),
-                    RefusalKind::BadArgument(format!("{}=…", k.escape_debug())),
-                ));
-            }
+            unit_word(
+                &format!("{k}={v}"),
+                format!("roles[{i}].environment"),
+                &|| format!("{}=…", k.escape_debug()),
+            )?;
             if refusal::looks_like_credential(k, v) {
                 return Err(Refusal::new(
                     format!("roles[{i}].environment.{k}"),
@@ -274,12 +285,7 @@ pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
             format!("roles[{i}].podman_args[{j}]")
         })?;
         for a in &role.args {
-            if a.chars().any(char::is_control) {
-                return Err(Refusal::new(
-                    format!("roles[{i}].args"),
-                    RefusalKind::BadArgument(a.clone()),
-                ));
-            }
+            unit_word(a, format!("roles[{i}].args"), &|| a.clone())?;
         }
 
         let mut volumes = vec![VolumeMount {
@@ -316,6 +322,11 @@ pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
             });
         }
         for (j, mount) in role.mounts.iter().enumerate() {
+            for (field, word) in [("source", &mount.source), ("target", &mount.target)] {
+                unit_word(word, format!("roles[{i}].mounts[{j}].{field}"), &|| {
+                    word.clone()
+                })?;
+            }
             vet_manifest_mount(input, name, &mount.source)
                 .map_err(|k| Refusal::new(format!("roles[{i}].mounts[{j}].source"), k))?;
             volumes.push(VolumeMount {

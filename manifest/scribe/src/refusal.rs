@@ -199,6 +199,17 @@ pub fn looks_like_credential(key: &str, value: &str) -> bool {
     false
 }
 
+/// Vets one piece of manifest text Scribe writes into a unit line (an `Exec=` or `PodmanArgs=`
+/// word, an `Environment=` entry, `UserNS=`, a `Volume=`, `Image=`, the description): a
+/// control character would end the line and start a key, or a section, of the manifest
+/// author's choosing. `shown` is how the refusal names it.
+pub fn vet_unit_word(word: &str, shown: impl FnOnce() -> String) -> Result<(), RefusalKind> {
+    if word.chars().any(char::is_control) {
+        return Err(RefusalKind::BadArgument(shown()));
+    }
+    Ok(())
+}
+
 /// Who owns which Podman secret, for [`vet_podman_args`].
 pub type SecretOwners = BTreeMap<String, String>;
 
@@ -213,8 +224,8 @@ pub fn vet_podman_args(
     while j < args.len() {
         let arg = &args[j];
         let path = at(j);
-        if arg.chars().any(char::is_control) {
-            return Err(Refusal::new(path, RefusalKind::BadArgument(arg.clone())));
+        if let Err(kind) = vet_unit_word(arg, || arg.clone()) {
+            return Err(Refusal::new(path, kind));
         }
         let (flag, inline) = split_flag(arg);
         let Some(flag) = flag else {

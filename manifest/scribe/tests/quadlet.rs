@@ -618,7 +618,7 @@ fn refuses_control_character_in_an_exec_argument() {
 }
 
 #[test]
-fn refuses_control_character_in_podman_args_and_environment() {
+fn refuses_control_character_in_manifest_text_on_unit_lines() {
     // Both end up on unit lines (`PodmanArgs=`, `Environment=`); a newline would add a key,
     // or a whole `[Service]` section, of the manifest author's choosing.
     refused(
@@ -639,6 +639,40 @@ fn refuses_control_character_in_podman_args_and_environment() {
         expect![
             "scribe/bad-argument: roles[3].environment: argument `RUST_LOG=…` contains a control character"
         ],
+    );
+    // The same for every other piece of manifest text on a unit line.
+    refused(
+        &with_role_lines("core", "user_ns = \"auto:size=1\\nExecStartPre=/bin/sh\""),
+        expect![[r#"
+            scribe/bad-argument: roles[3].user_ns: argument `auto:size=1
+            ExecStartPre=/bin/sh` contains a control character"#]],
+    );
+    refused(
+        &with_role_lines(
+            "core",
+            "mounts = [{ source = \"/srv/x\", target = \"/x\\nExecStartPre=/bin/sh\" }]",
+        ),
+        expect![[r#"
+            scribe/bad-argument: roles[3].mounts[0].target: argument `/x
+            ExecStartPre=/bin/sh` contains a control character"#]],
+    );
+    refused(
+        &mutate(
+            "image = \"localhost/reach/core\"",
+            "image = \"localhost/reach/core\\nExecStartPre=/bin/sh\"",
+        ),
+        expect![[r#"
+            scribe/bad-argument: roles[3].image: argument `localhost/reach/core
+            ExecStartPre=/bin/sh` contains a control character"#]],
+    );
+    refused(
+        &mutate(
+            "profile = \"reach.vps.public@1\"",
+            "profile = \"reach.vps.public@1\\n[Service]\"",
+        ),
+        expect![[r#"
+            scribe/bad-argument: profile: argument `reach.vps.public@1
+            [Service]` contains a control character"#]],
     );
     refused(
         &with_role_lines("core", "environment = { \"A\\tB\" = \"1\" }"),
