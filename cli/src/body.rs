@@ -118,6 +118,7 @@ pub async fn down(layout: &StateLayout) -> anyhow::Result<ExitCode> {
 pub async fn audit(
     body: &crate::BodyTarget,
     units: Option<&std::path::Path>,
+    ruleset: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitCode> {
     // One read: the digest names exactly the bytes audited against.
     let text = match &body.target.manifest {
@@ -132,6 +133,7 @@ pub async fn audit(
     if let Some(dir) = units {
         receipt.push(crate::scribe::units_drift(&m, &body.target.state, dir));
     }
+    receipt.push(crate::scribe::firewall_egress(ruleset));
     println!("{}", serde_json::to_string_pretty(&receipt)?);
     // The receipt is for machines; what failed is also said plainly.
     for c in &receipt.checks {

@@ -113,6 +113,11 @@ enum Command {
         /// secrets script; Podman secrets and image digests) as the check `units/drift`.
         #[arg(long, value_name = "DIR", requires = "podman")]
         units: Option<PathBuf>,
+        /// The ruleset file `reach scribe nftables` wrote and the host loaded: compare the live
+        /// `inet reach_egress` table with it as the check `firewall/egress` (skipped without
+        /// it; listing the live table needs CAP_NET_ADMIN).
+        #[arg(long, value_name = "FILE")]
+        ruleset: Option<PathBuf>,
     },
     /// Stop a body started by `reach up`.
     Down {
@@ -275,7 +280,11 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             body::print_status(&m, &body.layout(&m)?).await
         }
         Command::Down { target } => body::down(&StateLayout::new(&target.state)).await,
-        Command::Audit { body, units } => body::audit(&body, units.as_deref()).await,
+        Command::Audit {
+            body,
+            units,
+            ruleset,
+        } => body::audit(&body, units.as_deref(), ruleset.as_deref()).await,
         Command::Corpus { command } => corpus::run(command).await,
         Command::A2a { command } => a2a::run(command).await,
         Command::Scribe {

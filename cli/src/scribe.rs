@@ -367,3 +367,46 @@ pub fn units_drift(
         Err(e) => Check::observed(ID, false, format!("{e:#}")),
     }
 }
+
+/// The receipt's `firewall/egress`: the live `inet reach_egress` table against the ruleset file
+/// the host loaded ([`reach_scribe::live_ruleset`]), named by its digest; skipped without one.
+pub fn firewall_egress(ruleset: Option<&Path>) -> reach_launcher::audit::Check {
+    use reach_launcher::audit::Check;
+    use reach_scribe::live_ruleset::{Loaded, compare};
+    const ID: &str = "firewall/egress";
+    let Some(path) = ruleset else {
+        return Check::skipped(ID, "no ruleset file given (--ruleset)");
+    };
+    let digest = match std::fs::read(path) {
+        Ok(bytes) => reach_digest::Sha256Digest::of(&bytes),
+        Err(e) => return Check::observed(ID, false, format!("{}: {e}", path.display())),
+    };
+    let file = format!("{} ({digest})", path.display());
+    match compare(std::process::Command::new("nft"), path) {
+        Ok(Loaded::Matches { lines }) => Check::observed(
+            ID,
+            true,
+            format!("the live table matches {file}: {lines} lines as the kernel lists them"),
+        ),
+        Ok(Loaded::Absent) => Check::observed(
+            ID,
+            false,
+            format!("no table inet reach_egress is loaded; expected {file}"),
+        ),
+        Ok(Loaded::Differs {
+            line,
+            within,
+            expected,
+            found,
+        }) => Check::observed(
+            ID,
+            false,
+            format!(
+                "the live table differs from {file} at line {line} of the kernel's listing{}: \
+                 expected `{expected}`, found `{found}`",
+                within.map_or(String::new(), |w| format!(" ({w})"))
+            ),
+        ),
+        Err(e) => Check::observed(ID, false, format!("{file}: {e}")),
+    }
+}

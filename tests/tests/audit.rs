@@ -57,7 +57,13 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     let (ok, receipt) = audit(&body).await;
     let checks = outcomes(&receipt);
     let failed: Vec<_> = checks.iter().filter(|c| c.1 != "pass").collect();
-    assert!(ok && failed.is_empty(), "{failed:#?}");
+    // Everything passes but the firewall, which is not judged without a ruleset file (the
+    // test below judges it).
+    assert!(ok, "{failed:#?}");
+    assert!(
+        matches!(failed[..], [c] if c.0 == "firewall/egress" && c.1 == "skip"),
+        "{failed:#?}"
+    );
     assert_eq!(receipt["format"], "reach.audit-receipt.v1");
     assert_eq!(receipt["failed"], 0);
     assert_eq!(
@@ -129,7 +135,7 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     assert!(!ok);
     let failed: Vec<_> = outcomes(&receipt)
         .into_iter()
-        .filter(|c| c.1 != "pass")
+        .filter(|c| c.1 == "fail")
         .collect();
     assert_eq!(failed.len(), 1, "{failed:#?}");
     assert_eq!(failed[0].0, "secrets/modes");
@@ -204,4 +210,98 @@ async fn a_receipt_of_nothing_passes_nothing() {
             "{id}: {checks:#?}"
         );
     }
+    // No ruleset file named: the firewall is not judged either way.
+    assert!(
+        checks
+            .iter()
+            .any(|c| c.0 == "firewall/egress" && c.1 == "skip"),
+        "{checks:#?}"
+    );
+}
+
+/// `reach audit --ruleset`, run in a network namespace of the test's own: the live egress table
+/// against the file `reach scribe nftables` wrote, as `firewall/egress`.
+#[test]
+fn the_receipt_compares_the_live_firewall_with_the_ruleset_file() {
+    use std::process::Command;
+    let reach = reach_launcher::default_bin_dir().join("reach");
+    let dir = tempfile::tempdir().unwrap();
+    let ruleset = dir.path().join("egress.nft");
+    let m = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
+    let mut scribe = Command::new(&reach);
+    scribe.args(["scribe", "nftables", "--out"]).arg(&ruleset);
+    for (i, r) in m.roles.iter().enumerate() {
+        scribe.arg(format!("--uid={}={}", r.name, 64_300 + i));
+    }
+    for (i, d) in m.destinations.iter().enumerate() {
+        scribe.arg(format!("--address={}=11.0.1.{}", d.name, i + 1));
+    }
+    assert!(scribe.status().unwrap().success());
+
+    let ns = format!("reach-audit-fw-{}", std::process::id());
+    let ip = |args: &[&str]| {
+        let ok = Command::new("ip").args(args).status().unwrap().success();
+        assert!(ok, "ip {args:?}");
+    };
+    ip(&["netns", "add", &ns]);
+    struct Gone<'a>(&'a str);
+    impl Drop for Gone<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", self.0]).status();
+        }
+    }
+    let _gone = Gone(&ns);
+    let empty = tempfile::tempdir().unwrap();
+    let firewall = || {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns])
+            .arg(&reach)
+            .arg("audit")
+            .arg("--state")
+            .arg(empty.path())
+            .arg("--ruleset")
+            .arg(&ruleset)
+            .output()
+            .unwrap();
+        let receipt: Value = serde_json::from_slice(&out.stdout).expect("a receipt");
+        outcomes(&receipt)
+            .into_iter()
+            .find(|c| c.0 == "firewall/egress")
+            .expect("firewall/egress")
+    };
+
+    let absent = firewall();
+    assert_eq!(absent.1, "fail");
+    assert!(
+        absent.2.starts_with("no table inet reach_egress is loaded"),
+        "{absent:?}"
+    );
+
+    let path = ruleset.to_str().unwrap();
+    ip(&["netns", "exec", &ns, "nft", "-f", path]);
+    let loaded = firewall();
+    assert_eq!(loaded.1, "pass", "{loaded:?}");
+    let digest = reach_digest::Sha256Digest::of(std::fs::read(&ruleset).unwrap()).to_string();
+    assert!(loaded.2.contains(&digest), "{loaded:?}");
+
+    ip(&[
+        "netns",
+        "exec",
+        &ns,
+        "nft",
+        "add",
+        "rule",
+        "inet",
+        "reach_egress",
+        "role_core",
+        "accept",
+    ]);
+    let edited = firewall();
+    assert_eq!(edited.1, "fail");
+    assert!(
+        edited
+            .2
+            .contains("(chain role_core): expected `}`, found `accept`"),
+        "{edited:?}"
+    );
 }

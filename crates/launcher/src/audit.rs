@@ -13,6 +13,9 @@
 //! - the vault serves (`vault/serving`) and the active corpus snapshot is fresh
 //!   (`corpus/fresh`).
 //!
+//! The CLI adds what Scribe owns: the drift of an installed Quadlet directory (`units/drift`)
+//! and the live egress table against the loaded ruleset file (`firewall/egress`).
+//!
 //! The receipt also records the host (OS, kernel, user, Podman, systemd, cgroup version) and
 //! the manifest (profile, digest, trust domain, recovery policy). It carries no secret: the
 //! checks compare secret bytes in memory and report only file names.
@@ -123,6 +126,15 @@ impl Check {
             id: id.into(),
             outcome: if pass { Outcome::Pass } else { Outcome::Fail },
             detail: detail.into(),
+        }
+    }
+
+    /// A check that does not apply to this body; `why` says so.
+    pub fn skipped(id: impl Into<String>, why: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            outcome: Outcome::Skip,
+            detail: why.into(),
         }
     }
 }
@@ -540,11 +552,8 @@ fn exposure(secrets: &[SecretFile], layout: &StateLayout, processes: Processes) 
             .collect(),
     };
     if pids.is_empty() {
-        let skip = |id: &str| Check {
-            id: id.into(),
-            outcome: Outcome::Skip,
-            detail: "no role process known (no run/roles, none listed)".into(),
-        };
+        let skip =
+            |id: &str| Check::skipped(id, "no role process known (no run/roles, none listed)");
         return [skip("secrets/environment"), skip("secrets/command-line")];
     }
     let values: Vec<(String, Vec<u8>)> = secrets

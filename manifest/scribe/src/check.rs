@@ -111,7 +111,9 @@ pub struct CheckOptions {
     pub ruleset: Option<(PathBuf, String)>,
 }
 
-fn first_difference(expected: &str, found: &str) -> (usize, String, String) {
+/// The first line (1-based) where `found` differs from `expected`, with both versions of it
+/// (`<end of file>` past either end); two empty strings when the texts are the same.
+pub(crate) fn first_difference(expected: &str, found: &str) -> (usize, String, String) {
     let mut e = expected.lines();
     let mut f = found.lines();
     let mut line = 1;

@@ -8,8 +8,9 @@
 //!   units, volumes, networks, container-side configs and the Podman secrets script.
 //! * [`refusal`] holds the rules every unit must pass (no privileges, no host namespaces, no
 //!   volume or secret outside the manifest, no credential in the environment), with stable codes.
-//! * [`nftables`] renders the body's egress ruleset; [`check`] re-derives everything and
-//!   reports drift from what is on disk; [`deployed`] finds a deployed body's port volumes and
+//! * [`nftables`] renders the body's egress ruleset; [`live_ruleset`] compares the table the
+//!   kernel holds with a ruleset file; [`check`] re-derives everything and reports drift from
+//!   what is on disk; [`deployed`] finds a deployed body's port volumes and
 //!   role processes through Podman, for the operator's CLI.
 //!
 //! **Architecture Invariant:** the trust root key is read and written only in [`identities`].
@@ -23,6 +24,7 @@ pub mod deployed;
 pub mod identities;
 pub mod image_build;
 pub mod images;
+pub mod live_ruleset;
 pub mod nftables;
 pub mod quadlet;
 pub mod refusal;

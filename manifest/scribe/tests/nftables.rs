@@ -467,3 +467,135 @@ fn ruleset_in_a_namespace_admits_only_the_roles_destinations() {
         .collect();
     assert_eq!(got, expected);
 }
+
+/// One empty network namespace, removed on drop.
+struct Scratch(String);
+
+impl Scratch {
+    fn new(tag: &str) -> Self {
+        let ns = Self(format!("reach-fw-{tag}-{}", std::process::id()));
+        run(&["ip", "netns", "add", &ns.0]);
+        ns
+    }
+
+    /// `nft` inside this namespace, as `live_ruleset::compare` takes it.
+    fn nft(&self) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0, "nft"]);
+        c
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn the_live_table_is_compared_with_the_file_as_the_kernel_lists_both() {
+    use reach_scribe::live_ruleset::{LiveRulesetError, Loaded, compare};
+    let m = load(VPS_PUBLIC);
+    let ns = Scratch::new("live");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), render(&m, &binding(&m)).unwrap()).unwrap();
+    let path = file.path().to_str().unwrap();
+
+    // Nothing loaded yet.
+    assert_eq!(compare(ns.nft(), file.path()).unwrap(), Loaded::Absent);
+
+    // Loaded as written: the file's listing (intervals merged, the kernel's layout) matches.
+    run(&["ip", "netns", "exec", &ns.0, "nft", "-f", path]);
+    match compare(ns.nft(), file.path()).unwrap() {
+        Loaded::Matches { lines } => assert!(lines > 50, "{lines}"),
+        other => panic!("{other:?}"),
+    }
+
+    // A rule added by hand to one role's chain: the first differing line, in that chain.
+    let core = "role_core";
+    run(&[
+        "ip",
+        "netns",
+        "exec",
+        &ns.0,
+        "nft",
+        "add",
+        "rule",
+        "inet",
+        "reach_egress",
+        core,
+        "accept",
+    ]);
+    match compare(ns.nft(), file.path()).unwrap() {
+        Loaded::Differs {
+            line,
+            within,
+            expected,
+            found,
+        } => {
+            assert!(line > 1, "{line}");
+            assert_eq!(within, Some(format!("chain {core}")));
+            assert_eq!((expected.as_str(), found.as_str()), ("}", "accept"));
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Reloading the file replaces the table whole; then an address taken out of the special
+    // set differs inside that set.
+    run(&["ip", "netns", "exec", &ns.0, "nft", "-f", path]);
+    assert!(matches!(
+        compare(ns.nft(), file.path()).unwrap(),
+        Loaded::Matches { .. }
+    ));
+    run(&[
+        "ip",
+        "netns",
+        "exec",
+        &ns.0,
+        "nft",
+        "delete",
+        "element",
+        "inet",
+        "reach_egress",
+        "special_v4",
+        "{",
+        "10.0.0.0/8",
+        "}",
+    ]);
+    match compare(ns.nft(), file.path()).unwrap() {
+        Loaded::Differs {
+            within, expected, ..
+        } => {
+            assert_eq!(within.as_deref(), Some("set special_v4"));
+            assert!(expected.contains("10.0.0.0/8"), "{expected}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A file that does not load is refused as such, naming nft's complaint.
+    let bad = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(bad.path(), "table inet reach_egress {\n\tchain {\n}\n").unwrap();
+    match compare(ns.nft(), bad.path()) {
+        Err(LiveRulesetError::Ruleset(why)) => assert!(why.contains("Error"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+
+    // An auditor who may not list the live table gets that, not a verdict.
+    let mut unprivileged = Command::new("ip");
+    unprivileged.args([
+        "netns",
+        "exec",
+        &ns.0,
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "nft",
+    ]);
+    match compare(unprivileged, file.path()) {
+        Err(LiveRulesetError::Live(why)) => {
+            assert!(why.contains("Operation not permitted"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
