@@ -1113,3 +1113,82 @@ async fn peer_answers_are_quarantined_before_adoption_and_reach_a2a_reports_them
     assert_eq!(peer.requests().len(), sent);
     body.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_the_runs_sigil_settles_a_parked_task_revoked_and_sends_nothing_more() {
+    // Core's reading of ward's refusal at the owning boundary: `sigil/revoked` ends the task
+    // REVOKED (its turn REFUSED), where any other refusal would fail only that attempt.
+    let Parked {
+        peer,
+        body,
+        mut operator,
+        ask,
+        response: r,
+    } = park_a_task("op-task-revoked", "intercom revoke", |_| {}).await;
+    // The run's Sigil, as ward hands it to core again for the same run (the test holds every
+    // principal's material; core's scope for operator tasks is fixed).
+    let sigil = WardClient::new(reach_port::connect_lazy(
+        body.socket("ward.authority"),
+        &body.material("core"),
+        body.manifest.principal("ward"),
+    ))
+    .admit_scope(AdmitScopeRequest {
+        platform: "operator".into(),
+        application_id: "reach".into(),
+        guild_id: "intercom".into(),
+        channel_id: "intercom".into(),
+        subject_id: "operator".into(),
+        run_id: r.turn_id.clone(),
+        expires_at_ms: 0,
+    })
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(sigil.refusal_code, "", "{sigil:?}");
+    let revoked = WardClient::new(reach_port::connect_lazy(
+        body.socket("ward.authority"),
+        &body.material("operator"),
+        body.manifest.principal("ward"),
+    ))
+    .revoke(reach_proto::ward::v1::RevokeRequest {
+        sigil_id: sigil.sigil_id,
+        reason: "operator test".into(),
+    })
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(revoked.refusal_code, "", "{revoked:?}");
+    let sent = peer.requests().len();
+
+    // The Stasis polls the parked task on by itself; its next decision is refused as revoked.
+    let trail = settled_turn(
+        &body,
+        &mut operator,
+        "op-task-revoked",
+        std::time::Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(
+        turn_line(&trail),
+        "reason=sigil/revoked state=REFUSED",
+        "{trail}\n{}",
+        body.log("core")
+    );
+    // At most the one poll whose decision was redeemed before the revocation landed went out.
+    let settled = peer.requests().len();
+    assert!(settled <= sent + 1, "{sent} then {settled} requests");
+    // Asked again, the task answers REVOKED, and nothing more is sent.
+    let again = operator.send_a2a_task(ask).await.unwrap().into_inner();
+    assert_eq!(
+        (
+            again.phase.as_str(),
+            again.code.as_str(),
+            again.turn_state.as_str()
+        ),
+        ("REVOKED", "sigil/revoked", "REFUSED"),
+        "{again:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(peer.requests().len(), settled, "nothing sent once revoked");
+    body.stop().await;
+}
