@@ -513,3 +513,64 @@ async fn silent_server_hits_head_time() {
     };
     assert_eq!(bound_of(h.fetch(&bounds).await), Bound::HeadTime);
 }
+
+/// The failure of a return that breaks a protocol rule rather than a bound: `bounded/protocol`.
+fn protocol_of(result: Result<impl std::fmt::Debug, ReturnError>) -> String {
+    match result {
+        Err(e @ ReturnError::Protocol(_)) => {
+            assert_eq!(e.code(), "bounded/protocol");
+            e.to_string()
+        }
+        other => panic!("expected a protocol failure, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn protocol_breaks_are_refused_as_such() {
+    // Not HTTP at all.
+    let h = fixed(b"SSH-2.0-OpenSSH_9.2\r\n\r\n".to_vec()).await;
+    let why = protocol_of(h.fetch(&Bounds::default()).await);
+    assert!(why.starts_with("return protocol failure: "), "{why}");
+
+    // A body that claims gzip and is not.
+    let body = b"{\"choices\":[]} not compressed at all";
+    let mut response = head(
+        "application/json",
+        "Content-Encoding: gzip\r\n",
+        Some(body.len()),
+    );
+    response.extend_from_slice(body);
+    let h = fixed(response).await;
+    let why = protocol_of(h.fetch(&Bounds::default()).await);
+    assert!(why.contains("gzip: "), "{why}");
+
+    // A gzip stream cut short: the body ends where its length says, the stream does not.
+    let whole = gzip(br#"{"choices":[{"message":{"content":"cut"}}]}"#);
+    let cut = &whole[..whole.len() / 2];
+    let mut response = head(
+        "application/json",
+        "Content-Encoding: gzip\r\n",
+        Some(cut.len()),
+    );
+    response.extend_from_slice(cut);
+    let h = fixed(response).await;
+    let why = protocol_of(h.fetch(&Bounds::default()).await);
+    assert!(why.contains("gzip: "), "{why}");
+
+    // A body shorter than its Content-Length: the peer closed mid-body.
+    let mut response = head("application/json", "", Some(100));
+    response.extend_from_slice(b"{\"choices\":");
+    let h = fixed(response).await;
+    protocol_of(h.fetch(&Bounds::default()).await);
+
+    // An event-stream line that is not UTF-8.
+    let events = b"data: caf\xe9\n\n";
+    let mut response = head("text/event-stream", "", Some(events.len()));
+    response.extend_from_slice(events);
+    let h = fixed(response).await;
+    let mut stream = fetch_sse(h.stream().await, h.request(), &Bounds::default())
+        .await
+        .unwrap();
+    let why = protocol_of(stream.next_event().await);
+    assert!(why.contains("not UTF-8"), "{why}");
+}
