@@ -1,7 +1,8 @@
 //! EgressDecisions: issued immediately before bytes, redeemed exactly once, by the one
 //! principal their purpose names, for the exact destination and payload they bind.
 //! A store ward cannot trust (an edited migration, a file that is no database) is refused at
-//! open and left as it was.
+//! open and left as it was; a row edited past its rules is refused as corrupt where it is read,
+//! and burns nothing.
 
 mod common;
 
@@ -659,4 +660,82 @@ async fn a_store_file_that_is_not_a_database_is_a_store_error() {
         other => panic!("expected a store error, got {other:?}"),
     }
     assert_eq!(std::fs::read(&path).unwrap(), [0x5a_u8; 4096]);
+}
+
+#[tokio::test]
+async fn rows_edited_past_their_rules_are_corrupt_and_burn_nothing() {
+    let f = Fixture::new().await;
+    let path = f.dir.path().join("ward.sqlite3");
+    let a = f.admit("run-1").await;
+    let d1 = f.issue(&a, "att-1", b"answer").await.unwrap();
+    let d2 = f.issue(&a, "att-2", b"answer").await.unwrap();
+    let redeem = |id: String| {
+        let desk = &f.desk;
+        async move {
+            desk.redeem(DISCORD, &id, DISCORD_REST, &Sha256Digest::of(b"answer"))
+                .await
+        }
+    };
+    let corrupt = |r: Result<reach_ward_desk::RedeemedDecision, DeskError>| match r {
+        Err(DeskError::Corrupt(what)) => what,
+        other => panic!("expected a corrupt row, got {other:?}"),
+    };
+
+    // A decision in a state ward never writes (past the table's CHECK, by hand).
+    assert_eq!(
+        raw(
+            &path,
+            "PRAGMA ignore_check_constraints = 1;
+             UPDATE decision SET state = 'mislaid' WHERE attempt_id = 'att-1'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        corrupt(redeem(d1.id.as_str().into()).await),
+        "decision state"
+    );
+
+    // A bound payload digest that is no digest.
+    assert_eq!(
+        raw(
+            &path,
+            "UPDATE decision SET payload_digest = 'sha256:not-hex' WHERE attempt_id = 'att-2'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        corrupt(redeem(d2.id.as_str().into()).await),
+        "payload digest"
+    );
+
+    // A Sigil of a kind ward does not know issues nothing.
+    assert_eq!(
+        raw(
+            &path,
+            "PRAGMA ignore_check_constraints = 1;
+             UPDATE sigil SET kind = 'other' WHERE run_id = 'run-1'"
+        )
+        .await,
+        1
+    );
+    match f.issue(&a, "att-3", b"answer").await {
+        Err(DeskError::Corrupt(what)) => assert_eq!(what, "sigil kind"),
+        other => panic!("expected a corrupt Sigil, got {other:?}"),
+    }
+
+    // Nothing was burned: with the rows restored, each decision redeems once and the Sigil
+    // issues again.
+    raw(
+        &path,
+        "UPDATE decision SET state = 'issued' WHERE attempt_id = 'att-1';
+         UPDATE decision SET payload_digest = (SELECT payload_digest FROM decision
+             WHERE attempt_id = 'att-1') WHERE attempt_id = 'att-2';
+         UPDATE sigil SET kind = 'task' WHERE run_id = 'run-1'",
+    )
+    .await;
+    redeem(d1.id.as_str().into()).await.unwrap();
+    redeem(d2.id.as_str().into()).await.unwrap();
+    f.issue(&a, "att-3", b"answer").await.unwrap();
 }
