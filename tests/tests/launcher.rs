@@ -365,3 +365,55 @@ async fn a_body_that_cannot_come_up_is_refused_and_leaves_no_role_running() {
     assert!(!alive(pid), "the silent role outlived its refusal");
     ward_down().await;
 }
+
+#[test]
+fn a_state_directory_the_launcher_cannot_use_is_refused_naming_what() {
+    use reach_launcher::LaunchError;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let layout = StateLayout::new(dir.path().join("state"));
+    let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
+
+    // A file where the run directory goes: refused naming it, and it is left as it was.
+    std::fs::create_dir_all(layout.root()).unwrap();
+    std::fs::write(layout.run_dir(), "not a directory").unwrap();
+    match reach_launcher::prepare(&manifest, &layout) {
+        Err(LaunchError::Io { path, .. }) => assert_eq!(path, layout.run_dir()),
+        other => panic!("expected an unusable path, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(layout.run_dir()).unwrap(),
+        "not a directory"
+    );
+    std::fs::remove_file(layout.run_dir()).unwrap();
+
+    // A trust root key that is no key: Scribe's refusal, and nothing is minted over it.
+    assert!(matches!(
+        reach_launcher::prepare(&manifest, &layout),
+        Err(LaunchError::MissingCredentials(_))
+    ));
+    let key = layout.scribe_dir().join("root.key");
+    let leaf = layout.secret_dir("ward").join("tls.crt");
+    let leaf_before = std::fs::read(&leaf).unwrap();
+    std::fs::write(
+        &key,
+        "-----BEGIN PRIVATE KEY-----\nbroken\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    match reach_launcher::prepare(&manifest, &layout) {
+        Err(LaunchError::Scribe(e)) => {
+            assert!(
+                e.to_string().starts_with("trust root PEM is unreadable"),
+                "{e}"
+            )
+        }
+        other => panic!("expected Scribe's refusal, got {other:?}"),
+    }
+    assert!(std::fs::read_to_string(&key).unwrap().contains("broken"));
+    assert_eq!(
+        std::fs::read(&leaf).unwrap(),
+        leaf_before,
+        "no leaf re-minted"
+    );
+}
