@@ -597,6 +597,11 @@ async fn reopen(f: &Fixture, path: &std::path::Path) -> Result<reach_ward_desk::
     .await
 }
 
+/// Runs `sql` on ward's store file directly and asserts it changed exactly one row.
+async fn edit_one(path: &std::path::Path, sql: &'static str) {
+    assert_eq!(raw(path, sql).await, 1, "{sql}");
+}
+
 /// Runs `sql` on ward's store file directly, bypassing the desk; returns the rows changed.
 async fn raw(path: &std::path::Path, sql: &'static str) -> u64 {
     let pool =
@@ -682,44 +687,35 @@ async fn rows_edited_past_their_rules_are_corrupt_and_burn_nothing() {
     };
 
     // A decision in a state ward never writes (past the table's CHECK, by hand).
-    assert_eq!(
-        raw(
-            &path,
-            "PRAGMA ignore_check_constraints = 1;
-             UPDATE decision SET state = 'mislaid' WHERE attempt_id = 'att-1'"
-        )
-        .await,
-        1
-    );
+    edit_one(
+        &path,
+        "PRAGMA ignore_check_constraints = 1;
+             UPDATE decision SET state = 'mislaid' WHERE attempt_id = 'att-1'",
+    )
+    .await;
     assert_eq!(
         corrupt(redeem(d1.id.as_str().into()).await),
         "decision state"
     );
 
     // A bound payload digest that is no digest.
-    assert_eq!(
-        raw(
-            &path,
-            "UPDATE decision SET payload_digest = 'sha256:not-hex' WHERE attempt_id = 'att-2'"
-        )
-        .await,
-        1
-    );
+    edit_one(
+        &path,
+        "UPDATE decision SET payload_digest = 'sha256:not-hex' WHERE attempt_id = 'att-2'",
+    )
+    .await;
     assert_eq!(
         corrupt(redeem(d2.id.as_str().into()).await),
         "payload digest"
     );
 
     // A Sigil of a kind ward does not know issues nothing.
-    assert_eq!(
-        raw(
-            &path,
-            "PRAGMA ignore_check_constraints = 1;
-             UPDATE sigil SET kind = 'other' WHERE run_id = 'run-1'"
-        )
-        .await,
-        1
-    );
+    edit_one(
+        &path,
+        "PRAGMA ignore_check_constraints = 1;
+             UPDATE sigil SET kind = 'other' WHERE run_id = 'run-1'",
+    )
+    .await;
     match f.issue(&a, "att-3", b"answer").await {
         Err(DeskError::Corrupt(what)) => assert_eq!(what, "sigil kind"),
         other => panic!("expected a corrupt Sigil, got {other:?}"),

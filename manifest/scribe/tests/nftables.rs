@@ -478,6 +478,13 @@ impl Scratch {
         ns
     }
 
+    /// Runs `nft ARGS` inside this namespace, failing the test if it fails.
+    fn run_nft(&self, args: &[&str]) {
+        let mut cmd = vec!["ip", "netns", "exec", &self.0, "nft"];
+        cmd.extend_from_slice(args);
+        run(&cmd);
+    }
+
     /// `nft` inside this namespace, as `live_ruleset::compare` takes it.
     fn nft(&self) -> Command {
         let mut c = Command::new("ip");
@@ -505,7 +512,7 @@ fn the_live_table_is_compared_with_the_file_as_the_kernel_lists_both() {
     assert_eq!(compare(ns.nft(), file.path()).unwrap(), Loaded::Absent);
 
     // Loaded as written: the file's listing (intervals merged, the kernel's layout) matches.
-    run(&["ip", "netns", "exec", &ns.0, "nft", "-f", path]);
+    ns.run_nft(&["-f", path]);
     match compare(ns.nft(), file.path()).unwrap() {
         Loaded::Matches { lines } => assert!(lines > 50, "{lines}"),
         other => panic!("{other:?}"),
@@ -513,19 +520,7 @@ fn the_live_table_is_compared_with_the_file_as_the_kernel_lists_both() {
 
     // A rule added by hand to one role's chain: the first differing line, in that chain.
     let core = "role_core";
-    run(&[
-        "ip",
-        "netns",
-        "exec",
-        &ns.0,
-        "nft",
-        "add",
-        "rule",
-        "inet",
-        "reach_egress",
-        core,
-        "accept",
-    ]);
+    ns.run_nft(&["add", "rule", "inet", "reach_egress", core, "accept"]);
     match compare(ns.nft(), file.path()).unwrap() {
         Loaded::Differs {
             line,
@@ -542,17 +537,12 @@ fn the_live_table_is_compared_with_the_file_as_the_kernel_lists_both() {
 
     // Reloading the file replaces the table whole; then an address taken out of the special
     // set differs inside that set.
-    run(&["ip", "netns", "exec", &ns.0, "nft", "-f", path]);
+    ns.run_nft(&["-f", path]);
     assert!(matches!(
         compare(ns.nft(), file.path()).unwrap(),
         Loaded::Matches { .. }
     ));
-    run(&[
-        "ip",
-        "netns",
-        "exec",
-        &ns.0,
-        "nft",
+    ns.run_nft(&[
         "delete",
         "element",
         "inet",
