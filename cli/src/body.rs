@@ -132,6 +132,7 @@ pub async fn audit(
     let mut receipt = reach_launcher::audit::audit(&m, digest, &layout, processes).await;
     if let Some(dir) = units {
         receipt.push(crate::scribe::units_drift(&m, &body.target.state, dir));
+        receipt.push(crate::scribe::reboot_linger());
     }
     receipt.push(crate::scribe::firewall_egress(ruleset));
     println!("{}", serde_json::to_string_pretty(&receipt)?);

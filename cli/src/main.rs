@@ -110,7 +110,9 @@ enum Command {
         #[command(flatten)]
         body: BodyTarget,
         /// The installed Quadlet directory: add Scribe's drift report of it (units, volumes,
-        /// secrets script; Podman secrets and image digests) as the check `units/drift`.
+        /// secrets script; Podman secrets and image digests) as the check `units/drift`, and
+        /// whether the units start again after a reboot (`reboot/linger`: a rootless user's
+        /// manager starts at boot only if the user lingers).
         #[arg(long, value_name = "DIR", requires = "podman")]
         units: Option<PathBuf>,
         /// The ruleset file `reach scribe nftables` wrote and the host loaded: compare the live

@@ -410,3 +410,82 @@ pub fn firewall_egress(ruleset: Option<&Path>) -> reach_launcher::audit::Check {
         Err(e) => Check::observed(ID, false, format!("{file}: {e}")),
     }
 }
+
+/// Where systemd-logind keeps one file per user whose service manager runs from boot (what
+/// `loginctl enable-linger USER` creates).
+const LINGER_DIR: &str = "/var/lib/systemd/linger";
+
+/// The receipt's `reboot/linger` for a Quadlet body: its units are `WantedBy=default.target`
+/// of the manager that runs them, and a rootless user's manager starts at boot only when the
+/// user lingers; without it the body stays down after a reboot until the user logs in.
+pub fn reboot_linger() -> reach_launcher::audit::Check {
+    reboot_linger_in(Path::new(LINGER_DIR), nix::unistd::getuid())
+}
+
+fn reboot_linger_in(linger_dir: &Path, uid: nix::unistd::Uid) -> reach_launcher::audit::Check {
+    use reach_launcher::audit::Check;
+    const ID: &str = "reboot/linger";
+    if uid.is_root() {
+        return Check::observed(
+            ID,
+            true,
+            "root's units run under the system manager, which starts them at boot",
+        );
+    }
+    let name = match nix::unistd::User::from_uid(uid) {
+        Ok(Some(u)) => u.name,
+        Ok(None) => return Check::observed(ID, false, format!("uid {uid} has no user name")),
+        Err(e) => return Check::observed(ID, false, format!("uid {uid}: {e}")),
+    };
+    let file = linger_dir.join(&name);
+    if file.exists() {
+        Check::observed(
+            ID,
+            true,
+            format!(
+                "{name} lingers ({}): the units start at boot",
+                file.display()
+            ),
+        )
+    } else {
+        Check::observed(
+            ID,
+            false,
+            format!(
+                "{name} does not linger (no {}): the units start only when {name} logs in; \
+                 run `loginctl enable-linger {name}` as root",
+                file.display()
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reach_launcher::audit::Outcome;
+
+    #[test]
+    fn a_rootless_body_survives_a_reboot_only_if_its_user_lingers() {
+        let dir = tempfile::tempdir().unwrap();
+        // nobody exists on every Debian host.
+        let nobody = nix::unistd::Uid::from_raw(65534);
+        let off = reboot_linger_in(dir.path(), nobody);
+        assert_eq!(off.outcome, Outcome::Fail);
+        assert!(
+            off.detail
+                .contains("run `loginctl enable-linger nobody` as root"),
+            "{}",
+            off.detail
+        );
+        std::fs::write(dir.path().join("nobody"), "").unwrap();
+        let on = reboot_linger_in(dir.path(), nobody);
+        assert_eq!(on.outcome, Outcome::Pass, "{}", on.detail);
+        // Root's units are the system manager's.
+        let root = reboot_linger_in(dir.path(), nix::unistd::Uid::from_raw(0));
+        assert_eq!(root.outcome, Outcome::Pass);
+        // A uid without a name is no evidence.
+        let nameless = reboot_linger_in(dir.path(), nix::unistd::Uid::from_raw(4_000_000_000));
+        assert_eq!(nameless.outcome, Outcome::Fail, "{}", nameless.detail);
+    }
+}

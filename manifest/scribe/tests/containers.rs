@@ -14,7 +14,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::podman::{Cleanup, bins_dir, clean, materialize, probe, rootless_or_skip, start};
+use common::podman::{Cleanup, USER, bins_dir, clean, materialize, probe, rootless_or_skip, start};
 use common::*;
 use reach_manifest::{NetworkClass, VPS_PUBLIC};
 use reach_scribe::image_build::{build_context, write_context};
@@ -294,6 +294,21 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         String::from_utf8_lossy(&genesis.stderr)
     );
     let units = mat.out.display().to_string();
+    // The rootless user lingers, as `loginctl enable-linger` records it (no logind here), so
+    // its manager and the units would start at boot. Removed again below unless it was there.
+    let linger = Path::new("/var/lib/systemd/linger").join(USER);
+    let lingered_before = linger.exists();
+    std::fs::create_dir_all(linger.parent().unwrap()).unwrap();
+    std::fs::write(&linger, "").unwrap();
+    struct Unlinger(Option<std::path::PathBuf>);
+    impl Drop for Unlinger {
+        fn drop(&mut self) {
+            if let Some(p) = &self.0 {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let _unlinger = Unlinger((!lingered_before).then(|| linger.clone()));
     let audit = reach(&["audit", "--units", &units]);
     let receipt: serde_json::Value = serde_json::from_slice(&audit.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&audit.stderr)));
@@ -325,6 +340,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "secrets/command-line",
             "vault/serving",
             "units/drift",
+            "reboot/linger",
         ]
         .map(String::from),
     );
@@ -359,6 +375,30 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             .contains("reach-core.container line"),
         "{failed:#?}"
     );
+
+    // Without lingering the body would stay down after a reboot: exactly `reboot/linger` fails,
+    // saying what to run.
+    if !lingered_before {
+        std::fs::remove_file(&linger).unwrap();
+        let unlingered = reach(&["audit", "--units", &units]);
+        assert!(!unlingered.status.success());
+        let unlingered: serde_json::Value = serde_json::from_slice(&unlingered.stdout).unwrap();
+        let failed: Vec<&serde_json::Value> = unlingered["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["outcome"] == "fail")
+            .collect();
+        assert_eq!(failed.len(), 1, "{failed:#?}");
+        assert_eq!(failed[0]["id"], "reboot/linger");
+        assert!(
+            failed[0]["detail"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("run `loginctl enable-linger {USER}` as root")),
+            "{failed:#?}"
+        );
+    }
 
     // Every role container's process was read.
     assert!(
