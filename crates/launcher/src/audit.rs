@@ -10,6 +10,8 @@
 //! - every secret file and directory is closed to group and others (`secrets/modes`), and no
 //!   secret's bytes appear in a running role's environment or command line
 //!   (`secrets/environment`, `secrets/command-line`);
+//! - each role process holds its manifest's process and memory ceilings, as the kernel holds
+//!   them (`resources/pids`, `resources/memory`; `audit/ceilings.rs`);
 //! - the vault serves (`vault/serving`) and the active corpus snapshot is fresh
 //!   (`corpus/fresh`).
 //!
@@ -40,6 +42,8 @@ use reach_proto::corpus::v1::corpus_admin_client::CorpusAdminClient;
 use serde::Serialize;
 
 use crate::status::{CHECK_TIMEOUT, operator_channel, operator_material, status};
+
+mod ceilings;
 
 /// The receipt's format name.
 pub const RECEIPT_FORMAT: &str = "reach.audit-receipt.v1";
@@ -176,6 +180,7 @@ pub async fn audit(
     foreign_root(manifest, layout, &up, &mut checks).await;
     let secrets = secret_files(manifest, layout);
     checks.push(modes(manifest, layout));
+    checks.extend(ceilings::ceilings(manifest, &processes));
     checks.extend(exposure(&secrets, layout, processes));
     checks.push(vault(manifest, layout).await);
     checks.push(corpus(manifest, layout).await);

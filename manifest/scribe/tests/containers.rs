@@ -341,6 +341,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "vault/serving",
             "units/drift",
             "reboot/linger",
+            "resources/pids",
         ]
         .map(String::from),
     );
@@ -348,6 +349,23 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         let c = outcome(id);
         assert_eq!(c["outcome"], "pass", "{c}");
     }
+    // The memory ceiling as the kernel holds it: on cgroup v2 each container's cgroup; on this
+    // cgroup v1 host rootless Podman sets none, and the receipt says so (FIXME(#3) above).
+    let memory = outcome("resources/memory");
+    if cgroup_v2 {
+        assert_eq!(memory["outcome"], "pass", "{memory}");
+    } else {
+        assert_eq!(memory["outcome"], "fail", "{memory}");
+        assert!(
+            memory["detail"]
+                .as_str()
+                .unwrap()
+                .contains("core: no memory ceiling of 128 MiB"),
+            "{memory}"
+        );
+    }
+    // Failures other than that known gap of a v1 host.
+    let known_gap = |c: &&serde_json::Value| !cgroup_v2 && c["id"] == "resources/memory";
     // A hand edit of an installed unit fails exactly `units/drift`, naming the line.
     let core_unit = mat.out.join("reach-core.container");
     let text = std::fs::read_to_string(&core_unit).unwrap();
@@ -365,6 +383,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         .unwrap()
         .iter()
         .filter(|c| c["outcome"] == "fail")
+        .filter(|c| !known_gap(c))
         .collect();
     assert_eq!(failed.len(), 1, "{failed:#?}");
     assert_eq!(failed[0]["id"], "units/drift");
@@ -388,6 +407,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             .unwrap()
             .iter()
             .filter(|c| c["outcome"] == "fail")
+            .filter(|c| !known_gap(c))
             .collect();
         assert_eq!(failed.len(), 1, "{failed:#?}");
         assert_eq!(failed[0]["id"], "reboot/linger");
