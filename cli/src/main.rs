@@ -72,6 +72,11 @@ impl BodyTarget {
             .containers
             .into_iter()
             .map(|c| reach_launcher::audit::RoleProcess {
+                log_command: Some(vec![
+                    "podman".into(),
+                    "logs".into(),
+                    reach_scribe::quadlet::container_name(&c.role),
+                ]),
                 role: c.role,
                 pid: c.pid,
                 configured_env: Some(c.env),

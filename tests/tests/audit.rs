@@ -7,6 +7,11 @@ use std::os::unix::fs::PermissionsExt;
 use reach_tests::TestBody;
 use serde_json::Value;
 
+/// A PEM's base64 body, one line.
+fn body_of_key_of(pem: &str) -> String {
+    pem.lines().filter(|l| !l.starts_with("-----")).collect()
+}
+
 async fn audit(body: &TestBody) -> (bool, Value) {
     let (ok, receipt, _) = audit_with_stderr(body).await;
     (ok, receipt)
@@ -122,6 +127,7 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
         "secrets/modes",
         "secrets/environment",
         "secrets/command-line",
+        "secrets/logs",
         "vault/serving",
         "corpus/fresh",
     ] {
@@ -130,7 +136,7 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     // The receipt carries file names, never secret bytes.
     let key = std::fs::read_to_string(body.layout.secret_dir("ward").join("tls.key")).unwrap();
     let text = receipt.to_string();
-    let body_of_key: String = key.lines().filter(|l| !l.starts_with("-----")).collect();
+    let body_of_key = body_of_key_of(&key);
     assert!(!text.contains(&body_of_key), "the receipt holds a key");
 
     // A leaf key opened to its group: that check fails, naming the file; nothing else does.
@@ -153,6 +159,36 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
         failed[0].2.contains(&format!("{} 640", opened.display())),
         "{failed:?}"
     );
+
+    // A leaf key's bytes in a role's log: exactly `secrets/logs` fails, naming the role and
+    // the file (not the bytes).
+    let key_path = body.layout.secret_dir("egress-discord").join("tls.key");
+    let leaked = std::fs::read_to_string(&key_path).unwrap();
+    let log = body.layout.log_path("core");
+    let before = std::fs::read(&log).unwrap();
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        writeln!(f, "debug dump: {}", leaked.trim()).unwrap();
+    }
+    let (ok, receipt) = audit(&body).await;
+    assert!(!ok);
+    let failed: Vec<_> = outcomes(&receipt)
+        .into_iter()
+        .filter(|c| c.1 == "fail")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0].0, "secrets/logs");
+    assert_eq!(
+        failed[0].2,
+        format!("core's log holds {}", key_path.display())
+    );
+    assert!(!receipt.to_string().contains(&body_of_key_of(&leaked)));
+    // Core's own lines since were appended; put back what was there plus them, without the dump.
+    let now = std::fs::read_to_string(&log).unwrap();
+    let dump = format!("debug dump: {}\n", leaked.trim());
+    std::fs::write(&log, now.replacen(&dump, "", 1)).unwrap();
+    assert!(std::fs::read(&log).unwrap().starts_with(&before));
 
     // A role that is down: its health fails, and its failed probes prove no refusal (an outage
     // and a refused certificate look the same to the client), so its identity check fails too.

@@ -9,7 +9,7 @@
 //!   the manifest does not pin (`identity/<role>`: impersonation by a foreign root);
 //! - every secret file and directory is closed to group and others (`secrets/modes`), and no
 //!   secret's bytes appear in a running role's environment or command line
-//!   (`secrets/environment`, `secrets/command-line`);
+//!   (`secrets/environment`, `secrets/command-line`) or in any role's log (`secrets/logs`);
 //! - each role process holds its manifest's process and memory ceilings, as the kernel holds
 //!   them (`resources/pids`, `resources/memory`; `audit/ceilings.rs`);
 //! - the vault serves (`vault/serving`) and the active corpus snapshot is fresh
@@ -44,6 +44,7 @@ use serde::Serialize;
 use crate::status::{CHECK_TIMEOUT, operator_channel, operator_material, status};
 
 mod ceilings;
+mod logs;
 
 /// The receipt's format name.
 pub const RECEIPT_FORMAT: &str = "reach.audit-receipt.v1";
@@ -164,6 +165,9 @@ pub struct RoleProcess {
     /// The environment its manager gave it (Podman's `Config.Env`), read when the auditor may
     /// not read `/proc/<pid>/environ` (a rootless container's process is another user's).
     pub configured_env: Option<Vec<String>>,
+    /// The command that prints its log (e.g. `podman logs reach-<role>`), where its log is not
+    /// a file of the state directory.
+    pub log_command: Option<Vec<String>>,
 }
 
 /// Audits the body `manifest` describes in `layout`; `manifest_digest` names the manifest's
@@ -181,6 +185,12 @@ pub async fn audit(
     let secrets = secret_files(manifest, layout);
     checks.push(modes(manifest, layout));
     checks.extend(ceilings::ceilings(manifest, &processes));
+    checks.push(logs::logs(
+        manifest,
+        layout,
+        &processes,
+        &secret_values(&secrets),
+    ));
     checks.extend(exposure(&secrets, layout, processes));
     checks.push(vault(manifest, layout).await);
     checks.push(corpus(manifest, layout).await);
@@ -538,6 +548,20 @@ fn walk(path: &Path, visit: &mut impl FnMut(&Path, u32)) {
     }
 }
 
+/// The bytes searched for: each readable secret file's, trimmed, named by its path (too short
+/// a value is left out: it would match by chance).
+fn secret_values(secrets: &[SecretFile]) -> Vec<(String, Vec<u8>)> {
+    secrets
+        .iter()
+        .filter(|f| f.secret)
+        .filter_map(|f| {
+            let bytes = std::fs::read(&f.path).ok()?;
+            let trimmed = bytes.trim_ascii().to_vec();
+            (trimmed.len() >= MIN_SECRET_BYTES).then(|| (f.path.display().to_string(), trimmed))
+        })
+        .collect()
+}
+
 /// No secret's bytes in any running role's environment or command line (skipped when no role
 /// process is known).
 fn exposure(secrets: &[SecretFile], layout: &StateLayout, processes: Processes) -> [Check; 2] {
@@ -552,6 +576,7 @@ fn exposure(secrets: &[SecretFile], layout: &StateLayout, processes: Processes) 
                     role: role.to_owned(),
                     pid: pid.parse().ok()?,
                     configured_env: None,
+                    log_command: None,
                 })
             })
             .collect(),
@@ -561,15 +586,7 @@ fn exposure(secrets: &[SecretFile], layout: &StateLayout, processes: Processes) 
             |id: &str| Check::skipped(id, "no role process known (no run/roles, none listed)");
         return [skip("secrets/environment"), skip("secrets/command-line")];
     }
-    let values: Vec<(String, Vec<u8>)> = secrets
-        .iter()
-        .filter(|f| f.secret)
-        .filter_map(|f| {
-            let bytes = std::fs::read(&f.path).ok()?;
-            let trimmed = bytes.trim_ascii().to_vec();
-            (trimmed.len() >= MIN_SECRET_BYTES).then(|| (f.path.display().to_string(), trimmed))
-        })
-        .collect();
+    let values = secret_values(secrets);
     if values.is_empty() {
         // Nothing to search for is no evidence either.
         let none = |id: &str| check(id, false, "no secret file readable to search for");

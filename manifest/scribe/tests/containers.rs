@@ -338,6 +338,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "secrets/modes",
             "secrets/environment",
             "secrets/command-line",
+            "secrets/logs",
             "vault/serving",
             "units/drift",
             "reboot/linger",

@@ -174,6 +174,7 @@ mod tests {
             role: "ward".into(),
             pid: child.id(),
             configured_env: None,
+            log_command: None,
         }
     }
 
