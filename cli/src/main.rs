@@ -110,7 +110,9 @@ enum Command {
         body: BodyTarget,
     },
     /// The live-host receipt: check the running body (health, authorization and identity
-    /// refusals, secret files, vault, corpus) and print a JSON receipt; exit 1 if a check fails.
+    /// refusals, secret files and exposure in environments, command lines and logs, resource
+    /// ceilings, vault, corpus; units, reboot and firewall where named) and print a JSON
+    /// receipt; exit 1 if a check fails.
     Audit {
         #[command(flatten)]
         body: BodyTarget,
