@@ -123,8 +123,9 @@ enum Command {
         #[arg(long, value_name = "DIR", requires = "podman")]
         units: Option<PathBuf>,
         /// The ruleset file `reach scribe nftables` wrote and the host loaded: compare the live
-        /// `inet reach_egress` table with it as the check `firewall/egress` (skipped without
-        /// it; listing the live table needs CAP_NET_ADMIN).
+        /// `inet reach_egress` table with it as the check `firewall/egress`, and each egress
+        /// destination's current addresses with what that table admits as `network/dns` (both
+        /// skipped without it; listing the live table needs CAP_NET_ADMIN).
         #[arg(long, value_name = "FILE")]
         ruleset: Option<PathBuf>,
     },

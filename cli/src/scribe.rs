@@ -214,6 +214,20 @@ fn binding(m: &Manifest, args: &BindingArgs) -> anyhow::Result<FirewallBinding> 
     }
     // Destinations an egress role uses and the operator did not bind: the system resolver,
     // now. Scribe then refuses any special-purpose answer.
+    for d in egress_destinations(m) {
+        if b.addresses.contains_key(&d.name) {
+            continue;
+        }
+        let addrs =
+            resolve(d).map_err(|e| anyhow::anyhow!("{e}; bind it with --address {}=IP", d.name))?;
+        b.addresses
+            .insert(d.name.clone(), addrs.into_iter().collect());
+    }
+    Ok(b)
+}
+
+/// The destinations some egress role of `m` uses.
+fn egress_destinations(m: &Manifest) -> Vec<&reach_manifest::schema::Destination> {
     let used: BTreeSet<&str> = m
         .roles
         .iter()
@@ -225,34 +239,28 @@ fn binding(m: &Manifest, args: &BindingArgs) -> anyhow::Result<FirewallBinding> 
         })
         .flatten()
         .collect();
-    let unbound: Vec<_> = m
-        .destinations
+    m.destinations
         .iter()
-        .filter(|d| used.contains(d.name.as_str()) && !b.addresses.contains_key(&d.name))
-        .collect();
-    for d in unbound {
-        let authority = d
-            .url
-            .strip_prefix("https://")
-            .and_then(|r| r.split('/').next())
-            .unwrap_or("");
-        let target = if authority.contains(':') {
-            authority.to_owned()
-        } else {
-            format!("{authority}:443")
-        };
-        let addrs: BTreeSet<IpAddr> = match target.to_socket_addrs() {
-            Ok(a) => a.map(|a| a.ip()).collect(),
-            Err(e) => bail!(
-                "destination `{}` ({target}) did not resolve: {e}; bind it with --address {}=IP",
-                d.name,
-                d.name
-            ),
-        };
-        b.addresses
-            .insert(d.name.clone(), addrs.into_iter().collect());
+        .filter(|d| used.contains(d.name.as_str()))
+        .collect()
+}
+
+/// A destination's addresses through the system resolver, now.
+fn resolve(d: &reach_manifest::schema::Destination) -> anyhow::Result<BTreeSet<IpAddr>> {
+    let authority = d
+        .url
+        .strip_prefix("https://")
+        .and_then(|r| r.split('/').next())
+        .unwrap_or("");
+    let target = if authority.contains(':') {
+        authority.to_owned()
+    } else {
+        format!("{authority}:443")
+    };
+    match target.to_socket_addrs() {
+        Ok(a) => Ok(a.map(|a| a.ip()).collect()),
+        Err(e) => bail!("destination `{}` ({target}) did not resolve: {e}", d.name),
     }
-    Ok(b)
 }
 
 /// Writes the nftables ruleset.
@@ -455,6 +463,73 @@ fn reboot_linger_in(linger_dir: &Path, uid: nix::unistd::Uid) -> reach_launcher:
                 "{name} does not linger (no {}): the units start only when {name} logs in; \
                  run `loginctl enable-linger {name}` as root",
                 file.display()
+            ),
+        )
+    }
+}
+
+/// The receipt's `network/dns`: every admitted destination resolves now, through the host's
+/// resolver, only to addresses the live egress table admits for it. An answer outside them
+/// (the destination moved since the ruleset was rendered) would be dropped by the firewall:
+/// the check says which and that the ruleset must be rendered and loaded again. Judged only
+/// with a ruleset file (`--ruleset`), i.e. where the body has a firewall.
+pub fn network_dns(m: &Manifest, ruleset: Option<&Path>) -> reach_launcher::audit::Check {
+    use reach_launcher::audit::Check;
+    use reach_scribe::live_ruleset::{admitted, listing};
+    const ID: &str = "network/dns";
+    if ruleset.is_none() {
+        return Check::skipped(ID, "no ruleset file given (--ruleset)");
+    }
+    let live = match listing(std::process::Command::new("nft")) {
+        Ok(Some(l)) => l,
+        Ok(None) => return Check::observed(ID, false, "no table inet reach_egress is loaded"),
+        Err(e) => return Check::observed(ID, false, e.to_string()),
+    };
+    let admitted = admitted(&live);
+    let mut broken = Vec::new();
+    let mut stale = Vec::new();
+    let destinations = egress_destinations(m);
+    for d in &destinations {
+        let allowed = admitted.get(&d.name).cloned().unwrap_or_default();
+        match resolve(d) {
+            Ok(now) => {
+                let outside: Vec<String> =
+                    now.difference(&allowed).map(ToString::to_string).collect();
+                if !outside.is_empty() {
+                    broken.push(format!(
+                        "{} now resolves to {}, which the live firewall does not admit",
+                        d.name,
+                        outside.join(", ")
+                    ));
+                }
+                stale.extend(
+                    allowed
+                        .difference(&now)
+                        .map(|a| format!("{} ({a})", d.name)),
+                );
+            }
+            Err(e) => broken.push(format!("{e:#}")),
+        }
+    }
+    if broken.is_empty() {
+        let mut detail = format!(
+            "{} destinations resolve only to addresses the live firewall admits",
+            destinations.len()
+        );
+        if !stale.is_empty() {
+            detail.push_str(&format!(
+                "; admitted but not in today's answer: {}",
+                stale.join(", ")
+            ));
+        }
+        Check::observed(ID, true, detail)
+    } else {
+        Check::observed(
+            ID,
+            false,
+            format!(
+                "{}: render the ruleset again (`reach scribe nftables`) and load it",
+                broken.join("; ")
             ),
         )
     }

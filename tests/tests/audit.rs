@@ -74,8 +74,13 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     assert_eq!(
         (failed.len(), skipped),
         (
-            3,
-            vec!["resources/pids", "resources/memory", "firewall/egress"]
+            4,
+            vec![
+                "resources/pids",
+                "resources/memory",
+                "firewall/egress",
+                "network/dns"
+            ]
         ),
         "{failed:#?}"
     );
@@ -285,6 +290,29 @@ fn the_receipt_compares_the_live_firewall_with_the_ruleset_file() {
     assert!(scribe.status().unwrap().success());
 
     let ns = format!("reach-audit-fw-{}", std::process::id());
+    // The namespace's own /etc/hosts (`ip netns exec` mounts /etc/netns/<ns>/hosts over it):
+    // each destination's host at the address the ruleset was rendered with.
+    let etc = std::path::PathBuf::from("/etc/netns").join(&ns);
+    std::fs::create_dir_all(&etc).unwrap();
+    let hosts: Vec<(String, String)> = m
+        .destinations
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let host = d
+                .url
+                .trim_start_matches("https://")
+                .split([':', '/'])
+                .next()
+                .unwrap();
+            (host.to_owned(), format!("11.0.1.{}", i + 1))
+        })
+        .collect();
+    let write_hosts = |hosts: &[(String, String)]| {
+        let text: String = hosts.iter().map(|(h, a)| format!("{a} {h}\n")).collect();
+        std::fs::write(etc.join("hosts"), text).unwrap();
+    };
+    write_hosts(&hosts);
     let ip = |args: &[&str]| {
         let ok = Command::new("ip").args(args).status().unwrap().success();
         assert!(ok, "ip {args:?}");
@@ -294,11 +322,12 @@ fn the_receipt_compares_the_live_firewall_with_the_ruleset_file() {
     impl Drop for Gone<'_> {
         fn drop(&mut self) {
             let _ = Command::new("ip").args(["netns", "del", self.0]).status();
+            let _ = std::fs::remove_dir_all(std::path::Path::new("/etc/netns").join(self.0));
         }
     }
     let _gone = Gone(&ns);
     let empty = tempfile::tempdir().unwrap();
-    let firewall = || {
+    let receipt = || {
         let out = Command::new("ip")
             .args(["netns", "exec", &ns])
             .arg(&reach)
@@ -311,10 +340,12 @@ fn the_receipt_compares_the_live_firewall_with_the_ruleset_file() {
             .unwrap();
         let receipt: Value = serde_json::from_slice(&out.stdout).expect("a receipt");
         outcomes(&receipt)
-            .into_iter()
-            .find(|c| c.0 == "firewall/egress")
-            .expect("firewall/egress")
     };
+    let find = |checks: Vec<(String, String, String)>, id: &str| {
+        checks.into_iter().find(|c| c.0 == id).expect(id)
+    };
+    let firewall = || find(receipt(), "firewall/egress");
+    let dns = || find(receipt(), "network/dns");
 
     let absent = firewall();
     assert_eq!(absent.1, "fail");
@@ -322,6 +353,7 @@ fn the_receipt_compares_the_live_firewall_with_the_ruleset_file() {
         absent.2.starts_with("no table inet reach_egress is loaded"),
         "{absent:?}"
     );
+    assert_eq!(dns().1, "fail");
 
     let path = ruleset.to_str().unwrap();
     ip(&["netns", "exec", &ns, "nft", "-f", path]);
@@ -329,6 +361,35 @@ fn the_receipt_compares_the_live_firewall_with_the_ruleset_file() {
     assert_eq!(loaded.1, "pass", "{loaded:?}");
     let digest = reach_digest::Sha256Digest::of(std::fs::read(&ruleset).unwrap()).to_string();
     assert!(loaded.2.contains(&digest), "{loaded:?}");
+
+    // Every destination resolves where the firewall admits it; then discord.com moves.
+    let resolved = dns();
+    assert_eq!(resolved.1, "pass", "{resolved:?}");
+    assert!(
+        resolved
+            .2
+            .starts_with("4 destinations resolve only to addresses the live firewall admits"),
+        "{resolved:?}"
+    );
+    let moved: Vec<(String, String)> = hosts
+        .iter()
+        .map(|(h, a)| match h.as_str() {
+            "discord.com" => (h.clone(), "11.0.1.99".to_owned()),
+            _ => (h.clone(), a.clone()),
+        })
+        .collect();
+    write_hosts(&moved);
+    let outdated = dns();
+    assert_eq!(outdated.1, "fail");
+    assert!(
+        outdated.2.starts_with(
+            "discord-rest now resolves to 11.0.1.99, which the live firewall does not admit"
+        ) && outdated
+            .2
+            .ends_with("render the ruleset again (`reach scribe nftables`) and load it"),
+        "{outdated:?}"
+    );
+    write_hosts(&hosts);
 
     ip(&[
         "netns",

@@ -7,6 +7,8 @@
 //! hand or by another tool, shows as a differing line. The scratch namespace lives only as long
 //! as its `nft` process and holds nothing but the file's table; it never touches the host's.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -49,17 +51,9 @@ pub enum LiveRulesetError {
 /// Compares the live table with `ruleset`. `nft` is how to run `nft` against the live
 /// namespace (`Command::new("nft")` on the host; a test names its own namespace); the
 /// `list table` arguments are added here.
-pub fn compare(mut nft: Command, ruleset: &Path) -> Result<Loaded, LiveRulesetError> {
-    let live = output(nft.args(["list", "table", "inet", TABLE]))?;
-    let live = if live.status.success() {
-        String::from_utf8_lossy(&live.stdout).into_owned()
-    } else {
-        let err = String::from_utf8_lossy(&live.stderr);
-        // nft's answer for a table that does not exist (ENOENT from the kernel).
-        if err.contains("No such file or directory") {
-            return Ok(Loaded::Absent);
-        }
-        return Err(LiveRulesetError::Live(first_line(&err)));
+pub fn compare(nft: Command, ruleset: &Path) -> Result<Loaded, LiveRulesetError> {
+    let Some(live) = listing(nft)? else {
+        return Ok(Loaded::Absent);
     };
     let expected = scratch_listing(ruleset)?;
     let (line, want, found) = crate::check::first_difference(&expected, &live);
@@ -75,6 +69,47 @@ pub fn compare(mut nft: Command, ruleset: &Path) -> Result<Loaded, LiveRulesetEr
             found: found.trim().to_owned(),
         }
     })
+}
+
+/// The live table as `nft` lists it (`nft` as in [`compare`]); `None` when it is not loaded.
+pub fn listing(mut nft: Command) -> Result<Option<String>, LiveRulesetError> {
+    let live = output(nft.args(["list", "table", "inet", TABLE]))?;
+    if live.status.success() {
+        return Ok(Some(String::from_utf8_lossy(&live.stdout).into_owned()));
+    }
+    let err = String::from_utf8_lossy(&live.stderr);
+    // nft's answer for a table that does not exist (ENOENT from the kernel).
+    if err.contains("No such file or directory") {
+        return Ok(None);
+    }
+    Err(LiveRulesetError::Live(first_line(&err)))
+}
+
+/// The addresses a listing admits for each destination: the rules Scribe renders as
+/// `ip daddr A tcp dport P accept comment "DESTINATION"` (or `ip6 daddr`), in any role's chain.
+pub fn admitted(listing: &str) -> BTreeMap<String, BTreeSet<IpAddr>> {
+    let mut out: BTreeMap<String, BTreeSet<IpAddr>> = BTreeMap::new();
+    for line in listing.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let [
+            "ip" | "ip6",
+            "daddr",
+            addr,
+            "tcp",
+            "dport",
+            _,
+            "accept",
+            "comment",
+            name,
+        ] = words[..]
+            && let Ok(addr) = addr.parse::<IpAddr>()
+        {
+            out.entry(name.trim_matches('"').to_owned())
+                .or_default()
+                .insert(addr);
+        }
+    }
+    out
 }
 
 /// The `chain NAME` or `set NAME` header (without its brace) that line `line` of a listing sits

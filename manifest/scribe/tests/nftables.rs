@@ -501,7 +501,7 @@ impl Drop for Scratch {
 
 #[test]
 fn the_live_table_is_compared_with_the_file_as_the_kernel_lists_both() {
-    use reach_scribe::live_ruleset::{LiveRulesetError, Loaded, compare};
+    use reach_scribe::live_ruleset::{LiveRulesetError, Loaded, admitted, compare, listing};
     let m = load(VPS_PUBLIC);
     let ns = Scratch::new("live");
     let file = tempfile::NamedTempFile::new().unwrap();
@@ -517,6 +517,14 @@ fn the_live_table_is_compared_with_the_file_as_the_kernel_lists_both() {
         Loaded::Matches { lines } => assert!(lines > 50, "{lines}"),
         other => panic!("{other:?}"),
     }
+    // What the live table admits for each destination is the binding's addresses.
+    let live = listing(ns.nft()).unwrap().expect("loaded");
+    let want: BTreeMap<String, std::collections::BTreeSet<IpAddr>> = binding(&m)
+        .addresses
+        .into_iter()
+        .map(|(d, a)| (d, a.into_iter().collect()))
+        .collect();
+    assert_eq!(admitted(&live), want);
 
     // A rule added by hand to one role's chain: the first differing line, in that chain.
     let core = "role_core";
