@@ -130,6 +130,7 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     );
     for id in [
         "secrets/modes",
+        "secrets/holders",
         "secrets/environment",
         "secrets/command-line",
         "secrets/logs",
@@ -163,6 +164,30 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     assert!(
         failed[0].2.contains(&format!("{} 640", opened.display())),
         "{failed:?}"
+    );
+
+    // Discord's bot token copied into core's secret directory (core holds no credential):
+    // exactly `secrets/holders` fails, naming who the manifest gives it to.
+    let token = body
+        .layout
+        .secret_dir("egress-discord")
+        .join("discord-bot-token");
+    let stray = body.layout.secret_dir("core").join("discord-bot-token");
+    std::fs::copy(&token, &stray).unwrap();
+    let (ok, receipt) = audit(&body).await;
+    std::fs::remove_file(&stray).unwrap();
+    assert!(!ok);
+    let failed: Vec<_> = outcomes(&receipt)
+        .into_iter()
+        .filter(|c| c.1 == "fail")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(
+        (failed[0].0.as_str(), failed[0].2.as_str()),
+        (
+            "secrets/holders",
+            "core holds discord-bot-token, which the manifest gives egress-discord, ingress-edge"
+        )
     );
 
     // A leaf key's bytes in a role's log: exactly `secrets/logs` fails, naming the role and
@@ -253,6 +278,7 @@ async fn a_receipt_of_nothing_passes_nothing() {
         "health",
         "identity",
         "secrets/modes",
+        "secrets/holders",
         "vault/serving",
         "corpus/fresh",
     ] {

@@ -7,6 +7,8 @@
 //!   (`authorization/<port>`: authenticated, but not allowed);
 //! - every role refuses a leaf naming the operator under a root of the same trust domain that
 //!   the manifest does not pin (`identity/<role>`: impersonation by a foreign root);
+//! - every principal's secret directory holds only its leaf, the bundle and the credentials
+//!   the manifest gives it (`secrets/holders`: core holds none);
 //! - every secret file and directory is closed to group and others (`secrets/modes`), and no
 //!   secret's bytes appear in a running role's environment or command line
 //!   (`secrets/environment`, `secrets/command-line`) or in any role's log (`secrets/logs`);
@@ -184,6 +186,7 @@ pub async fn audit(
     foreign_root(manifest, layout, &up, &mut checks).await;
     let secrets = secret_files(manifest, layout);
     checks.push(modes(manifest, layout));
+    checks.push(holders(manifest, layout));
     checks.extend(ceilings::ceilings(manifest, &processes));
     checks.push(logs::logs(
         manifest,
@@ -531,6 +534,71 @@ fn modes(manifest: &Manifest, layout: &StateLayout) -> Check {
             false,
             format!("open to group or others: {}", open.join(", ")),
         )
+    }
+}
+
+/// Each principal's secret directory holds only what the manifest gives it: its leaf, the trust
+/// bundle and its own credentials. A credential in another role's directory (core's, above all:
+/// core holds none) fails, naming who the manifest gives it to.
+fn holders(manifest: &Manifest, layout: &StateLayout) -> Check {
+    const ID: &str = "secrets/holders";
+    let identity = [
+        reach_identity::files::LEAF_CERT,
+        reach_identity::files::LEAF_KEY,
+        reach_identity::files::TRUST_BUNDLE,
+    ];
+    let granted = |file: &str| -> Vec<&str> {
+        manifest
+            .roles
+            .iter()
+            .filter(|r| r.credentials.iter().any(|c| c.file == file))
+            .map(|r| r.name.as_str())
+            .collect()
+    };
+    let principals = manifest
+        .roles
+        .iter()
+        .map(|r| (r.name.as_str(), Some(r)))
+        .chain([(OPERATOR, None)]);
+    let (mut dirs, mut files, mut stray) = (0, 0, Vec::new());
+    for (name, role) in principals {
+        let Ok(entries) = std::fs::read_dir(layout.secret_dir(name)) else {
+            continue;
+        };
+        dirs += 1;
+        for e in entries.flatten() {
+            files += 1;
+            let file = e.file_name().to_string_lossy().into_owned();
+            let own = identity.contains(&file.as_str())
+                || role.is_some_and(|r| r.credentials.iter().any(|c| c.file == file));
+            if !own {
+                let to = granted(&file);
+                stray.push(if to.is_empty() {
+                    format!("{name} holds {file}, which the manifest gives no role")
+                } else {
+                    format!(
+                        "{name} holds {file}, which the manifest gives {}",
+                        to.join(", ")
+                    )
+                });
+            }
+        }
+    }
+    if dirs == 0 {
+        return check(
+            ID,
+            false,
+            format!("no secret directory under {}", layout.root().display()),
+        );
+    }
+    if stray.is_empty() {
+        check(
+            ID,
+            true,
+            format!("{dirs} secret directories, {files} files, each its holder's own"),
+        )
+    } else {
+        check(ID, false, stray.join(", "))
     }
 }
 

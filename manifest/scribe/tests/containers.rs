@@ -336,6 +336,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "authorization/core.admission",
             "authorization/ward.authority",
             "secrets/modes",
+            "secrets/holders",
             "secrets/environment",
             "secrets/command-line",
             "secrets/logs",
