@@ -286,6 +286,7 @@ async fn a_body_that_cannot_come_up_is_refused_and_leaves_no_role_running() {
         bin_dir,
         ready_timeout,
         log_level: "warn".into(),
+        ..LaunchOptions::default()
     };
     let ward_down = async || {
         let health = reach_launcher::status(&manifest, &layout).await.unwrap();
@@ -416,4 +417,84 @@ fn a_state_directory_the_launcher_cannot_use_is_refused_naming_what() {
         leaf_before,
         "no leaf re-minted"
     );
+}
+
+/// The expiry of the leaf in `dir`, as seconds since the Unix epoch.
+fn leaf_expiry(manifest: &reach_manifest::Manifest, dir: &Path) -> i64 {
+    let pem = std::fs::read(dir.join(reach_identity::files::LEAF_CERT)).unwrap();
+    let der = rustls_pemfile::certs(&mut &pem[..])
+        .next()
+        .unwrap()
+        .unwrap();
+    reach_identity::inspect_leaf(&der, &manifest.trust_domain, std::time::SystemTime::now())
+        .unwrap()
+        .not_after_unix
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_body_renews_a_leaf_near_its_end_and_keeps_talking() {
+    use reach_launcher::{Body, LaunchOptions};
+    let dir = tempfile::Builder::new()
+        .prefix("rr")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let layout = StateLayout::new(dir.path().join("state"));
+    let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
+    let _ = reach_launcher::prepare(&manifest, &layout);
+    reach_tests::write_placeholder_credentials(&manifest, &layout);
+    let body = Body::up(
+        &manifest,
+        &layout,
+        LaunchOptions {
+            log_level: "warn".into(),
+            renew_every: Duration::from_millis(500),
+            ..LaunchOptions::default()
+        },
+    )
+    .await
+    .expect("body comes up");
+
+    // Ward's leaf swapped, while it runs, for one of the same root that ends in 5 hours:
+    // inside the renewal window (6 hours before the end).
+    let scribe = layout.scribe_dir();
+    let root = reach_identity::TrustRoot::from_pem(
+        std::fs::read_to_string(scribe.join("root.crt")).unwrap(),
+        std::fs::read_to_string(scribe.join("root.key")).unwrap(),
+    )
+    .unwrap();
+    let ward = layout.secret_dir("ward");
+    let short = root
+        .issue_leaf(
+            &manifest.principal("ward"),
+            std::time::SystemTime::now(),
+            Duration::from_secs(5 * 3600),
+        )
+        .unwrap();
+    let core_before = std::fs::read(layout.secret_dir("core").join("tls.crt")).unwrap();
+    reach_identity::files::write_leaf(&ward, &short).unwrap();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+    };
+    assert!(leaf_expiry(&manifest, &ward) < now() + 6 * 3600);
+
+    // The running body renews it to a full day, and only it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while leaf_expiry(&manifest, &ward) < now() + 23 * 3600 {
+        assert!(Instant::now() < deadline, "ward's leaf was not renewed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        std::fs::read(layout.secret_dir("core").join("tls.crt")).unwrap(),
+        core_before,
+        "a leaf far from its end is left alone"
+    );
+    // Ward reloads it and every role still answers the operator.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let health = reach_launcher::status(&manifest, &layout).await.unwrap();
+    let down: Vec<_> = health.iter().filter(|h| h.result.is_err()).collect();
+    assert!(down.is_empty(), "{down:?}");
+    body.stop().await;
 }

@@ -23,7 +23,14 @@ pub struct LaunchOptions {
     pub ready_timeout: Duration,
     /// Passed to roles as `REACH_LOG__LEVEL`.
     pub log_level: String,
+    /// How often, while the body runs, Scribe renews every leaf within its renewal window
+    /// (`reach_scribe::identities::RENEW_BEFORE` of its end). Roles reload a renewed leaf from
+    /// their secret directory; a body up longer than a leaf's 24 hours keeps talking.
+    pub renew_every: Duration,
 }
+
+/// How often a running body's leaves are looked at by default: far inside the renewal window.
+pub const RENEW_EVERY: Duration = Duration::from_secs(10 * 60);
 
 impl Default for LaunchOptions {
     fn default() -> Self {
@@ -31,6 +38,7 @@ impl Default for LaunchOptions {
             bin_dir: crate::default_bin_dir(),
             ready_timeout: Duration::from_secs(30),
             log_level: "info".into(),
+            renew_every: RENEW_EVERY,
         }
     }
 }
@@ -90,6 +98,53 @@ pub struct Body {
     running: Vec<Running>,
     options: LaunchOptions,
     manifest: Manifest,
+    /// Renews leaves while the body runs; stopped with it.
+    _renewal: Renewal,
+}
+
+/// The leaf-renewal task of a running body, aborted when the body goes.
+#[derive(Debug)]
+struct Renewal(tokio::task::JoinHandle<()>);
+
+impl Drop for Renewal {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Renewal {
+    /// Every `every`, renews each leaf within its renewal window (Scribe's `IfNeeded`: nothing
+    /// else is minted or rotated). A failure is logged and tried again next time; the roles keep
+    /// the leaves they have.
+    fn start(manifest: &Manifest, layout: &StateLayout, every: Duration) -> Self {
+        let (manifest, layout) = (manifest.clone(), layout.clone());
+        Renewal(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await; // `up` has just materialized them.
+            loop {
+                tick.tick().await;
+                let (m, l) = (manifest.clone(), layout.clone());
+                let renewed = tokio::task::spawn_blocking(move || {
+                    identities::materialize_identities(
+                        &m,
+                        &l,
+                        Rotation::IfNeeded,
+                        SystemTime::now(),
+                    )
+                })
+                .await;
+                match renewed {
+                    Ok(Ok(report)) if !report.leaves_issued.is_empty() => {
+                        tracing::info!(principals = ?report.leaves_issued, "leaves renewed")
+                    }
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "leaf renewal failed"),
+                    Err(e) => tracing::warn!(error = %e, "leaf renewal task failed"),
+                }
+            }
+        }))
+    }
 }
 
 /// What a stop did.
@@ -120,6 +175,7 @@ impl Body {
         let mut body = Body {
             layout: layout.clone(),
             running: Vec::new(),
+            _renewal: Renewal::start(manifest, layout, options.renew_every),
             options,
             manifest: manifest.clone(),
         };
