@@ -129,6 +129,7 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
         "{ward:?}"
     );
     for id in [
+        "identity/leaves",
         "secrets/modes",
         "secrets/holders",
         "secrets/environment",
@@ -163,6 +164,40 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     assert_eq!(failed[0].0, "secrets/modes");
     assert!(
         failed[0].2.contains(&format!("{} 640", opened.display())),
+        "{failed:?}"
+    );
+
+    // Workbench's leaf swapped for one of the same root that ends in 5 hours (no renewal ran):
+    // exactly `identity/leaves` fails, naming it.
+    let workbench = body.layout.secret_dir("workbench");
+    let (crt, key) = (workbench.join("tls.crt"), workbench.join("tls.key"));
+    let (crt_before, key_before) = (std::fs::read(&crt).unwrap(), std::fs::read(&key).unwrap());
+    let scribe = body.layout.scribe_dir();
+    let short = reach_identity::TrustRoot::from_pem(
+        std::fs::read_to_string(scribe.join("root.crt")).unwrap(),
+        std::fs::read_to_string(scribe.join("root.key")).unwrap(),
+    )
+    .unwrap()
+    .issue_leaf(
+        &body.manifest.principal("workbench"),
+        std::time::SystemTime::now(),
+        std::time::Duration::from_secs(5 * 3600),
+    )
+    .unwrap();
+    reach_identity::files::write_leaf(&workbench, &short).unwrap();
+    let (ok, receipt) = audit(&body).await;
+    reach_identity::files::write_secret(&key, &key_before).unwrap();
+    reach_identity::files::write_secret(&crt, &crt_before).unwrap();
+    assert!(!ok);
+    let failed: Vec<_> = outcomes(&receipt)
+        .into_iter()
+        .filter(|c| c.1 == "fail")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0].0, "identity/leaves");
+    assert!(
+        failed[0].2.starts_with("workbench's leaf ends in 4h 59m")
+            || failed[0].2.starts_with("workbench's leaf ends in 5h 00m"),
         "{failed:?}"
     );
 
@@ -277,6 +312,7 @@ async fn a_receipt_of_nothing_passes_nothing() {
     for id in [
         "health",
         "identity",
+        "identity/leaves",
         "secrets/modes",
         "secrets/holders",
         "vault/serving",

@@ -7,6 +7,8 @@
 //!   (`authorization/<port>`: authenticated, but not allowed);
 //! - every role refuses a leaf naming the operator under a root of the same trust domain that
 //!   the manifest does not pin (`identity/<role>`: impersonation by a foreign root);
+//! - every principal's leaf is its own and has more than the renewal window left
+//!   (`identity/leaves`);
 //! - every principal's secret directory holds only its leaf, the bundle and the credentials
 //!   the manifest gives it (`secrets/holders`: core holds none);
 //! - every secret file and directory is closed to group and others (`secrets/modes`), and no
@@ -187,6 +189,7 @@ pub async fn audit(
     let secrets = secret_files(manifest, layout);
     checks.push(modes(manifest, layout));
     checks.push(holders(manifest, layout));
+    checks.push(leaves(manifest, layout));
     checks.extend(ceilings::ceilings(manifest, &processes));
     checks.push(logs::logs(
         manifest,
@@ -535,6 +538,77 @@ fn modes(manifest: &Manifest, layout: &StateLayout) -> Check {
             format!("open to group or others: {}", open.join(", ")),
         )
     }
+}
+
+/// Every principal's leaf in the state directory is this deployment's, for that principal, and
+/// has more than Scribe's renewal window left (less means no renewal ran: a leaf lasts a day).
+fn leaves(manifest: &Manifest, layout: &StateLayout) -> Check {
+    const ID: &str = "identity/leaves";
+    let now = SystemTime::now();
+    let window = reach_scribe::identities::RENEW_BEFORE;
+    let mut short = Vec::new();
+    let mut nearest: Option<(Duration, String)> = None;
+    for p in manifest.principals() {
+        let name = p.name().to_owned();
+        let path = layout
+            .secret_dir(&name)
+            .join(reach_identity::files::LEAF_CERT);
+        let info = std::fs::read(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))
+            .and_then(|pem| {
+                rustls_pemfile::certs(&mut &pem[..])
+                    .next()
+                    .and_then(Result::ok)
+                    .ok_or_else(|| format!("{}: no certificate", path.display()))
+            })
+            .and_then(|der| {
+                reach_identity::inspect_leaf(&der, &manifest.trust_domain, now)
+                    .map_err(|e| format!("{name}'s leaf: {e}"))
+            });
+        let info = match info {
+            Ok(i) if i.principal == p => i,
+            Ok(i) => {
+                short.push(format!("{name}'s leaf names {}", i.principal));
+                continue;
+            }
+            Err(e) => {
+                short.push(e);
+                continue;
+            }
+        };
+        let end = SystemTime::UNIX_EPOCH + Duration::from_secs(info.not_after_unix.max(0) as u64);
+        let left = end.duration_since(now).unwrap_or_default();
+        if left < window {
+            short.push(format!("{name}'s leaf ends in {}", hours_minutes(left)));
+        }
+        if nearest.as_ref().is_none_or(|(d, _)| left < *d) {
+            nearest = Some((left, name));
+        }
+    }
+    match (short.is_empty(), nearest) {
+        (true, Some((left, name))) => check(
+            ID,
+            true,
+            format!(
+                "{} leaves, the nearest end in {} ({name})",
+                manifest.principals().len(),
+                hours_minutes(left)
+            ),
+        ),
+        _ => check(
+            ID,
+            false,
+            format!(
+                "{} (renew with `reach scribe identities --state DIR`)",
+                short.join(", ")
+            ),
+        ),
+    }
+}
+
+fn hours_minutes(d: Duration) -> String {
+    let m = d.as_secs() / 60;
+    format!("{}h {:02}m", m / 60, m % 60)
 }
 
 /// Each principal's secret directory holds only what the manifest gives it: its leaf, the trust

@@ -11,8 +11,8 @@ use reach_manifest::{CredentialKind, Manifest};
 const ROOT_CERT: &str = "root.crt";
 const ROOT_KEY: &str = "root.key";
 const PREVIOUS_ROOT_CERT: &str = "root.previous.crt";
-/// A leaf with less than this left is renewed on `reach up`, so a role never starts with a
-/// leaf that expires while it runs a short session.
+/// A leaf with less than this left is renewed (on `reach up`, by a running body's renewal and by
+/// `reach scribe identities`), so a role never starts with, or keeps, a leaf about to end.
 pub const RENEW_BEFORE: Duration = Duration::from_secs(6 * 3600);
 /// Length of generated role keys (ward's signing and pseudonym key).
 const ROLE_KEY_BYTES: usize = 32;

@@ -335,6 +335,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         [
             "authorization/core.admission",
             "authorization/ward.authority",
+            "identity/leaves",
             "secrets/modes",
             "secrets/holders",
             "secrets/environment",
