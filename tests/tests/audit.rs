@@ -39,6 +39,17 @@ async fn audit_with_stderr(body: &TestBody) -> (bool, Value, String) {
     )
 }
 
+/// The one check that failed (id, outcome, detail), asserting the audit failed on it alone.
+fn only_failure(ok: bool, receipt: &Value) -> (String, String, String) {
+    assert!(!ok);
+    let mut failed: Vec<_> = outcomes(receipt)
+        .into_iter()
+        .filter(|c| c.1 == "fail")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    failed.remove(0)
+}
+
 fn outcomes(receipt: &Value) -> Vec<(String, String, String)> {
     receipt["checks"]
         .as_array()
@@ -155,15 +166,10 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
         said.contains("FAIL secrets/modes: open to group or others:"),
         "{said}"
     );
-    assert!(!ok);
-    let failed: Vec<_> = outcomes(&receipt)
-        .into_iter()
-        .filter(|c| c.1 == "fail")
-        .collect();
-    assert_eq!(failed.len(), 1, "{failed:#?}");
-    assert_eq!(failed[0].0, "secrets/modes");
+    let failed = only_failure(ok, &receipt);
+    assert_eq!(failed.0, "secrets/modes");
     assert!(
-        failed[0].2.contains(&format!("{} 640", opened.display())),
+        failed.2.contains(&format!("{} 640", opened.display())),
         "{failed:?}"
     );
 
@@ -188,16 +194,11 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     let (ok, receipt) = audit(&body).await;
     reach_identity::files::write_secret(&key, &key_before).unwrap();
     reach_identity::files::write_secret(&crt, &crt_before).unwrap();
-    assert!(!ok);
-    let failed: Vec<_> = outcomes(&receipt)
-        .into_iter()
-        .filter(|c| c.1 == "fail")
-        .collect();
-    assert_eq!(failed.len(), 1, "{failed:#?}");
-    assert_eq!(failed[0].0, "identity/leaves");
+    let failed = only_failure(ok, &receipt);
+    assert_eq!(failed.0, "identity/leaves");
     assert!(
-        failed[0].2.starts_with("workbench's leaf ends in 4h 59m")
-            || failed[0].2.starts_with("workbench's leaf ends in 5h 00m"),
+        failed.2.starts_with("workbench's leaf ends in 4h 59m")
+            || failed.2.starts_with("workbench's leaf ends in 5h 00m"),
         "{failed:?}"
     );
 
@@ -211,14 +212,9 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     std::fs::copy(&token, &stray).unwrap();
     let (ok, receipt) = audit(&body).await;
     std::fs::remove_file(&stray).unwrap();
-    assert!(!ok);
-    let failed: Vec<_> = outcomes(&receipt)
-        .into_iter()
-        .filter(|c| c.1 == "fail")
-        .collect();
-    assert_eq!(failed.len(), 1, "{failed:#?}");
+    let failed = only_failure(ok, &receipt);
     assert_eq!(
-        (failed[0].0.as_str(), failed[0].2.as_str()),
+        (failed.0.as_str(), failed.2.as_str()),
         (
             "secrets/holders",
             "core holds discord-bot-token, which the manifest gives egress-discord, ingress-edge"
@@ -237,17 +233,9 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
         writeln!(f, "debug dump: {}", leaked.trim()).unwrap();
     }
     let (ok, receipt) = audit(&body).await;
-    assert!(!ok);
-    let failed: Vec<_> = outcomes(&receipt)
-        .into_iter()
-        .filter(|c| c.1 == "fail")
-        .collect();
-    assert_eq!(failed.len(), 1, "{failed:#?}");
-    assert_eq!(failed[0].0, "secrets/logs");
-    assert_eq!(
-        failed[0].2,
-        format!("core's log holds {}", key_path.display())
-    );
+    let failed = only_failure(ok, &receipt);
+    assert_eq!(failed.0, "secrets/logs");
+    assert_eq!(failed.2, format!("core's log holds {}", key_path.display()));
     assert!(!receipt.to_string().contains(&body_of_key_of(&leaked)));
     // Core's own lines since were appended; put back what was there plus them, without the dump.
     let now = std::fs::read_to_string(&log).unwrap();

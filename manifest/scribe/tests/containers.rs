@@ -369,6 +369,21 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
     }
     // Failures other than that known gap of a v1 host.
     let known_gap = |c: &&serde_json::Value| !cgroup_v2 && c["id"] == "resources/memory";
+    // An audit that failed on one check alone (that gap aside): its id and detail.
+    let only_failure = |out: std::process::Output| -> (String, String) {
+        assert!(!out.status.success());
+        let receipt: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let failed: Vec<&serde_json::Value> = receipt["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["outcome"] == "fail")
+            .filter(|c| !known_gap(c))
+            .collect();
+        assert_eq!(failed.len(), 1, "{failed:#?}");
+        let text = |v: &serde_json::Value| v.as_str().unwrap().to_owned();
+        (text(&failed[0]["id"]), text(&failed[0]["detail"]))
+    };
     // A hand edit of an installed unit fails exactly `units/drift`, naming the line.
     let core_unit = mat.out.join("reach-core.container");
     let text = std::fs::read_to_string(&core_unit).unwrap();
@@ -379,47 +394,19 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
     .unwrap();
     let edited = reach(&["audit", "--units", &units]);
     std::fs::write(&core_unit, &text).unwrap();
-    assert!(!edited.status.success());
-    let edited: serde_json::Value = serde_json::from_slice(&edited.stdout).unwrap();
-    let failed: Vec<&serde_json::Value> = edited["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["outcome"] == "fail")
-        .filter(|c| !known_gap(c))
-        .collect();
-    assert_eq!(failed.len(), 1, "{failed:#?}");
-    assert_eq!(failed[0]["id"], "units/drift");
-    assert!(
-        failed[0]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("reach-core.container line"),
-        "{failed:#?}"
-    );
+    let (id, detail) = only_failure(edited);
+    assert_eq!(id, "units/drift");
+    assert!(detail.contains("reach-core.container line"), "{detail}");
 
     // Without lingering the body would stay down after a reboot: exactly `reboot/linger` fails,
     // saying what to run.
     if !lingered_before {
         std::fs::remove_file(&linger).unwrap();
-        let unlingered = reach(&["audit", "--units", &units]);
-        assert!(!unlingered.status.success());
-        let unlingered: serde_json::Value = serde_json::from_slice(&unlingered.stdout).unwrap();
-        let failed: Vec<&serde_json::Value> = unlingered["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["outcome"] == "fail")
-            .filter(|c| !known_gap(c))
-            .collect();
-        assert_eq!(failed.len(), 1, "{failed:#?}");
-        assert_eq!(failed[0]["id"], "reboot/linger");
+        let (id, detail) = only_failure(reach(&["audit", "--units", &units]));
+        assert_eq!(id, "reboot/linger");
         assert!(
-            failed[0]["detail"]
-                .as_str()
-                .unwrap()
-                .contains(&format!("run `loginctl enable-linger {USER}` as root")),
-            "{failed:#?}"
+            detail.contains(&format!("run `loginctl enable-linger {USER}` as root")),
+            "{detail}"
         );
     }
 
