@@ -24,7 +24,7 @@ struct Cli {
 }
 
 #[derive(clap::Args, Debug, Clone)]
-struct Target {
+pub(crate) struct Target {
     /// The ApplicationDeploymentManifest@1 file; the embedded reach.vps.public@1 if omitted.
     #[arg(long)]
     manifest: Option<PathBuf>,
@@ -194,6 +194,10 @@ enum ScribeCommand {
     Nftables(scribe::NftablesArgs),
     /// Re-derive everything from the manifest and report drift (exit status 1 on drift).
     Check(scribe::CheckArgs),
+    /// A Quadlet body's leaf renewal (run it at least daily, as the body's user): renew every
+    /// leaf within its renewal window, replace the renewed roles' Podman secrets and, with
+    /// `--restart`, restart those roles one at a time.
+    Renew(scribe::RenewArgs),
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -358,6 +362,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Scribe {
             command: ScribeCommand::Check(args),
         } => scribe::run_check(args),
+        Command::Scribe {
+            command: ScribeCommand::Renew(args),
+        } => scribe::renew(args),
         Command::Secret {
             command: SecretCommand::Set { role, file, target },
         } => {

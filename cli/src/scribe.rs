@@ -376,6 +376,83 @@ pub fn units_drift(
     }
 }
 
+/// `reach scribe renew`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RenewArgs {
+    #[command(flatten)]
+    target: crate::Target,
+    /// Restart each renewed role's unit (`systemctl --user restart reach-<role>.service`), one
+    /// at a time, so it starts with its new leaf.
+    #[arg(long)]
+    restart: bool,
+}
+
+/// Renews every leaf within its renewal window; for each renewed role, replaces the Podman
+/// secrets that carry its leaf (its containers copied them when they started) and, with
+/// `--restart`, restarts its unit. The operator's own leaf is renewed in the state directory.
+pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
+    let m = crate::load_manifest(args.target.manifest.as_deref())?;
+    let layout = reach_manifest::plan::StateLayout::new(&args.target.state);
+    let report = reach_scribe::materialize_identities(
+        &m,
+        &layout,
+        reach_scribe::Rotation::IfNeeded,
+        std::time::SystemTime::now(),
+    )?;
+    let roles: Vec<&str> = m
+        .roles
+        .iter()
+        .map(|r| r.name.as_str())
+        .filter(|r| report.leaves_issued.iter().any(|l| l == r))
+        .collect();
+    if report.leaves_issued.is_empty() {
+        println!("no leaf within its renewal window");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("renewed: {}", report.leaves_issued.join(", "));
+    for role in &roles {
+        for file in [
+            reach_identity::files::LEAF_CERT,
+            reach_identity::files::LEAF_KEY,
+        ] {
+            let name = reach_scribe::quadlet::secret_name(role, file);
+            let source = layout.secret_dir(role).join(file);
+            // Podman 4.3 has no `secret create --replace`: remove, then create.
+            let _ = std::process::Command::new("podman")
+                .args(["secret", "rm", &name])
+                .output();
+            let out = std::process::Command::new("podman")
+                .args(["secret", "create", &name])
+                .arg(&source)
+                .output()
+                .with_context(|| format!("podman secret create {name}"))?;
+            if !out.status.success() {
+                bail!(
+                    "podman secret create {name}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            println!("podman secret {name} replaced");
+        }
+    }
+    for role in &roles {
+        let unit = reach_scribe::quadlet::service_name(role);
+        if !args.restart {
+            println!("restart {unit} to serve the new leaf");
+            continue;
+        }
+        let status = std::process::Command::new("systemctl")
+            .args(["--user", "restart", &unit])
+            .status()
+            .with_context(|| format!("systemctl --user restart {unit}"))?;
+        if !status.success() {
+            bail!("systemctl --user restart {unit}: {status}");
+        }
+        println!("{unit} restarted");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The receipt's `firewall/egress`: the live `inet reach_egress` table against the ruleset file
 /// the host loaded ([`reach_scribe::live_ruleset`]), named by its digest; skipped without one.
 pub fn firewall_egress(ruleset: Option<&Path>) -> reach_launcher::audit::Check {

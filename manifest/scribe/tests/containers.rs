@@ -418,4 +418,70 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             .starts_with("8 role processes"),
         "{receipt:#}"
     );
+
+    // Leaf renewal of the Quadlet body, as its user: ward's leaf swapped for one of the same
+    // root that ends in 5 hours is renewed by `reach scribe renew`, which replaces exactly
+    // ward's two leaf secrets (its container copied the old ones when it started).
+    let secret_ids = || -> Vec<(String, String)> {
+        m.roles
+            .iter()
+            .flat_map(|role| ["tls.crt", "tls.key"].map(|f| (role.name.as_str().to_owned(), f)))
+            .map(|(role, f)| {
+                let name = format!("reach.{role}.{f}");
+                let out = r.podman_out(&["secret", "inspect", "--format", "{{.ID}}", &name]);
+                assert!(out.status.success(), "{name}");
+                (name, String::from_utf8_lossy(&out.stdout).trim().to_owned())
+            })
+            .collect()
+    };
+    let before = secret_ids();
+    let scribe_dir = mat.state.join("scribe");
+    let ward_dir = mat.state.join("secrets").join("ward");
+    let short = reach_identity::TrustRoot::from_pem(
+        std::fs::read_to_string(scribe_dir.join("root.crt")).unwrap(),
+        std::fs::read_to_string(scribe_dir.join("root.key")).unwrap(),
+    )
+    .unwrap()
+    .issue_leaf(
+        &m.principal("ward"),
+        std::time::SystemTime::now(),
+        std::time::Duration::from_secs(5 * 3600),
+    )
+    .unwrap();
+    reach_identity::files::write_leaf(&ward_dir, &short).unwrap();
+    r.give(&ward_dir);
+    let renew = r
+        .command(
+            &[
+                bins_dir().join("reach").display().to_string(),
+                "scribe".into(),
+                "renew".into(),
+                "--state".into(),
+                mat.state.display().to_string(),
+            ],
+            &[],
+        )
+        .output()
+        .expect("reach runs");
+    let said = String::from_utf8_lossy(&renew.stdout).into_owned();
+    assert!(
+        renew.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&renew.stderr)
+    );
+    assert!(said.starts_with("renewed: ward\n"), "{said}");
+    assert!(
+        said.contains("podman secret reach.ward.tls.crt replaced\n")
+            && said.contains("podman secret reach.ward.tls.key replaced\n")
+            && said.ends_with("restart reach-ward.service to serve the new leaf\n"),
+        "{said}"
+    );
+    let after = secret_ids();
+    for ((name, was), (_, now)) in before.iter().zip(&after) {
+        if name.starts_with("reach.ward.") {
+            assert_ne!(was, now, "{name} replaced");
+        } else {
+            assert_eq!(was, now, "{name} left alone");
+        }
+    }
 }
