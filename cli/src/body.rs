@@ -134,8 +134,9 @@ pub async fn audit(
         receipt.push(crate::scribe::units_drift(&m, &body.target.state, dir));
         receipt.push(crate::scribe::reboot_linger());
     }
-    receipt.push(crate::scribe::firewall_egress(ruleset));
-    receipt.push(crate::scribe::network_dns(&m, ruleset));
+    for check in crate::scribe::firewall(&m, ruleset) {
+        receipt.push(check);
+    }
     println!("{}", serde_json::to_string_pretty(&receipt)?);
     // The receipt is for machines; what failed is also said plainly.
     for c in &receipt.checks {

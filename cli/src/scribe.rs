@@ -399,39 +399,30 @@ pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
         reach_scribe::Rotation::IfNeeded,
         std::time::SystemTime::now(),
     )?;
+    if report.leaves_issued.is_empty() {
+        println!("no leaf within its renewal window");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("renewed: {}", report.leaves_issued.join(", "));
+    // The operator is no role: its leaf is only in the state directory.
     let roles: Vec<&str> = m
         .roles
         .iter()
         .map(|r| r.name.as_str())
         .filter(|r| report.leaves_issued.iter().any(|l| l == r))
         .collect();
-    if report.leaves_issued.is_empty() {
-        println!("no leaf within its renewal window");
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!("renewed: {}", report.leaves_issued.join(", "));
+    let podman = reach_scribe::image_build::Podman::new("podman");
     for role in &roles {
         for file in [
             reach_identity::files::LEAF_CERT,
             reach_identity::files::LEAF_KEY,
         ] {
             let name = reach_scribe::quadlet::secret_name(role, file);
-            let source = layout.secret_dir(role).join(file);
-            // Podman 4.3 has no `secret create --replace`: remove, then create.
-            let _ = std::process::Command::new("podman")
-                .args(["secret", "rm", &name])
-                .output();
-            let out = std::process::Command::new("podman")
-                .args(["secret", "create", &name])
-                .arg(&source)
-                .output()
-                .with_context(|| format!("podman secret create {name}"))?;
-            if !out.status.success() {
-                bail!(
-                    "podman secret create {name}: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-            }
+            reach_scribe::deployed::replace_secret(
+                &podman,
+                &name,
+                &layout.secret_dir(role).join(file),
+            )?;
             println!("podman secret {name} replaced");
         }
     }
@@ -453,21 +444,41 @@ pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The receipt's `firewall/egress`: the live `inet reach_egress` table against the ruleset file
-/// the host loaded ([`reach_scribe::live_ruleset`]), named by its digest; skipped without one.
-pub fn firewall_egress(ruleset: Option<&Path>) -> reach_launcher::audit::Check {
+/// The receipt's firewall checks, `firewall/egress` and `network/dns`, from one listing of the
+/// live `inet reach_egress` table; both skipped without a ruleset file.
+pub fn firewall(m: &Manifest, ruleset: Option<&Path>) -> [reach_launcher::audit::Check; 2] {
     use reach_launcher::audit::Check;
-    use reach_scribe::live_ruleset::{Loaded, compare};
-    const ID: &str = "firewall/egress";
     let Some(path) = ruleset else {
-        return Check::skipped(ID, "no ruleset file given (--ruleset)");
+        let why = "no ruleset file given (--ruleset)";
+        return [
+            Check::skipped("firewall/egress", why),
+            Check::skipped("network/dns", why),
+        ];
     };
+    let live = reach_scribe::live_ruleset::listing(std::process::Command::new("nft"))
+        .map_err(|e| e.to_string());
+    [firewall_egress(path, &live), network_dns(m, &live)]
+}
+
+/// The live table as [`reach_scribe::live_ruleset::listing`] gave it (`None`: not loaded).
+type Listing = Result<Option<String>, String>;
+
+/// `firewall/egress`: the live table against the ruleset file the host loaded
+/// ([`reach_scribe::live_ruleset`]), named by its digest.
+fn firewall_egress(path: &Path, live: &Listing) -> reach_launcher::audit::Check {
+    use reach_launcher::audit::Check;
+    use reach_scribe::live_ruleset::{Loaded, compare_listing};
+    const ID: &str = "firewall/egress";
     let digest = match std::fs::read(path) {
         Ok(bytes) => reach_digest::Sha256Digest::of(&bytes),
         Err(e) => return Check::observed(ID, false, format!("{}: {e}", path.display())),
     };
     let file = format!("{} ({digest})", path.display());
-    match compare(std::process::Command::new("nft"), path) {
+    let live = match live {
+        Ok(l) => l.as_deref(),
+        Err(e) => return Check::observed(ID, false, format!("{file}: {e}")),
+    };
+    match compare_listing(live, path) {
         Ok(Loaded::Matches { lines }) => Check::observed(
             ID,
             true,
@@ -545,24 +556,21 @@ fn reboot_linger_in(linger_dir: &Path, uid: nix::unistd::Uid) -> reach_launcher:
     }
 }
 
-/// The receipt's `network/dns`: every admitted destination resolves now, through the host's
-/// resolver, only to addresses the live egress table admits for it. An answer outside them
-/// (the destination moved since the ruleset was rendered) would be dropped by the firewall:
-/// the check says which and that the ruleset must be rendered and loaded again. Judged only
-/// with a ruleset file (`--ruleset`), i.e. where the body has a firewall.
-pub fn network_dns(m: &Manifest, ruleset: Option<&Path>) -> reach_launcher::audit::Check {
+/// `network/dns`: every admitted destination resolves now, through the host's resolver, only
+/// to addresses the live egress table admits for it. An answer outside them (the destination
+/// moved since the ruleset was rendered) would be dropped by the firewall: the check says which
+/// and that the ruleset must be rendered and loaded again. Judged only with a ruleset file
+/// (`--ruleset`), i.e. where the body has a firewall.
+fn network_dns(m: &Manifest, live: &Listing) -> reach_launcher::audit::Check {
     use reach_launcher::audit::Check;
-    use reach_scribe::live_ruleset::{admitted, listing};
+    use reach_scribe::live_ruleset::admitted;
     const ID: &str = "network/dns";
-    if ruleset.is_none() {
-        return Check::skipped(ID, "no ruleset file given (--ruleset)");
-    }
-    let live = match listing(std::process::Command::new("nft")) {
+    let live = match live {
         Ok(Some(l)) => l,
         Ok(None) => return Check::observed(ID, false, "no table inet reach_egress is loaded"),
-        Err(e) => return Check::observed(ID, false, e.to_string()),
+        Err(e) => return Check::observed(ID, false, e.clone()),
     };
-    let admitted = admitted(&live);
+    let admitted = admitted(live);
     let mut broken = Vec::new();
     let mut stale = Vec::new();
     let destinations = egress_destinations(m);

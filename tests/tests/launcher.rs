@@ -421,11 +421,7 @@ fn a_state_directory_the_launcher_cannot_use_is_refused_naming_what() {
 
 /// The expiry of the leaf in `dir`, as seconds since the Unix epoch.
 fn leaf_expiry(manifest: &reach_manifest::Manifest, dir: &Path) -> i64 {
-    let pem = std::fs::read(dir.join(reach_identity::files::LEAF_CERT)).unwrap();
-    let der = rustls_pemfile::certs(&mut &pem[..])
-        .next()
-        .unwrap()
-        .unwrap();
+    let der = reach_identity::files::read_leaf_cert(dir).unwrap();
     reach_identity::inspect_leaf(&der, &manifest.trust_domain, std::time::SystemTime::now())
         .unwrap()
         .not_after_unix

@@ -25,6 +25,9 @@ pub enum SecretFileError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// a leaf certificate file holds no PEM certificate
+    #[error("{0} holds no certificate")]
+    NoCertificate(PathBuf),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SecretFileError + '_ {
@@ -57,6 +60,17 @@ pub fn write_leaf(dir: &Path, leaf: &crate::IssuedLeaf) -> Result<(), SecretFile
     write_secret(&dir.join(LEAF_CERT), leaf.cert_pem.as_bytes())
 }
 
+/// The DER of the leaf certificate in secret directory `dir` (read as a secret file), for
+/// [`crate::inspect_leaf`].
+pub fn read_leaf_cert(dir: &Path) -> Result<Vec<u8>, SecretFileError> {
+    let path = dir.join(LEAF_CERT);
+    let pem = read_secret(&path)?;
+    match rustls_pemfile::certs(&mut &pem[..]).next() {
+        Some(Ok(der)) => Ok(der.to_vec()),
+        _ => Err(SecretFileError::NoCertificate(path)),
+    }
+}
+
 /// Reads a secret file, refusing it when group or others have any access.
 pub fn read_secret(path: &Path) -> Result<Vec<u8>, SecretFileError> {
     let meta = match fs::metadata(path) {
@@ -79,6 +93,16 @@ pub fn read_secret(path: &Path) -> Result<Vec<u8>, SecretFileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_leaf_file_without_a_certificate_is_refused_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        write_secret(&dir.path().join(LEAF_CERT), b"not a certificate").unwrap();
+        assert!(matches!(
+            read_leaf_cert(dir.path()),
+            Err(SecretFileError::NoCertificate(p)) if p == dir.path().join(LEAF_CERT)
+        ));
+    }
 
     #[test]
     fn refuses_open_modes_and_missing_files() {

@@ -186,17 +186,13 @@ pub async fn audit(
     let up = health(manifest, layout, &mut checks).await;
     authorization(manifest, layout, &up, &mut checks).await;
     foreign_root(manifest, layout, &up, &mut checks).await;
-    let secrets = secret_files(manifest, layout);
+    // Read once: the bytes searched for in environments, command lines and logs.
+    let secrets = secret_values(&secret_files(manifest, layout));
     checks.push(modes(manifest, layout));
     checks.push(holders(manifest, layout));
     checks.push(leaves(manifest, layout));
     checks.extend(ceilings::ceilings(manifest, &processes));
-    checks.push(logs::logs(
-        manifest,
-        layout,
-        &processes,
-        &secret_values(&secrets),
-    ));
+    checks.push(logs::logs(manifest, layout, &processes, &secrets));
     checks.extend(exposure(&secrets, layout, processes));
     checks.push(vault(manifest, layout).await);
     checks.push(corpus(manifest, layout).await);
@@ -550,17 +546,8 @@ fn leaves(manifest: &Manifest, layout: &StateLayout) -> Check {
     let mut nearest: Option<(Duration, String)> = None;
     for p in manifest.principals() {
         let name = p.name().to_owned();
-        let path = layout
-            .secret_dir(&name)
-            .join(reach_identity::files::LEAF_CERT);
-        let info = std::fs::read(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))
-            .and_then(|pem| {
-                rustls_pemfile::certs(&mut &pem[..])
-                    .next()
-                    .and_then(Result::ok)
-                    .ok_or_else(|| format!("{}: no certificate", path.display()))
-            })
+        let info = reach_identity::files::read_leaf_cert(&layout.secret_dir(&name))
+            .map_err(|e| e.to_string())
             .and_then(|der| {
                 reach_identity::inspect_leaf(&der, &manifest.trust_domain, now)
                     .map_err(|e| format!("{name}'s leaf: {e}"))
@@ -706,7 +693,11 @@ fn secret_values(secrets: &[SecretFile]) -> Vec<(String, Vec<u8>)> {
 
 /// No secret's bytes in any running role's environment or command line (skipped when no role
 /// process is known).
-fn exposure(secrets: &[SecretFile], layout: &StateLayout, processes: Processes) -> [Check; 2] {
+fn exposure(
+    values: &[(String, Vec<u8>)],
+    layout: &StateLayout,
+    processes: Processes,
+) -> [Check; 2] {
     let pids: Vec<RoleProcess> = match processes {
         Processes::Listed(pids) => pids,
         Processes::Launcher => std::fs::read_to_string(layout.run_dir().join("roles"))
@@ -728,7 +719,6 @@ fn exposure(secrets: &[SecretFile], layout: &StateLayout, processes: Processes) 
             |id: &str| Check::skipped(id, "no role process known (no run/roles, none listed)");
         return [skip("secrets/environment"), skip("secrets/command-line")];
     }
-    let values = secret_values(secrets);
     if values.is_empty() {
         // Nothing to search for is no evidence either.
         let none = |id: &str| check(id, false, "no secret file readable to search for");
@@ -756,7 +746,7 @@ fn exposure(secrets: &[SecretFile], layout: &StateLayout, processes: Processes) 
                 }
             };
             read += 1;
-            for (name, secret) in &values {
+            for (name, secret) in values {
                 if bytes.windows(secret.len()).any(|w| w == secret.as_slice()) {
                     found.push(format!("{role} holds {name}"));
                 }

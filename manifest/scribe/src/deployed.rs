@@ -1,7 +1,8 @@
 //! Where a body Scribe deployed under Quadlet lives on its host, as rootless Podman reports
 //! it: each port's socket directory is the mount point of the volume `reach-port-<port>`, each
 //! role's main process the container `reach-<role>`. The operator's CLI reads these to reach
-//! the ports (`reach status --podman`, `reach audit --podman`) and to audit the processes.
+//! the ports (`reach status --podman`, `reach audit --podman`) and to audit the processes, and
+//! replaces a renewed leaf's secrets here (`reach scribe renew`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -57,6 +58,19 @@ fn run(podman: &Podman, what: &'static str, args: &[&str]) -> Result<String, Loc
         });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Replaces Podman secret `name` with the bytes of `source`, as the generated `secrets.sh` does:
+/// remove, then create (Podman 4.3 has no `secret create --replace`). Removing a secret a
+/// running container uses is safe: the container keeps the copy it took when it was created.
+pub fn replace_secret(podman: &Podman, name: &str, source: &Path) -> Result<(), LocateError> {
+    let _ = podman.command().args(["secret", "rm", name]).output();
+    run(
+        podman,
+        "secret create",
+        &["secret", "create", name, &source.to_string_lossy()],
+    )
+    .map(drop)
 }
 
 /// Asks Podman where `manifest`'s body, with its state directory at `state`, lives.

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use reach_identity::files::{self, LEAF_CERT, SecretFileError, TRUST_BUNDLE};
+use reach_identity::files::{self, SecretFileError, TRUST_BUNDLE};
 use reach_identity::{MintError, Principal, TrustRoot, inspect_leaf};
 use reach_manifest::plan::StateLayout;
 use reach_manifest::{CredentialKind, Manifest};
@@ -92,10 +92,7 @@ fn leaf_needs_renewal(
     principal: &Principal,
     now: SystemTime,
 ) -> bool {
-    let Ok(pem) = files::read_secret(&dir.join(LEAF_CERT)) else {
-        return true;
-    };
-    let Some(Ok(der)) = rustls_pemfile::certs(&mut &pem[..]).next() else {
+    let Ok(der) = files::read_leaf_cert(dir) else {
         return true;
     };
     match inspect_leaf(&der, &manifest.trust_domain, now + RENEW_BEFORE) {

@@ -52,11 +52,16 @@ pub enum LiveRulesetError {
 /// namespace (`Command::new("nft")` on the host; a test names its own namespace); the
 /// `list table` arguments are added here.
 pub fn compare(nft: Command, ruleset: &Path) -> Result<Loaded, LiveRulesetError> {
-    let Some(live) = listing(nft)? else {
+    compare_listing(listing(nft)?.as_deref(), ruleset)
+}
+
+/// [`compare`] for a live table already listed ([`listing`]; `None`: not loaded).
+pub fn compare_listing(live: Option<&str>, ruleset: &Path) -> Result<Loaded, LiveRulesetError> {
+    let Some(live) = live else {
         return Ok(Loaded::Absent);
     };
     let expected = scratch_listing(ruleset)?;
-    let (line, want, found) = crate::check::first_difference(&expected, &live);
+    let (line, want, found) = crate::check::first_difference(&expected, live);
     Ok(if want.is_empty() && found.is_empty() {
         Loaded::Matches {
             lines: expected.lines().count(),
@@ -64,7 +69,7 @@ pub fn compare(nft: Command, ruleset: &Path) -> Result<Loaded, LiveRulesetError>
     } else {
         Loaded::Differs {
             line,
-            within: enclosing(&live, line),
+            within: enclosing(live, line),
             expected: want.trim().to_owned(),
             found: found.trim().to_owned(),
         }
