@@ -11,6 +11,8 @@ need=()
 command -v pg_ctlcluster >/dev/null 2>&1 || need+=(postgresql)
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# systemd-analyze verifies Scribe's renewal timer (tests/quadlet_generator.rs).
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # The VM broker's tests build a Debian guest image and boot it (TCG where KVM cannot boot).
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)

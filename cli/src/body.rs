@@ -131,7 +131,10 @@ pub async fn audit(
     let (layout, processes) = body.locate(&m)?;
     let mut receipt = reach_launcher::audit::audit(&m, digest, &layout, processes).await;
     if let Some(dir) = units {
-        receipt.push(crate::scribe::units_drift(&m, &body.target.state, dir));
+        let manifest = body.target.manifest.as_deref();
+        for check in crate::scribe::units(&m, manifest, &body.target.state, dir) {
+            receipt.push(check);
+        }
         receipt.push(crate::scribe::reboot_linger());
     }
     for check in crate::scribe::firewall(&m, ruleset) {

@@ -119,7 +119,8 @@ enum Command {
         /// The installed Quadlet directory: add Scribe's drift report of it (units, volumes,
         /// secrets script; Podman secrets and image digests) as the check `units/drift`, and
         /// whether the units start again after a reboot (`reboot/linger`: a rootless user's
-        /// manager starts at boot only if the user lingers).
+        /// manager starts at boot only if the user lingers) and whether Scribe's leaf-renewal
+        /// timer is linked and enabled (`renewal/timer`).
         #[arg(long, value_name = "DIR", requires = "podman")]
         units: Option<PathBuf>,
         /// The ruleset file `reach scribe nftables` wrote and the host loaded: compare the live
@@ -188,13 +189,14 @@ enum ScribeCommand {
     },
     /// Build one image per role from `scratch` (stripped binary, its libraries, a non-root user).
     Images(scribe::ImagesArgs),
-    /// Write the rootless Quadlet units, volumes, networks, configs and secrets script.
+    /// Write the rootless Quadlet units, volumes, networks, configs and secrets script, and the
+    /// leaf-renewal timer (`systemd/`, to link with `systemctl --user link`).
     Quadlet(scribe::QuadletArgs),
     /// Write the body's nftables egress ruleset.
     Nftables(scribe::NftablesArgs),
     /// Re-derive everything from the manifest and report drift (exit status 1 on drift).
     Check(scribe::CheckArgs),
-    /// A Quadlet body's leaf renewal (run it at least daily, as the body's user): renew every
+    /// A Quadlet body's leaf renewal (what its renewal timer runs hourly, as the body's user): renew every
     /// leaf within its renewal window, replace the renewed roles' Podman secrets and, with
     /// `--restart`, restart those roles one at a time.
     Renew(scribe::RenewArgs),

@@ -17,6 +17,7 @@ use reach_scribe::image_build::{Podman, build_all, digests_file};
 use reach_scribe::images::{DigestSource, pin_images};
 use reach_scribe::nftables::{FirewallBinding, Identity, render};
 use reach_scribe::quadlet::{QuadletInput, derive, write_out};
+use reach_scribe::renewal::Renewal;
 
 /// Which manifest, which state directory, which images.
 #[derive(clap::Args, Debug, Clone)]
@@ -154,7 +155,12 @@ pub fn quadlet(args: QuadletArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let m = crate::load_manifest(args.source.manifest.as_deref())?;
     let images = pinned(&m, &args.source)?;
-    let input = QuadletInput::new(&m, images, StateLayout::new(&args.source.state));
+    let input = input_for(
+        &m,
+        images,
+        &args.source.state,
+        args.source.manifest.as_deref(),
+    )?;
     let out = derive(&input)?;
     let changed =
         write_out(&out, &args.out).with_context(|| format!("writing {}", args.out.display()))?;
@@ -284,10 +290,28 @@ fn write_if_changed(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What Scribe derives the units from: `m` (read from `manifest`, if not the embedded one),
+/// `images`, the state directory and, for the renewal timer, this very binary. The paths are
+/// made absolute: the units and the secrets script run from no particular directory.
+fn input_for<'m>(
+    m: &'m Manifest,
+    images: std::collections::BTreeMap<String, reach_scribe::images::PinnedImage>,
+    state: &Path,
+    manifest: Option<&Path>,
+) -> anyhow::Result<QuadletInput<'m>> {
+    let absolute = |p: &Path| std::path::absolute(p).with_context(|| format!("{}", p.display()));
+    let renewal = Renewal {
+        reach: std::env::current_exe().context("this binary's path")?,
+        manifest: manifest.map(absolute).transpose()?,
+    };
+    Ok(QuadletInput::new(m, images, StateLayout::new(absolute(state)?)).with_renewal(renewal))
+}
+
 /// Scribe's drift report: `m` derived again with `images` over the state directory, compared
 /// with the installed directory `out`.
 fn drift_of(
     m: &Manifest,
+    manifest: Option<&Path>,
     images: std::collections::BTreeMap<String, reach_scribe::images::PinnedImage>,
     state: &std::path::Path,
     out: &std::path::Path,
@@ -296,7 +320,7 @@ fn drift_of(
     reach_scribe::quadlet::Materialized,
     Vec<reach_scribe::check::Drift>,
 )> {
-    let input = QuadletInput::new(m, images, StateLayout::new(state));
+    let input = input_for(m, images, state, manifest)?;
     let derived = derive(&input)?;
     let drift =
         check(&input, &derived, out, options).with_context(|| format!("{}", out.display()))?;
@@ -315,7 +339,14 @@ pub fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         podman: args.with_podman.then(|| args.source.podman.clone()),
         ruleset,
     };
-    let (derived, drift) = drift_of(&m, images, &args.source.state, &args.out, &options)?;
+    let (derived, drift) = drift_of(
+        &m,
+        args.source.manifest.as_deref(),
+        images,
+        &args.source.state,
+        &args.out,
+        &options,
+    )?;
     for d in &drift {
         println!("{d}");
     }
@@ -335,13 +366,15 @@ pub fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The audit's `units/drift`: Scribe's drift report of the installed directory `dir`, with the
-/// images the local Podman store holds, its Podman secrets and image digests included.
-pub fn units_drift(
+/// The audit's checks of an installed Quadlet directory `dir`, from one derivation:
+/// `units/drift` (Scribe's drift report, with the images the local Podman store holds, its
+/// Podman secrets and image digests included) and `renewal/timer`.
+pub fn units(
     m: &Manifest,
-    state: &std::path::Path,
-    dir: &std::path::Path,
-) -> reach_launcher::audit::Check {
+    manifest: Option<&Path>,
+    state: &Path,
+    dir: &Path,
+) -> [reach_launcher::audit::Check; 2] {
     use reach_launcher::audit::Check;
     const ID: &str = "units/drift";
     let podman = std::path::PathBuf::from("podman");
@@ -351,9 +384,19 @@ pub fn units_drift(
     };
     let report = pin_images(m, &DigestSource::LocalPodman(podman))
         .map_err(anyhow::Error::from)
-        .and_then(|images| drift_of(m, images, state, dir, &options));
-    match report {
-        Ok((derived, drift)) if drift.is_empty() => Check::observed(
+        .and_then(|images| drift_of(m, manifest, images, state, dir, &options));
+    let (derived, drift) = match report {
+        Ok(r) => r,
+        Err(e) => {
+            let e = format!("{e:#}");
+            return [
+                Check::observed(ID, false, e.clone()),
+                Check::observed(RENEWAL_TIMER, false, e),
+            ];
+        }
+    };
+    let drift_check = if drift.is_empty() {
+        Check::observed(
             ID,
             true,
             format!(
@@ -362,8 +405,9 @@ pub fn units_drift(
                 dir.display(),
                 derived.containers.len()
             ),
-        ),
-        Ok((_, drift)) => Check::observed(
+        )
+    } else {
+        Check::observed(
             ID,
             false,
             drift
@@ -371,9 +415,92 @@ pub fn units_drift(
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join("; "),
-        ),
-        Err(e) => Check::observed(ID, false, format!("{e:#}")),
+        )
+    };
+    let timer = match user_unit_dir(nix::unistd::getuid()) {
+        Ok(units) => renewal_timer_in(&units, &derived, dir),
+        Err(e) => Check::observed(RENEWAL_TIMER, false, format!("{e:#}")),
+    };
+    [drift_check, timer]
+}
+
+const RENEWAL_TIMER: &str = "renewal/timer";
+
+/// Where `systemctl link`/`enable` put this user's units: root's in the system manager's
+/// directory, anyone else's in their own `~/.config/systemd/user`.
+fn user_unit_dir(uid: nix::unistd::Uid) -> anyhow::Result<PathBuf> {
+    if uid.is_root() {
+        return Ok(PathBuf::from("/etc/systemd/system"));
     }
+    let user = nix::unistd::User::from_uid(uid)
+        .with_context(|| format!("uid {uid}"))?
+        .with_context(|| format!("uid {uid} has no user entry"))?;
+    Ok(user.dir.join(".config/systemd/user"))
+}
+
+/// `renewal/timer`: the renewal timer Scribe wrote into `out` is enabled in `units` (the
+/// manager's unit directory) and both its units, as systemd finds them there, are exactly
+/// Scribe's. Without it every leaf of a Quadlet body ends a day after it was issued.
+fn renewal_timer_in(
+    units: &Path,
+    derived: &reach_scribe::quadlet::Materialized,
+    out: &Path,
+) -> reach_launcher::audit::Check {
+    use reach_launcher::audit::Check;
+    use reach_scribe::renewal::{SERVICE_FILE, SERVICE_UNIT, TIMER_FILE, TIMER_UNIT};
+    let install = format!(
+        "systemctl --user link {0} {1} && systemctl --user enable --now {TIMER_UNIT}",
+        out.join(SERVICE_FILE).display(),
+        out.join(TIMER_FILE).display()
+    );
+    let found = [
+        (
+            units.join("timers.target.wants").join(TIMER_UNIT),
+            TIMER_FILE,
+        ),
+        (units.join(SERVICE_UNIT), SERVICE_FILE),
+    ];
+    for (path, file) in found {
+        // Read through the links `systemctl link` and `enable` make.
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Check::observed(
+                    RENEWAL_TIMER,
+                    false,
+                    format!(
+                        "no {}: the leaves are not renewed and end within a day; run `{install}`",
+                        path.display()
+                    ),
+                );
+            }
+            Err(e) => {
+                return Check::observed(RENEWAL_TIMER, false, format!("{}: {e}", path.display()));
+            }
+        };
+        if Some(&text) != derived.files.get(file) {
+            return Check::observed(
+                RENEWAL_TIMER,
+                false,
+                format!(
+                    "{} is not the unit Scribe derives ({file}); link Scribe's: `{install}`",
+                    path.display()
+                ),
+            );
+        }
+    }
+    Check::observed(
+        RENEWAL_TIMER,
+        true,
+        format!(
+            "{TIMER_UNIT} enabled in {}: `{}` every hour",
+            units.display(),
+            derived.files[SERVICE_FILE]
+                .lines()
+                .find_map(|l| l.strip_prefix("ExecStart="))
+                .unwrap_or_default()
+        ),
+    )
 }
 
 /// `reach scribe renew`.
@@ -624,6 +751,108 @@ fn network_dns(m: &Manifest, live: &Listing) -> reach_launcher::audit::Check {
 mod tests {
     use super::*;
     use reach_launcher::audit::Outcome;
+    use reach_scribe::renewal::{SERVICE_FILE, SERVICE_UNIT, TIMER_FILE, TIMER_UNIT};
+
+    /// The units for the embedded manifest over `state`, as `reach scribe quadlet` derives them
+    /// (the reference digests stand in for built images).
+    fn derived(state: &Path, manifest: Option<&Path>) -> reach_scribe::quadlet::Materialized {
+        let m = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
+        let digests =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/reference-digests.toml");
+        let images = pin_images(&m, &DigestSource::File(digests)).unwrap();
+        derive(&input_for(&m, images, state, manifest).unwrap()).unwrap()
+    }
+
+    /// What the renewal service runs is this CLI's own `scribe renew --restart`, for the same
+    /// state directory and manifest, made absolute.
+    #[test]
+    fn the_renewal_service_runs_this_binarys_scribe_renew() {
+        let out = derived(
+            Path::new("reach-state"),
+            Some(Path::new("my-manifest.toml")),
+        );
+        let exec = out.files[SERVICE_FILE]
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart="))
+            .unwrap();
+        let words: Vec<&str> = exec.split(' ').collect();
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(
+            words[0],
+            std::env::current_exe().unwrap().display().to_string()
+        );
+        let cli = <crate::Cli as clap::Parser>::try_parse_from(&words).unwrap();
+        let crate::Command::Scribe {
+            command: crate::ScribeCommand::Renew(args),
+        } = cli.command
+        else {
+            panic!("not `scribe renew`: {exec}");
+        };
+        assert!(args.restart);
+        assert_eq!(args.target.state, here.join("reach-state"));
+        assert_eq!(
+            args.target.manifest.as_deref(),
+            Some(here.join("my-manifest.toml").as_path())
+        );
+    }
+
+    /// `renewal/timer` passes only when the timer is enabled and both units systemd finds are
+    /// Scribe's, whether linked (`systemctl link`, symlinks) or copied.
+    #[test]
+    fn the_renewal_timer_must_be_enabled_and_scribes() {
+        let state = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let units = tempfile::tempdir().unwrap();
+        let d = derived(state.path(), None);
+        reach_scribe::quadlet::write_out(&d, out.path()).unwrap();
+        let check = || renewal_timer_in(units.path(), &d, out.path());
+
+        let none = check();
+        assert_eq!(none.outcome, Outcome::Fail);
+        assert!(
+            none.detail.contains(&format!(
+                "run `systemctl --user link {} {} && systemctl --user enable --now {TIMER_UNIT}`",
+                out.path().join(SERVICE_FILE).display(),
+                out.path().join(TIMER_FILE).display()
+            )),
+            "{}",
+            none.detail
+        );
+        // What `systemctl link` and `enable` leave behind.
+        let wants = units.path().join("timers.target.wants");
+        std::fs::create_dir_all(&wants).unwrap();
+        std::os::unix::fs::symlink(
+            out.path().join(SERVICE_FILE),
+            units.path().join(SERVICE_UNIT),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(out.path().join(TIMER_FILE), units.path().join(TIMER_UNIT))
+            .unwrap();
+        // Linked, not enabled: nothing starts it.
+        assert_eq!(check().outcome, Outcome::Fail);
+        std::os::unix::fs::symlink(units.path().join(TIMER_UNIT), wants.join(TIMER_UNIT)).unwrap();
+        let on = check();
+        assert_eq!(on.outcome, Outcome::Pass, "{}", on.detail);
+        assert!(on.detail.contains("scribe renew --state"), "{}", on.detail);
+
+        // A copy of the service that renews some other body's state directory is not Scribe's.
+        std::fs::remove_file(units.path().join(SERVICE_UNIT)).unwrap();
+        std::fs::write(
+            units.path().join(SERVICE_UNIT),
+            d.files[SERVICE_FILE].replace(&state.path().display().to_string(), "/elsewhere"),
+        )
+        .unwrap();
+        let other = check();
+        assert_eq!(other.outcome, Outcome::Fail);
+        assert!(
+            other.detail.contains("is not the unit Scribe derives"),
+            "{}",
+            other.detail
+        );
+        // An exact copy is.
+        std::fs::write(units.path().join(SERVICE_UNIT), &d.files[SERVICE_FILE]).unwrap();
+        assert_eq!(check().outcome, Outcome::Pass);
+    }
 
     #[test]
     fn a_rootless_body_survives_a_reboot_only_if_its_user_lingers() {

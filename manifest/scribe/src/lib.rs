@@ -5,7 +5,8 @@
 //!   0600 into that principal's secret directory, plus the generated (non-external) role keys.
 //! * [`image_build`] builds one image per role from `scratch` (stripped binary, its libraries,
 //!   the loader, a non-root user); [`images`] pins every role's image by digest; [`quadlet`] derives the rootless Quadlet
-//!   units, volumes, networks, container-side configs and the Podman secrets script.
+//!   units, volumes, networks, container-side configs and the Podman secrets script;
+//!   [`renewal`] the user timer that renews a Quadlet body's leaves every hour.
 //! * [`refusal`] holds the rules every unit must pass (no privileges, no host namespaces, no
 //!   volume or secret outside the manifest, no credential in the environment), with stable codes.
 //! * [`nftables`] renders the body's egress ruleset; [`live_ruleset`] compares the table the
@@ -28,6 +29,7 @@ pub mod live_ruleset;
 pub mod nftables;
 pub mod quadlet;
 pub mod refusal;
+pub mod renewal;
 
 pub use identities::{IdentityReport, Rotation, ScribeError, materialize_identities};
 pub use refusal::{Refusal, RefusalKind};

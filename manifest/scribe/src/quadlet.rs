@@ -12,12 +12,15 @@
 //!   each allowed caller (connecting to a Unix socket needs no write access to the mount);
 //! * `/reach/data/<role>/` — the role's own writable volume.
 //!
+//! Beside the units, `systemd/` holds the body's leaf-renewal timer ([`crate::renewal`]).
+//!
 //! The root filesystem is read-only, every capability is dropped, no-new-privileges is set and
 //! roles without egress have no network at all.
 //!
-//! **Architecture Invariant:** output is a pure function of the manifest, the pinned images and
-//! which optional credentials exist. No timestamps, no host names, sorted everywhere, so a
-//! re-run is byte-identical and `reach scribe check` can compare bytes.
+//! **Architecture Invariant:** output is a pure function of the manifest, the pinned images,
+//! which optional credentials exist and the renewal command (the binary and manifest paths). No
+//! timestamps, no host names, sorted everywhere, so a re-run is byte-identical and
+//! `reach scribe check` can compare bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -28,6 +31,7 @@ use reach_manifest::{Manifest, NetworkClass};
 
 use crate::images::PinnedImage;
 use crate::refusal::{self, Refusal, RefusalKind, SecretOwners};
+use crate::renewal::Renewal;
 
 /// Where the body's layout is rooted inside every container.
 pub const CONTAINER_ROOT: &str = "/reach";
@@ -79,6 +83,8 @@ pub struct QuadletInput<'a> {
     /// Optional credentials present in the state directory, as (role, file). An absent optional
     /// credential is not mounted: the capability it enables is disabled.
     pub optional_present: BTreeSet<(String, String)>,
+    /// The command the renewal timer runs ([`crate::renewal`]).
+    pub renewal: Renewal,
 }
 
 impl<'a> QuadletInput<'a> {
@@ -101,7 +107,14 @@ impl<'a> QuadletInput<'a> {
             images,
             state,
             optional_present,
+            renewal: Renewal::default(),
         }
+    }
+
+    /// The same input with the renewal timer running `renewal` (the CLI's own binary).
+    pub fn with_renewal(mut self, renewal: Renewal) -> Self {
+        self.renewal = renewal;
+        self
     }
 }
 
@@ -371,7 +384,9 @@ pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
         });
     }
     vet_shared_writable(m, &containers)?;
-    let files = render(input, &containers);
+    let mut files = render(input, &containers);
+    let timer = crate::renewal::render(&header(m), &m.profile, &input.renewal, input.state.root())?;
+    files.extend(timer.map(|(name, text)| (name.to_owned(), text)));
     Ok(Materialized { files, containers })
 }
 
@@ -650,7 +665,9 @@ fn render_secrets_script(input: &QuadletInput<'_>, containers: &[ContainerUnit])
 /// Writes `out` into `dir`, removing Scribe files of an earlier run that are no longer part
 /// of the output. Files are written only if their bytes change.
 pub fn write_out(out: &Materialized, dir: &Path) -> std::io::Result<Vec<String>> {
-    std::fs::create_dir_all(dir.join("config"))?;
+    for sub in SUBDIRS {
+        std::fs::create_dir_all(dir.join(sub))?;
+    }
     let mut changed = Vec::new();
     for stale in scribe_files_on_disk(dir)? {
         if !out.files.contains_key(&stale) {
@@ -672,8 +689,12 @@ pub fn write_out(out: &Materialized, dir: &Path) -> std::io::Result<Vec<String>>
     Ok(changed)
 }
 
+/// The subdirectories of the output Scribe writes into: the roles' configurations and the
+/// renewal timer's units ([`crate::renewal`]).
+const SUBDIRS: [&str; 2] = ["config", "systemd"];
+
 /// The files in `dir` that Scribe would own: `reach-*` units, `config/*.toml`, the secrets
-/// script. Sorted.
+/// script, `systemd/reach-*` units. Sorted.
 pub fn scribe_files_on_disk(dir: &Path) -> std::io::Result<BTreeSet<String>> {
     let mut found = BTreeSet::new();
     let list = |d: &Path| -> std::io::Result<Vec<String>> {
@@ -696,6 +717,11 @@ pub fn scribe_files_on_disk(dir: &Path) -> std::io::Result<BTreeSet<String>> {
     for name in list(&dir.join("config"))? {
         if name.ends_with(".toml") {
             found.insert(format!("config/{name}"));
+        }
+    }
+    for name in list(&dir.join("systemd"))? {
+        if name.starts_with("reach-") && (name.ends_with(".service") || name.ends_with(".timer")) {
+            found.insert(format!("systemd/{name}"));
         }
     }
     Ok(found)

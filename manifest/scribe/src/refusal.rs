@@ -98,6 +98,10 @@ pub enum RefusalKind {
     /// section, of the unit
     #[error("argument `{0}` contains a control character")]
     BadArgument(String),
+    /// a host path a generated unit names (the renewal service's binary, state directory or
+    /// manifest) that is not absolute: the service runs from no particular directory
+    #[error("`{0}` is not an absolute path; a generated unit runs from no particular directory")]
+    RelativePath(String),
 }
 
 impl RefusalKind {
@@ -120,6 +124,7 @@ impl RefusalKind {
             Self::PodmanArgNotAllowed(_) => "scribe/podman-arg-not-allowed",
             Self::UnknownUserNs(_) => "scribe/unknown-userns",
             Self::BadArgument(_) => "scribe/bad-argument",
+            Self::RelativePath(_) => "scribe/relative-path",
         }
     }
 }

@@ -66,9 +66,18 @@ fn reports_changed_missing_and_extra_units() {
         "[Container]\nImage=x\n",
     )
     .unwrap();
+    // The renewal timer is Scribe's too: slowed to a week, a leaf would end first.
+    let timer = out.path().join(reach_scribe::renewal::TIMER_FILE);
+    let text = std::fs::read_to_string(&timer).unwrap();
+    std::fs::write(
+        &timer,
+        text.replace("OnCalendar=hourly", "OnCalendar=weekly"),
+    )
+    .unwrap();
     expect![[r#"
         changed: reach-core.container line 17: expected `ReadOnly=true`, found `ReadOnly=false`
         missing: reach-port-ward.health.volume
+        changed: systemd/reach-renew.timer line 7: expected `OnCalendar=hourly`, found `OnCalendar=weekly`
         extra: reach-intruder.container (not derived from the manifest)
     "#]]
     .assert_eq(&drift(state.path(), out.path(), &CheckOptions::default()));

@@ -294,6 +294,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         String::from_utf8_lossy(&genesis.stderr)
     );
     let units = mat.out.display().to_string();
+    let out_file = |f: &str| mat.out.join(f);
     // The rootless user lingers, as `loginctl enable-linger` records it (no logind here), so
     // its manager and the units would start at boot. Removed again below unless it was there.
     let linger = Path::new("/var/lib/systemd/linger").join(USER);
@@ -309,6 +310,53 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         }
     }
     let _unlinger = Unlinger((!lingered_before).then(|| linger.clone()));
+    // The renewal timer linked and enabled as the user, as `systemctl --user link` and
+    // `enable` would (no user manager here). Removed again with the test.
+    let user_units = r.home.join(".config/systemd/user");
+    let timer_links = [
+        (
+            out_file(reach_scribe::renewal::SERVICE_FILE),
+            "reach-renew.service",
+        ),
+        (
+            out_file(reach_scribe::renewal::TIMER_FILE),
+            "reach-renew.timer",
+        ),
+        (
+            user_units.join("reach-renew.timer"),
+            "timers.target.wants/reach-renew.timer",
+        ),
+    ];
+    let link = |target: &Path, at: &str| {
+        let words = [
+            "sh",
+            "-c",
+            "mkdir -p \"$(dirname \"$2\")\" && ln -sfn \"$1\" \"$2\"",
+            "sh",
+        ];
+        let mut words: Vec<String> = words.map(String::from).to_vec();
+        words.push(target.display().to_string());
+        words.push(user_units.join(at).display().to_string());
+        let o = r.command(&words, &[]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    for (target, at) in &timer_links {
+        link(target, at);
+    }
+    struct Unlink(Vec<std::path::PathBuf>);
+    impl Drop for Unlink {
+        fn drop(&mut self) {
+            for p in &self.0 {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let _unlink = Unlink(
+        timer_links
+            .iter()
+            .map(|(_, at)| user_units.join(at))
+            .collect(),
+    );
     let audit = reach(&["audit", "--units", &units]);
     let receipt: serde_json::Value = serde_json::from_slice(&audit.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&audit.stderr)));
@@ -344,6 +392,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "vault/serving",
             "units/drift",
             "reboot/linger",
+            "renewal/timer",
             "resources/pids",
         ]
         .map(String::from),
@@ -397,6 +446,18 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
     let (id, detail) = only_failure(edited);
     assert_eq!(id, "units/drift");
     assert!(detail.contains("reach-core.container line"), "{detail}");
+
+    // With the timer linked but not enabled nothing renews the leaves: exactly `renewal/timer`
+    // fails, saying what to run.
+    let wants = user_units.join("timers.target.wants/reach-renew.timer");
+    std::fs::remove_file(&wants).unwrap();
+    let (id, detail) = only_failure(reach(&["audit", "--units", &units]));
+    assert_eq!(id, "renewal/timer");
+    assert!(
+        detail.contains("systemctl --user enable --now reach-renew.timer"),
+        "{detail}"
+    );
+    link(&timer_links[2].0, timer_links[2].1);
 
     // Without lingering the body would stay down after a reboot: exactly `reboot/linger` fails,
     // saying what to run.

@@ -10,7 +10,9 @@ use std::path::Path;
 
 use common::*;
 use reach_manifest::VPS_PUBLIC;
-use reach_scribe::quadlet::{service_name, write_out};
+use reach_manifest::plan::StateLayout;
+use reach_scribe::quadlet::{QuadletInput, derive, service_name, write_out};
+use reach_scribe::renewal::{Renewal, SERVICE_FILE, TIMER_FILE};
 
 /// Values of every occurrence of `flag` (`--flag value` form, as Quadlet writes them).
 fn values(words: &[String], flag: &str) -> Vec<String> {
@@ -209,4 +211,43 @@ fn core_calls_ward_but_never_mounts_discord_sockets() {
         edge.contains(&"reach-port-core.admission:/reach/sockets/core.admission:ro".to_owned())
     );
     assert!(!edge.iter().any(|w| w.contains("reach-data-core")));
+}
+
+/// `systemd-analyze verify` of the renewal timer and its service: nothing to warn about, and a
+/// broken calendar is caught (so the check can fail).
+#[test]
+fn systemd_verifies_the_renewal_timer() {
+    let m = load(VPS_PUBLIC);
+    // verify checks that ExecStart's binary is executable: this test binary stands in for reach.
+    let renewal = Renewal {
+        reach: std::env::current_exe().unwrap(),
+        manifest: None,
+    };
+    let input = QuadletInput::new(&m, pinned(&m), StateLayout::new(REFERENCE_STATE));
+    let out = derive(&input.with_renewal(renewal)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_out(&out, dir.path()).unwrap();
+    let verify = || {
+        let o = std::process::Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(dir.path().join(TIMER_FILE))
+            .arg(dir.path().join(SERVICE_FILE))
+            .output()
+            .expect("systemd-analyze runs (apt package systemd)");
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, stderr) = verify();
+    assert!(ok && stderr.is_empty(), "{stderr}");
+    let timer = dir.path().join(TIMER_FILE);
+    let text = std::fs::read_to_string(&timer).unwrap();
+    std::fs::write(
+        &timer,
+        text.replace("OnCalendar=hourly", "OnCalendar=hourlyish"),
+    )
+    .unwrap();
+    let (ok, stderr) = verify();
+    assert!(!ok && stderr.contains("hourlyish"), "{stderr}");
 }

@@ -271,7 +271,12 @@ pub fn materialize(r: &Rootless, m: &Manifest, with_probe: bool) -> Materialized
         reach_identity::files::ensure_secret_dir(&d).unwrap();
         reach_identity::files::write_secret(&d.join(file), b"placeholder-credential").unwrap();
     }
-    let input = QuadletInput::new(m, images.clone(), layout.clone());
+    // The renewal timer runs the binary that wrote the units, as `reach scribe quadlet` does.
+    let renewal = reach_scribe::renewal::Renewal {
+        reach: bins.join("reach").canonicalize().unwrap(),
+        manifest: None,
+    };
+    let input = QuadletInput::new(m, images.clone(), layout.clone()).with_renewal(renewal);
     let units = derive(&input).expect("units derive");
     write_out(&units, &out).expect("units written");
     r.give(dir.path());
