@@ -62,7 +62,7 @@ impl Harness {
             .admit(Destination::parse(&url, Purpose::new("model-portal").unwrap()).unwrap())
             .await
             .unwrap();
-        let connector = PinnedConnector::new(ca.root_store(), TcpDialer).unwrap();
+        let connector = PinnedConnector::new(ca.root_store(), TcpDialer);
         Harness {
             admitted,
             connector,

@@ -51,7 +51,7 @@ impl GitTls {
     fn client_config(&self) -> Result<rustls::ClientConfig, BuildError> {
         let mut roots = rustls::RootCertStore::empty();
         match self {
-            GitTls::WebPki => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+            GitTls::WebPki => roots = reach_destination::webpki_root_store(),
             GitTls::Store(store) => roots = store.clone(),
             GitTls::Roots(certs) => {
                 for c in certs {
@@ -61,13 +61,8 @@ impl GitTls {
                 }
             }
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let cfg = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| BuildError::Git(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        Ok(cfg)
+        // The one client configuration every egress uses (ring, TLS 1.2/1.3, `http/1.1`).
+        Ok(reach_destination::client_config(roots))
     }
 }
 

@@ -81,18 +81,16 @@ impl Dialer for RecordingDialer {
 }
 
 /// Build a client TLS configuration (ring provider, TLS 1.2 and 1.3, no client auth, ALPN
-/// `http/1.1`) trusting `roots`.
-pub fn client_config(roots: RootCertStore) -> Result<ClientConfig, DestinationError> {
+/// `http/1.1`) trusting `roots`. Nothing in it can be refused: ring supports both versions.
+pub fn client_config(roots: RootCertStore) -> ClientConfig {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| DestinationError::TlsConfig {
-            reason: e.to_string(),
-        })?
+        .expect("ring supports TLS 1.2 and 1.3")
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    config
 }
 
 /// The Mozilla root store shipped by `webpki-roots`, for production destinations.
@@ -121,13 +119,12 @@ impl<D: std::fmt::Debug> std::fmt::Debug for PinnedConnector<D> {
 
 impl<D: Dialer> PinnedConnector<D> {
     /// A connector trusting `roots` and dialing through `dialer`.
-    pub fn new(roots: RootCertStore, dialer: D) -> Result<Self, DestinationError> {
-        let config = client_config(roots)?;
-        Ok(PinnedConnector {
-            tls: TlsConnector::from(Arc::new(config)),
+    pub fn new(roots: RootCertStore, dialer: D) -> Self {
+        PinnedConnector {
+            tls: TlsConnector::from(Arc::new(client_config(roots))),
             dialer,
             timeout: CONNECT_TIMEOUT,
-        })
+        }
     }
 
     /// The dialer.

@@ -69,9 +69,6 @@ pub enum DestinationError {
         #[source]
         source: std::io::Error,
     },
-    /// The TLS client configuration could not be built.
-    #[error("tls configuration is invalid: {reason}")]
-    TlsConfig { reason: String },
 }
 
 impl DestinationError {
@@ -95,7 +92,6 @@ impl DestinationError {
             DestinationError::Dial { .. } => "destination/dial-failed",
             DestinationError::PeerMismatch { .. } => "destination/peer-mismatch",
             DestinationError::Tls { .. } => "destination/tls",
-            DestinationError::TlsConfig { .. } => "destination/tls-config",
         }
     }
 }

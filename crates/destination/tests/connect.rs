@@ -81,7 +81,7 @@ async fn dns_rebinding_cannot_move_a_pinned_connection() {
     let policy = AdmissionPolicy::default().with_local_road(Host::Name("model.test".into()), addr);
     let admission = Admission::new(policy, resolver);
     let dialer = RecordingDialer::new();
-    let connector = PinnedConnector::new(ca.root_store(), dialer.clone()).unwrap();
+    let connector = PinnedConnector::new(ca.root_store(), dialer.clone());
     let url = format!("https://model.test:{}/v1", addr.port());
 
     let admitted = admission
@@ -112,7 +112,7 @@ async fn dns_rebinding_public_then_loopback() {
         );
     let admission = Admission::new(AdmissionPolicy::default(), resolver);
     let dialer = RecordingDialer::new();
-    let connector = PinnedConnector::new(TestCa::new().root_store(), dialer.clone()).unwrap();
+    let connector = PinnedConnector::new(TestCa::new().root_store(), dialer.clone());
     let admitted = admission
         .admit(dest("https://api.example.com/v1"))
         .await
@@ -187,7 +187,7 @@ async fn a_connection_that_reaches_another_peer_is_refused_before_tls() {
         to: found,
         asked: Arc::default(),
     };
-    let connector = PinnedConnector::new(ca.root_store(), dialer.clone()).unwrap();
+    let connector = PinnedConnector::new(ca.root_store(), dialer.clone());
 
     let err = connector.connect(&admitted).await.unwrap_err();
     assert!(
@@ -290,7 +290,7 @@ async fn redirect_to_a_private_address_is_refused_on_readmission() {
     let mut policy =
         AdmissionPolicy::default().with_local_road(Host::Name("model.test".into()), addr);
     let dialer = RecordingDialer::new();
-    let connector = PinnedConnector::new(ca.root_store(), dialer.clone()).unwrap();
+    let connector = PinnedConnector::new(ca.root_store(), dialer.clone());
 
     // Redirects off (the default): the Location is refused outright.
     let admission = Admission::new(
@@ -426,7 +426,7 @@ async fn certificate_for_another_name_is_refused() {
     let policy = AdmissionPolicy::default().with_local_road(Host::Name("model.test".into()), addr);
     let admission = Admission::new(policy, resolver);
     let dialer = RecordingDialer::new();
-    let connector = PinnedConnector::new(ca.root_store(), dialer.clone()).unwrap();
+    let connector = PinnedConnector::new(ca.root_store(), dialer.clone());
     let admitted = admission
         .admit(dest(&format!("https://model.test:{}/v1", addr.port())))
         .await

@@ -280,8 +280,7 @@ async fn wss_gateway_goes_through_admission_and_the_pinned_connector_and_resumes
     let resolver = StaticResolver::new().with(REST_HOST, [identify_addr.ip()]);
     let wss = WssDialer {
         admission: Arc::new(Admission::new(policy, resolver)),
-        connector: PinnedConnector::new(em.root_store(), reach_destination::TcpDialer)
-            .expect("connector"),
+        connector: PinnedConnector::new(em.root_store(), reach_destination::TcpDialer),
     };
     let url = GatewayUrl::parse(&em.gateway_url()).expect("url");
     assert!(url.is_secure());

@@ -469,8 +469,7 @@ async fn malformed_peer_urls_and_specs_are_refused() {
             connector: reach_destination::PinnedConnector::new(
                 f.peer.root_store(),
                 reach_destination::RecordingDialer::new(),
-            )
-            .unwrap(),
+            ),
             credential: None,
             bounds: reach_intercom::a2a_bounds(),
         };

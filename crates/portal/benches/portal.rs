@@ -111,7 +111,7 @@ fn main() {
                 key: ApiKey::from_bytes(KEY.as_bytes()).unwrap(),
                 streaming,
                 admission: Arc::new(roads.admission(AdmissionPolicy::default()).unwrap()),
-                connector: PinnedConnector::new(roads.roots().unwrap(), TcpDialer).unwrap(),
+                connector: PinnedConnector::new(roads.roots().unwrap(), TcpDialer),
                 bounds: portal_bounds(),
             })
             .unwrap();

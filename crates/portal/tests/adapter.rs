@@ -78,7 +78,7 @@ impl Rig {
             key: ApiKey::from_bytes(KEY.as_bytes()).unwrap(),
             streaming,
             admission: Arc::new(self.roads.admission(AdmissionPolicy::default()).unwrap()),
-            connector: PinnedConnector::new(self.roads.roots().unwrap(), dialer).unwrap(),
+            connector: PinnedConnector::new(self.roads.roots().unwrap(), dialer),
             bounds: portal_bounds(),
         })
         .expect("client")
@@ -219,7 +219,7 @@ fn config_of(rig: &Rig, streaming: bool) -> PortalConfig<ConfiguredResolver, Tcp
         key: ApiKey::from_bytes(KEY.as_bytes()).unwrap(),
         streaming,
         admission: Arc::new(rig.roads.admission(AdmissionPolicy::default()).unwrap()),
-        connector: PinnedConnector::new(rig.roads.roots().unwrap(), TcpDialer).unwrap(),
+        connector: PinnedConnector::new(rig.roads.roots().unwrap(), TcpDialer),
         bounds: portal_bounds(),
     }
 }

@@ -79,14 +79,11 @@ pub struct ArchiveFetcher {
 }
 
 impl ArchiveFetcher {
-    pub fn new(
-        admission: Admission<ConfiguredResolver>,
-        roots: rustls::RootCertStore,
-    ) -> Result<Self, DestinationError> {
-        Ok(ArchiveFetcher {
+    pub fn new(admission: Admission<ConfiguredResolver>, roots: rustls::RootCertStore) -> Self {
+        ArchiveFetcher {
             admission,
-            connector: PinnedConnector::new(roots, TcpDialer)?,
-        })
+            connector: PinnedConnector::new(roots, TcpDialer),
+        }
     }
 
     pub fn admission(&self) -> &Admission<ConfiguredResolver> {

@@ -19,7 +19,7 @@ fn main() -> std::process::ExitCode {
             Some(f) => store.with_freshness(f),
             None => store,
         };
-        let fetcher = fetch::ArchiveFetcher::new(settings.admission()?, settings.roots()?)?;
+        let fetcher = fetch::ArchiveFetcher::new(settings.admission()?, settings.roots()?);
         let builder = admin::Builder::new(
             store,
             embedded::Source::pack()?,

@@ -126,7 +126,7 @@ async fn fixture() -> Fixture {
         },
         ..Settings::default()
     };
-    let fetcher = ArchiveFetcher::new(settings.admission().unwrap(), ca.root_store()).unwrap();
+    let fetcher = ArchiveFetcher::new(settings.admission().unwrap(), ca.root_store());
     let store_root = dir.path().join("corpus");
     let store = CorpusStore::new(&store_root, Arc::new(SystemClock)).unwrap();
     let builder = Builder::new(

@@ -86,7 +86,7 @@ async fn a_git_source_activates_only_the_admitted_commit() {
         CorpusStore::new(tmp.path().join("corpus"), Arc::new(SystemClock)).unwrap(),
         Source::pack().unwrap(),
         tmp.path(),
-        ArchiveFetcher::new(settings.admission().unwrap(), roots).unwrap(),
+        ArchiveFetcher::new(settings.admission().unwrap(), roots),
         GitTls::Roots(vec![ca.ca.clone()]),
     );
     builder.ensure_embedded_active().await.unwrap();

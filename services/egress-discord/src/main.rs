@@ -58,7 +58,7 @@ fn main() -> std::process::ExitCode {
         let connector = reach_destination::PinnedConnector::new(
             settings.roads.roots().context("egress-discord roads")?,
             reach_destination::TcpDialer,
-        )?;
+        );
         let base_url = settings.rest_base_url.clone();
         let rest = RestClient::new(RestConfig {
             base_url: settings.rest_base_url,

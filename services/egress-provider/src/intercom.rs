@@ -122,7 +122,7 @@ impl Peer {
         let connector = PinnedConnector::new(
             s.roads.roots().context("settings.intercom.roads")?,
             TcpDialer,
-        )?;
+        );
         let client = PeerClient::new(PeerConfig {
             url: s.peer,
             admission: Arc::new(admission),

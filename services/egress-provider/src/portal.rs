@@ -51,7 +51,7 @@ impl Portal {
             .admission(AdmissionPolicy::default())
             .context("settings.portal.roads")?;
         let connector =
-            PinnedConnector::new(s.roads.roots().context("settings.portal.roads")?, TcpDialer)?;
+            PinnedConnector::new(s.roads.roots().context("settings.portal.roads")?, TcpDialer);
         let client = PortalClient::new(PortalConfig {
             endpoint: s.endpoint,
             model: s.model,

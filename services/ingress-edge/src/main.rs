@@ -108,7 +108,7 @@ fn main() -> std::process::ExitCode {
                 connector: PinnedConnector::new(
                     roads.roots().context("ingress-edge roads")?,
                     TcpDialer,
-                )?,
+                ),
             };
             gateway::spawn(GatewayConfig {
                 url,

@@ -89,8 +89,7 @@ pub fn rest_with_base(
     let policy = AdmissionPolicy::default().with_local_road(host, em.rest_addr());
     let resolver = StaticResolver::new().with(REST_HOST, [em.rest_addr().ip()]);
     let admission = Arc::new(Admission::new(policy, resolver));
-    let connector =
-        PinnedConnector::new(em.root_store(), RecordingDialer::new()).expect("connector");
+    let connector = PinnedConnector::new(em.root_store(), RecordingDialer::new());
     RestClient::new(RestConfig {
         base_url: base_url.to_owned(),
         token: token(em),

@@ -169,7 +169,7 @@ pub fn client_for(peer: &A2aPeer, url: &str) -> Client {
     PeerClient::new(PeerConfig {
         url: url.to_owned(),
         admission: Arc::new(admission),
-        connector: PinnedConnector::new(peer.root_store(), RecordingDialer::new()).unwrap(),
+        connector: PinnedConnector::new(peer.root_store(), RecordingDialer::new()),
         credential: None,
         bounds: a2a_bounds(),
     })
