@@ -418,7 +418,7 @@ pub fn units(
         )
     };
     let timer = match user_unit_dir(nix::unistd::getuid()) {
-        Ok(units) => renewal_timer_in(&units, &derived, dir),
+        Ok(manager) => renewal_timer_in(&manager, &derived, dir),
         Err(e) => Check::observed(RENEWAL_TIMER, false, format!("{e:#}")),
     };
     [drift_check, timer]
@@ -426,30 +426,44 @@ pub fn units(
 
 const RENEWAL_TIMER: &str = "renewal/timer";
 
-/// Where `systemctl link`/`enable` put this user's units: root's in the system manager's
-/// directory, anyone else's in their own `~/.config/systemd/user`.
-fn user_unit_dir(uid: nix::unistd::Uid) -> anyhow::Result<PathBuf> {
+/// The service manager that runs a body's units: the system's for root, else the user's own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Manager {
+    /// Where `systemctl link`/`enable` put its units.
+    units: PathBuf,
+    /// `systemctl`'s words for it (`systemctl --user` for a user's manager).
+    systemctl: &'static str,
+}
+
+fn user_unit_dir(uid: nix::unistd::Uid) -> anyhow::Result<Manager> {
     if uid.is_root() {
-        return Ok(PathBuf::from("/etc/systemd/system"));
+        return Ok(Manager {
+            units: PathBuf::from("/etc/systemd/system"),
+            systemctl: "systemctl",
+        });
     }
     let user = nix::unistd::User::from_uid(uid)
         .with_context(|| format!("uid {uid}"))?
         .with_context(|| format!("uid {uid} has no user entry"))?;
-    Ok(user.dir.join(".config/systemd/user"))
+    Ok(Manager {
+        units: user.dir.join(".config/systemd/user"),
+        systemctl: "systemctl --user",
+    })
 }
 
 /// `renewal/timer`: the renewal timer Scribe wrote into `out` is enabled in `units` (the
 /// manager's unit directory) and both its units, as systemd finds them there, are exactly
 /// Scribe's. Without it every leaf of a Quadlet body ends a day after it was issued.
 fn renewal_timer_in(
-    units: &Path,
+    manager: &Manager,
     derived: &reach_scribe::quadlet::Materialized,
     out: &Path,
 ) -> reach_launcher::audit::Check {
+    let (units, systemctl) = (&manager.units, manager.systemctl);
     use reach_launcher::audit::Check;
     use reach_scribe::renewal::{SERVICE_FILE, SERVICE_UNIT, TIMER_FILE, TIMER_UNIT};
     let install = format!(
-        "systemctl --user link {0} {1} && systemctl --user enable --now {TIMER_UNIT}",
+        "{systemctl} link {0} {1} && {systemctl} enable --now {TIMER_UNIT}",
         out.join(SERVICE_FILE).display(),
         out.join(TIMER_FILE).display()
     );
@@ -805,7 +819,11 @@ mod tests {
         let units = tempfile::tempdir().unwrap();
         let d = derived(state.path(), None);
         reach_scribe::quadlet::write_out(&d, out.path()).unwrap();
-        let check = || renewal_timer_in(units.path(), &d, out.path());
+        let manager = Manager {
+            units: units.path().to_owned(),
+            systemctl: "systemctl --user",
+        };
+        let check = || renewal_timer_in(&manager, &d, out.path());
 
         let none = check();
         assert_eq!(none.outcome, Outcome::Fail);
@@ -852,6 +870,19 @@ mod tests {
         // An exact copy is.
         std::fs::write(units.path().join(SERVICE_UNIT), &d.files[SERVICE_FILE]).unwrap();
         assert_eq!(check().outcome, Outcome::Pass);
+    }
+
+    /// Root's units are the system manager's; anyone else's their own manager's.
+    #[test]
+    fn the_timer_is_looked_for_in_the_manager_that_runs_the_body() {
+        let root = user_unit_dir(nix::unistd::Uid::from_raw(0)).unwrap();
+        assert_eq!(root.units, Path::new("/etc/systemd/system"));
+        assert_eq!(root.systemctl, "systemctl");
+        // nobody exists on every Debian host.
+        let nobody = user_unit_dir(nix::unistd::Uid::from_raw(65534)).unwrap();
+        assert_eq!(nobody.units, Path::new("/nonexistent/.config/systemd/user"));
+        assert_eq!(nobody.systemctl, "systemctl --user");
+        assert!(user_unit_dir(nix::unistd::Uid::from_raw(4_000_000_000)).is_err());
     }
 
     #[test]
