@@ -196,9 +196,10 @@ enum ScribeCommand {
     Nftables(scribe::NftablesArgs),
     /// Re-derive everything from the manifest and report drift (exit status 1 on drift).
     Check(scribe::CheckArgs),
-    /// A Quadlet body's leaf renewal (what its renewal timer runs hourly, as the body's user): renew every
-    /// leaf within its renewal window, replace the renewed roles' Podman secrets and, with
-    /// `--restart`, restart those roles one at a time.
+    /// A Quadlet body's leaf renewal (what its renewal timer runs hourly, as the body's user):
+    /// renew every leaf within its renewal window, replace every Podman secret older than its
+    /// file in the state directory and, with `--restart`, restart one at a time every running
+    /// role that started before its secrets were created.
     Renew(scribe::RenewArgs),
 }
 

@@ -522,15 +522,19 @@ fn renewal_timer_in(
 pub struct RenewArgs {
     #[command(flatten)]
     target: crate::Target,
-    /// Restart each renewed role's unit (`systemctl --user restart reach-<role>.service`), one
-    /// at a time, so it starts with its new leaf.
+    /// Restart each role that holds older secrets (`systemctl --user restart
+    /// reach-<role>.service`; root's body, the system manager's), one at a time, so it starts
+    /// with its new leaf.
     #[arg(long)]
     restart: bool,
 }
 
-/// Renews every leaf within its renewal window; for each renewed role, replaces the Podman
-/// secrets that carry its leaf (its containers copied them when they started) and, with
-/// `--restart`, restarts its unit. The operator's own leaf is renewed in the state directory.
+/// Renews every leaf within its renewal window, then rolls the state directory out to Podman
+/// ([`reach_scribe::deployed::rollout`]): replaces every secret older than its file (a renewed
+/// leaf, a credential set since) and, with `--restart`, restarts every running role that started
+/// before its secrets were created. Both are decided from what the host shows, so a run
+/// interrupted between renewing and restarting is finished by the next. The operator's own leaf
+/// is renewed in the state directory.
 pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
     let m = crate::load_manifest(args.target.manifest.as_deref())?;
     let layout = reach_manifest::plan::StateLayout::new(&args.target.state);
@@ -542,45 +546,37 @@ pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
     )?;
     if report.leaves_issued.is_empty() {
         println!("no leaf within its renewal window");
-        return Ok(ExitCode::SUCCESS);
+    } else {
+        println!("renewed: {}", report.leaves_issued.join(", "));
     }
-    println!("renewed: {}", report.leaves_issued.join(", "));
-    // The operator is no role: its leaf is only in the state directory.
-    let roles: Vec<&str> = m
-        .roles
-        .iter()
-        .map(|r| r.name.as_str())
-        .filter(|r| report.leaves_issued.iter().any(|l| l == r))
-        .collect();
     let podman = reach_scribe::image_build::Podman::new("podman");
-    for role in &roles {
-        for file in [
-            reach_identity::files::LEAF_CERT,
-            reach_identity::files::LEAF_KEY,
-        ] {
-            let name = reach_scribe::quadlet::secret_name(role, file);
-            reach_scribe::deployed::replace_secret(
-                &podman,
-                &name,
-                &layout.secret_dir(role).join(file),
-            )?;
-            println!("podman secret {name} replaced");
-        }
+    // Which secrets come from the state directory needs no image: none is pinned here.
+    let input = QuadletInput::new(&m, Default::default(), layout);
+    let rollout = reach_scribe::deployed::rollout(&podman, &input)?;
+    for (name, file) in &rollout.replace {
+        reach_scribe::deployed::replace_secret(&podman, name, file)?;
+        println!("podman secret {name} replaced");
     }
-    for role in &roles {
+    if rollout.restart.is_empty() {
+        println!("every running role holds its current secrets");
+    }
+    let systemctl = user_unit_dir(nix::unistd::getuid())?.systemctl;
+    for role in &rollout.restart {
         let unit = reach_scribe::quadlet::service_name(role);
         if !args.restart {
             println!("restart {unit} to serve the new leaf");
             continue;
         }
-        let status = std::process::Command::new("systemctl")
-            .args(["--user", "restart", &unit])
+        let mut words = systemctl.split(' ');
+        let status = std::process::Command::new(words.next().expect("systemctl"))
+            .args(words)
+            .args(["restart", &unit])
             .status()
-            .with_context(|| format!("systemctl --user restart {unit}"))?;
+            .with_context(|| format!("{systemctl} restart {unit}"))?;
         if !status.success() {
-            bail!("systemctl --user restart {unit}: {status}");
+            bail!("{systemctl} restart {unit}: {status}");
         }
-        println!("{unit} restarted");
+        println!("restarted {unit}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -223,6 +223,21 @@ pub fn secret_owners(input: &QuadletInput<'_>) -> SecretOwners {
     owners
 }
 
+/// Every Podman secret whose bytes come from the state directory, as (role, secret name, path
+/// relative to the state directory), roles in manifest order: what a change in the state
+/// directory must be rolled out to ([`crate::deployed::rollout`]).
+pub fn state_secrets(input: &QuadletInput<'_>) -> Vec<(String, String, PathBuf)> {
+    let mut v = Vec::new();
+    for role in &input.manifest.roles {
+        for s in role_secrets(input, role.name.as_str()) {
+            if let SecretSource::State(rel) = s.from {
+                v.push((role.name.as_str().to_owned(), s.name, rel));
+            }
+        }
+    }
+    v
+}
+
 fn role_secrets(input: &QuadletInput<'_>, role_name: &str) -> Vec<SecretMount> {
     let inside = StateLayout::new(CONTAINER_ROOT);
     let role = input

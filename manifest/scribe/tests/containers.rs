@@ -14,7 +14,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::podman::{Cleanup, USER, bins_dir, clean, materialize, probe, rootless_or_skip, start};
+use common::podman::{
+    Cleanup, USER, bins_dir, clean, materialize, probe, restart, rootless_or_skip, start,
+};
 use common::*;
 use reach_manifest::{NetworkClass, VPS_PUBLIC};
 use reach_scribe::image_build::{build_context, write_context};
@@ -511,25 +513,30 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
     .unwrap();
     reach_identity::files::write_leaf(&ward_dir, &short).unwrap();
     r.give(&ward_dir);
-    let renew = r
-        .command(
-            &[
-                bins_dir().join("reach").display().to_string(),
-                "scribe".into(),
-                "renew".into(),
-                "--state".into(),
-                mat.state.display().to_string(),
-            ],
-            &[],
-        )
-        .output()
-        .expect("reach runs");
-    let said = String::from_utf8_lossy(&renew.stdout).into_owned();
-    assert!(
-        renew.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&renew.stderr)
-    );
+    // What the renewal timer runs, as the body's user (no --restart: no user manager here).
+    let renew = || {
+        let renew = r
+            .command(
+                &[
+                    bins_dir().join("reach").display().to_string(),
+                    "scribe".into(),
+                    "renew".into(),
+                    "--state".into(),
+                    mat.state.display().to_string(),
+                ],
+                &[],
+            )
+            .output()
+            .expect("reach runs");
+        let said = String::from_utf8_lossy(&renew.stdout).into_owned();
+        assert!(
+            renew.status.success(),
+            "{said}{}",
+            String::from_utf8_lossy(&renew.stderr)
+        );
+        said
+    };
+    let said = renew();
     assert!(said.starts_with("renewed: ward\n"), "{said}");
     assert!(
         said.contains("podman secret reach.ward.tls.crt replaced\n")
@@ -545,4 +552,47 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             assert_eq!(was, now, "{name} left alone");
         }
     }
+
+    // That run stopped short of restarting ward. The next, with no leaf to renew, still finds
+    // ward's container started before its secrets were replaced, and replaces nothing.
+    assert_eq!(
+        renew(),
+        "no leaf within its renewal window\nrestart reach-ward.service to serve the new leaf\n"
+    );
+    assert_eq!(secret_ids(), after);
+    // Restarted as systemd restarts its unit, ward serves its new leaf and every role answers.
+    restart(&r, &mat, "ward");
+    let status = reach(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        status.status.success() && text.contains("8/8 roles healthy"),
+        "{text}"
+    );
+    assert_eq!(
+        renew(),
+        "no leaf within its renewal window\nevery running role holds its current secrets\n"
+    );
+
+    // A run killed after writing a leaf and before replacing its secrets leaves a leaf newer
+    // than ward's secrets (a full day's, so not for renewing): the next run replaces them.
+    let fresh = reach_identity::TrustRoot::from_pem(
+        std::fs::read_to_string(scribe_dir.join("root.crt")).unwrap(),
+        std::fs::read_to_string(scribe_dir.join("root.key")).unwrap(),
+    )
+    .unwrap()
+    .issue_leaf(
+        &m.principal("ward"),
+        std::time::SystemTime::now(),
+        std::time::Duration::from_secs(24 * 3600),
+    )
+    .unwrap();
+    reach_identity::files::write_leaf(&ward_dir, &fresh).unwrap();
+    r.give(&ward_dir);
+    assert_eq!(
+        renew(),
+        "no leaf within its renewal window\n\
+         podman secret reach.ward.tls.crt replaced\n\
+         podman secret reach.ward.tls.key replaced\n\
+         restart reach-ward.service to serve the new leaf\n"
+    );
 }

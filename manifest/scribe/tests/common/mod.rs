@@ -105,10 +105,15 @@ pub fn dryrun(dir: &Path) -> BTreeMap<String, String> {
 
 /// The words of the `ExecStart=` line of a service.
 pub fn exec_start(service: &str) -> Vec<String> {
+    exec_line(service, "ExecStart")
+}
+
+/// The words of a generated service's `key=` line (`ExecStop`, …).
+pub fn exec_line(service: &str, key: &str) -> Vec<String> {
     let line = service
         .lines()
-        .find_map(|l| l.strip_prefix("ExecStart="))
-        .expect("ExecStart");
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("{key}"));
     line.split_whitespace().map(str::to_owned).collect()
 }
 

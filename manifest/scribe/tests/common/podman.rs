@@ -419,6 +419,35 @@ pub fn start(r: &Rootless, mat: &Materialized, roles: &[&str]) -> Vec<(String, D
             String::from_utf8_lossy(&o.stderr)
         );
     }
+    run_ready(r, mat, roles)
+}
+
+/// Restarts `role`'s container as systemd restarts its unit: the service's `ExecStop=` line,
+/// then its `ExecStart=` line (a new container, which copies the secrets afresh), until ready.
+pub fn restart(r: &Rootless, mat: &Materialized, role: &str) {
+    let svc = &mat.services[&format!("reach-{role}.service")];
+    let stop: Vec<String> = super::exec_line(svc, "ExecStop")
+        .into_iter()
+        .map(|w| {
+            w.replace("%t", &mat.runtime.display().to_string())
+                .replace("%N", &format!("reach-{role}"))
+        })
+        .collect();
+    let o = r.command(&stop, &[]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{stop:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Podman 5's `rm --cidfile` also removes the file, which the next `run --cidfile` refuses
+    // to overwrite; this host's Podman 4.3 leaves it (deploy/README: use the Podman release of
+    // the Quadlet generator in use).
+    let _ = std::fs::remove_file(mat.runtime.join(format!("reach-{role}.cid")));
+    run_ready(r, mat, &[role]);
+}
+
+/// Runs each role's `ExecStart=` line and waits for its `READY=1`, as `Type=notify` does.
+fn run_ready(r: &Rootless, mat: &Materialized, roles: &[&str]) -> Vec<(String, Duration)> {
     let mut ready = Vec::new();
     for role in roles {
         let notify = mat.runtime.join(format!("notify-{role}.sock"));
