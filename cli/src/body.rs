@@ -130,6 +130,9 @@ pub async fn audit(
     let digest = reach_digest::Sha256Digest::of(text.as_bytes()).to_string();
     let (layout, processes) = body.locate(&m)?;
     let mut receipt = reach_launcher::audit::audit(&m, digest, &layout, processes).await;
+    if body.podman {
+        receipt.push(crate::scribe::secrets_rollout(&m, &body.target.state));
+    }
     if let Some(dir) = units {
         let manifest = body.target.manifest.as_deref();
         for check in crate::scribe::units(&m, manifest, &body.target.state, dir) {

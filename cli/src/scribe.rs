@@ -517,6 +517,45 @@ fn renewal_timer_in(
     )
 }
 
+/// The receipt's `secrets/rollout` for a Quadlet body: every running role holds the secrets its
+/// state directory has now. It fails while a renewed leaf (or a credential set since) waits for
+/// its Podman secret or its role's restart, naming what `reach scribe renew --restart` would do.
+pub fn secrets_rollout(m: &Manifest, state: &Path) -> reach_launcher::audit::Check {
+    use reach_launcher::audit::Check;
+    const ID: &str = "secrets/rollout";
+    let podman = reach_scribe::image_build::Podman::new("podman");
+    let input = QuadletInput::new(m, Default::default(), StateLayout::new(state));
+    match reach_scribe::deployed::rollout(&podman, &input) {
+        Ok(r) if r.replace.is_empty() && r.restart.is_empty() => Check::observed(
+            ID,
+            true,
+            "every running role holds the secrets of the state directory",
+        ),
+        Ok(r) => {
+            let mut stale: Vec<String> = r
+                .replace
+                .iter()
+                .map(|(name, file)| format!("{name} is older than {}", file.display()))
+                .collect();
+            stale.extend(
+                r.restart
+                    .iter()
+                    .map(|role| format!("{role} started before its secrets were replaced")),
+            );
+            Check::observed(
+                ID,
+                false,
+                format!(
+                    "{}; run `reach scribe renew --state {} --restart`",
+                    stale.join("; "),
+                    state.display()
+                ),
+            )
+        }
+        Err(e) => Check::observed(ID, false, e.to_string()),
+    }
+}
+
 /// `reach scribe renew`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RenewArgs {

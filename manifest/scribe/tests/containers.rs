@@ -395,6 +395,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "units/drift",
             "reboot/linger",
             "renewal/timer",
+            "secrets/rollout",
             "resources/pids",
         ]
         .map(String::from),
@@ -560,6 +561,15 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         "no leaf within its renewal window\nrestart reach-ward.service to serve the new leaf\n"
     );
     assert_eq!(secret_ids(), after);
+    // Meanwhile the receipt fails exactly `secrets/rollout`, naming ward (without --units: the
+    // user no longer lingers, see above).
+    let (id, detail) = only_failure(reach(&["audit"]));
+    assert_eq!(id, "secrets/rollout");
+    assert!(
+        detail
+            .starts_with("ward started before its secrets were replaced; run `reach scribe renew"),
+        "{detail}"
+    );
     // Restarted as systemd restarts its unit, ward serves its new leaf and every role answers.
     restart(&r, &mat, "ward");
     let status = reach(&["status"]);
