@@ -230,6 +230,22 @@ fn times(text: &str) -> BTreeMap<String, i128> {
         .collect()
 }
 
+/// `podman <kind> inspect` of `names` with `format` (a name, then a time's `UnixNano`): each
+/// name's time. Nothing to ask for, nothing asked.
+fn inspect_times(
+    podman: &Podman,
+    kind: &'static str,
+    format: &str,
+    names: &[&str],
+) -> Result<BTreeMap<String, i128>, LocateError> {
+    if names.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let mut args = vec![kind, "inspect", "--format", format];
+    args.extend(names);
+    Ok(times(&run(podman, kind, &args)?))
+}
+
 /// Asks Podman and the state directory what the body of `input` still needs: which of its
 /// state-directory secrets to replace and which running roles to restart ([`decide`]).
 pub fn rollout(podman: &Podman, input: &QuadletInput<'_>) -> Result<Rollout, RolloutError> {
@@ -247,18 +263,12 @@ pub fn rollout(podman: &Podman, input: &QuadletInput<'_>) -> Result<Rollout, Rol
         .map(|(_, name, _)| name.as_str())
         .filter(|n| listed.contains(*n))
         .collect();
-    let created = if present.is_empty() {
-        BTreeMap::new()
-    } else {
-        let mut args = vec![
-            "secret",
-            "inspect",
-            "--format",
-            "{{.Spec.Name}} {{.CreatedAt.UnixNano}}",
-        ];
-        args.extend(&present);
-        times(&run(podman, "secret inspect", &args)?)
-    };
+    let created = inspect_times(
+        podman,
+        "secret",
+        "{{.Spec.Name}} {{.CreatedAt.UnixNano}}",
+        &present,
+    )?;
     let mut secrets = Vec::new();
     for (role, secret, rel) in wanted {
         let file = input.state.root().join(rel);
@@ -287,21 +297,16 @@ pub fn rollout(podman: &Podman, input: &QuadletInput<'_>) -> Result<Rollout, Rol
         .map(|r| container_name(r.name.as_str()))
         .filter(|c| running.contains(c))
         .collect();
-    let started = if containers.is_empty() {
-        BTreeMap::new()
-    } else {
-        let mut args = vec![
-            "container",
-            "inspect",
-            "--format",
-            "{{.Name}} {{.State.StartedAt.UnixNano}}",
-        ];
-        args.extend(containers.iter().map(String::as_str));
-        times(&run(podman, "container inspect", &args)?)
-            .into_iter()
-            .filter_map(|(c, at)| Some((c.strip_prefix("reach-")?.to_owned(), at)))
-            .collect()
-    };
+    let containers: Vec<&str> = containers.iter().map(String::as_str).collect();
+    let started = inspect_times(
+        podman,
+        "container",
+        "{{.Name}} {{.State.StartedAt.UnixNano}}",
+        &containers,
+    )?
+    .into_iter()
+    .filter_map(|(c, at)| Some((c.strip_prefix("reach-")?.to_owned(), at)))
+    .collect();
     Ok(decide(&secrets, &started))
 }
 

@@ -501,19 +501,23 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
     let before = secret_ids();
     let scribe_dir = mat.state.join("scribe");
     let ward_dir = mat.state.join("secrets").join("ward");
-    let short = reach_identity::TrustRoot::from_pem(
-        std::fs::read_to_string(scribe_dir.join("root.crt")).unwrap(),
-        std::fs::read_to_string(scribe_dir.join("root.key")).unwrap(),
-    )
-    .unwrap()
-    .issue_leaf(
-        &m.principal("ward"),
-        std::time::SystemTime::now(),
-        std::time::Duration::from_secs(5 * 3600),
-    )
-    .unwrap();
-    reach_identity::files::write_leaf(&ward_dir, &short).unwrap();
-    r.give(&ward_dir);
+    // Ward's leaf in the state directory swapped for one of the same root lasting `hours`.
+    let ward_leaf_for = |hours: u64| {
+        let leaf = reach_identity::TrustRoot::from_pem(
+            std::fs::read_to_string(scribe_dir.join("root.crt")).unwrap(),
+            std::fs::read_to_string(scribe_dir.join("root.key")).unwrap(),
+        )
+        .unwrap()
+        .issue_leaf(
+            &m.principal("ward"),
+            std::time::SystemTime::now(),
+            std::time::Duration::from_secs(hours * 3600),
+        )
+        .unwrap();
+        reach_identity::files::write_leaf(&ward_dir, &leaf).unwrap();
+        r.give(&ward_dir);
+    };
+    ward_leaf_for(5);
     // What the renewal timer runs, as the body's user (no --restart: no user manager here).
     let renew = || {
         let renew = r
@@ -585,19 +589,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
 
     // A run killed after writing a leaf and before replacing its secrets leaves a leaf newer
     // than ward's secrets (a full day's, so not for renewing): the next run replaces them.
-    let fresh = reach_identity::TrustRoot::from_pem(
-        std::fs::read_to_string(scribe_dir.join("root.crt")).unwrap(),
-        std::fs::read_to_string(scribe_dir.join("root.key")).unwrap(),
-    )
-    .unwrap()
-    .issue_leaf(
-        &m.principal("ward"),
-        std::time::SystemTime::now(),
-        std::time::Duration::from_secs(24 * 3600),
-    )
-    .unwrap();
-    reach_identity::files::write_leaf(&ward_dir, &fresh).unwrap();
-    r.give(&ward_dir);
+    ward_leaf_for(24);
     assert_eq!(
         renew(),
         "no leaf within its renewal window\n\
