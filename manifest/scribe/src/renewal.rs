@@ -7,6 +7,9 @@
 //! talking. The units go in `systemd/` of the output directory: the Quadlet generator reads only
 //! its own kinds of file, so systemd learns of them by `systemctl --user link` (see
 //! deploy/README.md), and `reach audit --units` checks they are linked and enabled.
+//!
+//! The service is not sandboxed: it runs rootless Podman, whose user namespaces need the setuid
+//! `newuidmap`, which `NoNewPrivileges=` (and every option that implies it) would break.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
