@@ -176,6 +176,12 @@ pub fn quadlet(args: QuadletArgs) -> anyhow::Result<ExitCode> {
         started.elapsed().as_secs_f64() * 1000.0,
         args.out.display()
     );
+    // `systemctl link` takes absolute paths only.
+    let manager = user_unit_dir(nix::unistd::getuid())?;
+    println!(
+        "renew the leaves hourly, once: {}",
+        timer_install(&manager, &std::path::absolute(&args.out)?)
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -451,6 +457,17 @@ fn user_unit_dir(uid: nix::unistd::Uid) -> anyhow::Result<Manager> {
     })
 }
 
+/// The commands that link the renewal timer Scribe wrote into `out` into `manager` and start it.
+fn timer_install(manager: &Manager, out: &Path) -> String {
+    use reach_scribe::renewal::{SERVICE_FILE, TIMER_FILE, TIMER_UNIT};
+    let systemctl = manager.systemctl;
+    format!(
+        "{systemctl} link {0} {1} && {systemctl} enable --now {TIMER_UNIT}",
+        out.join(SERVICE_FILE).display(),
+        out.join(TIMER_FILE).display()
+    )
+}
+
 /// `renewal/timer`: the renewal timer Scribe wrote into `out` is enabled in `units` (the
 /// manager's unit directory) and both its units, as systemd finds them there, are exactly
 /// Scribe's. Without it every leaf of a Quadlet body ends a day after it was issued.
@@ -459,14 +476,10 @@ fn renewal_timer_in(
     derived: &reach_scribe::quadlet::Materialized,
     out: &Path,
 ) -> reach_launcher::audit::Check {
-    let (units, systemctl) = (&manager.units, manager.systemctl);
     use reach_launcher::audit::Check;
     use reach_scribe::renewal::{SERVICE_FILE, SERVICE_UNIT, TIMER_FILE, TIMER_UNIT};
-    let install = format!(
-        "{systemctl} link {0} {1} && {systemctl} enable --now {TIMER_UNIT}",
-        out.join(SERVICE_FILE).display(),
-        out.join(TIMER_FILE).display()
-    );
+    let units = &manager.units;
+    let install = timer_install(manager, out);
     let found = [
         (
             units.join("timers.target.wants").join(TIMER_UNIT),
