@@ -327,6 +327,39 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
         "{err}"
     );
 
+    // The guest is ready and the spec applied, but the state stream cannot be written: a QEMU
+    // wrapper makes its path a directory just before the real QEMU starts. The migration
+    // fails, and the preparation ends with a capture error carrying QEMU's own report.
+    let unwritable = out.path().join("unwritable");
+    let wrapper = out.path().join("qemu-wrapper");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nmkdir -p '{}'\nexec qemu-system-x86_64 \"$@\"\n",
+            unwritable.join(prepared::STATE_FILE).display()
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // The default settle timeout: postfix restarts under TCG in more than the 10 s above.
+    let mut wrapped = PrepareInputs::new(base, common::accel());
+    wrapped.qemu = &wrapper;
+    let err = prepared::prepare(
+        &common::prepared_spec(),
+        &wrapped,
+        &unwritable,
+        &reach_vm::image::Quiet,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err, PrepareError::Capture(m) if m.starts_with("migration") && m.contains(r#""status":"failed""#)),
+        "{err}"
+    );
+
     // A capture guest whose agent has not answered when the boot timeout runs out: refused
     // as a boot timeout naming it, and torn down like the others.
     let spec = common::prepared_spec();
@@ -341,7 +374,7 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
     );
 
     // Nothing is pinned: no manifest, no digest a broker could name.
-    for d in [&failing, &dir, &stuck, &slow] {
+    for d in [&failing, &dir, &stuck, &unwritable, &slow] {
         for f in [PREPARED_MANIFEST_FILE, PREPARED_DIGEST_FILE] {
             assert!(!d.join(f).exists(), "{f} written for a failed preparation");
         }
