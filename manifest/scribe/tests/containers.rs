@@ -597,4 +597,33 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
          podman secret reach.ward.tls.key replaced\n\
          restart reach-ward.service to serve the new leaf\n"
     );
+
+    // A credential the operator sets since is rolled out the same way: its secret replaced,
+    // its role's restart named (after ward's, still pending: manifest order).
+    let mut set = r
+        .command(
+            &[
+                bins_dir().join("reach").display().to_string(),
+                "secret".into(),
+                "set".into(),
+                "egress-discord".into(),
+                "discord-bot-token".into(),
+                "--state".into(),
+                mat.state.display().to_string(),
+            ],
+            &[],
+        )
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    set.stdin.take().unwrap().write_all(b"a-new-token").unwrap();
+    assert!(set.wait().unwrap().success());
+    assert_eq!(
+        renew(),
+        "no leaf within its renewal window\n\
+         podman secret reach.egress-discord.discord-bot-token replaced\n\
+         restart reach-ward.service to serve the new leaf\n\
+         restart reach-egress-discord.service to serve the new leaf\n"
+    );
 }
