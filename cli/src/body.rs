@@ -131,16 +131,16 @@ pub async fn audit(
     let (layout, processes) = body.locate(&m)?;
     let mut receipt = reach_launcher::audit::audit(&m, digest, &layout, processes).await;
     if body.podman {
-        receipt.push(crate::scribe::secrets_rollout(&m, &body.target.state));
+        receipt.push(crate::host_checks::secrets_rollout(&m, &body.target.state));
     }
     if let Some(dir) = units {
         let manifest = body.target.manifest.as_deref();
-        for check in crate::scribe::units(&m, manifest, &body.target.state, dir) {
+        for check in crate::host_checks::units(&m, manifest, &body.target.state, dir) {
             receipt.push(check);
         }
-        receipt.push(crate::scribe::reboot_linger());
+        receipt.push(crate::host_checks::reboot_linger());
     }
-    for check in crate::scribe::firewall(&m, ruleset) {
+    for check in crate::host_checks::firewall(&m, ruleset) {
         receipt.push(check);
     }
     println!("{}", serde_json::to_string_pretty(&receipt)?);

@@ -4,6 +4,7 @@ mod a2a;
 mod body;
 mod corpus;
 mod demo;
+mod host_checks;
 mod image;
 mod scribe;
 mod vault;
