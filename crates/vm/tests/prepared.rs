@@ -1,7 +1,8 @@
 //! The prepared-system layer against real QEMU: instances restored from the captured state
 //! answer at once, start from the identical pinned state, keep nothing between instances,
 //! and a substituted layer or a different shape is refused before anything is created; a
-//! spec the guest cannot apply pins nothing and leaves no guest behind.
+//! spec the guest cannot apply pins nothing and leaves no guest behind; a restore the broker
+//! cannot make its own is destroyed, never handed out.
 
 mod common;
 
@@ -490,4 +491,65 @@ async fn an_unverifiable_base_or_a_failing_host_tool_pins_nothing() {
             p.path().display()
         );
     }
+}
+
+/// A restored guest the broker cannot make its own is never handed out: here the prepared
+/// system's `perl` exits 1, so reseeding the guest's CRNG at restore fails. The create fails
+/// with the guest agent's report and is destroyed like any failed create: no QEMU, no files,
+/// no live instance, its history ending Destroyed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_the_broker_cannot_make_its_own_is_destroyed() {
+    use reach_vm::instance::{Broker, CreateRequest, NetworkRequest, PinnedImage};
+    use reach_vm::prepared::{self, PrepareInputs};
+    let (base, _, _) = common::image();
+    let mut spec = common::prepared_spec();
+    spec.files.push(reach_vm::spec::FileSpec {
+        path: "/usr/bin/perl".into(),
+        content: "#!/bin/sh\necho 'no perl in this system' >&2\nexit 1\n".into(),
+        mode: "0755".into(),
+        uid: 0,
+        gid: 0,
+    });
+    let out = tempfile::tempdir().unwrap();
+    let layer = out.path().join("layer");
+    let p = prepared::prepare(
+        &spec,
+        &PrepareInputs::new(base, common::accel()),
+        &layer,
+        &reach_vm::image::Quiet,
+    )
+    .await
+    .expect("postfix does not need perl: the capture succeeds");
+
+    let run = tempfile::tempdir().unwrap();
+    let _reaper = common::Reaper(run.path().to_owned());
+    let mut cfg = common::config(run.path());
+    cfg.prepared.push(PinnedImage {
+        digest: p.digest,
+        dir: layer.clone(),
+    });
+    let (broker, _) = Broker::start(cfg, std::sync::Arc::new(reach_clock::SystemClock))
+        .await
+        .unwrap();
+    let err = broker
+        .create(&CreateRequest {
+            image: p.digest,
+            network: NetworkRequest::None,
+            memory_mib: 0,
+            cpus: 0,
+            wait_ready: true,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "environment/guest-agent", "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("reseeding the guest's CRNG failed")
+            && message.contains("no perl in this system"),
+        "{message}"
+    );
+    assert!(broker.journal().live().await.unwrap().is_empty());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(common::qemu_processes(run.path()).is_empty());
+    assert!(common::leftovers(run.path()).is_empty());
 }
