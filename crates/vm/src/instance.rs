@@ -1011,6 +1011,82 @@ mod tests {
         assert_eq!(hist, [Requested, Allocated, Destroying, Destroyed]);
     }
 
+    /// The journal fails mid-create: another writer holds its lock when the boot is to be
+    /// journaled. The create fails `broker/journal`, and its destroy cannot journal either, so
+    /// nothing is torn down behind the journal's back: the record stays live with its
+    /// directory, and the next start reaps it (confirmed Reaped, nothing left on disk).
+    #[tokio::test]
+    async fn a_journal_that_fails_mid_create_leaves_the_instance_for_the_next_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        let img = tiny_image(&tmp.path().join("img"));
+        let run = tmp.path().join("run");
+        let (ran, go) = (tmp.path().join("qemu-ran"), tmp.path().join("go"));
+        // A QEMU that says it ran, waits until the test holds the journal's lock, then writes
+        // its pidfile and exits, as a daemonizing QEMU's parent does.
+        let qemu = tmp.path().join("qemu");
+        std::fs::write(
+            &qemu,
+            format!(
+                "#!/bin/sh\n\
+                 [ \"$1\" = --version ] && exec echo 'QEMU emulator version 7.2.0'\n\
+                 while [ $# -gt 0 ]; do [ \"$1\" = -pidfile ] && pidfile=\"$2\"; shift; done\n\
+                 touch '{}'\n\
+                 while [ ! -e '{}' ]; do sleep 0.05; done\n\
+                 echo $$ > \"$pidfile\"\n",
+                ran.display(),
+                go.display()
+            ),
+        )
+        .unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&qemu, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let config = || {
+            let mut cfg = tiny_config(&run, &img);
+            cfg.qemu = qemu.clone();
+            cfg
+        };
+        let b = start(config()).await.unwrap();
+        let lock = async {
+            while !ran.exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            use sqlx::Connection as _;
+            let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(run.join("journal.db"));
+            let mut conn = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
+            sqlx::raw_sql("BEGIN IMMEDIATE")
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            std::fs::write(&go, "").unwrap();
+            conn
+        };
+        let request = tiny_request(&img);
+        let (created, mut conn) = tokio::join!(b.create(&request), lock);
+        let err = created.unwrap_err();
+        assert_eq!(err.code(), "broker/journal", "{err}");
+        sqlx::raw_sql("ROLLBACK").execute(&mut conn).await.unwrap();
+        drop(conn);
+        let live = b.journal().live().await.unwrap();
+        let [rec] = live.as_slice() else {
+            panic!("{live:?}")
+        };
+        assert_eq!(rec.state, InstanceState::Allocated);
+        let id = rec.id.clone();
+        assert!(b.instances_dir().join(&id).join(OVERLAY).exists());
+        drop(b);
+
+        let (b, report) = Broker::start(config(), Arc::new(reach_clock::SystemClock))
+            .await
+            .unwrap();
+        assert_eq!(report.reaped, std::slice::from_ref(&id));
+        let c = b.journal().confirmation(&id).await.unwrap().unwrap();
+        assert_eq!(c.outcome, InstanceState::Reaped);
+        assert!(c.process_gone && c.overlay_deleted, "{c:?}");
+        assert_eq!(std::fs::read_dir(b.instances_dir()).unwrap().count(), 0);
+    }
+
     #[tokio::test]
     async fn start_refuses_a_run_dir_it_cannot_create() {
         let tmp = tempfile::tempdir().unwrap();
