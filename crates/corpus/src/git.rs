@@ -49,18 +49,19 @@ pub enum GitTls {
 
 impl GitTls {
     fn client_config(&self) -> Result<rustls::ClientConfig, BuildError> {
-        let mut roots = rustls::RootCertStore::empty();
-        match self {
-            GitTls::WebPki => roots = reach_destination::webpki_root_store(),
-            GitTls::Store(store) => roots = store.clone(),
+        let roots = match self {
+            GitTls::WebPki => reach_destination::webpki_root_store(),
+            GitTls::Store(store) => store.clone(),
             GitTls::Roots(certs) => {
+                let mut roots = rustls::RootCertStore::empty();
                 for c in certs {
                     roots
                         .add(c.clone())
                         .map_err(|e| BuildError::Git(format!("trust root: {e}")))?;
                 }
+                roots
             }
-        }
+        };
         // The one client configuration every egress uses (ring, TLS 1.2/1.3, `http/1.1`).
         Ok(reach_destination::client_config(roots))
     }
