@@ -631,15 +631,19 @@ async fn capture(
     drop(agent);
     progress.line("capture guest: writing the state stream");
     let mut qmp = Qmp::connect(qmp_sock, Duration::from_secs(10)).await?;
-    qmp.execute("stop", None).await?;
-    qmp.execute(
-        "migrate",
-        Some(json!({"uri": format!("exec:cat > {}", sh_quote(state))})),
-    )
-    .await?;
+    if let Err(e) = qmp.execute("stop", None).await {
+        return Err(qmp_in_capture(e, child).await);
+    }
+    let uri = format!("exec:cat > {}", sh_quote(state));
+    if let Err(e) = qmp.execute("migrate", Some(json!({ "uri": uri }))).await {
+        return Err(qmp_in_capture(e, child).await);
+    }
     let until = Instant::now() + CAPTURE_TIMEOUT;
     loop {
-        let r = qmp.execute("query-migrate", None).await?;
+        let r = match qmp.execute("query-migrate", None).await {
+            Ok(r) => r,
+            Err(e) => return Err(qmp_in_capture(e, child).await),
+        };
         match r.get("status").and_then(|s| s.as_str()) {
             Some("completed") => break,
             Some("failed" | "cancelled") => {
@@ -664,6 +668,18 @@ async fn capture(
         }
     }
     Ok((files, system_state, boot))
+}
+
+/// A QMP failure while the state stream is written. When QEMU itself is gone (killed, crashed:
+/// its socket closes as it exits, so its exit is awaited briefly), the capture error names its
+/// exit rather than the socket that went with it.
+async fn qmp_in_capture(e: QmpError, child: &mut tokio::process::Child) -> PrepareError {
+    match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+        Ok(Ok(status)) => PrepareError::Capture(format!(
+            "QEMU exited while writing the state stream ({status}); qmp: {e}"
+        )),
+        _ => PrepareError::Qmp(e),
+    }
 }
 
 /// Reuses `cache_root/prepared/<key>` when its manifest names this spec, base, QEMU and

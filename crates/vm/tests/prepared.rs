@@ -361,6 +361,40 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
         "{err}"
     );
 
+    // QEMU dies while it writes the state stream: a wrapper (QEMU itself for `--version`) makes
+    // the stream's path a FIFO, reads its first 64 KiB, then kills QEMU with SIGKILL while the migration waits on the
+    // full pipe. The QMP socket goes with it, and the capture error names QEMU's exit.
+    let killed = out.path().join("killed");
+    let state = killed.join(prepared::STATE_FILE);
+    let wrapper = out.path().join("qemu-killed");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && exec qemu-system-x86_64 \"$@\"\nmkfifo '{s}' || exit 1\nqemu-system-x86_64 \"$@\" &\nqemu=$!\n\
+             (exec 3<'{s}'; head -c 65536 <&3 >/dev/null; kill -9 $qemu) &\nwatcher=$!\n\
+             wait $qemu\nstatus=$?\nkill $watcher 2>/dev/null\nexit $status\n",
+            s = state.display()
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    wrapped.qemu = &wrapper;
+    let err = prepared::prepare(
+        &common::prepared_spec(),
+        &wrapped,
+        &killed,
+        &reach_vm::image::Quiet,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err, PrepareError::Capture(m) if m.starts_with("QEMU exited while writing the state stream")),
+        "{err}"
+    );
+
     // A capture guest whose agent has not answered when the boot timeout runs out: refused
     // as a boot timeout naming it, and torn down like the others.
     let spec = common::prepared_spec();
@@ -375,7 +409,7 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
     );
 
     // Nothing is pinned: no manifest, no digest a broker could name.
-    for d in [&failing, &dir, &stuck, &unwritable, &slow] {
+    for d in [&failing, &dir, &stuck, &unwritable, &killed, &slow] {
         for f in [PREPARED_MANIFEST_FILE, PREPARED_DIGEST_FILE] {
             assert!(!d.join(f).exists(), "{f} written for a failed preparation");
         }
