@@ -80,15 +80,35 @@ const RENEWAL_TIMER: &str = "renewal/timer";
 pub(crate) struct Manager {
     /// Where `systemctl link`/`enable` put its units.
     pub(crate) units: PathBuf,
-    /// `systemctl`'s words for it (`systemctl --user` for a user's manager).
-    pub(crate) systemctl: &'static str,
+    /// A user's own manager (`systemctl --user`), not the system's.
+    pub(crate) user: bool,
+}
+
+impl Manager {
+    /// `systemctl`'s words for it, as an operator types them.
+    pub(crate) fn systemctl(&self) -> &'static str {
+        if self.user {
+            "systemctl --user"
+        } else {
+            "systemctl"
+        }
+    }
+
+    /// A `systemctl` command addressed to it.
+    pub(crate) fn command(&self) -> std::process::Command {
+        let mut systemctl = std::process::Command::new("systemctl");
+        if self.user {
+            systemctl.arg("--user");
+        }
+        systemctl
+    }
 }
 
 pub(crate) fn manager_of(uid: nix::unistd::Uid) -> anyhow::Result<Manager> {
     if uid.is_root() {
         return Ok(Manager {
             units: PathBuf::from("/etc/systemd/system"),
-            systemctl: "systemctl",
+            user: false,
         });
     }
     let user = nix::unistd::User::from_uid(uid)
@@ -96,14 +116,14 @@ pub(crate) fn manager_of(uid: nix::unistd::Uid) -> anyhow::Result<Manager> {
         .with_context(|| format!("uid {uid} has no user entry"))?;
     Ok(Manager {
         units: user.dir.join(".config/systemd/user"),
-        systemctl: "systemctl --user",
+        user: true,
     })
 }
 
 /// The commands that link the renewal timer Scribe wrote into `out` into `manager` and start it.
 pub(crate) fn timer_install(manager: &Manager, out: &Path) -> String {
     use reach_scribe::renewal::{SERVICE_FILE, TIMER_FILE, TIMER_UNIT};
-    let systemctl = manager.systemctl;
+    let systemctl = manager.systemctl();
     format!(
         "{systemctl} link {0} {1} && {systemctl} enable --now {TIMER_UNIT}",
         out.join(SERVICE_FILE).display(),
@@ -406,7 +426,7 @@ mod tests {
         reach_scribe::quadlet::write_out(&d, out.path()).unwrap();
         let manager = Manager {
             units: units.path().to_owned(),
-            systemctl: "systemctl --user",
+            user: true,
         };
         let check = || renewal_timer_in(&manager, &d, out.path());
 
@@ -462,11 +482,21 @@ mod tests {
     fn the_timer_is_looked_for_in_the_manager_that_runs_the_body() {
         let root = manager_of(nix::unistd::Uid::from_raw(0)).unwrap();
         assert_eq!(root.units, Path::new("/etc/systemd/system"));
-        assert_eq!(root.systemctl, "systemctl");
+        assert_eq!(root.systemctl(), "systemctl");
         // nobody exists on every Debian host.
         let nobody = manager_of(nix::unistd::Uid::from_raw(65534)).unwrap();
         assert_eq!(nobody.units, Path::new("/nonexistent/.config/systemd/user"));
-        assert_eq!(nobody.systemctl, "systemctl --user");
+        assert_eq!(nobody.systemctl(), "systemctl --user");
+        // The command `renew --restart` runs: the same words, each its own argument.
+        for m in [&root, &nobody] {
+            let c = m.command();
+            let words: Vec<_> = std::iter::once(c.get_program())
+                .chain(c.get_args())
+                .map(|w| w.to_str().unwrap())
+                .collect();
+            assert_eq!(words.join(" "), m.systemctl());
+        }
+        assert_eq!(nobody.command().get_args().count(), 1);
         assert!(manager_of(nix::unistd::Uid::from_raw(4_000_000_000)).is_err());
     }
 

@@ -416,16 +416,16 @@ pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
     if rollout.restart.is_empty() {
         println!("every running role holds its current secrets");
     }
-    let systemctl = crate::host_checks::manager_of(nix::unistd::getuid())?.systemctl;
+    let manager = crate::host_checks::manager_of(nix::unistd::getuid())?;
+    let systemctl = manager.systemctl();
     for role in &rollout.restart {
         let unit = reach_scribe::quadlet::service_name(role);
         if !args.restart {
             println!("restart {unit} to serve the new leaf");
             continue;
         }
-        let mut words = systemctl.split(' ');
-        let status = std::process::Command::new(words.next().expect("systemctl"))
-            .args(words)
+        let status = manager
+            .command()
             .args(["restart", &unit])
             .status()
             .with_context(|| format!("{systemctl} restart {unit}"))?;
