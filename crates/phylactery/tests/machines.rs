@@ -6,7 +6,6 @@ mod common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use common::*;
 use proptest::prelude::*;
@@ -51,20 +50,6 @@ proptest! {
     }
 }
 
-#[derive(Debug, Clone)]
-enum Op {
-    Claim(usize),
-    Submit(usize),
-    SettleSent(usize),
-    SettleRejected(usize),
-    SettleUnknown(usize),
-    Advance(u64),
-    Recover,
-    ReconcileFound,
-    ReconcileAbsent,
-    RecommitTurn,
-}
-
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0usize..3).prop_map(Op::Claim),
@@ -88,9 +73,7 @@ async fn run_case(
 ) -> Result<(), TestCaseError> {
     let turn = p.admit(&request(n)).await.unwrap().status().turn_id.clone();
     p.commit_turn(&turn, &success(n)).await.unwrap();
-    let mut leases: HashMap<usize, Lease> = HashMap::new();
-    // Intent id -> how many times SUBMITTING was granted (a send).
-    let mut sends: HashMap<IntentId, u32> = HashMap::new();
+    let mut claimers = Claimers::default();
     let mut settled: HashMap<IntentId, IntentState> = HashMap::new();
     let mut last_gen: HashMap<IntentId, i64> = HashMap::new();
     for op in ops {
@@ -102,73 +85,15 @@ async fn run_case(
             .unwrap()
             .intent_id
             .clone();
-        match op {
-            Op::Claim(w) => {
-                if let Ok(c) = p.claim(&current, &format!("w{w}"), LEASE).await {
-                    leases.insert(w, c.lease);
-                }
-            }
-            Op::Submit(w) => {
-                if let Some(l) = leases.get(&w)
-                    && p.mark_submitting(l).await.is_ok()
-                {
-                    *sends.entry(l.intent_id.clone()).or_default() += 1;
-                }
-            }
-            Op::SettleSent(w) | Op::SettleRejected(w) | Op::SettleUnknown(w) => {
-                if let Some(l) = leases.get(&w) {
-                    let report = match op {
-                        Op::SettleSent(_) => DeliveryReport::Sent {
-                            message_id: "m".into(),
-                            platform_status: 200,
-                        },
-                        Op::SettleRejected(_) => DeliveryReport::Rejected {
-                            platform_status: 400,
-                            detail: "bad".into(),
-                        },
-                        _ => DeliveryReport::Unknown {
-                            detail: "timeout".into(),
-                        },
-                    };
-                    let _ = p.settle(l, &report).await;
-                }
-            }
-            Op::Advance(s) => clock.advance(Duration::from_secs(s)),
-            Op::Recover => {
-                p.recover().await.unwrap();
-            }
-            Op::ReconcileFound => {
-                let _ = p
-                    .reconcile_delivery(
-                        &current,
-                        &DeliveryEvidence::MessageFound {
-                            message_id: "m".into(),
-                            evidence: "seen".into(),
-                        },
-                        "t",
-                    )
-                    .await;
-            }
-            Op::ReconcileAbsent => {
-                let _ = p
-                    .reconcile_delivery(
-                        &current,
-                        &DeliveryEvidence::ProvedAbsent {
-                            evidence: "absent".into(),
-                        },
-                        "t",
-                    )
-                    .await;
-            }
-            Op::RecommitTurn => {
-                let mut c = success(n);
-                c.outcome = TurnState::Failed;
-                prop_assert_eq!(
-                    p.commit_turn(&turn, &c).await.unwrap_err().code(),
-                    "turn/already-terminal"
-                );
-            }
+        if let Op::RecommitTurn = op {
+            let mut c = success(n);
+            c.outcome = TurnState::Failed;
+            prop_assert_eq!(
+                p.commit_turn(&turn, &c).await.unwrap_err().code(),
+                "turn/already-terminal"
+            );
         }
+        claimers.apply(p, clock, &current, &op).await;
         prop_assert_eq!(p.turn_state(&turn).await.unwrap(), TurnState::Succeeded);
         let intents = p.intents_of_turn(&turn).await.unwrap();
         let mut possibly_sent = 0;
@@ -193,7 +118,7 @@ async fn run_case(
         // its predecessor was proved absent.
         prop_assert!(possibly_sent <= 1, "{intents:?}");
     }
-    for (id, count) in sends {
+    for (id, count) in claimers.sends {
         prop_assert!(
             count <= 1,
             "intent {id} was handed out for sending {count} times"

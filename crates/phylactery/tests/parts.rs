@@ -558,20 +558,6 @@ on_both!(
     the_database_keeps_the_part_order,
 );
 
-#[derive(Debug, Clone)]
-enum Op {
-    Claim(usize),
-    Submit(usize),
-    SettleSent(usize),
-    SettleRejected(usize),
-    SettleUnknown(usize),
-    NotAttempted(usize),
-    Advance(u64),
-    Recover,
-    ReconcileFound,
-    ReconcileAbsent,
-}
-
 fn op() -> impl Strategy<Value = Op> {
     // Two claimers and a bias towards progress, so random runs get through all three parts.
     prop_oneof![
@@ -599,8 +585,7 @@ async fn run_case(
     reached_last_part: &AtomicU64,
 ) -> Result<(), TestCaseError> {
     let (turn, _) = commit_parts(p, n, 3).await;
-    let mut leases: HashMap<usize, Lease> = HashMap::new();
-    let mut sends: HashMap<IntentId, u32> = HashMap::new();
+    let mut claimers = Claimers::default();
     let mut settled: HashMap<IntentId, IntentState> = HashMap::new();
     for op in ops {
         let current = p
@@ -611,59 +596,7 @@ async fn run_case(
             .unwrap()
             .intent_id
             .clone();
-        match op {
-            Op::Claim(w) => {
-                if let Ok(c) = p.claim(&current, &format!("w{w}"), LEASE).await {
-                    leases.insert(w, c.lease);
-                }
-            }
-            Op::Submit(w) => {
-                if let Some(l) = leases.get(&w)
-                    && p.mark_submitting(l).await.is_ok()
-                {
-                    *sends.entry(l.intent_id.clone()).or_default() += 1;
-                }
-            }
-            Op::SettleSent(w) | Op::SettleRejected(w) | Op::SettleUnknown(w) => {
-                if let Some(l) = leases.get(&w) {
-                    let report = match op {
-                        Op::SettleSent(_) => DeliveryReport::Sent {
-                            message_id: "m".into(),
-                            platform_status: 200,
-                        },
-                        Op::SettleRejected(_) => DeliveryReport::Rejected {
-                            platform_status: 400,
-                            detail: "bad".into(),
-                        },
-                        _ => DeliveryReport::Unknown {
-                            detail: "timeout".into(),
-                        },
-                    };
-                    let _ = p.settle(l, &report).await;
-                }
-            }
-            Op::NotAttempted(w) => {
-                if let Some(l) = leases.get(&w) {
-                    let _ = p.settle_not_attempted(l, "sigil/expired").await;
-                }
-            }
-            Op::Advance(s) => clock.advance(Duration::from_secs(s)),
-            Op::Recover => {
-                p.recover().await.unwrap();
-            }
-            Op::ReconcileFound | Op::ReconcileAbsent => {
-                let evidence = match op {
-                    Op::ReconcileFound => DeliveryEvidence::MessageFound {
-                        message_id: "m".into(),
-                        evidence: "seen".into(),
-                    },
-                    _ => DeliveryEvidence::ProvedAbsent {
-                        evidence: "absent".into(),
-                    },
-                };
-                let _ = p.reconcile_delivery(&current, &evidence, "t").await;
-            }
-        }
+        claimers.apply(p, clock, &current, &op).await;
         let intents = p.intents_of_turn(&turn).await.unwrap();
         let mut possibly_sent: HashMap<i64, u32> = HashMap::new();
         let mut sent_parts = Vec::new();
@@ -696,7 +629,7 @@ async fn run_case(
         let prefix: Vec<i64> = (1..=sent_parts.len() as i64).collect();
         prop_assert_eq!(sent_parts, prefix, "parts are sent in order");
     }
-    for (id, count) in sends {
+    for (id, count) in claimers.sends {
         prop_assert!(
             count <= 1,
             "intent {id} was handed out for sending {count} times"

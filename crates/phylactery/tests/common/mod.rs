@@ -150,3 +150,97 @@ macro_rules! on_both {
         }
     )*};
 }
+
+/// One step of a random delivery run (the property tests of `machines.rs` and `parts.rs`): a
+/// claimer `w` claims, submits or settles; the clock moves; recovery or reconciliation runs.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Claim(usize),
+    Submit(usize),
+    SettleSent(usize),
+    SettleRejected(usize),
+    SettleUnknown(usize),
+    NotAttempted(usize),
+    Advance(u64),
+    Recover,
+    ReconcileFound,
+    ReconcileAbsent,
+    /// A second terminal commit of the turn: the caller's to apply and judge.
+    RecommitTurn,
+}
+
+/// The claimers of a random run: each one's last lease, and how many times each intent was
+/// handed out for sending (SUBMITTING granted).
+#[derive(Debug, Default)]
+pub struct Claimers {
+    pub leases: std::collections::HashMap<usize, Lease>,
+    pub sends: std::collections::HashMap<IntentId, u32>,
+}
+
+impl Claimers {
+    /// Applies `op` to the turn's `current` intent as the ledger's users would, a refusal being
+    /// one possible outcome: the properties are judged on what the ledger holds afterwards.
+    /// [`Op::RecommitTurn`] is left to the caller.
+    pub async fn apply(
+        &mut self,
+        p: &Phylactery,
+        clock: &ManualClock,
+        current: &IntentId,
+        op: &Op,
+    ) {
+        match *op {
+            Op::Claim(w) => {
+                if let Ok(c) = p.claim(current, &format!("w{w}"), LEASE).await {
+                    self.leases.insert(w, c.lease);
+                }
+            }
+            Op::Submit(w) => {
+                if let Some(l) = self.leases.get(&w)
+                    && p.mark_submitting(l).await.is_ok()
+                {
+                    *self.sends.entry(l.intent_id.clone()).or_default() += 1;
+                }
+            }
+            Op::SettleSent(w) | Op::SettleRejected(w) | Op::SettleUnknown(w) => {
+                if let Some(l) = self.leases.get(&w) {
+                    let report = match op {
+                        Op::SettleSent(_) => DeliveryReport::Sent {
+                            message_id: "m".into(),
+                            platform_status: 200,
+                        },
+                        Op::SettleRejected(_) => DeliveryReport::Rejected {
+                            platform_status: 400,
+                            detail: "bad".into(),
+                        },
+                        _ => DeliveryReport::Unknown {
+                            detail: "timeout".into(),
+                        },
+                    };
+                    let _ = p.settle(l, &report).await;
+                }
+            }
+            Op::NotAttempted(w) => {
+                if let Some(l) = self.leases.get(&w) {
+                    let _ = p.settle_not_attempted(l, "sigil/expired").await;
+                }
+            }
+            Op::Advance(s) => clock.advance(Duration::from_secs(s)),
+            Op::Recover => {
+                p.recover().await.unwrap();
+            }
+            Op::ReconcileFound | Op::ReconcileAbsent => {
+                let evidence = match op {
+                    Op::ReconcileFound => DeliveryEvidence::MessageFound {
+                        message_id: "m".into(),
+                        evidence: "seen".into(),
+                    },
+                    _ => DeliveryEvidence::ProvedAbsent {
+                        evidence: "absent".into(),
+                    },
+                };
+                let _ = p.reconcile_delivery(current, &evidence, "t").await;
+            }
+            Op::RecommitTurn => {}
+        }
+    }
+}
