@@ -290,23 +290,25 @@ pub fn rollout(podman: &Podman, input: &QuadletInput<'_>) -> Result<Rollout, Rol
         .lines()
         .map(|l| l.trim().to_owned())
         .collect();
-    let containers: Vec<String> = input
+    // (role, its container), for the running ones.
+    let containers: Vec<(&str, String)> = input
         .manifest
         .roles
         .iter()
-        .map(|r| container_name(r.name.as_str()))
-        .filter(|c| running.contains(c))
+        .map(|r| (r.name.as_str(), container_name(r.name.as_str())))
+        .filter(|(_, c)| running.contains(c))
         .collect();
-    let containers: Vec<&str> = containers.iter().map(String::as_str).collect();
-    let started = inspect_times(
+    let names: Vec<&str> = containers.iter().map(|(_, c)| c.as_str()).collect();
+    let times = inspect_times(
         podman,
         "container",
         "{{.Name}} {{.State.StartedAt.UnixNano}}",
-        &containers,
-    )?
-    .into_iter()
-    .filter_map(|(c, at)| Some((c.strip_prefix("reach-")?.to_owned(), at)))
-    .collect();
+        &names,
+    )?;
+    let started = containers
+        .iter()
+        .filter_map(|(role, c)| Some(((*role).to_owned(), *times.get(c)?)))
+        .collect();
     Ok(decide(&secrets, &started))
 }
 
