@@ -1,0 +1,1 @@
+//! reach-taskpack: signed task packs (skeleton; see issue #27).
