@@ -414,3 +414,84 @@ mod tests {
         assert!(root.join(PREPARED_DIR).is_file());
     }
 }
+
+/// A prepared system found for a pack's spec digests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundPrepared {
+    pub image_digest: Sha256Digest,
+    pub prepared_digest: Sha256Digest,
+    pub image_dir: PathBuf,
+    pub prepared_dir: PathBuf,
+    /// Whether it came from the broker's pins (else from its cache directory).
+    pub pinned: bool,
+}
+
+/// Where [`find_prepared`] looks: the broker's pinned directories, then its cache.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Search<'a> {
+    pub pinned_images: &'a [PathBuf],
+    pub pinned_prepared: &'a [PathBuf],
+    pub cache: Option<&'a Path>,
+}
+
+/// The prepared system whose manifest names `prepared_spec` and lies on an image whose
+/// manifest names `image_spec`, if one is pinned or cached; read-only. A directory whose
+/// manifest does not read is passed over. Artifacts are not hashed here (a rootfs is hundreds
+/// of MiB): the broker verifies them when it creates an instance from them.
+pub fn find_prepared(
+    search: Search<'_>,
+    image_spec: &Sha256Digest,
+    prepared_spec: &Sha256Digest,
+) -> Option<FoundPrepared> {
+    let image_of = |dirs: Vec<PathBuf>, digest: &Sha256Digest| {
+        dirs.into_iter().find(|d| {
+            ImageManifest::read(d).is_ok_and(|m| {
+                m.digest() == *digest && m.spec_digest == *image_spec
+            })
+        })
+    };
+    let cached_images = || -> Vec<PathBuf> {
+        search
+            .cache
+            .map(|c| vec![image_dir(c, image_spec)])
+            .unwrap_or_default()
+    };
+    let cached_prepared = search
+        .cache
+        .and_then(|c| fs::read_dir(c.join(PREPARED_DIR)).ok())
+        .map(|l| {
+            let mut v: Vec<PathBuf> = l.filter_map(|d| d.ok().map(|d| d.path())).collect();
+            v.sort();
+            v
+        })
+        .unwrap_or_default();
+    let candidates = search
+        .pinned_prepared
+        .iter()
+        .map(|d| (d.clone(), true))
+        .chain(cached_prepared.into_iter().map(|d| (d, false)));
+    for (dir, pinned) in candidates {
+        let Ok(m) = PreparedManifest::read(&dir) else {
+            continue;
+        };
+        if m.spec_digest != *prepared_spec {
+            continue;
+        }
+        let images: Vec<PathBuf> = search
+            .pinned_images
+            .iter()
+            .cloned()
+            .chain(cached_images())
+            .collect();
+        if let Some(image_dir) = image_of(images, &m.base_image) {
+            return Some(FoundPrepared {
+                image_digest: m.base_image,
+                prepared_digest: m.digest(),
+                image_dir,
+                prepared_dir: dir,
+                pinned,
+            });
+        }
+    }
+    None
+}

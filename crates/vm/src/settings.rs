@@ -31,6 +31,9 @@ pub struct Settings {
     pub max_memory_mib: u32,
     pub max_cpus: u32,
     pub ready_timeout_s: u64,
+    /// The image cache (`reach image build|prepare --cache`) readiness searches for a task
+    /// pack's prepared system (`FindPrepared`); none: only the pins above.
+    pub cache: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -41,6 +44,7 @@ impl Default for Settings {
             max_memory_mib: 1024,
             max_cpus: 2,
             ready_timeout_s: 120,
+            cache: None,
         }
     }
 }
@@ -53,6 +57,25 @@ impl Settings {
     /// Every digest pinned here: the images and the prepared systems.
     pub fn pinned(&self) -> impl Iterator<Item = Sha256Digest> + '_ {
         self.images.iter().chain(&self.prepared).map(|i| i.digest)
+    }
+
+    /// Where `FindPrepared` looks: these pins, then the cache.
+    pub fn find_prepared(
+        &self,
+        image_spec: &Sha256Digest,
+        prepared_spec: &Sha256Digest,
+    ) -> Option<crate::cache::FoundPrepared> {
+        let images: Vec<PathBuf> = self.images.iter().map(|i| i.dir.clone()).collect();
+        let prepared: Vec<PathBuf> = self.prepared.iter().map(|i| i.dir.clone()).collect();
+        crate::cache::find_prepared(
+            crate::cache::Search {
+                pinned_images: &images,
+                pinned_prepared: &prepared,
+                cache: self.cache.as_deref(),
+            },
+            image_spec,
+            prepared_spec,
+        )
     }
 
     pub fn broker_config(&self, run_dir: &Path) -> BrokerConfig {

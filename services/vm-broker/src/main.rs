@@ -20,7 +20,7 @@ fn main() -> std::process::ExitCode {
             orphans = report.orphans.len(),
             "vm broker started"
         );
-        role.serve("vm-broker.instances", port::into_server(broker))?;
+        role.serve("vm-broker.instances", port::into_server(broker, settings))?;
         Ok(())
     })
 }

@@ -10,13 +10,14 @@ use reach_proto::vm::v1::vm_broker_server::{VmBroker, VmBrokerServer};
 use reach_vm::agent::ExecOutcome;
 use reach_vm::instance::{Broker, CreateRequest, NetworkRequest};
 use reach_vm::refusal::BrokerError;
+use reach_vm::settings::Settings;
 use tonic::{Request, Response, Status};
 
 #[derive(Debug, Clone)]
-pub struct Port(Arc<Broker>);
+pub struct Port(Arc<Broker>, Arc<Settings>);
 
-pub fn into_server(broker: Broker) -> VmBrokerServer<Port> {
-    VmBrokerServer::new(Port(Arc::new(broker)))
+pub fn into_server(broker: Broker, settings: Settings) -> VmBrokerServer<Port> {
+    VmBrokerServer::new(Port(Arc::new(broker), Arc::new(settings)))
 }
 
 /// The one mapping from broker errors to gRPC status.
@@ -195,6 +196,45 @@ impl VmBroker for Port {
             state: rec.state.as_str().to_owned(),
             image_digest: rec.image_digest.to_string(),
             accel: self.0.accel().as_str().to_owned(),
+        }))
+    }
+
+    async fn find_prepared(
+        &self,
+        req: Request<pb::FindPreparedRequest>,
+    ) -> Result<Response<pb::FindPreparedResponse>, Status> {
+        let r = req.into_inner();
+        let parse = |what: &str, s: &str| {
+            s.parse::<reach_digest::Sha256Digest>()
+                .map_err(|e| Status::invalid_argument(format!("{what}: {e}")))
+        };
+        let image_spec = parse("image_spec_digest", &r.image_spec_digest)?;
+        let prepared_spec = parse("prepared_spec_digest", &r.prepared_spec_digest)?;
+        let settings = self.1.clone();
+        // Manifest reads only, but on the filesystem: off the async workers.
+        let found = tokio::task::spawn_blocking(move || {
+            settings.find_prepared(&image_spec, &prepared_spec)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("lookup: {e}")))?;
+        let cache = self
+            .1
+            .cache
+            .as_ref()
+            .map(|c| c.display().to_string())
+            .unwrap_or_default();
+        Ok(Response::new(match found {
+            Some(f) => pb::FindPreparedResponse {
+                found: true,
+                image_digest: f.image_digest.to_string(),
+                prepared_digest: f.prepared_digest.to_string(),
+                pinned: f.pinned,
+                cache,
+            },
+            None => pb::FindPreparedResponse {
+                cache,
+                ..Default::default()
+            },
         }))
     }
 }
