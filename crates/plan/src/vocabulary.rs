@@ -54,7 +54,7 @@ pub struct CommandProfile {
     /// The enforced effect mode; `None`: not enforced (compiled as a mutation).
     pub mode: Option<EffectMode>,
     pub args: Vec<ArgSlot>,
-    /// Where it came from, e.g. `command-profiles.toml#postconf-n`.
+    /// Where it came from, e.g. `command-profiles.toml#service-status`.
     pub source: String,
 }
 
