@@ -37,7 +37,7 @@ pub use candidate::{
 };
 pub use compile::compile;
 pub use patch_policy::{
-    LineShape, PATCH_POLICY_FORMAT, PatchOutcome, PatchPolicy, PolicyError, PolicyFile,
+    LineShape, PATCH_POLICY_FORMAT, PatchOutcome, PatchPolicy, PolicyError, PolicyFile, text_diff,
 };
 pub use refusal::{OutsideProfile, PatchRefusal, PlanRefusal};
 pub use stamped::{

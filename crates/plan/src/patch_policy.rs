@@ -371,6 +371,41 @@ fn find_once(entries: &[Entry<'_>], line: &str) -> Result<usize, usize> {
     }
 }
 
+/// A unified diff of two texts by lines (longest common subsequence; the texts are small pack
+/// files, so the quadratic table is bounded by their size limits), rendered exactly as a
+/// patch's diff is. Empty when the texts are equal.
+pub fn text_diff(label: &str, old: &str, new: &str) -> String {
+    if old == new {
+        return String::new();
+    }
+    let (a, b): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
+    // lcs[i][j]: the longest common subsequence of a[i..] and b[j..].
+    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut entries) = (0, 0, Vec::with_capacity(a.len() + b.len()));
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            entries.push(Entry::Kept(a[i]));
+            (i, j) = (i + 1, j + 1);
+        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            entries.push(Entry::Added(b[j]));
+            j += 1;
+        } else {
+            entries.push(Entry::Removed(a[i]));
+            i += 1;
+        }
+    }
+    unified_diff(label, &entries)
+}
+
 /// Renders the edited entries as a unified diff. Within each run of changed lines the removed
 /// lines come before the added ones.
 fn unified_diff(target: &str, entries: &[Entry<'_>]) -> String {
@@ -428,4 +463,26 @@ fn unified_diff(target: &str, entries: &[Entry<'_>]) -> String {
         c = d;
     }
     out
+}
+
+#[cfg(test)]
+mod text_diff_tests {
+    use super::text_diff;
+
+    #[test]
+    fn a_text_diff_marks_exactly_the_changed_lines() {
+        assert_eq!(text_diff("f", "a\nb\n", "a\nb\n"), "");
+        let d = text_diff("f", "a\nb\nc\n", "a\nB\nc\nd\n");
+        expect_test::expect![[r#"
+            --- a/f
+            +++ b/f
+            @@ -1,3 +1,4 @@
+             a
+            -b
+            +B
+             c
+            +d
+        "#]]
+        .assert_eq(&d);
+    }
 }
