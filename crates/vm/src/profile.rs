@@ -63,10 +63,12 @@ impl ProfileSet {
         Self(profiles.into_iter().map(|p| (p.name.clone(), p)).collect())
     }
 
-    /// Observation and service profiles for the Postfix prepared system.
+    /// The broker's generic profiles: service status and restart, the guest's interfaces and
+    /// clock. Nothing here knows a task: a task's own profiles (an MTA's configuration dump,
+    /// say) come from its pack (`packs/<name>/command-profiles.toml`), and a caller adds them
+    /// with [`ProfileSet::insert`].
     pub fn builtin() -> Self {
         Self::new([
-            CommandProfile::new("postconf-n", &["/usr/sbin/postconf", "-n"], 0),
             CommandProfile::new(
                 "service-status",
                 &["/usr/bin/systemctl", "is-active", "--"],
@@ -79,6 +81,11 @@ impl ProfileSet {
             // The guest's clock, to confirm a restored instance's time was set.
             CommandProfile::new("date-epoch", &["/bin/date", "+%s"], 0),
         ])
+    }
+
+    /// Adds `profile`, replacing one of the same name.
+    pub fn insert(&mut self, profile: CommandProfile) {
+        self.0.insert(profile.name.clone(), profile);
     }
 
     /// The full argv for `profile` with `args`, or a typed refusal.
@@ -122,7 +129,7 @@ mod tests {
         );
         for (profile, args, want) in [
             ("rm", a(&[]), "no profile"),
-            ("postconf-n", a(&["x"]), "at most 0"),
+            ("date-epoch", a(&["x"]), "at most 0"),
             ("service-status", a(&["--now"]), "not admitted"),
             ("service-status", a(&["a;b"]), "not admitted"),
             ("service-status", a(&[""]), "not admitted"),
@@ -131,5 +138,19 @@ mod tests {
             assert_eq!(e.code(), "broker/profile-refused");
             assert!(e.to_string().contains(want), "{e}");
         }
+    }
+
+    #[test]
+    fn a_task_profile_is_the_callers_not_built_in() {
+        let a = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let mut s = ProfileSet::builtin();
+        assert!(s.argv("task-dump", &[]).is_err());
+        s.insert(CommandProfile::new("task-dump", &["/bin/cat", "--"], 1));
+        assert_eq!(
+            s.argv("task-dump", &a(&["/etc/hostname"])).unwrap().0,
+            ["/bin/cat", "--", "/etc/hostname"]
+        );
+        // The generic ones stay.
+        assert!(s.argv("net-interfaces", &[]).is_ok());
     }
 }

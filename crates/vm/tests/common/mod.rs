@@ -81,6 +81,7 @@ use reach_vm::instance::{
     AccelChoice, Broker, BrokerConfig, CreateRequest, NetworkRequest, PinnedImage, StartReport,
 };
 use reach_vm::probe::{self, Accel};
+use reach_vm::profile::{CommandProfile, ProfileSet};
 
 /// The accelerator, probed once per test process (the answer is cached per host boot).
 pub fn accel() -> Accel {
@@ -105,6 +106,18 @@ pub fn accel() -> Accel {
     })
 }
 
+/// The broker's built-in profiles plus `postconf-n`, the test image's own observation (task
+/// profiles are a caller's, never built into the broker).
+pub fn profiles() -> ProfileSet {
+    let mut p = ProfileSet::builtin();
+    p.insert(CommandProfile::new(
+        "postconf-n",
+        &["/usr/sbin/postconf", "-n"],
+        0,
+    ));
+    p
+}
+
 pub fn config(run_dir: &Path) -> BrokerConfig {
     let (dir, _, digest) = image();
     let mut cfg = BrokerConfig::new(
@@ -115,6 +128,7 @@ pub fn config(run_dir: &Path) -> BrokerConfig {
         }],
     );
     cfg.accel = AccelChoice::Force(accel());
+    cfg.profiles = profiles();
     cfg
 }
 
