@@ -13,6 +13,12 @@
 //! - [`retrieve`]: read-only retrieval into `CorpusEvidenceBundle@1`, validation, fenced
 //!   rendering and the extractive answer.
 //!
+//! Core holds the active snapshot open (`retrieve::ActiveSnapshot`), reopened only when
+//! `CURRENT` names another one. A git source's redirects are judged by the source rules before
+//! gix sees a URL (a downgrade to plain HTTP or a non-admitted origin is a typed refusal), and
+//! every admitted host is pinned to the address destination admission chose. Only
+//! corpus-builder enables the `git` feature.
+//!
 //! **Architecture Invariant:** the library never reads the environment, git configuration,
 //! credential helpers or proxy settings, and never fetches anything a document names.
 //! **Architecture Invariant:** retrieval opens snapshots read-only and never sees staging.
