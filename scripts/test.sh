@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/reach-target}"
 export CARGO_TERM_COLOR=never
+bash scripts/check-docs.sh # the documents name only real paths; SPECIFICATION rows stay short
 
 REACH_TEST_DATABASE_URL=$(scripts/setup-test-host.sh)
 case "$REACH_TEST_DATABASE_URL" in
