@@ -67,3 +67,83 @@ pub fn tiny_image(dir: &Path) -> ImageManifest {
     std::fs::write(dir.join(MANIFEST_FILE), m.canonical_json()).unwrap();
     m
 }
+
+/// Stages, in the cache at `root`, an image built from the spec digest `image_spec` and a
+/// prepared layer over it from `prepared_spec`, laid out as `reach image build|prepare
+/// --cache` lays them out, with tiny artifacts: enough for [`crate::cache::find_prepared`]
+/// (readiness), never enough to boot. Returns (image digest, prepared digest).
+pub fn stage_prepared(
+    root: &Path,
+    image_spec: Sha256Digest,
+    prepared_spec: Sha256Digest,
+) -> (Sha256Digest, Sha256Digest) {
+    use crate::prepared::{
+        DISK_FILE, PREPARE_REVISION, PREPARED_MANIFEST_FILE, PREPARED_MANIFEST_FORMAT,
+        PreparedManifest, STATE_FILE,
+    };
+    let image_dir = crate::cache::image_dir(root, &image_spec);
+    let mut image = tiny_image(&image_dir);
+    image.spec_digest = image_spec;
+    std::fs::write(image_dir.join(MANIFEST_FILE), image.canonical_json()).unwrap();
+    let key = Sha256Digest::of_parts([
+        image_spec.as_bytes().as_slice(),
+        prepared_spec.as_bytes().as_slice(),
+    ]);
+    let dir = crate::cache::prepared_dir(root, &key);
+    std::fs::create_dir_all(&dir).unwrap();
+    let artifact = |file: &str| {
+        let bytes = format!("not a real {file}\n").into_bytes();
+        std::fs::write(dir.join(file), &bytes).unwrap();
+        Artifact {
+            file: file.into(),
+            sha256: Sha256Digest::of(&bytes),
+            bytes: bytes.len() as u64,
+        }
+    };
+    let prepared = PreparedManifest {
+        format: PREPARED_MANIFEST_FORMAT.into(),
+        spec_digest: prepared_spec,
+        base_image: image.digest(),
+        prepare_revision: PREPARE_REVISION.into(),
+        qemu_version: "staged".into(),
+        machine_type: "pc".into(),
+        accel: "tcg".into(),
+        memory_mib: 384,
+        cpus: 1,
+        disk: artifact(DISK_FILE),
+        state: artifact(STATE_FILE),
+        files: vec![],
+        system_state: "running".into(),
+        notes: vec!["staged by reach_vm::testing::stage_prepared".into()],
+    };
+    std::fs::write(dir.join(PREPARED_MANIFEST_FILE), prepared.canonical_json()).unwrap();
+    (image.digest(), prepared.digest())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_staged_prepared_system_is_found_by_its_spec_digests_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (i, p) = (Sha256Digest::of(b"image spec"), Sha256Digest::of(b"prepared spec"));
+        let (image, prepared) = stage_prepared(dir.path(), i, p);
+        let search = crate::cache::Search {
+            cache: Some(dir.path()),
+            ..Default::default()
+        };
+        let found = crate::cache::find_prepared(search, &i, &p).expect("found");
+        assert_eq!((found.image_digest, found.prepared_digest), (image, prepared));
+        assert!(!found.pinned);
+        assert!(crate::cache::find_prepared(search, &p, &i).is_none());
+        assert!(crate::cache::find_prepared(search, &i, &i).is_none());
+        let pinned = crate::cache::Search {
+            pinned_images: &[crate::cache::image_dir(dir.path(), &i)],
+            pinned_prepared: &[found.prepared_dir.clone()],
+            cache: None,
+        };
+        assert!(crate::cache::find_prepared(pinned, &i, &p).unwrap().pinned);
+        assert!(crate::cache::find_prepared(Default::default(), &i, &p).is_none());
+    }
+}
