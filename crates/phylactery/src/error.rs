@@ -2,6 +2,7 @@
 //! [`LedgerError::code`]) that core maps to its port status in one place.
 
 use crate::clock::UnixMillis;
+use crate::taskpack::TaskPackRefusal;
 
 /// Why the Phylactery refused or failed an operation.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +78,9 @@ pub enum LedgerError {
     /// an applied migration differs from the one this build carries
     #[error("migration {version} ({name}) differs from the applied one")]
     MigrationMismatch { version: i64, name: String },
+    /// a task-pack lifecycle or binding rule refused the operation (its code is the refusal's)
+    #[error(transparent)]
+    TaskPack(#[from] TaskPackRefusal),
     /// the input is malformed
     #[error("invalid input: {0}")]
     InvalidInput(&'static str),
@@ -120,6 +124,7 @@ impl LedgerError {
             Self::VaultUnreconciled { .. } => "vault/unreconciled",
             Self::VaultRolledBack { .. } => "vault/rolled-back",
             Self::MigrationMismatch { .. } => "vault/migration-mismatch",
+            Self::TaskPack(refusal) => refusal.code(),
             Self::InvalidInput(_) => "ledger/invalid-input",
             Self::Corrupt(_) => "ledger/corrupt-row",
             Self::Durability(_) => "ledger/durability",

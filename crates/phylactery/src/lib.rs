@@ -34,6 +34,7 @@ pub mod intercom;
 pub mod recovery;
 pub mod state;
 pub mod taint;
+pub mod taskpack;
 pub mod trail;
 pub mod turn;
 pub mod vault;
@@ -60,8 +61,14 @@ pub use ids::{AdmissionId, AttemptId, DecisionId, IntentId, MAX_NONCE_LEN, RunId
 pub use intent::{ClaimedIntent, DeliveryEvidence, DeliveryReport, IntentRecord, Lease};
 pub use intercom::{IntercomTaskRecord, IntercomTaskSpec, IntercomUpdate};
 pub use recovery::RecoveryReport;
-pub use state::{AttemptState, DeliveryOutcome, IntentState, IntercomTaskState, TurnState};
+pub use state::{
+    AttemptState, DeliveryOutcome, IntentState, IntercomTaskState, PackEventKind, TurnState,
+};
 pub use taint::{TaintAction, TaintReport, TaintedRecord};
+pub use taskpack::{
+    BindingRecord, BindingStanding, Lifecycle, NewBinding, PackEvent, PackInstall, PackRecord,
+    PackState, PackStatus, ProfileDigests, TaskPackRefusal,
+};
 pub use trail::{TrailEntry, TrailKey};
 pub use turn::{CommittedTurn, DeliveryIntentSpec, TurnCommit};
 pub use vault::{OperatorReconciliation, ReconciliationKind, VaultStatus};

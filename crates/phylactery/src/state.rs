@@ -238,6 +238,41 @@ impl IntercomTaskState {
     }
 }
 
+str_enum!(
+    /// One row of a task pack's append-only event log (`task_pack_event`): a lifecycle
+    /// transition of the pack, or a change of its local binding (see [`crate::taskpack`]).
+    PackEventKind {
+        /// A version was stored, inertly: nothing was activated, bound or changed.
+        Installed = "installed",
+        /// The first activation of the pack (generation 1).
+        Activated = "activated",
+        /// A newer version replaced the active one.
+        Upgraded = "upgraded",
+        /// The active version was revoked.
+        Revoked = "revoked",
+        /// A revoked pack was activated again (the same or a newer version).
+        Reactivated = "reactivated",
+        /// The local binding was written (first bound, or re-bound with new choices).
+        Bound = "bound",
+        /// The operator accepted the active version for the binding (`reach bind accept`).
+        BindingAccepted = "binding-accepted",
+        /// An upgrade with an unchanged profile digest carried the binding forward.
+        BindingCarried = "binding-carried",
+        BindingPaused = "binding-paused",
+        BindingResumed = "binding-resumed",
+    }
+);
+
+impl PackEventKind {
+    /// Whether the event is a lifecycle transition (it bumped the generation).
+    pub fn is_transition(self) -> bool {
+        matches!(
+            self,
+            Self::Activated | Self::Upgraded | Self::Revoked | Self::Reactivated
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +345,9 @@ mod tests {
         }
         for &s in IntercomTaskState::ALL {
             assert_eq!(IntercomTaskState::parse(s.as_str()).unwrap(), s);
+        }
+        for &s in PackEventKind::ALL {
+            assert_eq!(PackEventKind::parse(s.as_str()).unwrap(), s);
         }
     }
 }

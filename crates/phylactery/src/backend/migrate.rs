@@ -63,6 +63,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "admission_key_first",
         sql: include_str!("../../migrations/sqlite/0009_admission_key_first.sql"),
     },
+    Migration {
+        version: 10,
+        name: "task_packs",
+        sql: include_str!("../../migrations/sqlite/0010_task_packs.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -120,6 +125,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 11,
         name: "admission_key_first",
         sql: include_str!("../../migrations/postgres/0011_admission_key_first.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "task_packs",
+        sql: include_str!("../../migrations/postgres/0012_task_packs.sql"),
     },
 ];
 
