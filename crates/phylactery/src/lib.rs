@@ -9,6 +9,9 @@
 //!  -> ReachTurn + DiscordDeliveryIntent -> ReachDelivery
 //! ```
 //!
+//! Beside the chain it keeps the operator's task packs: installed versions, their lifecycle and
+//! generation, and each pack's local binding ([`taskpack`]).
+//!
 //! One [`Phylactery`] handle wraps either an embedded SQLite file (the default; WAL, bundled
 //! libsqlite3) or a PostgreSQL pool (the scale path); the rules are written once above the
 //! [`backend`] module.
