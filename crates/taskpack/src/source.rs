@@ -79,7 +79,7 @@ pub enum SourceError {
     #[error("verifier.toml: the check `{check}` is missing (a verifier has all seven: {})", CHECKS.join(", "))]
     CheckMissing { check: &'static str },
     /// a profile the verifier names is not an observation
-    #[error("verifier.toml: {at}: the profile `{profile}` is {mode}, not an observation")]
+    #[error("verifier.toml: {at}: the profile `{profile}` has mode {mode}, not observation")]
     MutationNotAdmitted {
         at: String,
         profile: String,

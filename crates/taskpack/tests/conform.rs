@@ -119,13 +119,20 @@ fn a_tampered_source_byte_is_a_facts_mismatch() {
 #[test]
 fn a_tampered_header_byte_is_archive_malformed() {
     let mut a = built();
-    a[512 + 100] ^= 1; // facts.json's data begins at 512; the next header's mode is further on
     let facts_len = usize::from_str_radix(std::str::from_utf8(&a[124..135]).unwrap(), 8).unwrap();
     let sig_header = 512 + facts_len.div_ceil(512) * 512;
+    a[sig_header + 101] = b'7'; // facts.sig's mode: 0000644 becomes 0700644
+    expect_test::expect!["package/archive-malformed: not a reach.taskpack.v1 archive: archive entry `facts.sig`: its `mode` field differs from the canonical header (ustar, regular file, mode 0644, uid/gid 0, mtime 0, no names)"].assert_eq(&refusal(&a));
+}
+
+#[test]
+fn a_tampered_facts_byte_is_a_bad_signature() {
+    // A byte of a value (the pack name's first letter): facts.json stays well-formed.
     let mut b = built();
-    b[sig_header + 101] = b'7'; // facts.sig's mode
-    expect_test::expect!["package/archive-malformed: not a reach.taskpack.v1 archive: archive entry `facts.sig`: its `mode` field differs from the canonical header (ustar, regular file, mode 0644, uid/gid 0, mtime 0, no names)"].assert_eq(&refusal(&b));
-    assert_ne!(refusal(&a), "accepted");
+    let name = br#""name":"app-local""#;
+    let at = b.windows(name.len()).position(|w| w == name).unwrap() + 8;
+    b[at] = b'b';
+    assert_eq!(install(&b).unwrap_err().code(), "package/bad-signature");
 }
 
 /// Whatever single byte changes, the archive is refused.

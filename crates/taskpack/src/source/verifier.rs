@@ -227,7 +227,7 @@ fn check_one(i: usize, check: &Check, commands: &CommandProfiles) -> Result<(), 
         if profile.mode != Some(EffectClass::Observation) {
             let mode = match profile.mode {
                 Some(EffectClass::ContainedMutation) => "contained-mutation",
-                _ => "without an enforced mode",
+                _ => "none (no enforced mode)",
             };
             return Err(SourceError::MutationNotAdmitted {
                 at,
