@@ -2,8 +2,8 @@
 //! address.
 //!
 //! **Architecture Invariant:** an [`AdmittedDestination`] can only be built here, after every
-//! address the resolver returned passed the special-purpose table (or is an exact local road the
-//! policy names). The connector dials only its pinned address, so a later answer of the same name
+//! address the resolver returned passed [`crate::special::judge`] (public IPv4, or IPv6 inside
+//! `2000::/3`, and in no special-purpose block), or is an exact local road the policy names. The connector dials only its pinned address, so a later answer of the same name
 //! (DNS rebinding) can never redirect an admitted connection.
 
 use std::collections::{BTreeSet, HashMap};
@@ -17,7 +17,7 @@ use rustls_pki_types::ServerName;
 
 use crate::DestinationError;
 use crate::resolver::Resolver;
-use crate::special::classify;
+use crate::special::{Refusal, judge};
 use crate::url::{DEFAULT_HTTPS_PORT, Destination, Host};
 
 /// Longest time an admitted answer is reused, whatever TTL DNS gave it. Short, so revocation of
@@ -334,7 +334,7 @@ impl<R: Resolver> Admission<R> {
         addrs: &[IpAddr],
         port: u16,
     ) -> Result<(SocketAddr, bool), DestinationError> {
-        let mut refused = None;
+        let mut refused: Option<(IpAddr, Refusal)> = None;
         let mut admitted = 0usize;
         for ip in addrs {
             let addr = SocketAddr::new(*ip, port);
@@ -342,10 +342,10 @@ impl<R: Resolver> Admission<R> {
                 admitted += 1;
                 continue;
             }
-            match classify(*ip) {
-                Some(special) => {
+            match judge(*ip) {
+                Some(refusal) => {
                     if refused.is_none() {
-                        refused = Some((*ip, special.to_string()));
+                        refused = Some((*ip, refusal));
                     }
                 }
                 None => {
@@ -357,11 +357,18 @@ impl<R: Resolver> Admission<R> {
                 }
             }
         }
-        if let Some((addr, special)) = refused {
-            return Err(if admitted > 0 {
-                DestinationError::MixedResolution { addr, special }
-            } else {
-                DestinationError::SpecialPurposeAddress { addr, special }
+        if let Some((addr, refusal)) = refused {
+            let reason = refusal.to_string();
+            return Err(match refusal {
+                _ if admitted > 0 => DestinationError::MixedResolution {
+                    addr,
+                    special: reason,
+                },
+                Refusal::Special(_) => DestinationError::SpecialPurposeAddress {
+                    addr,
+                    special: reason,
+                },
+                Refusal::NotGlobalUnicast => DestinationError::NotGlobalUnicast { addr, reason },
             });
         }
         let first = SocketAddr::new(addrs[0], port);

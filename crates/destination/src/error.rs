@@ -10,6 +10,10 @@ pub enum DestinationError {
     /// The scheme is not `https`.
     #[error("destination scheme {scheme:?} is not https")]
     NotHttps { scheme: String },
+    /// The input is not an absolute `https://host…` URL at all (a relative reference, a
+    /// scheme-relative one, or a scheme without `//` and a host).
+    #[error("destination is not an absolute https URL: {reason}")]
+    NotAbsolute { reason: &'static str },
     /// The URL carries userinfo (`user:pass@`); credentials never travel in a destination.
     #[error("destination carries userinfo")]
     Userinfo,
@@ -22,6 +26,9 @@ pub enum DestinationError {
     /// The URL has a fragment, which never reaches a server.
     #[error("destination carries a fragment")]
     Fragment,
+    /// The port is not a number, is 0 or is above 65535.
+    #[error("destination port is invalid: {reason}")]
+    BadPort { reason: &'static str },
     /// The purpose label is empty, too long or uses characters outside `[a-z0-9.-]`.
     #[error("destination purpose {purpose:?} is invalid")]
     InvalidPurpose { purpose: String },
@@ -31,13 +38,20 @@ pub enum DestinationError {
     /// The (only) address lies in a special-purpose block.
     #[error("destination address {addr} is special-purpose: {special}")]
     SpecialPurposeAddress { addr: IpAddr, special: String },
+    /// The (only) address is IPv6 outside `2000::/3` global unicast and in no special-purpose
+    /// block: unassigned or reserved space, refused by the allow-list.
+    #[error("destination address {addr} is not global unicast: {reason}")]
+    NotGlobalUnicast { addr: IpAddr, reason: String },
     /// Some answers were admissible and at least one was not; the whole destination is refused.
     #[error("destination resolved to a refused address {addr} among its answers: {special}")]
     MixedResolution { addr: IpAddr, special: String },
-    /// The resolver returned no address.
+    /// The name exists but has no A or AAAA record (an empty NOERROR answer, "NODATA").
     #[error("destination {host} resolved to no address")]
     NoAddresses { host: String },
-    /// The controlled resolver failed.
+    /// The name does not exist (NXDOMAIN from the named server, or no entry in a fixed map).
+    #[error("destination {host} does not exist")]
+    NoSuchName { host: String },
+    /// The controlled resolver failed (timeout, refusal, server failure): no answer at all.
     #[error("destination {host} could not be resolved: {reason}")]
     Resolution { host: String, reason: String },
     /// A redirect was returned and policy does not admit redirects (or the hop limit is spent).
@@ -76,15 +90,19 @@ impl DestinationError {
     pub fn code(&self) -> &'static str {
         match self {
             DestinationError::NotHttps { .. } => "destination/not-https",
+            DestinationError::NotAbsolute { .. } => "destination/not-absolute",
             DestinationError::Userinfo => "destination/userinfo",
             DestinationError::NonCanonical { .. } => "destination/non-canonical",
             DestinationError::InvalidHost { .. } => "destination/invalid-host",
             DestinationError::Fragment => "destination/fragment",
+            DestinationError::BadPort { .. } => "destination/bad-port",
             DestinationError::InvalidPurpose { .. } => "destination/invalid-purpose",
             DestinationError::PortNotAdmitted { .. } => "destination/port-not-admitted",
             DestinationError::SpecialPurposeAddress { .. } => "destination/special-purpose-address",
+            DestinationError::NotGlobalUnicast { .. } => "destination/not-global-unicast",
             DestinationError::MixedResolution { .. } => "destination/mixed-resolution",
             DestinationError::NoAddresses { .. } => "destination/no-addresses",
+            DestinationError::NoSuchName { .. } => "destination/no-such-name",
             DestinationError::Resolution { .. } => "destination/resolution-failed",
             DestinationError::RedirectNotAdmitted { .. } => "destination/redirect-not-admitted",
             DestinationError::HostMismatch { .. } => "destination/host-mismatch",

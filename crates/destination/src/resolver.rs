@@ -14,6 +14,7 @@ use hickory_resolver::config::{
     ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
     ResolverOpts,
 };
+use hickory_resolver::net::NetError;
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 
 use crate::DestinationError;
@@ -35,6 +36,8 @@ pub trait Resolver: Send + Sync {
 
 /// A resolver answering from a fixed map, for pinned local roads and tests. A name may have a
 /// scripted sequence of answers (the last one repeats), which is how tests model DNS rebinding.
+/// A name not in the map does not exist (`destination/no-such-name`, as NXDOMAIN); a name mapped
+/// to no address exists without records (`destination/no-addresses`, as NODATA).
 #[derive(Debug, Default)]
 pub struct StaticResolver {
     entries: Mutex<HashMap<String, Script>>,
@@ -98,7 +101,7 @@ impl StaticResolver {
     fn answer(&self, name: &str) -> Result<Answers, DestinationError> {
         let mut entries = self.lock();
         let Some(script) = entries.get_mut(name) else {
-            return Err(DestinationError::NoAddresses {
+            return Err(DestinationError::NoSuchName {
                 host: name.to_owned(),
             });
         };
@@ -138,6 +141,22 @@ impl HickoryConfig {
             name_servers,
             timeout: Duration::from_secs(2),
             attempts: 2,
+        }
+    }
+}
+
+/// What a failed hickory lookup means. Both queries (A and AAAA) failed: hickory returns the A
+/// query's error. NXDOMAIN says the name does not exist; an empty NOERROR answer says it exists
+/// with no address record; anything else (timeout, SERVFAIL, REFUSED, I/O) is no answer at all.
+fn lookup_error(host: String, e: &NetError) -> DestinationError {
+    if e.is_nx_domain() {
+        DestinationError::NoSuchName { host }
+    } else if e.is_no_records_found() {
+        DestinationError::NoAddresses { host }
+    } else {
+        DestinationError::Resolution {
+            host,
+            reason: e.to_string(),
         }
     }
 }
@@ -200,12 +219,11 @@ impl Resolver for HickoryResolver {
         let absolute = format!("{name}.");
         let host = name.to_owned();
         async move {
-            let lookup = self.inner.lookup_ip(absolute.as_str()).await.map_err(|e| {
-                DestinationError::Resolution {
-                    host: host.clone(),
-                    reason: e.to_string(),
-                }
-            })?;
+            let lookup = self
+                .inner
+                .lookup_ip(absolute.as_str())
+                .await
+                .map_err(|e| lookup_error(host.clone(), &e))?;
             let ttl = lookup
                 .valid_until()
                 .saturating_duration_since(Instant::now());

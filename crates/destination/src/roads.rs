@@ -210,7 +210,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(admission.admit(ok).await.unwrap().pinned_addr(), road);
-        // Without a road, a public name has no resolver answer at all.
+        // Without a road, a public name does not exist for this role's resolver.
         let other = crate::Destination::parse(
             "https://discord.com/api",
             crate::Purpose::new("discord-rest").unwrap(),
@@ -218,7 +218,7 @@ mod tests {
         .unwrap();
         let err = admission.admit(other).await.unwrap_err();
         assert!(
-            matches!(&err, DestinationError::NoAddresses { host } if host == "discord.com"),
+            matches!(&err, DestinationError::NoSuchName { host } if host == "discord.com"),
             "{err:?}"
         );
     }

@@ -1,9 +1,38 @@
 //! The IANA IPv4 and IPv6 Special-Purpose Address Registries, plus the ranges the registries leave
-//! to other documents (multicast, cloud instance metadata, the deprecated IPv4-compatible block).
+//! to other documents (multicast, cloud instance metadata, the deprecated IPv4-compatible and
+//! IPv4-translated blocks), and the one IPv6 block admission may admit from.
 //!
 //! **Architecture Invariant:** every entry here is refused as a destination address unless the
 //! caller's policy names the exact socket address as a local road. There is no "globally
 //! reachable" exception: an egress role has no business with AS112, AMT or anycast relays.
+//!
+//! **Architecture Invariant:** IPv6 admission is an allow-list: an IPv6 address is public only
+//! inside [`IPV6_GLOBAL_UNICAST`] (`2000::/3`, the only block of the IANA IPv6 Address Space
+//! registry allocated for global unicast) *and* outside every entry of the table. Unassigned
+//! space (`1::1`, `4000::1`, `e000::1`, `fe00::1`, `::1:0:0:1`…) is refused by construction
+//! ([`judge`]), not because an entry names it; a block IANA assigns later is refused until this
+//! crate admits it on purpose.
+//!
+//! The IPv4 side stays a deny table because there it *is* the allow-list: the whole IPv4
+//! space is allocated (the IANA IPv4 Address Space registry has no unallocated unicast /8 since
+//! 2011), and everything that is not public unicast — private, shared, loopback, link-local,
+//! documentation, benchmarking, multicast, the reserved 240/4, broadcast — is an entry here. So
+//! "0.0.0.0/0 minus the table" and "public IPv4" are the same set, and a second list would only
+//! be a second copy to keep in step. IPv6 has 7/8 of its space unassigned, which a deny table
+//! could only enumerate.
+//!
+//! IPv6 forms that carry an IPv4 address are judged by their outer block, and the embedded
+//! address is reported ([`embedded_ipv4`]): IPv4-mapped, IPv4-compatible, IPv4-translated
+//! (SIIT), NAT64 (both well-known prefixes), 6to4 and Teredo. Each of those blocks is an entry,
+//! so all of them are refused whatever they embed. Forms that embed an IPv4 address under an
+//! ordinary global prefix are deliberately *not* read: ISATAP interface identifiers
+//! (`…:0:5efe:a.b.c.d`, RFC 5214), 6rd (RFC 5969) and MAP-E/MAP-T (RFC 7597, RFC 7599) are
+//! routed by their global prefix to the site that owns it, whose border relay alone turns the
+//! embedded bits into an IPv4 destination inside *that* site; nothing on this host reads them
+//! (an egress role's network has no ISATAP, 6rd or MAP interface), and the bits are
+//! indistinguishable from an ordinary interface identifier. Network-specific NAT64 prefixes
+//! (RFC 6052 §2.2 under an operator's own prefix) are likewise invisible in the address; the
+//! controlled resolver (no DNS64 server is named) is what keeps them out.
 //!
 //! The table is data, rendered in full by the `special_purpose_table` expect test, so a reviewer
 //! can compare it line by line with the registries.
@@ -384,6 +413,12 @@ pub static SPECIAL_PURPOSE: &[SpecialPurpose] = &[
         source: Source::Deprecated,
     },
     SpecialPurpose {
+        prefix: v6([0, 0, 0, 0, 0xffff, 0, 0, 0], 96),
+        name: "IPv4-translated Address (SIIT)",
+        rfc: "RFC 2765 §2.1, RFC 6145",
+        source: Source::Deprecated,
+    },
+    SpecialPurpose {
         prefix: v6([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10),
         name: "Site-Local (deprecated)",
         rfc: "RFC 3879",
@@ -398,6 +433,9 @@ pub enum Embedding {
     Mapped,
     /// `::a.b.c.d` (RFC 4291 §2.5.5.1, deprecated).
     Compatible,
+    /// `::ffff:0:a.b.c.d`, the IPv4-translated form of stateless IP/ICMP translation (SIIT,
+    /// RFC 2765 §2.1; RFC 6145 dropped the form, but a translator may still route it).
+    Translated,
     /// `64:ff9b::a.b.c.d` or `64:ff9b:1::/48` (RFC 6052, RFC 8215).
     Nat64,
     /// `2002:aabb:ccdd::/48` (RFC 3056).
@@ -462,6 +500,8 @@ pub fn embedded_ipv4(ip: Ipv6Addr) -> Option<(Embedding, Ipv4Addr)> {
         Some((Embedding::Mapped, low32))
     } else if bits >> 32 == 0 && bits > 1 {
         Some((Embedding::Compatible, low32))
+    } else if bits >> 32 == 0xffff_0000 {
+        Some((Embedding::Translated, low32))
     } else if seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         Some((Embedding::Nat64, low32))
     } else if seg[..3] == [0x64, 0xff9b, 1] {
@@ -502,5 +542,44 @@ pub fn classify(ip: IpAddr) -> Option<SpecialUse> {
             embedded: Some(embedded),
         }),
         (None, None) => None,
+    }
+}
+
+/// The only IPv6 block admission admits from: global unicast (IANA IPv6 Address Space registry,
+/// RFC 4291 §2.4, RFC 3587), before the table's entries inside it are taken away.
+pub const IPV6_GLOBAL_UNICAST: Prefix = v6([0x2000, 0, 0, 0, 0, 0, 0, 0], 3);
+
+/// Why an address is not a public destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The address lies in a table entry (checked first, so the most specific reason wins).
+    Special(SpecialUse),
+    /// An IPv6 address in no entry and outside [`IPV6_GLOBAL_UNICAST`]: unassigned or
+    /// reserved space, refused by the allow-list.
+    NotGlobalUnicast,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Special(special) => special.fmt(f),
+            Refusal::NotGlobalUnicast => write!(
+                f,
+                "outside {IPV6_GLOBAL_UNICAST} global unicast (IANA IPv6 Address Space)"
+            ),
+        }
+    }
+}
+
+/// The one admission rule for an address: `None` means public. IPv4: not in the table. IPv6:
+/// inside [`IPV6_GLOBAL_UNICAST`] and not in the table.
+pub fn judge(ip: IpAddr) -> Option<Refusal> {
+    if let Some(special) = classify(ip) {
+        return Some(Refusal::Special(special));
+    }
+    match ip {
+        IpAddr::V4(_) => None,
+        IpAddr::V6(_) if IPV6_GLOBAL_UNICAST.contains(ip) => None,
+        IpAddr::V6(_) => Some(Refusal::NotGlobalUnicast),
     }
 }

@@ -6,6 +6,13 @@
 //! percent-escapes. Normalising would let two spellings name one destination (and let a
 //! spelling that a later component normalises differently slip past this one); refusing keeps
 //! one spelling per destination, which is what the manifest and the decision digests bind.
+//!
+//! The canonical spelling of an IPv6 literal is decided in one place, [`canonical_ipv6`]: RFC
+//! 5952 §4 (lowercase hex, no leading zeros, the longest run of two or more zero groups
+//! compressed, the first one on a tie) and never the §5 dotted tail, which is exactly what the
+//! WHATWG URL serialiser writes. So a URL library that normalises on the way here (the corpus
+//! path's `url::Url`) hands over the canonical form, and `[::ffff:7f00:1]` is judged as the
+//! IPv4-mapped loopback it is instead of being refused as a spelling.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -65,7 +72,7 @@ impl fmt::Display for Host {
         match self {
             Host::Name(name) => f.write_str(name),
             Host::Ip(IpAddr::V4(ip)) => write!(f, "{ip}"),
-            Host::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]"),
+            Host::Ip(IpAddr::V6(ip)) => write!(f, "[{}]", canonical_ipv6(*ip)),
         }
     }
 }
@@ -90,8 +97,8 @@ impl Destination {
             });
         }
         let Some((scheme, rest)) = url.split_once("://") else {
-            return Err(DestinationError::NotHttps {
-                scheme: String::new(),
+            return Err(DestinationError::NotAbsolute {
+                reason: not_absolute_reason(url),
             });
         };
         if scheme != "https" {
@@ -194,9 +201,9 @@ fn parse_authority(authority: &str) -> Result<(Host, u16), DestinationError> {
         let ip: Ipv6Addr = literal.parse().map_err(|_| DestinationError::InvalidHost {
             reason: "invalid IPv6 literal",
         })?;
-        if ip.to_string() != literal {
+        if canonical_ipv6(ip) != literal {
             return Err(DestinationError::NonCanonical {
-                reason: "IPv6 literal not in RFC 5952 form",
+                reason: "IPv6 literal not in canonical form (RFC 5952 §4, hex only)",
             });
         }
         let port = match after {
@@ -227,24 +234,83 @@ fn parse_port(p: &str) -> Result<u16, DestinationError> {
         });
     }
     if !p.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(DestinationError::InvalidHost {
+        return Err(DestinationError::BadPort {
             reason: "port is not a number",
         });
     }
-    if p.starts_with('0') {
+    let digits = p.trim_start_matches('0');
+    if digits.is_empty() {
+        return Err(DestinationError::BadPort {
+            reason: "port 0 is no destination",
+        });
+    }
+    let port: u16 = digits.parse().map_err(|_| DestinationError::BadPort {
+        reason: "port above 65535",
+    })?;
+    if digits.len() != p.len() {
         return Err(DestinationError::NonCanonical {
             reason: "port has leading zeros",
         });
     }
-    let port: u16 = p.parse().map_err(|_| DestinationError::InvalidHost {
-        reason: "port out of range",
-    })?;
     if port == DEFAULT_HTTPS_PORT {
         return Err(DestinationError::NonCanonical {
             reason: "default port 443 spelled out",
         });
     }
     Ok(port)
+}
+
+/// What an input without `://` is, for [`DestinationError::NotAbsolute`].
+fn not_absolute_reason(url: &str) -> &'static str {
+    if url.starts_with("//") {
+        "scheme-relative reference"
+    } else if url.is_empty() || url.starts_with(['/', '?', '#', '.']) {
+        "relative reference"
+    } else if url
+        .get(..6)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https:"))
+    {
+        "scheme without '//' and a host"
+    } else {
+        "no 'https://' before the host"
+    }
+}
+
+/// The one canonical text of an IPv6 address in a destination (see the module docs): RFC 5952
+/// §4 hex, identical to the WHATWG URL serialiser, never the dotted IPv4 tail.
+pub(crate) fn canonical_ipv6(ip: Ipv6Addr) -> String {
+    let segments = ip.segments();
+    // The first longest run of zero groups, if it is at least two groups long.
+    let (mut best_start, mut best_len) = (0usize, 0usize);
+    let mut i = 0;
+    while i < segments.len() {
+        if segments[i] == 0 {
+            let start = i;
+            while i < segments.len() && segments[i] == 0 {
+                i += 1;
+            }
+            if i - start > best_len {
+                (best_start, best_len) = (start, i - start);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    let hex = |groups: &[u16]| {
+        groups
+            .iter()
+            .map(|g| format!("{g:x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    if best_len < 2 {
+        return hex(&segments);
+    }
+    format!(
+        "{}::{}",
+        hex(&segments[..best_start]),
+        hex(&segments[best_start + best_len..])
+    )
 }
 
 fn parse_host(host: &str) -> Result<Host, DestinationError> {

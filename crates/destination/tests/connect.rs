@@ -131,20 +131,25 @@ async fn dns_rebinding_public_then_loopback() {
 
 #[tokio::test]
 async fn a_name_without_addresses_is_refused_and_not_cached() {
-    // The resolver answers the name with an empty set, or does not know it at all.
+    // The resolver answers the name with an empty set (NODATA), or does not know it at all
+    // (NXDOMAIN): two codes, each naming its fault.
     let resolver = StaticResolver::new().with("empty.example.com", []);
     let admission = Admission::new(AdmissionPolicy::default(), resolver);
-    for name in ["empty.example.com", "unknown.example.com"] {
+    for (name, code) in [
+        ("empty.example.com", "destination/no-addresses"),
+        ("unknown.example.com", "destination/no-such-name"),
+    ] {
         for _ in 0..2 {
             let err = admission
                 .admit(dest(&format!("https://{name}/v1")))
                 .await
                 .unwrap_err();
             assert!(
-                matches!(&err, DestinationError::NoAddresses { host } if host == name),
+                matches!(&err, DestinationError::NoAddresses { host }
+                    | DestinationError::NoSuchName { host } if host == name),
                 "{name}: {err:?}"
             );
-            assert_eq!(err.code(), "destination/no-addresses");
+            assert_eq!(err.code(), code, "{name}");
         }
     }
     // Asked again each time: an empty answer is never cached as an admission.
@@ -268,7 +273,7 @@ async fn ipv4_mapped_ipv6_is_not_the_road() {
         .unwrap_err();
     assert_eq!(err.code(), "destination/special-purpose-address");
     let err = Admission::new(AdmissionPolicy::default(), StaticResolver::new())
-        .admit(dest("https://[::ffff:8.8.8.8]/"))
+        .admit(dest("https://[::ffff:808:808]/"))
         .await
         .unwrap_err();
     assert_eq!(err.code(), "destination/special-purpose-address");

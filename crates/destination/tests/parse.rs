@@ -60,7 +60,7 @@ fn parse_table() {
         http://api.example.com/                        destination/not-https — destination scheme "http" is not https
         ftp://api.example.com/                         destination/not-https — destination scheme "ftp" is not https
         HTTPS://api.example.com/                       destination/non-canonical — destination is not canonical: scheme must be lowercase
-        api.example.com/                               destination/not-https — destination scheme "" is not https
+        api.example.com/                               destination/not-absolute — destination is not an absolute https URL: no 'https://' before the host
         https://user:pass@api.example.com/             destination/userinfo — destination carries userinfo
         https://user@api.example.com/                  destination/userinfo — destination carries userinfo
         https://api.example.com./                      destination/non-canonical — destination is not canonical: trailing dot in host
@@ -71,7 +71,7 @@ fn parse_table() {
         https://api.example.com:443/                   destination/non-canonical — destination is not canonical: default port 443 spelled out
         https://api.example.com:0443/                  destination/non-canonical — destination is not canonical: port has leading zeros
         https://api.example.com:/                      destination/non-canonical — destination is not canonical: empty port
-        https://api.example.com:99999/                 destination/invalid-host — destination host is invalid: port out of range
+        https://api.example.com:99999/                 destination/bad-port — destination port is invalid: port above 65535
         https://api.example.com                        destination/non-canonical — destination is not canonical: path must start with '/'
         https://api.example.com/a/../b                 destination/non-canonical — destination is not canonical: dot segment in path
         https://api.example.com/a/./b                  destination/non-canonical — destination is not canonical: dot segment in path
@@ -83,8 +83,8 @@ fn parse_table() {
         https://0x7f.1/                                destination/non-canonical — destination is not canonical: IPv4 literal not in dotted-decimal form
         https://2130706433/                            destination/non-canonical — destination is not canonical: IPv4 literal not in dotted-decimal form
         https://127.000.000.001/                       destination/non-canonical — destination is not canonical: IPv4 literal not in dotted-decimal form
-        https://[::FFFF:127.0.0.1]/                    destination/non-canonical — destination is not canonical: IPv6 literal not in RFC 5952 form
-        https://[0:0:0:0:0:0:0:1]/                     destination/non-canonical — destination is not canonical: IPv6 literal not in RFC 5952 form
+        https://[::FFFF:127.0.0.1]/                    destination/non-canonical — destination is not canonical: IPv6 literal not in canonical form (RFC 5952 §4, hex only)
+        https://[0:0:0:0:0:0:0:1]/                     destination/non-canonical — destination is not canonical: IPv6 literal not in canonical form (RFC 5952 §4, hex only)
         https://-bad.example.com/                      destination/invalid-host — destination host is invalid: label starts or ends with '-'
         https://a..b/                                  destination/invalid-host — destination host is invalid: empty label
         https://under_score.example/                   destination/invalid-host — destination host is invalid: character outside [a-z0-9.-]

@@ -5,7 +5,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use expect_test::expect;
-use reach_destination::special::{SPECIAL_PURPOSE, classify};
+use reach_destination::special::{SPECIAL_PURPOSE, classify, judge};
 use reach_destination::{
     Admission, AdmissionPolicy, Destination, Host, Purpose, RecordingDialer, StaticResolver,
 };
@@ -89,6 +89,7 @@ fn special_purpose_table() {
         169.254.169.254/32     Instance metadata service                        cloud provider convention  first 169.254.169.254 -> 169.254.169.254/32 (Instance metadata service) | last 169.254.169.254 -> 169.254.169.254/32 (Instance metadata service)
         fd00:ec2::254/128      Instance metadata service                        cloud provider convention  first fd00:ec2::254 -> fd00:ec2::254/128 (Instance metadata service) | last fd00:ec2::254 -> fd00:ec2::254/128 (Instance metadata service)
         ::/96                  IPv4-compatible Address (deprecated)             RFC 4291 §2.5.5.1          first :: -> ::/128 (Unspecified Address) | last ::ffff:ffff -> ::/96 (IPv4-compatible Address (deprecated))
+        ::ffff:0:0:0/96        IPv4-translated Address (SIIT)                   RFC 2765 §2.1, RFC 6145    first ::ffff:0:0:0 -> ::ffff:0:0:0/96 (IPv4-translated Address (SIIT)) | last ::ffff:0:ffff:ffff -> ::ffff:0:0:0/96 (IPv4-translated Address (SIIT))
         fec0::/10              Site-Local (deprecated)                          RFC 3879                   first fec0:: -> fec0::/10 (Site-Local (deprecated)) | last feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff -> fec0::/10 (Site-Local (deprecated))
     "#]].assert_eq(&out);
 }
@@ -106,7 +107,7 @@ fn every_entry_is_named_by_itself_at_one_end() {
     }
 }
 
-/// Embedded IPv4 forms are classified by their outer block and report the embedded address.
+/// Embedded IPv4 forms are refused by their outer block and report the embedded address.
 #[test]
 fn ipv4_embedding_forms() {
     let cases = [
@@ -117,6 +118,10 @@ fn ipv4_embedding_forms() {
         "64:ff9b:1:c0a8:1:100::",
         "2002:a00:1::1",
         "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+        "::ffff:0:7f00:1",
+        "::ffff:0:a9fe:a9fe",
+        // ISATAP interface identifiers are not read: the global prefix routes (module docs).
+        "2606:4700::5efe:a00:1",
         "2606:4700::1111",
         "8.8.8.8",
         "1.1.1.1",
@@ -125,8 +130,8 @@ fn ipv4_embedding_forms() {
         .iter()
         .map(|c| {
             let ip: IpAddr = c.parse().expect("address");
-            match classify(ip) {
-                Some(special) => format!("{c} -> {special}\n"),
+            match judge(ip) {
+                Some(refusal) => format!("{c} -> {refusal}\n"),
                 None => format!("{c} -> ADMITTED\n"),
             }
         })
@@ -139,6 +144,9 @@ fn ipv4_embedding_forms() {
         64:ff9b:1:c0a8:1:100:: -> 64:ff9b:1::/48 IPv4-IPv6 Translat. (RFC 8215), embeds 192.168.1.1 in 192.168.0.0/16 Private-Use (RFC 1918)
         2002:a00:1::1 -> 2002::/16 6to4 (RFC 3056), embeds 10.0.0.1 in 10.0.0.0/8 Private-Use (RFC 1918)
         2001:0:4136:e378:8000:63bf:3fff:fdd2 -> 2001::/32 TEREDO (RFC 4380, RFC 8190), embeds 192.0.2.45 in 192.0.2.0/24 Documentation (TEST-NET-1) (RFC 5737)
+        ::ffff:0:7f00:1 -> ::ffff:0:0:0/96 IPv4-translated Address (SIIT) (RFC 2765 §2.1, RFC 6145), embeds 127.0.0.1 in 127.0.0.0/8 Loopback (RFC 1122 §3.2.1.3)
+        ::ffff:0:a9fe:a9fe -> ::ffff:0:0:0/96 IPv4-translated Address (SIIT) (RFC 2765 §2.1, RFC 6145), embeds 169.254.169.254 in 169.254.169.254/32 Instance metadata service (cloud provider convention)
+        2606:4700::5efe:a00:1 -> ADMITTED
         2606:4700::1111 -> ADMITTED
         8.8.8.8 -> ADMITTED
         1.1.1.1 -> ADMITTED
@@ -168,10 +176,8 @@ async fn every_entry_refused_by_admission() {
                 "{ip}: {err}"
             );
 
-            let literal = match ip {
-                IpAddr::V4(v4) => format!("https://{v4}/"),
-                IpAddr::V6(v6) => format!("https://[{v6}]/"),
-            };
+            // The literal in its one canonical spelling, as the crate writes it.
+            let literal = format!("https://{}/", Host::Ip(ip));
             let dest = Destination::parse(&literal, Purpose::new("test").unwrap()).unwrap();
             let err = admission
                 .admit(dest)

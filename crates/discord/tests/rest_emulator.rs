@@ -309,7 +309,7 @@ async fn a_base_url_that_is_not_a_canonical_https_destination_is_refused() {
         ),
         (
             format!("{REST_HOST}:{port}/api/v10"),
-            "destination/not-https",
+            "destination/not-absolute",
         ),
         (
             format!("HTTPS://{REST_HOST}:{port}/api/v10"),
@@ -317,7 +317,7 @@ async fn a_base_url_that_is_not_a_canonical_https_destination_is_refused() {
         ),
         (
             format!("https://{REST_HOST}:{port}api/v10"),
-            "destination/invalid-host",
+            "destination/bad-port",
         ),
         (
             format!("https://bot:secret@{REST_HOST}:{port}/api/v10"),
