@@ -178,7 +178,7 @@ impl Blocker {
         match self {
             Self::NotInstalled { .. } => "reach pack install FILE".to_owned(),
             Self::NotActive { pack } => format!("reach pack activate {pack}"),
-            Self::Revoked { pack } => format!("reach pack reactivate {pack}"),
+            Self::Revoked { pack } => format!("reach pack activate {pack}"),
             Self::BindingMissing { pack } => {
                 format!("reach bind {pack} --workspace DIR --vm-backend qemu")
             }

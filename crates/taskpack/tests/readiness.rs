@@ -83,7 +83,7 @@ fn blockers_in_order() {
           next: reach pack activate app-local
         revoked: package/revoked
           the pack app-local is revoked
-          next: reach pack reactivate app-local
+          next: reach pack activate app-local
         active: local-binding/missing
           the pack app-local has no local binding
           next: reach bind app-local --workspace DIR --vm-backend qemu

@@ -445,9 +445,8 @@ pub fn find_prepared(
 ) -> Option<FoundPrepared> {
     let image_of = |dirs: Vec<PathBuf>, digest: &Sha256Digest| {
         dirs.into_iter().find(|d| {
-            ImageManifest::read(d).is_ok_and(|m| {
-                m.digest() == *digest && m.spec_digest == *image_spec
-            })
+            ImageManifest::read(d)
+                .is_ok_and(|m| m.digest() == *digest && m.spec_digest == *image_spec)
         })
     };
     let cached_images = || -> Vec<PathBuf> {

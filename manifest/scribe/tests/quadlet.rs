@@ -70,6 +70,7 @@ fn reference_output_matches_deploy_quadlet() {
         reach-port-core.admission.volume
         reach-port-core.delivery.volume
         reach-port-core.health.volume
+        reach-port-core.packs.volume
         reach-port-core.trail.volume
         reach-port-corpus-builder.admin.volume
         reach-port-corpus-builder.health.volume
@@ -129,8 +130,10 @@ fn the_core_unit_in_full() {
         Volume=reach-port-core.admission.volume:/reach/sockets/core.admission:U
         Volume=reach-port-core.delivery.volume:/reach/sockets/core.delivery:U
         Volume=reach-port-core.health.volume:/reach/sockets/core.health:U
+        Volume=reach-port-core.packs.volume:/reach/sockets/core.packs:U
         Volume=reach-port-core.trail.volume:/reach/sockets/core.trail:U
         Volume=reach-port-egress-provider.call.volume:/reach/sockets/egress-provider.call:ro
+        Volume=reach-port-vm-broker.instances.volume:/reach/sockets/vm-broker.instances:ro
         Volume=reach-port-ward.authority.volume:/reach/sockets/ward.authority:ro
         Secret=reach.core.bundle.pem,type=mount,target=/reach/secrets/core/bundle.pem,mode=0400,uid=1000,gid=2000
         Secret=reach.core.config,type=mount,target=/reach/config/core.toml,mode=0400,uid=1000,gid=2000
@@ -204,7 +207,7 @@ fn each_role_mounts_exactly_its_sockets_and_secrets() {
           volumes: reach-data-egress-provider reach-port-egress-provider.call reach-port-egress-provider.health reach-port-ward.authority(ro)
           secrets: reach.egress-provider.bundle.pem reach.egress-provider.config reach.egress-provider.tls.crt reach.egress-provider.tls.key
         core net=none after=["corpus-builder", "egress-provider", "ward"]
-          volumes: reach-data-core reach-data-corpus-builder(ro) reach-port-core.admission reach-port-core.delivery reach-port-core.health reach-port-core.trail reach-port-egress-provider.call(ro) reach-port-ward.authority(ro)
+          volumes: reach-data-core reach-data-corpus-builder(ro) reach-port-core.admission reach-port-core.delivery reach-port-core.health reach-port-core.packs reach-port-core.trail reach-port-egress-provider.call(ro) reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro)
           secrets: reach.core.bundle.pem reach.core.config reach.core.tls.crt reach.core.tls.key
         egress-discord net=reach-egress-egress-discord.network after=["core", "ward"]
           volumes: reach-data-egress-discord reach-port-core.delivery(ro) reach-port-egress-discord.health reach-port-ward.authority(ro)

@@ -3,6 +3,7 @@
 mod authority;
 mod deferral;
 mod intercom;
+mod packs;
 mod pipeline;
 mod ports;
 mod slots;
@@ -121,6 +122,14 @@ fn main() -> std::process::ExitCode {
                 ),
             },
         };
+        let pack_port = packs::PackPort::new(
+            vault.clone(),
+            packs::trusted_keys(&role.config.settings)?,
+            &role.config.data_dir,
+            role.client("vm-broker.instances")
+                .ok()
+                .map(reach_proto::vm::v1::vm_broker_client::VmBrokerClient::new),
+        );
         let core = ports::Core::new(
             vault,
             role.config.habitat.clone(),
@@ -133,6 +142,7 @@ fn main() -> std::process::ExitCode {
         role.serve("core.admission", core.admission())?;
         role.serve("core.delivery", core.delivery())?;
         role.serve("core.trail", core.trail())?;
+        role.serve("core.packs", pack_port.server())?;
         Ok(())
     })
 }
