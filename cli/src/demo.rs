@@ -26,30 +26,8 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
     let mut m = crate::load_manifest(None)?;
     let dir = tempfile::Builder::new().prefix("reach-demo-").tempdir()?;
     let layout = StateLayout::new(dir.path());
-    // TLS on both sides, as with Discord: wss:// gateway and https:// REST on local roads.
-    let em = Emulator::start(EmulatorConfig {
-        gateway_tls: true,
-        ..EmulatorConfig::default()
-    })
-    .await?;
+    let em = start_discord(&mut m, &layout).await?;
     let cfg = em.config().clone();
-    em.add_channel(CHANNEL, Some(cfg.default_guild_id));
-    let endpoints = reach_launcher::discord::DiscordEndpoints {
-        gateway_url: em.gateway_url(),
-        application_id: cfg.application_id,
-        bot_user_id: cfg.bot_user_id,
-        guild_id: cfg.default_guild_id,
-        channels: vec![CHANNEL],
-        rest_base_url: em.rest_base_url(),
-        rest_road: em.rest_addr(),
-        rest_host: reach_discord_emulator::REST_HOST.into(),
-        gateway_roads: {
-            let (identify, resume) = em.gateway_addrs();
-            vec![identify, resume]
-        },
-        rest_ca_pem: em.ca_pem().into(),
-    };
-    reach_launcher::discord::configure(&mut m, &layout, &endpoints, cfg.token.as_bytes())?;
 
     println!("Reach demo — {} on embedded defaults", m.profile);
     println!("  state: {} (removed at exit)", dir.path().display());
@@ -174,4 +152,37 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
         em.bot_messages(CHANNEL).len()
     );
     Ok(code)
+}
+
+/// A loopback Discord emulator (TLS on both sides, as with Discord: wss:// gateway and
+/// https:// REST on local roads) with the demo's channel admitted, and the body's Discord
+/// roles configured for it.
+pub async fn start_discord(
+    m: &mut reach_manifest::Manifest,
+    layout: &StateLayout,
+) -> anyhow::Result<Emulator> {
+    let em = Emulator::start(EmulatorConfig {
+        gateway_tls: true,
+        ..EmulatorConfig::default()
+    })
+    .await?;
+    let cfg = em.config().clone();
+    em.add_channel(CHANNEL, Some(cfg.default_guild_id));
+    let endpoints = reach_launcher::discord::DiscordEndpoints {
+        gateway_url: em.gateway_url(),
+        application_id: cfg.application_id,
+        bot_user_id: cfg.bot_user_id,
+        guild_id: cfg.default_guild_id,
+        channels: vec![CHANNEL],
+        rest_base_url: em.rest_base_url(),
+        rest_road: em.rest_addr(),
+        rest_host: reach_discord_emulator::REST_HOST.into(),
+        gateway_roads: {
+            let (identify, resume) = em.gateway_addrs();
+            vec![identify, resume]
+        },
+        rest_ca_pem: em.ca_pem().into(),
+    };
+    reach_launcher::discord::configure(m, layout, &endpoints, cfg.token.as_bytes())?;
+    Ok(em)
 }

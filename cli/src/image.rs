@@ -31,13 +31,22 @@ pub enum ImageCommand {
         cache: Option<PathBuf>,
     },
     /// Prepare a system over a built image (boot it once, place files, capture its state);
-    /// prints the prepared-system digest.
+    /// prints the prepared-system digest. With `--pack`, a task pack's own image and prepared
+    /// system (its first image variant): the image is built into the cache first.
     Prepare {
         /// The reach.vm.prepared-spec.v1 TOML file.
-        spec: PathBuf,
+        #[arg(required_unless_present = "pack", conflicts_with = "pack")]
+        spec: Option<PathBuf>,
         /// The base image directory (`reach image build`'s output).
-        #[arg(long)]
-        base: PathBuf,
+        #[arg(long, required_unless_present = "pack", conflicts_with = "pack")]
+        base: Option<PathBuf>,
+        /// A `reach.taskpack.v1` archive (`reach pack build`): its specs, read from the archive
+        /// as built (core verifies the signature at install; the digests bind either way).
+        #[arg(long, requires = "cache")]
+        pack: Option<PathBuf>,
+        /// Where an image spec's relative `[[local_debs]]` paths resolve (with `--pack`).
+        #[arg(long, requires = "pack")]
+        debs: Option<PathBuf>,
         /// Output directory (default: `images/prepared/<spec digest hex>`).
         #[arg(long, conflicts_with = "cache")]
         out: Option<PathBuf>,
@@ -86,11 +95,24 @@ pub async fn run(command: ImageCommand) -> anyhow::Result<ExitCode> {
     match command {
         ImageCommand::Build { spec, out, cache } => build(spec, out, cache).await,
         ImageCommand::Prepare {
+            pack: Some(pack),
+            debs,
+            cache,
+            ..
+        } => prepare_pack(&pack, debs, cache.expect("clap requires --cache")).await,
+        ImageCommand::Prepare {
             spec,
             base,
             out,
             cache,
-        } => prepare(spec, base, out, cache).await,
+            ..
+        } => {
+            let spec = spec.expect("clap requires a spec without --pack");
+            let text = std::fs::read_to_string(&spec)
+                .with_context(|| format!("read {}", spec.display()))?;
+            let base = base.expect("clap requires --base without --pack");
+            prepare(PreparedSpec::parse(&text)?, base, out, cache).await
+        }
         ImageCommand::Prune {
             cache,
             manifest,
@@ -179,15 +201,60 @@ fn deployment_pins(path: &Path) -> anyhow::Result<Vec<reach_digest::Sha256Digest
     Ok(settings.pinned().collect())
 }
 
+/// `reach image prepare --pack ARCHIVE --cache DIR`: the command readiness names when a
+/// pack's prepared system is missing. Builds the pack's image into the cache (or reuses it),
+/// then prepares over it, both keyed by the spec digests the pack's facts carry.
+async fn prepare_pack(
+    archive: &Path,
+    debs: Option<PathBuf>,
+    cache: PathBuf,
+) -> anyhow::Result<ExitCode> {
+    let bytes = std::fs::read(archive).with_context(|| format!("read {}", archive.display()))?;
+    let contents = reach_taskpack::archive::read(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", archive.display()))?;
+    let variant = contents
+        .facts
+        .image_variants
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("{} names no image variant", archive.display()))?;
+    let text = |path: &str| -> anyhow::Result<String> {
+        let b = contents
+            .files
+            .get(path)
+            .ok_or_else(|| anyhow::anyhow!("the pack has no {path}"))?;
+        Ok(String::from_utf8(b.to_vec())?)
+    };
+    let image = ImageSpec::parse(&text(&variant.image)?)?;
+    let prepared = PreparedSpec::parse(&text(&variant.prepared)?)?;
+    anyhow::ensure!(
+        image.digest() == variant.image_spec_digest
+            && prepared.digest() == variant.prepared_spec_digest,
+        "the pack's specs do not match its facts' digests"
+    );
+    eprintln!(
+        "{} v{}: image {} (spec {}), prepared system {} (spec {})",
+        contents.facts.name,
+        contents.facts.version,
+        variant.image,
+        variant.image_spec_digest,
+        variant.prepared,
+        variant.prepared_spec_digest
+    );
+    let spec_dir = match debs {
+        Some(d) => d,
+        None => std::env::current_dir()?,
+    };
+    let (base, _, digest) = build_spec(image, spec_dir, None, Some(cache.clone())).await?;
+    eprintln!("image {digest} {}", base.display());
+    prepare(prepared, base, None, Some(cache)).await
+}
+
 async fn prepare(
-    spec: PathBuf,
+    parsed: PreparedSpec,
     base: PathBuf,
     out: Option<PathBuf>,
     cache: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
-    let text =
-        std::fs::read_to_string(&spec).with_context(|| format!("read {}", spec.display()))?;
-    let parsed = PreparedSpec::parse(&text)?;
     let out = out.unwrap_or_else(|| {
         PathBuf::from("images")
             .join("prepared")
@@ -242,8 +309,21 @@ async fn build(
     let text =
         std::fs::read_to_string(&spec).with_context(|| format!("read {}", spec.display()))?;
     let parsed = ImageSpec::parse(&text)?;
-    let out = out.unwrap_or_else(|| PathBuf::from("images").join(parsed.digest().hex()));
     let spec_dir = spec.parent().map(|p| p.to_path_buf()).unwrap_or_default();
+    let (dir, _, digest) = build_spec(parsed, spec_dir, out, cache).await?;
+    // The digest, then the directory: `reach image build SPEC | cut -d' ' -f1` pins it.
+    println!("{digest} {}", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Builds (or, with a cache, reuses) the image of `parsed`.
+async fn build_spec(
+    parsed: ImageSpec,
+    spec_dir: PathBuf,
+    out: Option<PathBuf>,
+    cache: Option<PathBuf>,
+) -> anyhow::Result<(PathBuf, ImageManifest, reach_digest::Sha256Digest)> {
+    let out = out.unwrap_or_else(|| PathBuf::from("images").join(parsed.digest().hex()));
     let bar = bar();
     let started = std::time::Instant::now();
     let (dir, manifest, digest) = tokio::task::spawn_blocking(move || {
@@ -267,7 +347,5 @@ async fn build(
         manifest.rootfs.bytes,
         manifest.packages.len()
     );
-    // The digest, then the directory: `reach image build SPEC | cut -d' ' -f1` pins it.
-    println!("{digest} {}", dir.display());
-    Ok(ExitCode::SUCCESS)
+    Ok((dir, manifest, digest))
 }

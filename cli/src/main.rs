@@ -4,8 +4,10 @@ mod a2a;
 mod body;
 mod corpus;
 mod demo;
+mod demo_task_pack;
 mod host_checks;
 mod image;
+mod pack;
 mod scribe;
 mod vault;
 
@@ -90,7 +92,10 @@ impl BodyTarget {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the demo on embedded defaults: the whole body, a loopback Discord, one question.
+    #[command(args_conflicts_with_subcommands = true)]
     Demo {
+        #[command(subcommand)]
+        story: Option<DemoStory>,
         /// Ask this question instead of the default (repeatable).
         #[arg(long)]
         ask: Vec<String>,
@@ -167,6 +172,13 @@ enum Command {
         #[command(subcommand)]
         command: VaultCommand,
     },
+    /// Signed task packs: keys, build, install, activate, revoke, list, show.
+    Pack {
+        #[command(subcommand)]
+        command: pack::PackCommand,
+    },
+    /// Bind an activated pack to the local lab, or read, pause, resume or accept a binding.
+    Bind(pack::BindArgs),
     /// Build a pinned guest image for the vm-broker.
     Image {
         #[command(subcommand)]
@@ -176,6 +188,22 @@ enum Command {
     Manifest {
         /// The manifest file; the embedded reach.vps.public@1 if omitted.
         path: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DemoStory {
+    /// The operator task-pack story (seed 000) as far as it is built: the reference pack
+    /// built, signed, installed, activated, bound and its readiness read.
+    TaskPack {
+        /// The pack's source directory (default: the first reference pack beside the sources
+        /// that prepares without an operator-supplied package).
+        #[arg(long)]
+        pack: Option<PathBuf>,
+        /// An image cache holding the pack's prepared system (`reach image prepare --pack
+        /// … --cache DIR`); vm-broker searches it.
+        #[arg(long)]
+        cache: Option<PathBuf>,
     },
 }
 
@@ -287,7 +315,15 @@ fn main() -> ExitCode {
 
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Demo { ask, interactive } => demo::run(ask, interactive).await,
+        Command::Demo {
+            story: Some(DemoStory::TaskPack { pack, cache }),
+            ..
+        } => demo_task_pack::run(pack, cache).await,
+        Command::Demo {
+            story: None,
+            ask,
+            interactive,
+        } => demo::run(ask, interactive).await,
         Command::Image { command } => image::run(command).await,
         Command::Up { target, log_level } => {
             let m = load_manifest(target.manifest.as_deref())?;
@@ -423,6 +459,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let m = target.manifest()?;
             vault::taint(&m, &target.layout(&m)?, &principal, &reason).await
         }
+        Command::Pack { command } => pack::run(command).await,
+        Command::Bind(args) => pack::bind(args).await,
         Command::Manifest { path } => {
             let m = load_manifest(path.as_deref())?;
             println!(
