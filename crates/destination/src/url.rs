@@ -96,10 +96,14 @@ impl Destination {
                 reason: "url longer than 2048 bytes",
             });
         }
-        let Some((scheme, rest)) = url.split_once("://") else {
-            return Err(DestinationError::NotAbsolute {
-                reason: not_absolute_reason(url),
+        if url.starts_with(|c: char| c <= ' ') || url.ends_with(|c: char| c <= ' ') {
+            // WHATWG strips these before parsing, so a normaliser would read another URL.
+            return Err(DestinationError::NonCanonical {
+                reason: "leading or trailing whitespace or control character",
             });
+        }
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(not_absolute(url));
         };
         if scheme != "https" {
             if scheme.eq_ignore_ascii_case("https") {
@@ -214,6 +218,14 @@ fn parse_authority(authority: &str) -> Result<(Host, u16), DestinationError> {
         };
         (Host::Ip(IpAddr::V6(ip)), port)
     } else {
+        let bare_v6 = |a: &str| a.parse::<Ipv6Addr>().is_ok();
+        if authority.matches(':').count() > 1
+            && (bare_v6(authority) || authority.rsplit_once(':').is_some_and(|(a, _)| bare_v6(a)))
+        {
+            return Err(DestinationError::InvalidHost {
+                reason: "IPv6 literal without brackets",
+            });
+        }
         let (host, port) = match authority.split_once(':') {
             Some((h, p)) => (h, Some(p)),
             None => (authority, None),
@@ -260,20 +272,79 @@ fn parse_port(p: &str) -> Result<u16, DestinationError> {
     Ok(port)
 }
 
-/// What an input without `://` is, for [`DestinationError::NotAbsolute`].
-fn not_absolute_reason(url: &str) -> &'static str {
-    if url.starts_with("//") {
+/// Why an input without `://` is refused: a relative or scheme-relative reference, a scheme
+/// other than https (`mailto:`, `javascript:`), or an https URL missing `//host`. A host and
+/// port without a scheme (`api.example.com:8443/v1`, `localhost:8443/`) reads as a scheme in
+/// RFC 3986 but is a missing `https://`, so a "scheme" with a dot or followed by a port is one.
+fn not_absolute(url: &str) -> DestinationError {
+    let reason = if url.starts_with("//") {
         "scheme-relative reference"
     } else if url.is_empty() || url.starts_with(['/', '?', '#', '.']) {
         "relative reference"
-    } else if url
-        .get(..6)
-        .is_some_and(|s| s.eq_ignore_ascii_case("https:"))
-    {
-        "scheme without '//' and a host"
     } else {
-        "no 'https://' before the host"
+        match url.split_once(':') {
+            Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
+                "scheme without '//' and a host"
+            }
+            Some((scheme, rest))
+                if is_scheme(scheme) && !scheme.contains('.') && !is_port(rest) =>
+            {
+                return DestinationError::NotHttps {
+                    scheme: scheme.to_owned(),
+                };
+            }
+            _ => "no 'https://' before the host",
+        }
+    };
+    DestinationError::NotAbsolute { reason }
+}
+
+/// Whether `rest` (after `host:`) starts with a port: digits up to the end or a `/`.
+fn is_port(rest: &str) -> bool {
+    let port = rest.split(['/', '?', '#']).next().unwrap_or("");
+    !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// RFC 3986 §3.1: `ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )`.
+fn is_scheme(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+}
+
+/// The address a host ending in a number means to a WHATWG URL parser (one to four parts, each
+/// decimal, `0x` hex or `0` octal, the last filling the remaining bytes), or `None` where that
+/// parser fails too. Only used to tell a non-canonical spelling of an address from no address.
+fn whatwg_ipv4(host: &str) -> Option<Ipv4Addr> {
+    let parts: Vec<&str> = host.split('.').collect();
+    if parts.len() > 4 {
+        return None;
     }
+    let mut numbers = Vec::with_capacity(parts.len());
+    for part in &parts {
+        let (digits, radix) = if let Some(hex) = part.strip_prefix("0x") {
+            (hex, 16)
+        } else if part.len() > 1 && part.starts_with('0') {
+            (&part[1..], 8)
+        } else {
+            (*part, 10)
+        };
+        let number = match digits {
+            "" if !part.is_empty() => 0,
+            _ if !digits.bytes().all(|b| b.is_ascii_hexdigit()) => return None,
+            _ => u64::from_str_radix(digits, radix).ok()?,
+        };
+        numbers.push(number);
+    }
+    let (last, init) = numbers.split_last()?;
+    if init.iter().any(|n| *n > 255) || *last >= 1u64 << (8 * (5 - numbers.len())) {
+        return None;
+    }
+    let value = init
+        .iter()
+        .enumerate()
+        .fold(*last, |acc, (i, n)| acc + (n << (8 * (3 - i))));
+    u32::try_from(value).ok().map(Ipv4Addr::from)
 }
 
 /// The one canonical text of an IPv6 address in a destination (see the module docs): RFC 5952
@@ -353,10 +424,13 @@ fn parse_host(host: &str) -> Result<Host, DestinationError> {
     if numeric_last {
         // A numeric final label is an IPv4 literal (WHATWG would read `0x7f.1` or `2130706433`
         // as 127.0.0.1); only the dotted-quad form without leading zeros is canonical.
-        return match host.parse::<Ipv4Addr>() {
-            Ok(ip) if ip.to_string() == host => Ok(Host::Ip(IpAddr::V4(ip))),
-            _ => Err(DestinationError::NonCanonical {
+        return match whatwg_ipv4(host) {
+            Some(ip) if ip.to_string() == host => Ok(Host::Ip(IpAddr::V4(ip))),
+            Some(_) => Err(DestinationError::NonCanonical {
                 reason: "IPv4 literal not in dotted-decimal form",
+            }),
+            None => Err(DestinationError::InvalidHost {
+                reason: "invalid IPv4 literal",
             }),
         };
     }
