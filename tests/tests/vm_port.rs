@@ -221,11 +221,20 @@ async fn workbench_runs_a_guest_through_the_port_and_other_roles_are_refused() {
         .into_inner();
     assert_eq!(status.state, "destroyed");
 
-    // Another role's certificate is not admitted by this port at all: refused at the handshake,
-    // before any handler or authorization layer sees the call.
+    // A role the port grants nothing is not admitted at all: refused at the handshake, before
+    // any handler or authorization layer sees the call.
+    let provider = body.material("egress-provider");
+    let ch = reach_port::connect_lazy(
+        body.socket("vm-broker.instances"),
+        &provider,
+        server.clone(),
+    );
+    let code = call(ch, "/reach.vm.v1.VmBroker/CreateInstance").await;
+    assert!(refused_at_handshake(code), "egress-provider got {code:?}");
+    // Core is granted readiness's read-only FindPrepared and nothing else of the broker's.
     let core = body.material("core");
     let ch = reach_port::connect_lazy(body.socket("vm-broker.instances"), &core, server);
     let code = call(ch, "/reach.vm.v1.VmBroker/CreateInstance").await;
-    assert!(refused_at_handshake(code), "core got {code:?}");
+    assert_eq!(code, tonic::Code::PermissionDenied);
     body.stop().await;
 }

@@ -129,6 +129,8 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
     );
 
     // Core calls ward and egress-provider; it holds no ward key, no bot token, no admin socket.
+    // It mounts vm-broker's socket for readiness's read-only FindPrepared, and nothing else of
+    // the broker's is granted to it.
     let lines = probe(
         &r,
         &mat,
@@ -144,8 +146,10 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "/reach/secrets/egress-discord/discord-bot-token",
             "open",
             "/reach/sockets/corpus-builder.admin",
-            "open",
-            "/reach/sockets/vm-broker.instances",
+            "call",
+            "/reach/sockets/vm-broker.instances/port.sock",
+            "vm-broker",
+            "/reach.vm.v1.VmBroker/CreateInstance",
             "open",
             "/reach/data/ward",
             // Core reads corpus-builder's activated snapshots (read-only, the body's group).
@@ -160,7 +164,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "open /reach/secrets/ward/ward-key NotFound",
             "open /reach/secrets/egress-discord/discord-bot-token NotFound",
             "open /reach/sockets/corpus-builder.admin NotFound",
-            "open /reach/sockets/vm-broker.instances NotFound",
+            "call /reach.vm.v1.VmBroker/CreateInstance PermissionDenied",
             "open /reach/data/ward NotFound",
             "open /reach/data/corpus-builder ok",
         ]
