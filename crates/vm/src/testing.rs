@@ -127,14 +127,20 @@ mod tests {
     #[test]
     fn a_staged_prepared_system_is_found_by_its_spec_digests_only() {
         let dir = tempfile::tempdir().unwrap();
-        let (i, p) = (Sha256Digest::of(b"image spec"), Sha256Digest::of(b"prepared spec"));
+        let (i, p) = (
+            Sha256Digest::of(b"image spec"),
+            Sha256Digest::of(b"prepared spec"),
+        );
         let (image, prepared) = stage_prepared(dir.path(), i, p);
         let search = crate::cache::Search {
             cache: Some(dir.path()),
             ..Default::default()
         };
         let found = crate::cache::find_prepared(search, &i, &p).expect("found");
-        assert_eq!((found.image_digest, found.prepared_digest), (image, prepared));
+        assert_eq!(
+            (found.image_digest, found.prepared_digest),
+            (image, prepared)
+        );
         assert!(!found.pinned);
         assert!(crate::cache::find_prepared(search, &p, &i).is_none());
         assert!(crate::cache::find_prepared(search, &i, &i).is_none());
