@@ -146,7 +146,7 @@ mod tests {
         assert!(crate::cache::find_prepared(search, &i, &i).is_none());
         let pinned = crate::cache::Search {
             pinned_images: &[crate::cache::image_dir(dir.path(), &i)],
-            pinned_prepared: &[found.prepared_dir.clone()],
+            pinned_prepared: std::slice::from_ref(&found.prepared_dir),
             cache: None,
         };
         assert!(crate::cache::find_prepared(pinned, &i, &p).unwrap().pinned);
