@@ -33,15 +33,7 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
     println!("  state: {} (removed at exit)", dir.path().display());
     println!("  Discord: loopback emulator, gateway {}", em.gateway_url());
     let started = Instant::now();
-    let body = Body::up(
-        &m,
-        &layout,
-        LaunchOptions {
-            log_level: "warn".into(),
-            ..LaunchOptions::default()
-        },
-    )
-    .await?;
+    let body = quiet_body(&m, &layout).await?;
     println!(
         "  {} roles started as separate processes, each behind mTLS ports, in {:.2?}\n",
         body.pids().len(),
@@ -185,4 +177,20 @@ pub async fn start_discord(
     };
     reach_launcher::discord::configure(m, layout, &endpoints, cfg.token.as_bytes())?;
     Ok(em)
+}
+
+/// The whole body from `m` on `layout`, its roles logging warnings only (the demo prints).
+pub async fn quiet_body(
+    m: &reach_manifest::Manifest,
+    layout: &StateLayout,
+) -> anyhow::Result<Body> {
+    Ok(Body::up(
+        m,
+        layout,
+        LaunchOptions {
+            log_level: "warn".into(),
+            ..LaunchOptions::default()
+        },
+    )
+    .await?)
 }

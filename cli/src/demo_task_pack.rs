@@ -10,7 +10,6 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use reach_launcher::{Body, LaunchOptions};
 use reach_manifest::plan::StateLayout;
 use reach_proto::core::v1 as pb;
 use reach_proto::core::v1::packs_client::PacksClient;
@@ -102,15 +101,7 @@ pub async fn run(pack_dir: Option<PathBuf>, cache: Option<PathBuf>) -> anyhow::R
             _ => {}
         }
     }
-    let body = Body::up(
-        &m,
-        &layout,
-        LaunchOptions {
-            log_level: "warn".into(),
-            ..LaunchOptions::default()
-        },
-    )
-    .await?;
+    let body = crate::demo::quiet_body(&m, &layout).await?;
     println!(
         "  {} roles up behind mTLS ports; core trusts the demo key\n",
         body.pids().len()

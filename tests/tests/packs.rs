@@ -52,6 +52,16 @@ fn code(s: &tonic::Status) -> &str {
     s.message().split(':').next().unwrap_or_default()
 }
 
+async fn activate(c: &mut PacksClient<Channel>) -> pb::PackStatus {
+    c.activate_pack(pb::ActivatePackRequest {
+        name: PACK.into(),
+        version: 0,
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
 async fn readiness(c: &mut PacksClient<Channel>) -> pb::BindStatusResponse {
     c.bind_status(pb::BindStatusRequest { pack: PACK.into() })
         .await
@@ -161,14 +171,7 @@ async fn install_lifecycle_binding_and_readiness_over_the_port() {
         .unwrap_err();
     assert_eq!(code(&e), "package/rollback", "{e:?}");
 
-    let s = c
-        .activate_pack(pb::ActivatePackRequest {
-            name: PACK.into(),
-            version: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = activate(&mut c).await;
     assert_eq!((s.transition.as_str(), s.generation), ("activated", 1));
     let blocked = readiness(&mut c).await;
     assert_eq!(blocked.readiness, "local-binding/missing");
@@ -250,14 +253,7 @@ async fn install_lifecycle_binding_and_readiness_over_the_port() {
         .into_inner();
     assert_eq!((s.state.as_str(), s.generation), ("revoked", 2));
     assert_eq!(readiness(&mut c).await.readiness, "package/revoked");
-    let s = c
-        .activate_pack(pb::ActivatePackRequest {
-            name: PACK.into(),
-            version: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = activate(&mut c).await;
     assert_eq!((s.transition.as_str(), s.generation), ("reactivated", 3));
     let stale = readiness(&mut c).await;
     assert_eq!(stale.readiness, "package/generation-stale", "{stale:?}");
@@ -283,14 +279,7 @@ async fn install_lifecycle_binding_and_readiness_over_the_port() {
     c.install_pack(pb::InstallPackRequest { archive: v2 })
         .await
         .unwrap();
-    let s = c
-        .activate_pack(pb::ActivatePackRequest {
-            name: PACK.into(),
-            version: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = activate(&mut c).await;
     assert_eq!(
         (s.transition.as_str(), s.active_version, s.profile_changed),
         ("upgraded", 2, false)
@@ -309,14 +298,7 @@ async fn install_lifecycle_binding_and_readiness_over_the_port() {
     c.install_pack(pb::InstallPackRequest { archive: v3 })
         .await
         .unwrap();
-    let s = c
-        .activate_pack(pb::ActivatePackRequest {
-            name: PACK.into(),
-            version: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let s = activate(&mut c).await;
     assert_eq!(
         (s.transition.as_str(), s.active_version, s.profile_changed),
         ("upgraded", 3, true)

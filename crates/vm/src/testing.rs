@@ -49,15 +49,7 @@ pub fn manifest(
 /// to reach the host tools (qemu-img, QEMU's argument checks), never enough to boot.
 pub fn tiny_image(dir: &Path) -> ImageManifest {
     std::fs::create_dir_all(dir).unwrap();
-    let artifact = |file: &str| {
-        let bytes = format!("not a real {file}\n").into_bytes();
-        std::fs::write(dir.join(file), &bytes).unwrap();
-        Artifact {
-            file: file.into(),
-            sha256: Sha256Digest::of(&bytes),
-            bytes: bytes.len() as u64,
-        }
-    };
+    let artifact = |file: &str| tiny_artifact(dir, file);
     let m = manifest(
         "bookworm",
         artifact("vmlinuz"),
@@ -66,6 +58,17 @@ pub fn tiny_image(dir: &Path) -> ImageManifest {
     );
     std::fs::write(dir.join(MANIFEST_FILE), m.canonical_json()).unwrap();
     m
+}
+
+/// A tiny file in `dir` and the artifact record that verifies it.
+fn tiny_artifact(dir: &Path, file: &str) -> Artifact {
+    let bytes = format!("not a real {file}\n").into_bytes();
+    std::fs::write(dir.join(file), &bytes).unwrap();
+    Artifact {
+        file: file.into(),
+        sha256: Sha256Digest::of(&bytes),
+        bytes: bytes.len() as u64,
+    }
 }
 
 /// Stages, in the cache at `root`, an image built from the spec digest `image_spec` and a
@@ -91,15 +94,7 @@ pub fn stage_prepared(
     ]);
     let dir = crate::cache::prepared_dir(root, &key);
     std::fs::create_dir_all(&dir).unwrap();
-    let artifact = |file: &str| {
-        let bytes = format!("not a real {file}\n").into_bytes();
-        std::fs::write(dir.join(file), &bytes).unwrap();
-        Artifact {
-            file: file.into(),
-            sha256: Sha256Digest::of(&bytes),
-            bytes: bytes.len() as u64,
-        }
-    };
+    let artifact = |file: &str| tiny_artifact(&dir, file);
     let prepared = PreparedManifest {
         format: PREPARED_MANIFEST_FORMAT.into(),
         spec_digest: prepared_spec,
