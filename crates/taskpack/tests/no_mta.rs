@@ -37,11 +37,7 @@ const THIS_FILE: &str = "crates/taskpack/tests/no_mta.rs";
 
 /// Files that still name an MTA, each with what is left to do. A FIXME list: remove an
 /// entry when its file is clean (the test fails until you do).
-const KNOWN: [(&str, &str); 6] = [
-    (
-        "crates/vm/src/profile.rs",
-        "FIXME(#27): a unit test still runs a `service-status` profile of an MTA unit; the pack author is removing the built-in profiles",
-    ),
+const KNOWN: [(&str, &str); 4] = [
     (
         "crates/vm/src/image.rs",
         "FIXME(#28): the image builder's regeneration unit is ordered Before= an MTA's units, and a doc comment names one",
@@ -53,10 +49,6 @@ const KNOWN: [(&str, &str); 6] = [
     (
         "crates/vm/src/prepared.rs",
         "FIXME(#28): the module docs and a unit test use an MTA as the example prepared system",
-    ),
-    (
-        "crates/vm/src/cache.rs",
-        "FIXME(#28): a unit test names its prepared layers after an MTA",
     ),
     (
         "crates/phylactery/tests/taskpack.rs",

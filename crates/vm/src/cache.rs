@@ -304,8 +304,8 @@ mod tests {
         let old_base = image(root, "bullseye");
         let base = image(root, "bookworm");
         let unpinned = image(root, "trixie");
-        let layer = prepared(root, base, "postfix");
-        let old_layer = prepared(root, old_base, "postfix-old");
+        let layer = prepared(root, base, "service");
+        let old_layer = prepared(root, old_base, "service-old");
         // A build that stopped before its manifest, and things that are not entries.
         let half = root.join("ab".repeat(32));
         fs::create_dir_all(&half).unwrap();

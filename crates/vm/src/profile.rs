@@ -124,8 +124,8 @@ mod tests {
         let s = ProfileSet::builtin();
         let a = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert_eq!(
-            s.argv("service-status", &a(&["postfix"])).unwrap().0,
-            ["/usr/bin/systemctl", "is-active", "--", "postfix"]
+            s.argv("service-status", &a(&["app"])).unwrap().0,
+            ["/usr/bin/systemctl", "is-active", "--", "app"]
         );
         for (profile, args, want) in [
             ("rm", a(&[]), "no profile"),
