@@ -20,6 +20,8 @@ use reach_taskpack::{TrustedKeys, VerifiedPack};
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
+use crate::ports::status as ledger_status;
+
 /// The directory under core's data directory holding installed archives.
 pub const PACK_DIR: &str = "packs";
 
@@ -182,17 +184,6 @@ fn now_s() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-/// The one mapping from ledger refusals to gRPC status; the stable code leads the message.
-fn ledger_status(e: ledger::LedgerError) -> Status {
-    let msg = format!("{}: {e}", e.code());
-    match e.code() {
-        "ledger/database" => Status::unavailable(msg),
-        "ledger/corrupt-row" => Status::internal(msg),
-        c if c.ends_with("/missing") || c.ends_with("/not-installed") => Status::not_found(msg),
-        _ => Status::failed_precondition(msg),
-    }
 }
 
 fn refusal(code: &str, msg: impl std::fmt::Display) -> Status {

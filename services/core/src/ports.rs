@@ -251,10 +251,12 @@ impl Core {
 }
 
 /// The one mapping from ledger refusals to gRPC status; the stable code leads the message.
-fn status(e: LedgerError) -> Status {
+pub(crate) fn status(e: LedgerError) -> Status {
     let msg = format!("{}: {e}", e.code());
     match e.code() {
-        "ledger/not-found" => Status::not_found(msg),
+        "ledger/not-found" | "package/not-installed" | "local-binding/missing" => {
+            Status::not_found(msg)
+        }
         "ledger/invalid-input" => Status::invalid_argument(msg),
         "ledger/database" => Status::unavailable(msg),
         "ledger/corrupt-row" | "vault/migration-mismatch" => Status::internal(msg),
