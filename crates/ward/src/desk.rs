@@ -1,10 +1,10 @@
-//! The desk: admission of guest scopes, Sigils, and the issue/redeem/revoke life of
-//! EgressDecisions, on ward's own store.
+//! The desk: admission of guest scopes, Sigils, the issue/redeem/revoke life of
+//! EgressDecisions, and the mint/redeem/fence life of step grants, on ward's own store.
 //!
 //! Every operation that reads and then writes runs in one `BEGIN IMMEDIATE` transaction, so
 //! budget and rate-limit checks cannot interleave. Redemption is a single conditional `UPDATE`
-//! (`... WHERE state = 'issued' AND expires_at > now`): of two concurrent redeems of one
-//! decision, exactly one changes the row.
+//! (`... WHERE state = 'issued' AND expires_at > now` for a decision, `... WHERE redeemed_at IS
+//! NULL ...` for a step grant): of two concurrent redeems of one, exactly one changes the row.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,10 +13,15 @@ use std::time::Duration;
 use reach_digest::Sha256Digest;
 use ring::rand::SystemRandom;
 use sqlx::Row;
-use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::pool::PoolConnection;
+use sqlx::sqlite::{Sqlite, SqlitePool, SqliteRow};
 
 use crate::clock::{Clock, UnixMillis};
-use crate::ids::{DecisionId, SigilId};
+use crate::grant::{
+    self, EffectClass, Fenced, GrantRecord, GrantRefusal, MintedGrant, PresentedToken,
+    RedeemedGrant, StepClaim, StepGrantRequest,
+};
+use crate::ids::{DecisionId, SigilId, StepGrantId};
 use crate::policy::{TaskBudgets, WardPolicy, WindowKind};
 use crate::refusal::{Budget, DeskError, Dimension, Refusal, Result};
 use crate::scope::{GuestEvent, GuestScope, ScopeId, WardKey};
@@ -178,6 +183,7 @@ pub struct Revocation {
 pub struct Purged {
     pub counters: u64,
     pub sigils: u64,
+    pub grants: u64,
 }
 
 /// Ward's authority over scopes, Sigils and decisions.
@@ -233,12 +239,22 @@ impl Desk {
                 ));
             }
         }
+        let g = policy.step_grants;
+        if g.default_ttl_ms == 0
+            || g.default_ttl_ms > g.max_ttl_ms
+            || i64::try_from(g.max_ttl_ms).is_err()
+        {
+            return Err(DeskError::Malformed(
+                "step grant lives must be 1 ms <= default_ttl_ms <= max_ttl_ms <= i64::MAX ms",
+            ));
+        }
         let pool = crate::store::open(path).await?;
-        let voided = void_previous_decisions(&pool).await?;
-        if voided > 0 {
+        let (decisions, grants) = void_previous(&pool, clock.now()).await?;
+        if decisions + grants > 0 {
             tracing::info!(
-                voided,
-                "unredeemed decisions of the previous ward process voided"
+                decisions,
+                grants,
+                "unredeemed decisions and step grants of the previous ward process voided"
             );
         }
         Ok(Self {
@@ -714,20 +730,219 @@ impl Desk {
             return Err(Refusal::UnknownSigil.into());
         };
         let now = self.clock.now();
-        let mut conn = self.pool.acquire().await?;
-        sqlx::query("PRAGMA synchronous = FULL")
-            .execute(&mut *conn)
-            .await?;
-        let result = revoke_on(&mut conn, &id, by, now).await;
-        // Back to the pool's setting; if this fails the connection merely stays stricter.
-        let _ = sqlx::query("PRAGMA synchronous = NORMAL")
-            .execute(&mut *conn)
-            .await;
+        let mut conn = FullSync::acquire(&self.pool).await?;
+        let result = revoke_on(&mut conn.0, &id, by, now).await;
+        conn.release().await;
         result
     }
 
+    /// Mints a grant for exactly the step `req.step` names, for `minter` (core).
+    ///
+    /// The grant is stored and bound into its token's tag (see [`crate::grant`]); it lives for
+    /// `req.ttl` (the policy's default when `None`, at most its maximum). Refused with
+    /// `grant/bad-request` for a malformed field or a life out of policy, and with
+    /// `package/generation-stale` when the pack is fenced above `req.step.pack_generation`.
+    pub async fn mint_step_grant(
+        &self,
+        minter: &str,
+        req: StepGrantRequest,
+    ) -> Result<MintedGrant> {
+        check_claim(&req.step)?;
+        let policy = self.policy.step_grants;
+        let ttl_ms = match req.ttl {
+            None => policy.default_ttl_ms,
+            Some(t) => u64::try_from(t.as_millis()).unwrap_or(u64::MAX),
+        };
+        if ttl_ms == 0 || ttl_ms > policy.max_ttl_ms {
+            return Err(GrantRefusal::BadRequest("ttl_ms").into());
+        }
+        let now = self.clock.now();
+        let expires_at = now.plus(Duration::from_millis(ttl_ms));
+        let step = req.step;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let fenced =
+            sqlx::query_scalar::<_, i64>("SELECT generation FROM pack_fence WHERE pack_name = ?1")
+                .bind(&step.pack_name)
+                .fetch_optional(&mut *tx)
+                .await?
+                .map_or(Ok(0), |g| {
+                    u64::try_from(g).map_err(|_| DeskError::Corrupt("fenced generation"))
+                })?;
+        if step.pack_generation < fenced {
+            return Err(GrantRefusal::GenerationStale.into());
+        }
+        let record = GrantRecord {
+            id: StepGrantId::mint(&self.rng),
+            step,
+            effect_class: req.effect_class,
+            expires_at,
+            redeemed: false,
+            void: false,
+        };
+        let s = &record.step;
+        sqlx::query(
+            "INSERT INTO step_grant (id, experiment_id, instance_id, plan_digest, step_index,
+                step_digest, pack_name, pack_generation, effect_class, minted_by, minted_at,
+                expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )
+        .bind(record.id.as_str())
+        .bind(&s.experiment_id)
+        .bind(&s.instance_id)
+        .bind(s.plan_digest.to_string())
+        .bind(i64::from(s.step_index))
+        .bind(s.step_digest.to_string())
+        .bind(&s.pack_name)
+        .bind(generation_i64(s.pack_generation)?)
+        .bind(record.effect_class.as_str())
+        .bind(minter)
+        .bind(now.0)
+        .bind(expires_at.0)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(MintedGrant {
+            token: record.token(&self.key),
+            id: record.id,
+            expires_at,
+        })
+    }
+
+    /// Redeems the grant `token` for its one execution by `redeemer` (the workbench), which
+    /// presents in `claim` the step it is about to run: its digest computed by the redeemer
+    /// from the bytes it received, never copied from core.
+    ///
+    /// Every check is [`grant::check`]'s; then one `UPDATE ... WHERE redeemed_at IS NULL`
+    /// redeems, so of concurrent redeems exactly one wins and the others are `grant/used`.
+    ///
+    /// A refusal consumes nothing. `grant/used` and `grant/expired` find the grant already dead,
+    /// and a fenced (`package/generation-stale`) one stays dead; but a claim that does not match
+    /// (another step, plan, pack, instance, experiment or generation) and a forged token leave a
+    /// live grant redeemable. A mismatch is evidence of a confused or hostile redeemer, or of
+    /// bytes changed on the way, and what to do about it (send the step again, end the
+    /// experiment, fence the pack) is core's decision, not ward's. Burning on mismatch would
+    /// also let anyone who learned a grant id (it is logged and journaled) burn the grant with a
+    /// bad tag, and would spend an operator's approval once #29 binds one to the grant.
+    pub async fn redeem_step_grant(
+        &self,
+        redeemer: &str,
+        token: &str,
+        claim: &StepClaim,
+    ) -> Result<RedeemedGrant> {
+        check_claim(claim)?;
+        let presented = PresentedToken::parse(token);
+        let now = self.clock.now();
+        let (record, fenced) = self.grant_state(presented.as_ref()).await?;
+        grant::check(
+            &self.key,
+            presented.as_ref(),
+            record.as_ref(),
+            fenced,
+            claim,
+            now,
+        )?;
+        let Some(record) = record else {
+            return Err(DeskError::Corrupt("a step grant passed its check unread"));
+        };
+        let changed = sqlx::query(
+            "UPDATE step_grant SET redeemed_at = ?2, redeemed_by = ?3
+             WHERE id = ?1 AND redeemed_at IS NULL AND voided_at IS NULL AND expires_at > ?2
+               AND pack_generation >= COALESCE((SELECT generation FROM pack_fence
+                 WHERE pack_fence.pack_name = step_grant.pack_name), 0)",
+        )
+        .bind(record.id.as_str())
+        .bind(now.0)
+        .bind(redeemer)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if changed != 1 {
+            // Another redeem won, or a fence landed, since the read above: check again to say
+            // which.
+            let (again, fenced) = self.grant_state(presented.as_ref()).await?;
+            grant::check(
+                &self.key,
+                presented.as_ref(),
+                again.as_ref(),
+                fenced,
+                claim,
+                now,
+            )?;
+            return Err(DeskError::Corrupt(
+                "step grant neither redeemable nor refused",
+            ));
+        }
+        Ok(RedeemedGrant::new(record.id, record.effect_class, now))
+    }
+
+    /// Records `current_generation` as pack `pack_name`'s by `by` (core), after an activate,
+    /// revoke or pause. Monotonic: a lower generation than the one recorded changes nothing and
+    /// the recorded one is returned. From then on every grant of the pack minted below the
+    /// recorded generation redeems as `package/generation-stale`, and none is minted below it.
+    ///
+    /// Commits with `synchronous = FULL`, as a revocation does: a lost fence could let a stale
+    /// grant be minted after a power loss.
+    pub async fn fence_pack(
+        &self,
+        by: &str,
+        pack_name: &str,
+        current_generation: u64,
+    ) -> Result<Fenced> {
+        check_id(pack_name, MAX_ID_BYTES, "pack_name").map_err(as_bad_request)?;
+        let generation = generation_i64(current_generation)?;
+        let now = self.clock.now();
+        let mut conn = FullSync::acquire(&self.pool).await?;
+        let result = fence_on(&mut conn.0, pack_name, generation, by, now).await;
+        conn.release().await;
+        result
+    }
+
+    /// The stored grant `token` names and its pack's fenced generation (0 when never fenced).
+    async fn grant_state(
+        &self,
+        token: Option<&PresentedToken>,
+    ) -> Result<(Option<GrantRecord>, u64)> {
+        let Some(token) = token else {
+            return Ok((None, 0));
+        };
+        let Some(row) = sqlx::query(
+            "SELECT g.*, COALESCE(f.generation, 0) AS fenced FROM step_grant g
+             LEFT JOIN pack_fence f ON f.pack_name = g.pack_name WHERE g.id = ?1",
+        )
+        .bind(token.id.as_str())
+        .fetch_optional(&self.pool)
+        .await?
+        else {
+            return Ok((None, 0));
+        };
+        let digest = |col: &str, what| -> Result<Sha256Digest> {
+            row.try_get::<String, _>(col)?
+                .parse()
+                .map_err(|_| DeskError::Corrupt(what))
+        };
+        let record = GrantRecord {
+            id: token.id.clone(),
+            step: StepClaim {
+                experiment_id: row.try_get("experiment_id")?,
+                instance_id: row.try_get("instance_id")?,
+                plan_digest: digest("plan_digest", "grant plan digest")?,
+                step_index: u32::try_from(row.try_get::<i64, _>("step_index")?)
+                    .map_err(|_| DeskError::Corrupt("grant step index"))?,
+                step_digest: digest("step_digest", "grant step digest")?,
+                pack_name: row.try_get("pack_name")?,
+                pack_generation: col_u64(&row, "pack_generation")?,
+            },
+            effect_class: EffectClass::parse(&row.try_get::<String, _>("effect_class")?)
+                .ok_or(DeskError::Corrupt("grant effect class"))?,
+            expires_at: UnixMillis(row.try_get("expires_at")?),
+            redeemed: row.try_get::<Option<i64>, _>("redeemed_at")?.is_some(),
+            void: row.try_get::<Option<i64>, _>("voided_at")?.is_some(),
+        };
+        Ok((Some(record), col_u64(&row, "fenced")?))
+    }
+
     /// Deletes rate-limit counters no window can still read, and Sigils (with their decisions)
-    /// expired longer than [`RECORD_RETENTION`] ago.
+    /// and step grants expired longer than [`RECORD_RETENTION`] ago. Pack fences stay.
     pub async fn purge(&self) -> Result<Purged> {
         let now = self.clock.now();
         let longest = Dimension::ALL
@@ -750,7 +965,16 @@ impl Desk {
             .execute(&self.pool)
             .await?
             .rows_affected();
-        Ok(Purged { counters, sigils })
+        let grants = sqlx::query("DELETE FROM step_grant WHERE expires_at < ?1")
+            .bind(cutoff)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(Purged {
+            counters,
+            sigils,
+            grants,
+        })
     }
 
     /// Closes the store, checkpointing the WAL.
@@ -814,14 +1038,112 @@ async fn revoke_on(
     })
 }
 
-/// Voids every decision still `issued` when a ward process starts. A redemption committed just
-/// before an OS crash may be lost (`synchronous = NORMAL`); voiding makes that loss harmless, as
-/// no pre-restart decision can be redeemed again. Core asks for a new decision for a new attempt.
-async fn void_previous_decisions(pool: &SqlitePool) -> Result<u64> {
-    Ok(
-        sqlx::query("UPDATE decision SET state = 'void' WHERE state = 'issued'")
-            .execute(pool)
-            .await?
-            .rows_affected(),
+/// Voids every decision still `issued` and every step grant not yet redeemed when a ward
+/// process starts; returns how many of each. A redemption committed just before an OS crash may
+/// be lost (`synchronous = NORMAL`); voiding makes that loss harmless, as no pre-restart
+/// decision or grant can be redeemed again. Core asks for a new decision for a new attempt, and
+/// mints a new grant for a step not yet run.
+async fn void_previous(pool: &SqlitePool, now: UnixMillis) -> Result<(u64, u64)> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let decisions = sqlx::query("UPDATE decision SET state = 'void' WHERE state = 'issued'")
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    let grants = sqlx::query(
+        "UPDATE step_grant SET voided_at = ?1 WHERE redeemed_at IS NULL AND voided_at IS NULL",
     )
+    .bind(now.0)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok((decisions, grants))
+}
+
+/// A pooled connection switched to `synchronous = FULL`, for the writes that must survive power
+/// loss (revocations, pack fences); syncing the WAL also makes every earlier commit durable.
+struct FullSync(PoolConnection<Sqlite>);
+
+impl FullSync {
+    async fn acquire(pool: &SqlitePool) -> Result<Self> {
+        let mut conn = pool.acquire().await?;
+        sqlx::query("PRAGMA synchronous = FULL")
+            .execute(&mut *conn)
+            .await?;
+        Ok(Self(conn))
+    }
+
+    /// Back to the pool's setting. If this fails, or is never reached, the connection merely
+    /// stays stricter.
+    async fn release(mut self) {
+        let _ = sqlx::query("PRAGMA synchronous = NORMAL")
+            .execute(&mut *self.0)
+            .await;
+    }
+}
+
+async fn fence_on(
+    conn: &mut sqlx::SqliteConnection,
+    pack_name: &str,
+    generation: i64,
+    by: &str,
+    now: UnixMillis,
+) -> Result<Fenced> {
+    use sqlx::Connection as _;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    // Raised only: a lower or equal generation leaves the row (and who fenced it, when) as it was.
+    sqlx::query(
+        "INSERT INTO pack_fence (pack_name, generation, fenced_at, fenced_by)
+         VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (pack_name) DO UPDATE SET generation = excluded.generation,
+            fenced_at = excluded.fenced_at, fenced_by = excluded.fenced_by
+         WHERE excluded.generation > pack_fence.generation",
+    )
+    .bind(pack_name)
+    .bind(generation)
+    .bind(now.0)
+    .bind(by)
+    .execute(&mut *tx)
+    .await?;
+    let current: i64 = sqlx::query_scalar("SELECT generation FROM pack_fence WHERE pack_name = ?1")
+        .bind(pack_name)
+        .fetch_one(&mut *tx)
+        .await?;
+    let stale: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM step_grant WHERE pack_name = ?1 AND pack_generation < ?2
+           AND redeemed_at IS NULL AND voided_at IS NULL AND expires_at > ?3",
+    )
+    .bind(pack_name)
+    .bind(current)
+    .bind(now.0)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Fenced {
+        current_generation: u64::try_from(current)
+            .map_err(|_| DeskError::Corrupt("fenced generation"))?,
+        stale_grants: u32::try_from(stale).unwrap_or(u32::MAX),
+    })
+}
+
+/// A step as core or the redeemer states it, checked for shape (the digests are typed already).
+fn check_claim(step: &StepClaim) -> Result<()> {
+    check_id(&step.experiment_id, MAX_ID_BYTES, "experiment_id").map_err(as_bad_request)?;
+    check_id(&step.instance_id, MAX_ID_BYTES, "instance_id").map_err(as_bad_request)?;
+    check_id(&step.pack_name, MAX_ID_BYTES, "pack_name").map_err(as_bad_request)?;
+    generation_i64(step.pack_generation)?;
+    Ok(())
+}
+
+/// Step grant requests say `grant/bad-request` where the other calls say malformed.
+fn as_bad_request(e: DeskError) -> DeskError {
+    match e {
+        DeskError::Malformed(field) => GrantRefusal::BadRequest(field).into(),
+        other => other,
+    }
+}
+
+/// A pack generation as SQLite stores it.
+fn generation_i64(g: u64) -> Result<i64> {
+    i64::try_from(g).map_err(|_| GrantRefusal::BadRequest("pack_generation").into())
 }

@@ -1,7 +1,9 @@
 //! **API Boundary:** the Ward gRPC adapter. Protobuf types stop here; the desk sees plain Rust.
 //!
 //! Domain refusals travel in the response's `refusal_code` (and `refusal_detail`) with status
-//! OK; only malformed input is `INVALID_ARGUMENT`, and only store failures are `INTERNAL`. The
+//! OK; only malformed input is `INVALID_ARGUMENT`, and only store failures are `INTERNAL`. Step
+//! grant refusals are the exception, mapped in [`grant_status`] alone: each is a gRPC error
+//! whose message starts with its code, so a redeemer cannot read a refusal as a grant. The
 //! caller is the [`VerifiedPeer`] the port's handshake established, never anything in the
 //! request. Logs carry codes, ids and principals only, never payloads, labels, reasons or
 //! subject ids.
@@ -12,14 +14,16 @@ use reach_digest::Sha256Digest;
 use reach_port::VerifiedPeer;
 use reach_proto::ward::v1::ward_server::{Ward, WardServer};
 use reach_proto::ward::v1::{
-    AdmitScopeRequest, AdmitScopeResponse, IssueDecisionRequest, IssueDecisionResponse,
-    MintDutySigilRequest, MintDutySigilResponse, RedeemDecisionRequest, RedeemDecisionResponse,
-    RevokeRequest, RevokeResponse,
+    AdmitScopeRequest, AdmitScopeResponse, FencePackRequest, FencePackResponse,
+    IssueDecisionRequest, IssueDecisionResponse, MintDutySigilRequest, MintDutySigilResponse,
+    MintStepGrantRequest, MintStepGrantResponse, RedeemDecisionRequest, RedeemDecisionResponse,
+    RedeemStepGrantRequest, RedeemStepGrantResponse, RevokeRequest, RevokeResponse,
 };
 use tonic::{Request, Response, Status};
 
 use crate::clock::UnixMillis;
 use crate::desk::{DecisionRequest, Desk, DutyRequest, RunRef};
+use crate::grant::{EffectClass, GrantRefusal, StepClaim, StepGrantRequest};
 use crate::refusal::{DeskError, Refusal};
 use crate::scope::GuestEvent;
 
@@ -66,6 +70,16 @@ fn settle<T>(
             );
             Ok(Err(refusal))
         }
+        Err(DeskError::Grant(refusal)) => {
+            tracing::info!(
+                method,
+                caller = who,
+                code = refusal.code(),
+                detail = refusal.detail(),
+                "step grant refused"
+            );
+            Err(grant_status(refusal))
+        }
         Err(DeskError::Malformed(field)) => {
             tracing::info!(method, caller = who, field, "malformed request");
             Err(Status::invalid_argument(format!(
@@ -77,6 +91,48 @@ fn settle<T>(
             Err(Status::internal("ward store failed"))
         }
     }
+}
+
+/// A step grant call's answer: every refusal is a gRPC error (see [`grant_status`]).
+fn settle_grant<T>(r: Result<T, DeskError>, method: &'static str, who: &str) -> Result<T, Status> {
+    match settle(r, method, who)? {
+        Ok(v) => Ok(v),
+        // The grant calls refuse with a `GrantRefusal` only; should one ever return a decision
+        // refusal, it still grants nothing.
+        Err(refusal) => {
+            tracing::error!(
+                method,
+                caller = who,
+                code = refusal.code(),
+                "decision refusal from a step grant call"
+            );
+            Err(Status::internal("ward refused with an unexpected code"))
+        }
+    }
+}
+
+/// The one mapping of a step grant refusal to a gRPC status. The message is the code, then
+/// `: <field>` for `grant/bad-request`; clients match the code, not the status.
+pub fn grant_status(refusal: GrantRefusal) -> Status {
+    let message = refusal.to_string();
+    match refusal {
+        GrantRefusal::BadRequest(_) => Status::invalid_argument(message),
+        GrantRefusal::Forged => Status::permission_denied(message),
+        GrantRefusal::Used
+        | GrantRefusal::Expired
+        | GrantRefusal::OtherStep
+        | GrantRefusal::OtherPlan
+        | GrantRefusal::OtherPack
+        | GrantRefusal::OtherInstance
+        | GrantRefusal::OtherExperiment
+        | GrantRefusal::GenerationStale => Status::failed_precondition(message),
+    }
+}
+
+/// A digest field of a step grant call.
+fn grant_digest(text: &str, field: &'static str) -> Result<Sha256Digest, Status> {
+    text.parse()
+        .map_err(|_| grant_status(GrantRefusal::BadRequest(field)))
 }
 
 fn digest(text: &str, field: &'static str) -> Result<Sha256Digest, Status> {
@@ -274,5 +330,97 @@ impl Ward for WardService {
             },
         };
         Ok(Response::new(answer))
+    }
+
+    async fn mint_step_grant(
+        &self,
+        req: Request<MintStepGrantRequest>,
+    ) -> Result<Response<MintStepGrantResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.into_inner();
+        let request = StepGrantRequest {
+            step: StepClaim {
+                experiment_id: r.experiment_id,
+                instance_id: r.instance_id,
+                plan_digest: grant_digest(&r.plan_digest, "plan_digest")?,
+                step_index: r.step_index,
+                step_digest: grant_digest(&r.step_digest, "step_digest")?,
+                pack_name: r.pack_name,
+                pack_generation: r.pack_generation,
+            },
+            effect_class: EffectClass::parse(&r.effect_class)
+                .ok_or_else(|| grant_status(GrantRefusal::BadRequest("effect_class")))?,
+            ttl: match r.ttl_ms {
+                0 => None,
+                ms => Some(std::time::Duration::from_millis(ms)),
+            },
+        };
+        let (experiment, step) = (request.step.experiment_id.clone(), request.step.step_index);
+        let g = settle_grant(
+            self.desk.mint_step_grant(&who, request).await,
+            "MintStepGrant",
+            &who,
+        )?;
+        // The token is a credential for one step: never logged.
+        tracing::info!(caller = %who, grant = %g.id, experiment, step, "step grant minted");
+        Ok(Response::new(MintStepGrantResponse {
+            grant: g.token,
+            grant_id: g.id.as_str().to_owned(),
+            expires_at_unix_ms: millis(g.expires_at),
+        }))
+    }
+
+    async fn redeem_step_grant(
+        &self,
+        req: Request<RedeemStepGrantRequest>,
+    ) -> Result<Response<RedeemStepGrantResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.into_inner();
+        let claim = StepClaim {
+            experiment_id: r.experiment_id,
+            instance_id: r.instance_id,
+            plan_digest: grant_digest(&r.plan_digest, "plan_digest")?,
+            step_index: r.step_index,
+            step_digest: grant_digest(&r.step_digest, "step_digest")?,
+            pack_name: r.pack_name,
+            pack_generation: r.pack_generation,
+        };
+        let g = settle_grant(
+            self.desk.redeem_step_grant(&who, &r.grant, &claim).await,
+            "RedeemStepGrant",
+            &who,
+        )?;
+        tracing::info!(
+            caller = %who, grant = %g.id(), experiment = claim.experiment_id,
+            step = claim.step_index, class = %g.effect_class(), "step grant redeemed"
+        );
+        Ok(Response::new(RedeemStepGrantResponse {
+            grant_id: g.id().as_str().to_owned(),
+            effect_class: g.effect_class().as_str().to_owned(),
+            redeemed_at_unix_ms: millis(g.redeemed_at()),
+        }))
+    }
+
+    async fn fence_pack(
+        &self,
+        req: Request<FencePackRequest>,
+    ) -> Result<Response<FencePackResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.into_inner();
+        let f = settle_grant(
+            self.desk
+                .fence_pack(&who, &r.pack_name, r.current_generation)
+                .await,
+            "FencePack",
+            &who,
+        )?;
+        tracing::info!(
+            caller = %who, pack = r.pack_name, asked = r.current_generation,
+            current = f.current_generation, stale_grants = f.stale_grants, "pack fenced"
+        );
+        Ok(Response::new(FencePackResponse {
+            current_generation: f.current_generation,
+            stale_grants: f.stale_grants,
+        }))
     }
 }

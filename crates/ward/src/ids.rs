@@ -64,6 +64,11 @@ minted_id!(
     DecisionId,
     "egd_"
 );
+minted_id!(
+    /// A single-use step grant (the first part of its token, which also carries its tag).
+    StepGrantId,
+    "stg_"
+);
 
 #[cfg(test)]
 mod tests {
@@ -78,6 +83,10 @@ mod tests {
         assert_eq!(DecisionId::parse(d.as_str()), Some(d.clone()));
         assert_eq!(DecisionId::parse(s.as_str()), None);
         assert_eq!(SigilId::parse(d.as_str()), None);
+        let g = StepGrantId::mint(&rng);
+        assert_eq!(StepGrantId::parse(g.as_str()), Some(g.clone()));
+        assert_eq!(StepGrantId::parse(d.as_str()), None);
+        assert_eq!(DecisionId::parse(g.as_str()), None);
         assert_eq!(DecisionId::parse(&d.as_str().to_uppercase()), None);
         assert_eq!(DecisionId::parse(""), None);
     }

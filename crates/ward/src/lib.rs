@@ -8,14 +8,16 @@
 //!   by the one principal their purpose names; revocation. A duty
 //!   [`DutySigil`] authorizes one duty (a reconciliation read) on one subject
 //!   (a delivery intent) after the task's Sigil may have expired.
+//! - [`grant`]: step grants, ward's single-use permission for one stamped plan step of one
+//!   experiment on one instance under one pack generation; every check in one function.
 //! - [`refusal`]: every refusal as one enum with the seed's stable codes.
 //! - [`grpc`]: the Ward port adapter (the only place protobuf types appear).
 //!
 //! **Architecture Invariant:** ward has no network and no HTTP client. It never sees a payload,
 //! only its digest, and never stores a raw subject id or a personal history.
 //!
-//! **Architecture Invariant:** a Sigil id is never a decision id. The two are different types
-//! with different prefixes, so a Sigil shown to an egress role redeems nothing.
+//! **Architecture Invariant:** a Sigil id is never a decision id, nor a step grant id. They are
+//! different types with different prefixes, so a Sigil shown to an egress role redeems nothing.
 //!
 //! **Architecture Invariant:** the desk never reads the wall clock; a [`clock::Clock`] is
 //! injected, so tests expire things without sleeping.
@@ -23,6 +25,7 @@
 
 pub mod clock;
 pub mod desk;
+pub mod grant;
 pub mod grpc;
 pub mod ids;
 pub mod policy;
@@ -35,10 +38,14 @@ pub use desk::{
     Admission, DECISION_TTL, DecisionRequest, Desk, DutyRequest, DutySigil, IssuedDecision,
     RedeemedDecision, Revocation, RunRef, Sigil,
 };
+pub use grant::{
+    EffectClass, Fenced, GrantRefusal, MintedGrant, RedeemedGrant, StepClaim, StepGrantRequest,
+};
 pub use grpc::WardService;
-pub use ids::{DecisionId, SigilId};
+pub use ids::{DecisionId, SigilId, StepGrantId};
 pub use policy::{
-    DutyBudgets, PurposeRule, RateLimits, TaskBudgets, WardPolicy, Window, WindowKind,
+    DutyBudgets, PurposeRule, RateLimits, StepGrantPolicy, TaskBudgets, WardPolicy, Window,
+    WindowKind,
 };
 pub use refusal::{Budget, DeskError, Dimension, Refusal};
 pub use scope::{GuestEvent, GuestScope, Pseudonym, ScopeId, WardKey};

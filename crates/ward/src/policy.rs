@@ -1,6 +1,6 @@
-//! Ward's policy: rate-limit windows, per-task budgets, and which principal may redeem a
-//! decision for each purpose. Read from the `settings` table of ward's role config; every field
-//! has a default fit for the public VPS profile.
+//! Ward's policy: rate-limit windows, per-task budgets, which principal may redeem a decision
+//! for each purpose, and how long step grants live. Read from the `settings` table of ward's
+//! role config; every field has a default fit for the public VPS profile.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -135,6 +135,27 @@ impl Default for DutyBudgets {
     }
 }
 
+/// How long step grants live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StepGrantPolicy {
+    /// A grant's life when core asks for none (`ttl_ms = 0`). Core mints right before it hands
+    /// the step to the workbench, which redeems right before it runs it; a minute covers the
+    /// hand-over, not a wait for an instance or an operator.
+    pub default_ttl_ms: u64,
+    /// The longest life core may ask for; more is refused (`grant/bad-request: ttl_ms`).
+    pub max_ttl_ms: u64,
+}
+
+impl Default for StepGrantPolicy {
+    fn default() -> Self {
+        Self {
+            default_ttl_ms: 60_000,
+            max_ttl_ms: 600_000,
+        }
+    }
+}
+
 /// Who may redeem a decision for one purpose.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -161,6 +182,8 @@ pub struct WardPolicy {
     pub purposes: BTreeMap<String, PurposeRule>,
     /// Payload labels that may never leave the body on this profile.
     pub refused_labels: Vec<String>,
+    /// Lives of step grants.
+    pub step_grants: StepGrantPolicy,
 }
 
 impl Default for WardPolicy {
@@ -187,6 +210,7 @@ impl Default for WardPolicy {
                 ("a2a-task".to_owned(), rule("egress-provider", true)),
             ]),
             refused_labels: vec!["private".into(), "context/private".into()],
+            step_grants: StepGrantPolicy::default(),
         }
     }
 }

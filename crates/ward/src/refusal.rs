@@ -2,10 +2,13 @@
 //!
 //! A [`Refusal`] is a domain answer, carried in the response's `refusal_code` field; the gRPC
 //! status stays OK. Only malformed input ([`DeskError::Malformed`]) and store failures are gRPC
-//! errors. Messages and details carry ids, dimensions and budget names, never payloads or
-//! subject ids.
+//! errors, and so is every step grant refusal ([`GrantRefusal`], `src/grant.rs`): it means
+//! "execute nothing", so it must not look like an answer. Messages and details carry ids,
+//! dimensions and budget names, never payloads or subject ids.
 
 use std::fmt;
+
+pub use crate::grant::GrantRefusal;
 
 /// The rate-limit dimension that refused an admission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -191,6 +194,9 @@ pub enum DeskError {
     /// a domain refusal, answered in the response body
     #[error(transparent)]
     Refused(#[from] Refusal),
+    /// a step grant refusal, answered as a gRPC error (see [`crate::grpc`])
+    #[error(transparent)]
+    Grant(#[from] GrantRefusal),
     /// the request is malformed; names the field, never its value
     #[error("malformed request: {0}")]
     Malformed(&'static str),

@@ -23,6 +23,7 @@ pub const MAX_CONNECTIONS: u32 = 4;
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_ward.sql")),
     (2, include_str!("../migrations/0002_duty_sigil.sql")),
+    (3, include_str!("../migrations/0003_step_grant.sql")),
 ];
 
 /// Opens (creating if needed) the store at `path` and applies missing migrations.
@@ -34,8 +35,9 @@ pub async fn open(path: &Path) -> Result<SqlitePool> {
         // NORMAL: in WAL mode every commit survives a crash of ward itself; only an OS crash or
         // power loss can roll back the last commits. That cannot let a decision authorize a
         // second attempt, because a decision never outlives the ward process that issued it:
-        // `Desk::open` voids every unredeemed decision (see `desk::void_previous_decisions`).
-        // Revocations, which must never be lost, commit with FULL (`desk::Desk::revoke`).
+        // `Desk::open` voids every unredeemed decision and step grant (see
+        // `desk::void_previous`). Revocations and pack fences, which must never be lost, commit
+        // with FULL (`desk::Desk::revoke`, `desk::Desk::fence_pack`).
         .synchronous(SqliteSynchronous::Normal)
         .foreign_keys(true)
         // Deleted rows (expired counters, purged Sigils) are overwritten, not left in free pages.

@@ -50,7 +50,7 @@ async fn purge_loop(desk: Arc<Desk>, stop: impl std::future::Future<Output = ()>
         tokio::select! {
             _ = &mut stop => break,
             _ = tick.tick() => match desk.purge().await {
-                Ok(p) => tracing::debug!(counters = p.counters, sigils = p.sigils, "purged"),
+                Ok(p) => tracing::debug!(counters = p.counters, sigils = p.sigils, grants = p.grants, "purged"),
                 Err(e) => tracing::warn!(error = %e, "purge failed"),
             },
         }
