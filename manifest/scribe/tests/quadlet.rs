@@ -216,7 +216,7 @@ fn each_role_mounts_exactly_its_sockets_and_secrets() {
           volumes: reach-data-ingress-edge reach-port-core.admission(ro) reach-port-ingress-edge.health
           secrets: reach.ingress-edge.bundle.pem reach.ingress-edge.config reach.ingress-edge.discord-bot-token reach.ingress-edge.interaction-seal-public reach.ingress-edge.tls.crt reach.ingress-edge.tls.key
         workbench net=none after=[]
-          volumes: reach-data-workbench reach-port-vm-broker.instances(ro) reach-port-workbench.health
+          volumes: reach-data-workbench reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro) reach-port-workbench.health
           secrets: reach.workbench.bundle.pem reach.workbench.config reach.workbench.tls.crt reach.workbench.tls.key
         vm-broker net=none after=[]
           volumes: reach-data-vm-broker reach-port-vm-broker.health reach-port-vm-broker.instances
