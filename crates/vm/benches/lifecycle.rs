@@ -172,6 +172,7 @@ fn main() {
             memory_mib: 0,
             cpus: 0,
             wait_ready: true,
+            profiles: None,
         };
         let cold = CreateRequest {
             image: digest,
@@ -179,6 +180,7 @@ fn main() {
             memory_mib: pm.memory_mib,
             cpus: pm.cpus,
             wait_ready: true,
+            profiles: None,
         };
         cycles(&broker, "restored from the prepared system", &restored, count("REACH_VM_BENCH_CYCLES", CYCLES)).await;
         cycles(&broker, "cold boot of the base image (reference)", &cold, count("REACH_VM_BENCH_COLD_CYCLES", COLD_CYCLES)).await;

@@ -80,6 +80,18 @@ pub struct ExecOutcome {
     pub elapsed: Duration,
 }
 
+/// A file's owner, mode and size in the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    /// A regular file (not a directory, link or device).
+    pub regular: bool,
+    pub uid: u32,
+    pub gid: u32,
+    /// Permission bits (`0o644`).
+    pub mode: u32,
+    pub size: u64,
+}
+
 /// A file read from the guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileContent {
@@ -335,8 +347,10 @@ impl Agent {
         Ok(())
     }
 
-    /// Writes a file, sets owner and mode, and re-reads it: the returned content is the
-    /// guest's bytes, not ours.
+    /// Writes a file atomically, with its owner and mode, and re-reads it: the content is
+    /// written to a temporary file beside `path`, owned and moded, then renamed over `path`
+    /// (one `rename(2)`: a reader sees the old file or the new one, never a partial one).
+    /// The returned content is the guest's bytes after the rename, not ours.
     pub async fn place_file(
         &mut self,
         path: &str,
@@ -345,35 +359,83 @@ impl Agent {
         uid: u32,
         gid: u32,
     ) -> Result<FileContent, AgentError> {
-        self.write_file(path, content).await?;
-        let bounds = ExecBounds {
-            timeout: Duration::from_secs(10),
-            max_output: 4096,
-        };
+        let (dir, name) = path
+            .rsplit_once('/')
+            .ok_or_else(|| AgentError::Protocol(format!("{path}: not absolute")))?;
+        let tmp = format!("{dir}/.{name}.reach-{:016x}", crate::host::nanos());
+        self.write_file(&tmp, content).await?;
         for argv in [
             vec![
                 "/bin/chown".to_owned(),
                 format!("{uid}:{gid}"),
                 "--".into(),
-                path.to_owned(),
+                tmp.clone(),
             ],
             vec![
                 "/bin/chmod".to_owned(),
                 format!("{mode:o}"),
                 "--".into(),
+                tmp.clone(),
+            ],
+            vec![
+                "/bin/mv".to_owned(),
+                "-f".into(),
+                "-T".into(),
+                "--".into(),
+                tmp.clone(),
                 path.to_owned(),
             ],
         ] {
-            let o = self.exec(&argv, bounds).await?;
-            if o.exit_code != Some(0) {
-                return Err(AgentError::Guest(format!(
-                    "{} failed: {}",
-                    argv[0],
-                    String::from_utf8_lossy(&o.stderr)
-                )));
+            if let Err(e) = self.run_ok(&argv).await {
+                let _ = self
+                    .run_ok(&["/bin/rm".into(), "-f".into(), "--".into(), tmp])
+                    .await;
+                return Err(e);
             }
         }
         self.read_file(path).await
+    }
+
+    /// Owner, mode and size of a regular file (`stat(1)` in the guest).
+    pub async fn stat_file(&mut self, path: &str) -> Result<FileStat, AgentError> {
+        let out = self
+            .run_ok(&[
+                "/usr/bin/stat".into(),
+                "--format=%F|%u|%g|%a|%s".into(),
+                "--".into(),
+                path.to_owned(),
+            ])
+            .await?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let bad = || AgentError::Protocol(format!("stat {path}: {text:?}"));
+        let f: Vec<&str> = text.trim_end().split('|').collect();
+        let [kind, uid, gid, mode, size] = f[..] else {
+            return Err(bad());
+        };
+        Ok(FileStat {
+            regular: kind == "regular file" || kind == "regular empty file",
+            uid: uid.parse().map_err(|_| bad())?,
+            gid: gid.parse().map_err(|_| bad())?,
+            mode: u32::from_str_radix(mode, 8).map_err(|_| bad())?,
+            size: size.parse().map_err(|_| bad())?,
+        })
+    }
+
+    /// Runs a fixed helper command; a non-zero exit is [`AgentError::Guest`].
+    async fn run_ok(&mut self, argv: &[String]) -> Result<ExecOutcome, AgentError> {
+        let bounds = ExecBounds {
+            timeout: Duration::from_secs(10),
+            max_output: 4096,
+        };
+        let o = self.exec(argv, bounds).await?;
+        if o.exit_code != Some(0) {
+            return Err(AgentError::Guest(format!(
+                "{} failed: {}",
+                argv[0],
+                String::from_utf8_lossy(&o.stderr).trim_end()
+            )));
+        }
+        Ok(o)
     }
 
     /// Sets the guest's clock to `unix_ns` (a restored guest resumes at the moment of its

@@ -28,7 +28,7 @@ use crate::spec::{ImageSpec, parse_mode};
 
 /// Names the builder logic; part of every manifest, so a change to how images are made
 /// changes the image digest even for the same spec.
-pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-9");
+pub const BUILDER_REVISION: &str = concat!("reach-vm/", env!("CARGO_PKG_VERSION"), " builder-10");
 
 /// Kernel command line for direct boot: serial console, the virtio disk as root, no network
 /// configuration, panic → poweroff so a broken guest ends its QEMU instead of spinning.
@@ -323,7 +323,7 @@ pub fn build(
 
     progress.stage(Stage::Prepare);
     prepare_tree(spec, &root)?;
-    let left_out = leave_out_generated(&root)?;
+    let left_out = leave_out_generated(spec, &root)?;
 
     progress.stage(Stage::ExtractKernel);
     let (kernel_src, initrd_src) = find_kernel(&root)?;
@@ -452,8 +452,9 @@ fn reproducibility_notes(removed: &[&str]) -> Vec<String> {
 }
 
 /// The unit that regenerates, at first boot, what the builder leaves out of the image because
-/// a maintainer script generated it from randomness (ssl-cert's snakeoil key pair; postfix's
-/// aliases.db, a Berkeley DB hash whose page bytes differ between runs).
+/// a maintainer script generated it from randomness (ssl-cert's snakeoil key pair; the
+/// aliases database, a Berkeley DB hash whose page bytes differ between runs). It is ordered
+/// before the spec's `first_boot_before` units (by default its `services`).
 pub const FIRST_BOOT_UNIT: &str = "reach-first-boot.service";
 
 /// One left-out file and the command that makes it again in the guest.
@@ -489,7 +490,7 @@ const REGENERATED: &[Regenerated] = &[
 
 /// Removes what maintainer scripts generated from randomness and installs the first-boot
 /// unit that regenerates it; returns the removed markers.
-fn leave_out_generated(root: &Path) -> Result<Vec<&'static str>, BuildError> {
+fn leave_out_generated(spec: &ImageSpec, root: &Path) -> Result<Vec<&'static str>, BuildError> {
     let mut removed = Vec::new();
     let mut exec = String::new();
     for r in REGENERATED {
@@ -524,8 +525,20 @@ fn leave_out_generated(root: &Path) -> Result<Vec<&'static str>, BuildError> {
     if removed.is_empty() {
         return Ok(removed);
     }
+    let before = if spec.first_boot_before.is_empty() {
+        spec.services
+            .iter()
+            .map(|s| format!("{s}.service"))
+            .collect::<Vec<_>>()
+    } else {
+        spec.first_boot_before.clone()
+    };
+    let before = match before.is_empty() {
+        true => String::new(),
+        false => format!("Before={}\n", before.join(" ")),
+    };
     let unit = format!(
-        "[Unit]\nDescription=Regenerate what the reproducible image leaves out\nBefore=postfix.service postfix@-.service\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n{exec}\n[Install]\nWantedBy=multi-user.target\n"
+        "[Unit]\nDescription=Regenerate what the reproducible image leaves out\n{before}\n[Service]\nType=oneshot\nRemainAfterExit=yes\n{exec}\n[Install]\nWantedBy=multi-user.target\n"
     );
     let system = root.join("etc/systemd/system");
     let path = system.join(FIRST_BOOT_UNIT);

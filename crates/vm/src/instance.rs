@@ -18,7 +18,7 @@ use reach_clock::Clock;
 use reach_digest::Sha256Digest;
 use tokio::process::Command;
 
-use crate::agent::{Agent, ExecOutcome, FileContent};
+use crate::agent::{Agent, ExecOutcome, FileContent, FileStat};
 use crate::journal::{Confirmation, InstanceRecord, InstanceState, Journal, OrphanRecord};
 use crate::machine::{Disks, Machine};
 use crate::manifest::{Artifact, ImageManifest, KERNEL_FILE};
@@ -110,6 +110,9 @@ pub struct CreateRequest {
     pub cpus: u32,
     /// Wait for the guest agent before returning.
     pub wait_ready: bool,
+    /// The instance's own command profiles (a verified task pack's), in place of the
+    /// broker's configured set for every exec in it; `None`: the configured set.
+    pub profiles: Option<Arc<ProfileSet>>,
 }
 
 /// A created instance.
@@ -183,6 +186,8 @@ pub struct Broker {
     /// Artifacts verified since their last change (see [`Stamp`]).
     verified: Mutex<HashMap<(PathBuf, Sha256Digest), Stamp>>,
     agents: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Agent>>>>>,
+    /// Instances created with their own profiles ([`CreateRequest::profiles`]).
+    profiles: Mutex<HashMap<String, Arc<ProfileSet>>>,
     counter: std::sync::atomic::AtomicU64,
     #[cfg(feature = "fault-injection")]
     pub crash_before_confirm: std::sync::atomic::AtomicBool,
@@ -226,6 +231,7 @@ impl Broker {
             qemu_version,
             verified: Mutex::new(HashMap::new()),
             agents: Mutex::new(HashMap::new()),
+            profiles: Mutex::new(HashMap::new()),
             counter: Default::default(),
             #[cfg(feature = "fault-injection")]
             crash_before_confirm: Default::default(),
@@ -466,6 +472,12 @@ impl Broker {
         let started = Instant::now();
         let admitted = self.admit(req)?;
         let id = self.new_id();
+        if let Some(p) = &req.profiles {
+            self.profiles
+                .lock()
+                .expect("lock")
+                .insert(id.clone(), p.clone());
+        }
         self.journal
             .request(&InstanceRecord {
                 id: id.clone(),
@@ -715,9 +727,44 @@ impl Broker {
         profile: &str,
         args: &[String],
     ) -> Result<ExecOutcome, BrokerError> {
-        let (argv, p) = self.cfg.profiles.argv(profile, args)?;
+        let own = self.profiles.lock().expect("lock").get(id).cloned();
+        let set = own.as_deref().unwrap_or(&self.cfg.profiles);
+        let (argv, p) = set.argv(profile, args)?;
         let bounds = p.bounds();
         self.with_agent(id, async |a| Ok(a.exec(&argv, bounds).await?))
+            .await
+    }
+
+    /// The instance's network as its running QEMU process shows it (`/proc/<pid>/cmdline`),
+    /// not as it was asked for: `none` when the machine has `-nic none` and no network
+    /// backend or network device; otherwise `present`.
+    pub async fn network(&self, id: &str) -> Result<&'static str, BrokerError> {
+        let rec = self.journal.get(id).await?;
+        let pid = rec
+            .pid
+            .ok_or_else(|| BrokerError::NotReady(id.to_owned(), rec.state.as_str()))?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map_err(|e| BrokerError::Host(format!("instance {id}: qemu process: {e}")))?;
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let nic_none = args.windows(2).any(|w| w == [b"-nic".as_slice(), b"none"]);
+        let backend = args.iter().any(|a| {
+            matches!(*a, b"-netdev" | b"-net")
+                || [b"virtio-net".as_slice(), b"e1000", b"rtl8139", b"netdev="]
+                    .iter()
+                    .any(|n| a.windows(n.len()).any(|w| w == *n))
+        });
+        Ok(if nic_none && !backend {
+            "none"
+        } else {
+            "present"
+        })
+    }
+
+    /// Owner, mode and size of a file in the guest.
+    pub async fn stat_file(&self, id: &str, path: &str) -> Result<FileStat, BrokerError> {
+        let p = guest_path(path).ok_or_else(|| BrokerError::PathRefused(path.to_owned()))?;
+        let p = p.display().to_string();
+        self.with_agent(id, async |a| Ok(a.stat_file(&p).await?))
             .await
     }
 
@@ -798,6 +845,7 @@ impl Broker {
                 .await?;
         }
         // The agent connection goes first: nothing may use the instance once destroying.
+        self.profiles.lock().expect("lock").remove(id);
         if let Some(slot) = self.agents.lock().expect("lock").remove(id) {
             drop(slot);
         }
@@ -924,6 +972,7 @@ mod tests {
             memory_mib: 128,
             cpus: 1,
             wait_ready: false,
+            profiles: None,
         }
     }
 

@@ -3,7 +3,7 @@
 //!
 //! Preparing (`reach image prepare`) boots the base image once on a fresh qcow2 layer, waits
 //! until systemd reports the boot finished, places the spec's files through the guest agent
-//! (the prepared system: for the task packs, e.g. a Postfix configuration broken in a known
+//! (the prepared system: for a task pack, e.g. a service's configuration broken in a known
 //! way), restarts the named units, waits until the settle units are active, and then stops
 //! the guest and writes its whole state with a QMP `migrate` to a file. The layer's disk and
 //! that state stream are artifacts of a [`PreparedManifest`], whose digest is the
@@ -719,7 +719,7 @@ mod tests {
 
     #[test]
     fn prepared_spec_refusals() {
-        let ok = "format = \"reach.vm.prepared-spec.v1\"\nmemory_mib = 384\ncpus = 1\nrestart = [\"postfix\"]\n[[files]]\npath = \"/etc/x\"\ncontent = \"y\"\n";
+        let ok = "format = \"reach.vm.prepared-spec.v1\"\nmemory_mib = 384\ncpus = 1\nrestart = [\"app\"]\n[[files]]\npath = \"/etc/x\"\ncontent = \"y\"\n";
         let s = PreparedSpec::parse(ok).unwrap();
         assert_eq!(s.digest(), PreparedSpec::parse(ok).unwrap().digest());
         for (bad, want) in [
@@ -727,7 +727,7 @@ mod tests {
             (ok.replace("384", "16"), "memory_mib"),
             (ok.replace("cpus = 1", "cpus = 0"), "cpus"),
             (ok.replace("/etc/x", "etc/x"), "files.path"),
-            (ok.replace("postfix", "-x"), "restart/settle"),
+            (ok.replace("\"app\"", "\"-x\""), "restart/settle"),
         ] {
             match PreparedSpec::parse(&bad).unwrap_err() {
                 PreparedSpecError::Field(f, _) => assert_eq!(f, want, "{bad}"),

@@ -3,8 +3,15 @@
 //! A profile is a fixed argv prefix (absolute program path first) plus at most `max_args`
 //! caller arguments. Arguments come from a conservative character set and never start with
 //! `-`, so a caller cannot turn an argument into an option; the prefix ends option parsing
-//! (`--`) where the program supports it. Which profiles a binding may use is the caller's
-//! policy; the broker only refuses what is not on its list.
+//! (`--`) where the program supports it. A profile may also fix each argument to a closed
+//! set ([`CommandProfile::slots`]). Which profiles an instance may use is its caller's: a task
+//! pack's `command-profiles.toml`, verified and converted by the caller; the broker only
+//! refuses what is not on the instance's list.
+//!
+//! **Architecture Invariant:** a [`Confinement::ReadOnly`] profile never runs bare. Its argv
+//! is always wrapped by [`confined_argv`], the one place that builds the sandbox: a transient
+//! systemd unit with a read-only view of the whole filesystem and IP traffic only to and from
+//! the guest's loopback, so an observation is kernel-enforced, never merely declared.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,6 +29,81 @@ pub struct CommandProfile {
     pub max_args: usize,
     pub timeout: Duration,
     pub max_output: usize,
+    /// When not empty: exactly one argument per slot, each one of the slot's values.
+    pub slots: Vec<Vec<String>>,
+    pub confinement: Confinement,
+}
+
+/// How a profile's process is confined in the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Confinement {
+    /// Runs as the guest agent runs it (a contained mutation: the instance is the boundary).
+    #[default]
+    None,
+    /// An observation: read-only filesystem, loopback-only IP, no new privileges
+    /// ([`confined_argv`]).
+    ReadOnly,
+}
+
+impl Confinement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confinement::None => "none",
+            Confinement::ReadOnly => "read-only",
+        }
+    }
+}
+
+/// systemd's transient-unit runner, present in every image (`systemd-sysv` is mandatory).
+pub const SYSTEMD_RUN: &str = "/usr/bin/systemd-run";
+
+/// The sandbox properties of a [`Confinement::ReadOnly`] run. `ProtectSystem=strict` and
+/// `ReadOnlyPaths=/` make every mount read-only (API filesystems included); `IPAddressDeny`
+/// with `IPAddressAllow=localhost` lets IP reach only the guest's loopback (a guest with
+/// network `none` has nothing else; this holds even where it would). Unix sockets stay
+/// usable: reading a service's state asks its manager over one, and what a manager does
+/// on request is what the verifier's no-mutation check catches.
+pub const READ_ONLY_PROPERTIES: [&str; 12] = [
+    "ProtectSystem=strict",
+    "ProtectHome=read-only",
+    "ReadOnlyPaths=/",
+    "PrivateDevices=yes",
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectKernelLogs=yes",
+    "ProtectControlGroups=yes",
+    "NoNewPrivileges=yes",
+    "IPAddressDeny=any",
+    "IPAddressAllow=localhost",
+    "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+];
+
+/// `argv` wrapped in the read-only sandbox: a transient service whose standard streams are
+/// the caller's (`--pipe`), waited for (`--wait`: systemd-run exits with the command's exit
+/// status), collected when it ends, and stopped by systemd after `timeout` even if the
+/// caller is gone.
+pub fn confined_argv(argv: &[String], timeout: Duration) -> Vec<String> {
+    let mut v: Vec<String> = [
+        SYSTEMD_RUN,
+        "--quiet",
+        "--wait",
+        "--pipe",
+        "--collect",
+        "--service-type=exec",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    for p in READ_ONLY_PROPERTIES {
+        v.push(format!("--property={p}"));
+    }
+    v.push(format!(
+        "--property=RuntimeMaxSec={}",
+        timeout.as_secs().max(1)
+    ));
+    v.push("--".to_owned());
+    v.extend(argv.iter().cloned());
+    v
 }
 
 impl CommandProfile {
@@ -32,7 +114,15 @@ impl CommandProfile {
             max_args,
             timeout: Duration::from_secs(30),
             max_output: 64 * 1024,
+            slots: Vec::new(),
+            confinement: Confinement::None,
         }
+    }
+
+    /// The same profile, confined read-only (an observation).
+    pub fn read_only(mut self) -> Self {
+        self.confinement = Confinement::ReadOnly;
+        self
     }
 
     pub fn bounds(&self) -> ExecBounds {
@@ -83,6 +173,15 @@ impl ProfileSet {
         ])
     }
 
+    /// Whether a profile of that name is on the list.
+    pub fn get(&self, name: &str) -> Option<&CommandProfile> {
+        self.0.get(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
     /// Adds `profile`, replacing one of the same name.
     pub fn insert(&mut self, profile: CommandProfile) {
         self.0.insert(profile.name.clone(), profile);
@@ -109,8 +208,19 @@ impl ProfileSet {
                 "argument {bad:?} is not admitted"
             )));
         }
+        if !p.slots.is_empty()
+            && (args.len() != p.slots.len()
+                || args.iter().zip(&p.slots).any(|(a, slot)| !slot.contains(a)))
+        {
+            return Err(BrokerError::ProfileRefused(format!(
+                "{profile} admits only its listed arguments"
+            )));
+        }
         let mut argv = p.prefix.clone();
         argv.extend(args.iter().cloned());
+        if p.confinement == Confinement::ReadOnly {
+            argv = confined_argv(&argv, p.timeout);
+        }
         Ok((argv, p))
     }
 }
@@ -152,5 +262,30 @@ mod tests {
         );
         // The generic ones stay.
         assert!(s.argv("net-interfaces", &[]).is_ok());
+    }
+
+    #[test]
+    fn slots_admit_only_their_values_and_read_only_is_always_wrapped() {
+        let a = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let mut p = CommandProfile::new("status", &["/usr/bin/systemctl", "is-active", "--"], 1)
+            .read_only();
+        p.slots = vec![a(&["svc", "svc@-"])];
+        let s = ProfileSet::new([p]);
+        let (argv, _) = s.argv("status", &a(&["svc@-"])).unwrap();
+        assert_eq!(argv[0], SYSTEMD_RUN);
+        assert!(argv.contains(&"--property=ReadOnlyPaths=/".to_owned()));
+        assert!(argv.contains(&"--property=RuntimeMaxSec=30".to_owned()));
+        let dashes = argv.iter().position(|a| a == "--").unwrap();
+        assert_eq!(
+            argv[dashes + 1..],
+            ["/usr/bin/systemctl", "is-active", "--", "svc@-"]
+        );
+        for bad in [a(&["other"]), a(&[])] {
+            let e = s.argv("status", &bad).unwrap_err();
+            assert_eq!(e.code(), "broker/profile-refused", "{bad:?}");
+        }
+        // Unconfined profiles run bare.
+        let (argv, _) = ProfileSet::builtin().argv("date-epoch", &[]).unwrap();
+        assert_eq!(argv, ["/bin/date", "+%s"]);
     }
 }

@@ -34,6 +34,10 @@ pub struct Settings {
     /// The image cache (`reach image build|prepare --cache`) readiness searches for a task
     /// pack's prepared system (`FindPrepared`); none: only the pins above.
     pub cache: Option<PathBuf>,
+    /// The task-pack keys whose packs' command profiles the broker runs
+    /// (`[{ name, key = "ed25519:<hex>" }]`, read by `reach_taskpack::TrustedKeys`; none:
+    /// every create that carries a pack is refused `package/unknown-signer`).
+    pub pack_keys: Option<toml::Value>,
 }
 
 impl Default for Settings {
@@ -45,6 +49,7 @@ impl Default for Settings {
             max_cpus: 2,
             ready_timeout_s: 120,
             cache: None,
+            pack_keys: None,
         }
     }
 }

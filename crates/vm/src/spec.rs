@@ -14,8 +14,11 @@ use serde::{Deserialize, Serialize};
 pub const SPEC_FORMAT: &str = "reach.vm.image-spec.v1";
 
 /// Packages every image carries whatever the spec says: the kernel for direct boot, the
-/// guest agent the broker talks to, and systemd as init (the agent and services are units).
-pub const MANDATORY_PACKAGES: [&str; 3] = [
+/// guest agent the broker talks to, systemd as init (the agent and services are units), and
+/// the system bus, without which `systemd-run --wait --pipe` (the read-only sandbox of an
+/// observation, `crate::profile::confined_argv`) cannot follow its unit.
+pub const MANDATORY_PACKAGES: [&str; 4] = [
+    "dbus",
     "linux-image-cloud-amd64",
     "qemu-guest-agent",
     "systemd-sysv",
@@ -47,6 +50,11 @@ pub struct ImageSpec {
     /// systemd units to enable.
     #[serde(default)]
     pub services: Vec<String>,
+    /// Units the first-boot regeneration unit (`crate::image::FIRST_BOOT_UNIT`) is ordered
+    /// before: those that use what it regenerates. Empty: `<service>.service` of each of
+    /// `services`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_boot_before: Vec<String>,
     #[serde(default)]
     pub files: Vec<FileSpec>,
     /// Operator-supplied packages, pinned by digest.
@@ -176,6 +184,14 @@ impl ImageSpec {
                 return Err(field("services", format!("{s:?} is not a unit name")));
             }
         }
+        for u in &self.first_boot_before {
+            if !valid_name(u) || !u.contains('.') {
+                return Err(field(
+                    "first_boot_before",
+                    format!("{u:?} is not a unit name with its suffix"),
+                ));
+            }
+        }
         let mut paths = BTreeSet::new();
         for f in &self.files {
             let Some(p) = guest_path(&f.path) else {
@@ -236,10 +252,10 @@ suite = "bookworm"
 mirror = "http://deb.debian.org/debian"
 source_date_epoch = 1700000000
 rootfs_mib = 1024
-packages = ["postfix"]
-services = ["postfix"]
+packages = ["nginx-light"]
+services = ["nginx"]
 [[files]]
-path = "/etc/mailname"
+path = "/etc/app.conf"
 content = "guest.test\n"
 "#;
 
@@ -249,8 +265,9 @@ content = "guest.test\n"
         assert_eq!(
             s.all_packages(),
             [
+                "dbus",
                 "linux-image-cloud-amd64",
-                "postfix",
+                "nginx-light",
                 "qemu-guest-agent",
                 "systemd-sysv"
             ]
@@ -282,22 +299,27 @@ content = "guest.test\n"
                 "spec field rootfs_mib",
             ),
             (
-                "packages = [\"postfix\"]",
+                "packages = [\"nginx-light\"]",
                 "packages = [\"-oops\"]",
                 "spec field packages",
             ),
             (
-                "packages = [\"postfix\"]",
+                "packages = [\"nginx-light\"]",
                 "packages = [\"a\", \"a\"]",
                 "listed twice",
             ),
             (
-                "services = [\"postfix\"]",
+                "services = [\"nginx\"]",
                 "services = [\"a b\"]",
                 "spec field services",
             ),
-            ("/etc/mailname", "etc/mailname", "spec field files.path"),
-            ("/etc/mailname", "/etc/../shadow", "spec field files.path"),
+            ("/etc/app.conf", "etc/app.conf", "spec field files.path"),
+            ("/etc/app.conf", "/etc/../shadow", "spec field files.path"),
+            (
+                "services = [\"nginx\"]",
+                "services = [\"nginx\"]\nfirst_boot_before = [\"nginx\"]",
+                "spec field first_boot_before",
+            ),
             (
                 "rootfs_mib = 1024",
                 "rootfs_mib = 1024\nnetwork = true",
@@ -309,7 +331,7 @@ content = "guest.test\n"
                 "spec field files.mode",
             ),
             (
-                "services = [\"postfix\"]",
+                "services = [\"nginx\"]",
                 "services = []\n[[local_debs]]\npath = \"x.deb\"\nsha256 = \"md5:00\"",
                 "spec field local_debs.sha256",
             ),

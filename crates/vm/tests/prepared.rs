@@ -572,6 +572,7 @@ async fn a_restore_the_broker_cannot_make_its_own_is_destroyed() {
             memory_mib: 0,
             cpus: 0,
             wait_ready: true,
+            profiles: None,
         })
         .await
         .unwrap_err();

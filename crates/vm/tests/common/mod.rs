@@ -160,6 +160,7 @@ pub fn prepared_request(wait_ready: bool) -> CreateRequest {
         memory_mib: 0,
         cpus: 0,
         wait_ready,
+        profiles: None,
     }
 }
 
@@ -179,6 +180,7 @@ pub fn request(wait_ready: bool) -> CreateRequest {
         memory_mib: 384,
         cpus: 1,
         wait_ready,
+        profiles: None,
     }
 }
 
