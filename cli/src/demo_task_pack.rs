@@ -18,30 +18,18 @@ use reach_proto::core::v1::packs_client::PacksClient;
 /// whose image needs no operator-supplied package: one this machine can prepare as it is.
 pub fn default_pack_dir() -> anyhow::Result<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packs");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
-        .with_context(|| {
-            format!(
-                "no packs beside the sources ({}): give --pack DIR",
-                root.display()
-            )
-        })?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("task-profile.toml").is_file())
-        .collect();
-    dirs.sort();
-    dirs.into_iter()
-        .find(|d| {
-            std::fs::read_to_string(d.join("image.toml"))
-                .ok()
-                .and_then(|t| reach_vm::spec::ImageSpec::parse(&t).ok())
-                .is_some_and(|spec| spec.local_debs.is_empty())
-        })
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "no pack under {} prepares without an operator's package: give --pack DIR",
-                root.display()
-            )
-        })
+    if !root.is_dir() {
+        anyhow::bail!(
+            "no packs beside the sources ({}): give --pack DIR",
+            root.display()
+        );
+    }
+    reach_taskpack::preparable_pack(&root).ok_or_else(|| {
+        anyhow::anyhow!(
+            "no pack under {} prepares without an operator's package: give --pack DIR",
+            root.display()
+        )
+    })
 }
 
 pub async fn run(pack_dir: Option<PathBuf>, cache: Option<PathBuf>) -> anyhow::Result<ExitCode> {

@@ -52,3 +52,21 @@ pub use readiness::{
 };
 pub use sign::{FactsSignature, PackKey, PublicKey, Signer, TrustedKeys};
 pub use source::{PackFiles, SourceError, Sources};
+
+/// The first pack directory under `root` (in name order) whose image needs no
+/// operator-supplied package: one any machine with the Debian archive can build and prepare
+/// (what `reach demo task-pack` and the guest tests run).
+pub fn preparable_pack(root: &std::path::Path) -> Option<std::path::PathBuf> {
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(root)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join(source::TASK_PROFILE_FILE).is_file())
+        .collect();
+    dirs.sort();
+    dirs.into_iter().find(|d| {
+        std::fs::read_to_string(d.join("image.toml"))
+            .ok()
+            .and_then(|t| reach_vm::spec::ImageSpec::parse(&t).ok())
+            .is_some_and(|spec| spec.local_debs.is_empty())
+    })
+}

@@ -223,9 +223,40 @@ pub enum SignatureRefusal {
     BadSignature { name: String, key: PublicKey },
 }
 
+/// One entry of a role's `settings.pack_keys`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PackKeySetting {
+    name: String,
+    /// `ed25519:<hex>`.
+    key: String,
+}
+
 impl TrustedKeys {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A role's `settings.pack_keys = [{ name, key = "ed25519:<hex>" }]` (core, workbench
+    /// and vm-broker read the same setting). Absent: no key is trusted, so every pack is
+    /// refused `package/unknown-signer`.
+    pub fn from_settings(settings: &toml::Table) -> Result<Self, String> {
+        let mut keys = Self::default();
+        let Some(v) = settings.get("pack_keys") else {
+            return Ok(keys);
+        };
+        let list: Vec<PackKeySetting> = v
+            .clone()
+            .try_into()
+            .map_err(|e| format!("settings.pack_keys: {e}"))?;
+        for k in list {
+            let public: PublicKey = k
+                .key
+                .parse()
+                .map_err(|e| format!("settings.pack_keys {}: {e}", k.name))?;
+            keys.insert(&k.name, public);
+        }
+        Ok(keys)
     }
 
     /// Trusts `key` under `name` (replacing an earlier name of the same key).

@@ -25,34 +25,10 @@ use crate::ports::status as ledger_status;
 /// The directory under core's data directory holding installed archives.
 pub const PACK_DIR: &str = "packs";
 
-/// `settings.pack_keys`: the ed25519 keys whose signatures core admits on a pack.
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PackKeySetting {
-    pub name: String,
-    /// `ed25519:<hex>`.
-    pub key: String,
-}
-
 /// Parses `settings.pack_keys` (absent: no key is trusted and every install is refused
 /// `package/unknown-signer`).
 pub fn trusted_keys(settings: &toml::Table) -> anyhow::Result<TrustedKeys> {
-    let mut keys = TrustedKeys::default();
-    let Some(v) = settings.get("pack_keys") else {
-        return Ok(keys);
-    };
-    let list: Vec<PackKeySetting> = v
-        .clone()
-        .try_into()
-        .map_err(|e| anyhow::anyhow!("settings.pack_keys: {e}"))?;
-    for k in list {
-        let public = k
-            .key
-            .parse()
-            .map_err(|e| anyhow::anyhow!("settings.pack_keys {}: {e}", k.name))?;
-        keys.insert(&k.name, public);
-    }
-    Ok(keys)
+    TrustedKeys::from_settings(settings).map_err(anyhow::Error::msg)
 }
 
 #[derive(Debug, Clone)]

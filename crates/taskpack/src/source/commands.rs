@@ -161,6 +161,33 @@ impl CommandProfiles {
     }
 
     /// The profile named `name`.
+    /// The broker's command profiles for an instance of this pack: every profile that has
+    /// an effect mode, an `observation` one confined read-only
+    /// ([`reach_vm::profile::Confinement::ReadOnly`]), its argument slots closed to their
+    /// listed values. A profile without a mode is left out: a mutation with no enforcement
+    /// never runs (readiness blocks the pack `workbench/effect-mode-missing`).
+    pub fn broker_profiles(&self) -> reach_vm::profile::ProfileSet {
+        use reach_vm::profile::{CommandProfile, Confinement, ProfileSet};
+        ProfileSet::new(self.profiles.iter().filter_map(|p| {
+            let confinement = match p.mode? {
+                EffectMode::Observation => Confinement::ReadOnly,
+                EffectMode::ContainedMutation => Confinement::None,
+            };
+            let (program, fixed) = p.argv.split_first()?;
+            let mut prefix = vec![program.clone()];
+            prefix.extend(fixed.iter().cloned());
+            Some(CommandProfile {
+                name: p.name.clone(),
+                prefix,
+                max_args: p.args.len(),
+                timeout: std::time::Duration::from_secs(u64::from(p.timeout_s)),
+                max_output: usize::try_from(p.max_output).unwrap_or(usize::MAX),
+                slots: p.args.iter().map(|s| s.one_of.clone()).collect(),
+                confinement,
+            })
+        }))
+    }
+
     pub fn get(&self, name: &str) -> Option<&CommandProfileSpec> {
         self.profiles.iter().find(|p| p.name == name)
     }
