@@ -40,6 +40,12 @@ pub mod vm {
     }
 }
 
+pub mod workbench {
+    pub mod v1 {
+        tonic::include_proto!("reach.workbench.v1");
+    }
+}
+
 include!(concat!(env!("OUT_DIR"), "/methods.rs"));
 
 /// The methods of `service` (full name, e.g. `reach.core.v1.Admission`), if it exists.

@@ -6,6 +6,8 @@
 //! without per-service client code. [`raw_channel`] presents arbitrary certificates, for the
 //! handshake refusals.
 
+pub mod workbench;
+
 use std::path::Path;
 use std::sync::Arc;
 

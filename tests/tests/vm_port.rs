@@ -152,6 +152,7 @@ async fn workbench_runs_a_guest_through_the_port_and_other_roles_are_refused() {
             memory_mib: 0,
             cpus: 0,
             wait_ready: true,
+            ..Default::default()
         })
         .await
         .unwrap_or_else(|e| panic!("{e:?}\n{}", body.log("vm-broker")))
@@ -202,6 +203,8 @@ async fn workbench_runs_a_guest_through_the_port_and_other_roles_are_refused() {
         (status.state.as_str(), status.image_digest.as_str()),
         ("ready", prepared.as_str())
     );
+    // The broker reads the network off the running QEMU process, not off the request.
+    assert_eq!(status.network, "none");
 
     let destroyed = vm
         .destroy(pb::DestroyRequest {

@@ -83,6 +83,7 @@ fn reference_output_matches_deploy_quadlet() {
         reach-port-ward.authority.volume
         reach-port-ward.health.volume
         reach-port-workbench.health.volume
+        reach-port-workbench.steps.volume
         reach-vm-broker.container
         reach-ward.container
         reach-workbench.container
@@ -135,6 +136,7 @@ fn the_core_unit_in_full() {
         Volume=reach-port-egress-provider.call.volume:/reach/sockets/egress-provider.call:ro
         Volume=reach-port-vm-broker.instances.volume:/reach/sockets/vm-broker.instances:ro
         Volume=reach-port-ward.authority.volume:/reach/sockets/ward.authority:ro
+        Volume=reach-port-workbench.steps.volume:/reach/sockets/workbench.steps:ro
         Secret=reach.core.bundle.pem,type=mount,target=/reach/secrets/core/bundle.pem,mode=0400,uid=1000,gid=2000
         Secret=reach.core.config,type=mount,target=/reach/config/core.toml,mode=0400,uid=1000,gid=2000
         Secret=reach.core.tls.crt,type=mount,target=/reach/secrets/core/tls.crt,mode=0400,uid=1000,gid=2000
@@ -207,7 +209,7 @@ fn each_role_mounts_exactly_its_sockets_and_secrets() {
           volumes: reach-data-egress-provider reach-port-egress-provider.call reach-port-egress-provider.health reach-port-ward.authority(ro)
           secrets: reach.egress-provider.bundle.pem reach.egress-provider.config reach.egress-provider.tls.crt reach.egress-provider.tls.key
         core net=none after=["corpus-builder", "egress-provider", "ward"]
-          volumes: reach-data-core reach-data-corpus-builder(ro) reach-port-core.admission reach-port-core.delivery reach-port-core.health reach-port-core.packs reach-port-core.trail reach-port-egress-provider.call(ro) reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro)
+          volumes: reach-data-core reach-data-corpus-builder(ro) reach-port-core.admission reach-port-core.delivery reach-port-core.health reach-port-core.packs reach-port-core.trail reach-port-egress-provider.call(ro) reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro) reach-port-workbench.steps(ro)
           secrets: reach.core.bundle.pem reach.core.config reach.core.tls.crt reach.core.tls.key
         egress-discord net=reach-egress-egress-discord.network after=["core", "ward"]
           volumes: reach-data-egress-discord reach-port-core.delivery(ro) reach-port-egress-discord.health reach-port-ward.authority(ro)
@@ -216,7 +218,7 @@ fn each_role_mounts_exactly_its_sockets_and_secrets() {
           volumes: reach-data-ingress-edge reach-port-core.admission(ro) reach-port-ingress-edge.health
           secrets: reach.ingress-edge.bundle.pem reach.ingress-edge.config reach.ingress-edge.discord-bot-token reach.ingress-edge.interaction-seal-public reach.ingress-edge.tls.crt reach.ingress-edge.tls.key
         workbench net=none after=[]
-          volumes: reach-data-workbench reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro) reach-port-workbench.health
+          volumes: reach-data-workbench reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro) reach-port-workbench.health reach-port-workbench.steps
           secrets: reach.workbench.bundle.pem reach.workbench.config reach.workbench.tls.crt reach.workbench.tls.key
         vm-broker net=none after=[]
           volumes: reach-data-vm-broker reach-port-vm-broker.health reach-port-vm-broker.instances

@@ -20,7 +20,12 @@ fn main() -> std::process::ExitCode {
             orphans = report.orphans.len(),
             "vm broker started"
         );
-        role.serve("vm-broker.instances", port::into_server(broker, settings))?;
+        let keys = reach_taskpack::TrustedKeys::from_settings(&role.config.settings)
+            .map_err(anyhow::Error::msg)?;
+        role.serve(
+            "vm-broker.instances",
+            port::into_server(broker, settings, keys),
+        )?;
         Ok(())
     })
 }

@@ -7,17 +7,49 @@ use std::sync::Arc;
 
 use reach_proto::vm::v1 as pb;
 use reach_proto::vm::v1::vm_broker_server::{VmBroker, VmBrokerServer};
+use reach_taskpack::TrustedKeys;
 use reach_vm::agent::ExecOutcome;
 use reach_vm::instance::{Broker, CreateRequest, NetworkRequest};
+use reach_vm::profile::ProfileSet;
 use reach_vm::refusal::BrokerError;
 use reach_vm::settings::Settings;
 use tonic::{Request, Response, Status};
 
 #[derive(Debug, Clone)]
-pub struct Port(Arc<Broker>, Arc<Settings>);
+pub struct Port(Arc<Broker>, Arc<Settings>, Arc<TrustedKeys>);
 
-pub fn into_server(broker: Broker, settings: Settings) -> VmBrokerServer<Port> {
-    VmBrokerServer::new(Port(Arc::new(broker), Arc::new(settings)))
+pub fn into_server(broker: Broker, settings: Settings, keys: TrustedKeys) -> VmBrokerServer<Port> {
+    VmBrokerServer::new(Port(Arc::new(broker), Arc::new(settings), Arc::new(keys)))
+}
+
+/// The command profiles of a create's pack: verified here against the broker's own trusted
+/// keys, and only for the pack's own prepared system.
+fn pack_profiles(
+    port: &Port,
+    archive: &[u8],
+    image: &reach_digest::Sha256Digest,
+) -> Result<Option<Arc<ProfileSet>>, Status> {
+    if archive.is_empty() {
+        return Ok(None);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let pack = reach_taskpack::conform(archive, &port.2, None, now)
+        .map_err(|e| Status::failed_precondition(format!("{}: {e}", e.code())))?;
+    let ours = pack.facts().image_variants.iter().any(|v| {
+        port.1
+            .find_prepared(&v.image_spec_digest, &v.prepared_spec_digest)
+            .is_some_and(|f| f.prepared_digest == *image)
+    });
+    if !ours {
+        return Err(status(BrokerError::ImageMismatch(format!(
+            "{image} is not a prepared system of the pack {} the broker holds",
+            pack.name()
+        ))));
+    }
+    Ok(Some(Arc::new(pack.sources().commands.broker_profiles())))
 }
 
 /// The one mapping from broker errors to gRPC status.
@@ -68,6 +100,7 @@ impl VmBroker for Port {
             .image_digest
             .parse()
             .map_err(|e| Status::invalid_argument(format!("image_digest: {e}")))?;
+        let profiles = pack_profiles(self, &r.pack_archive, &image)?;
         let network = match r.network.as_str() {
             "none" | "" => NetworkRequest::None,
             other => NetworkRequest::Other(other.to_owned()),
@@ -80,6 +113,7 @@ impl VmBroker for Port {
                 memory_mib: r.memory_mib,
                 cpus: r.cpus,
                 wait_ready: r.wait_ready,
+                profiles,
             })
             .await
             .map_err(status)?;
@@ -103,6 +137,26 @@ impl VmBroker for Port {
             .await
             .map_err(status)?;
         Ok(Response::new(exec_response(o)))
+    }
+
+    async fn stat_file(
+        &self,
+        req: Request<pb::ReadFileRequest>,
+    ) -> Result<Response<pb::StatFileResponse>, Status> {
+        let r = req.into_inner();
+        let f = self
+            .0
+            .stat_file(&r.instance_id, &r.path)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::StatFileResponse {
+            path: r.path,
+            regular: f.regular,
+            uid: f.uid,
+            gid: f.gid,
+            mode: f.mode,
+            size: f.size,
+        }))
     }
 
     async fn read_file(
@@ -191,11 +245,18 @@ impl VmBroker for Port {
                 }
                 other => status(other.into()),
             })?;
+        let network = match rec.state {
+            reach_vm::journal::InstanceState::Ready => {
+                self.0.network(&rec.id).await.map_err(status)?.to_owned()
+            }
+            _ => String::new(),
+        };
         Ok(Response::new(pb::StatusResponse {
             instance_id: rec.id,
             state: rec.state.as_str().to_owned(),
             image_digest: rec.image_digest.to_string(),
             accel: self.0.accel().as_str().to_owned(),
+            network,
         }))
     }
 

@@ -1,0 +1,217 @@
+//! The workbench's body fixture (tests/tests/workbench.rs and benches/workbench.rs): the
+//! preparable reference pack built and signed, its prepared system made by the real
+//! `reach image prepare --pack` in the shared VM image cache, a body whose core, workbench
+//! and vm-broker trust the pack's key and whose broker pins that prepared system, the
+//! pack's repair compiled into a stamped plan, and clients as core.
+#![allow(clippy::disallowed_methods)] // Test knobs, never secrets.
+
+use std::path::{Path, PathBuf};
+
+use reach_digest::Sha256Digest;
+use reach_plan::{BindingTerms, HilMode, StampedPlan};
+use reach_proto::vm::v1 as vm_pb;
+use reach_proto::vm::v1::vm_broker_client::VmBrokerClient;
+use reach_proto::ward::v1 as ward_pb;
+use reach_proto::ward::v1::ward_client::WardClient;
+use reach_proto::workbench::v1 as pb;
+use reach_proto::workbench::v1::workbench_client::WorkbenchClient;
+use tonic::transport::Channel;
+
+use crate::TestBody;
+
+/// The image cache every guest test shares.
+pub const CACHE: &str = "/var/tmp/reach-vm-images";
+
+pub fn code(s: &tonic::Status) -> &str {
+    s.message().split(':').next().unwrap_or_default()
+}
+
+/// Runs `reach image prepare --pack ARCHIVE --cache CACHE`: (image digest and dir, prepared
+/// digest and dir), from what it prints.
+async fn prepare_pack(archive: &Path) -> ((String, PathBuf), (String, PathBuf)) {
+    let out = tokio::process::Command::new(reach_launcher::default_bin_dir().join("reach"))
+        .args(["image", "prepare", "--pack"])
+        .arg(archive)
+        .args(["--cache", CACHE])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let pair = |line: &str| {
+        let (d, p) = line.trim().split_once(' ').expect("digest and directory");
+        (d.to_owned(), PathBuf::from(p))
+    };
+    let image = stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("image sha256:")
+                .map(|r| format!("sha256:{r}"))
+        })
+        .map(|l| pair(&l))
+        .expect("the image line");
+    (image, pair(&stdout))
+}
+
+#[derive(Debug)]
+pub struct Fixture {
+    pub body: TestBody,
+    pub archive: Vec<u8>,
+    pub pack: String,
+    pub plan: StampedPlan,
+    pub prepared: String,
+    pub image: String,
+}
+
+/// Starts the fixture (see the module docs).
+pub async fn start() -> Fixture {
+    let dir =
+        reach_taskpack::preparable_pack(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../packs"))
+            .expect("a preparable pack");
+    let key =
+        reach_taskpack::PackKey::from_pkcs8(&reach_taskpack::PackKey::generate().unwrap()).unwrap();
+    let built = reach_taskpack::build(&dir, &key).unwrap();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &built.archive).unwrap();
+    let ((image, image_dir), (prepared, prepared_dir)) = prepare_pack(file.path()).await;
+
+    let public = key.public().to_string();
+    let (img, pre) = (image.clone(), prepared.clone());
+    let body = TestBody::start_configured(move |m, _| {
+        let mut k = toml::Table::new();
+        k.insert("name".into(), "test-operator".into());
+        k.insert("key".into(), public.clone().into());
+        let keys = toml::Value::Array(vec![k.into()]);
+        for role in &mut m.roles {
+            match role.name.as_str() {
+                "core" | "workbench" => {
+                    role.settings.insert("pack_keys".into(), keys.clone());
+                }
+                "vm-broker" => {
+                    role.settings = format!(
+                        "cache = {CACHE:?}\n[[images]]\ndigest = {img:?}\ndir = {:?}\n[[prepared]]\ndigest = {pre:?}\ndir = {:?}\n",
+                        image_dir.display().to_string(),
+                        prepared_dir.display().to_string()
+                    )
+                    .parse()
+                    .unwrap();
+                    role.settings.insert("pack_keys".into(), keys.clone());
+                }
+                _ => {}
+            }
+        }
+    })
+    .await;
+    let mut trusted = reach_taskpack::TrustedKeys::new();
+    trusted.insert("test-operator", key.public());
+    let verified = reach_taskpack::conform(&built.archive, &trusted, None, 1_800_000_000).unwrap();
+    let repair = verified
+        .sources()
+        .answers
+        .solver
+        .iter()
+        .find(|a| a.id == "repair")
+        .unwrap();
+    let plan = reach_plan::compile(
+        &verified.vocabulary(),
+        &BindingTerms {
+            hil: HilMode::EachMutation,
+            generation: 1,
+        },
+        repair.candidate.as_bytes(),
+    )
+    .unwrap();
+    Fixture {
+        body,
+        archive: built.archive,
+        pack: verified.name().to_owned(),
+        plan,
+        prepared,
+        image,
+    }
+}
+
+pub fn workbench(body: &TestBody, as_role: &str) -> WorkbenchClient<Channel> {
+    WorkbenchClient::new(reach_port::connect_lazy(
+        body.socket("workbench.steps"),
+        &body.material(as_role),
+        body.manifest.principal("workbench"),
+    ))
+    .max_decoding_message_size(8 << 20)
+}
+
+pub fn ward(body: &TestBody) -> WardClient<Channel> {
+    WardClient::new(reach_port::connect_lazy(
+        body.socket("ward.authority"),
+        &body.material("core"),
+        body.manifest.principal("ward"),
+    ))
+}
+
+/// The guest's bytes of `path`, read through the broker with the workbench's certificate.
+pub async fn guest_digest(body: &TestBody, instance: &str, path: &str) -> Sha256Digest {
+    let mut vm = VmBrokerClient::new(reach_port::connect_lazy(
+        body.socket("vm-broker.instances"),
+        &body.material("workbench"),
+        body.manifest.principal("vm-broker"),
+    ));
+    let f = vm
+        .read_file(vm_pb::ReadFileRequest {
+            instance_id: instance.to_owned(),
+            path: path.to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    Sha256Digest::of(&f.content)
+}
+
+/// What a step grant is minted for.
+#[derive(Debug)]
+pub struct Grant<'a> {
+    pub experiment: &'a str,
+    pub instance: &'a str,
+    pub plan: &'a StampedPlan,
+    pub step: usize,
+    pub generation: u64,
+}
+
+pub async fn mint(ward: &mut WardClient<Channel>, pack: &str, g: Grant<'_>) -> String {
+    let s = &g.plan.steps[g.step];
+    ward.mint_step_grant(ward_pb::MintStepGrantRequest {
+        experiment_id: g.experiment.to_owned(),
+        instance_id: g.instance.to_owned(),
+        plan_digest: g.plan.digest.to_string(),
+        step_index: s.index as u32,
+        step_digest: s.digest.to_string(),
+        pack_name: pack.to_owned(),
+        pack_generation: g.generation,
+        effect_class: match s.effect_class {
+            reach_plan::EffectClass::Observation => "observation",
+            reach_plan::EffectClass::ContainedMutation => "contained-mutation",
+        }
+        .into(),
+        ttl_ms: 0,
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .grant
+}
+
+pub fn execute(
+    exp: &str,
+    instance: &str,
+    plan: &StampedPlan,
+    step: usize,
+    grant: String,
+) -> pb::ExecuteStepRequest {
+    pb::ExecuteStepRequest {
+        experiment_id: exp.to_owned(),
+        instance_id: instance.to_owned(),
+        plan_digest: plan.digest.to_string(),
+        step: serde_json::to_vec(&plan.steps[step]).unwrap(),
+        grant,
+    }
+}

@@ -1,0 +1,204 @@
+//! The workbench on the real body (issue #28): core's certificate drives an experiment
+//! through `workbench.steps`, the workbench reaches the guest only through
+//! `vm-broker.instances` and redeems every step's grant at `ward.authority`, all separate
+//! processes behind mTLS. The pack's prepared system comes from the real
+//! `reach image prepare --pack` (shared VM image cache), and core's readiness reports the
+//! binding runnable from it. Grants that are forged, reused, for another step, another
+//! instance or a stale generation execute nothing (asserted at the guest through the
+//! broker); the repair passes the verifier; another role is refused at the handshake.
+
+use reach_plan::Action;
+use reach_proto::core::v1 as core_pb;
+use reach_proto::core::v1::packs_client::PacksClient;
+use reach_proto::ward::v1 as ward_pb;
+use reach_proto::workbench::v1 as pb;
+use reach_tests::workbench::{Grant, code, execute, guest_digest, mint, start, ward, workbench};
+use reach_tests::{call, refused_at_handshake};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
+    let f = start().await;
+    let body = &f.body;
+
+    // Readiness from the real `reach image prepare --pack` output: runnable.
+    let mut packs = PacksClient::new(reach_port::connect_lazy(
+        body.socket("core.packs"),
+        &body.material("operator"),
+        body.manifest.principal("core"),
+    ))
+    .max_decoding_message_size(reach_taskpack::MAX_ARCHIVE_BYTES * 2);
+    packs
+        .install_pack(core_pb::InstallPackRequest {
+            archive: f.archive.clone(),
+        })
+        .await
+        .unwrap();
+    packs
+        .activate_pack(core_pb::ActivatePackRequest {
+            name: f.pack.clone(),
+            version: 0,
+        })
+        .await
+        .unwrap();
+    packs
+        .bind(core_pb::BindRequest {
+            pack: f.pack.clone(),
+            workspace: "/tmp/reach-ws".into(),
+            vm_backend: "qemu".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let ready = packs
+        .bind_status(core_pb::BindStatusRequest {
+            pack: f.pack.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ready.readiness, "runnable", "{ready:?}");
+    assert_eq!(ready.prepared_digest, f.prepared);
+
+    let mut wb = workbench(body, "core");
+    let create = |network: &str, image: &str| pb::CreateExperimentRequest {
+        experiment_id: "exp-1".into(),
+        pack_archive: f.archive.clone(),
+        pack_generation: 1,
+        variant: String::new(),
+        image_digest: image.to_owned(),
+        network: network.to_owned(),
+    };
+    let e = wb
+        .create_experiment(create("isolated", &f.prepared))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "environment/not-contained", "{e:?}");
+    // The pack's base image is pinned in the broker, but it is not the pack's prepared system.
+    let e = wb
+        .create_experiment(create("none", &f.image))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "environment/image-mismatch", "{e:?}");
+    let created = wb
+        .create_experiment(create("none", &f.prepared))
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "{e:?}\n{}\n{}",
+                body.log("workbench"),
+                body.log("vm-broker")
+            )
+        })
+        .into_inner();
+    assert!(created.snapshot_observations > 0);
+    let inst = created.instance_id.as_str();
+    let plan = &f.plan;
+    let patch_at = plan
+        .steps
+        .iter()
+        .position(|s| matches!(s.action, Action::Patch { .. }))
+        .unwrap();
+    let Action::Patch { target, .. } = &plan.steps[patch_at].action else {
+        unreachable!()
+    };
+    let target = format!("/{}", target.as_str());
+    let baseline = guest_digest(body, inst, &target).await;
+    let mut ward = ward(body);
+    let g = |step, instance, generation| Grant {
+        experiment: "exp-1",
+        instance,
+        plan,
+        step,
+        generation,
+    };
+
+    // Step 0 with its own grant: executed once; the same grant again is used.
+    let grant0 = mint(&mut ward, &f.pack, g(0, inst, 1)).await;
+    let r = wb
+        .execute_step(execute("exp-1", inst, plan, 0, grant0.clone()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.succeeded && r.effect_class == "observation", "{r:?}");
+    assert_eq!(r.step_digest, plan.steps[0].digest.to_string());
+    let e = wb
+        .execute_step(execute("exp-1", inst, plan, 0, grant0))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "grant/used", "{e:?}");
+
+    // The patch step with grants that must execute nothing.
+    let good = mint(&mut ward, &f.pack, g(patch_at, inst, 1)).await;
+    let mut forged = good.clone();
+    let last = forged.pop().unwrap();
+    forged.push(if last == '0' { '1' } else { '0' });
+    let other_step = mint(&mut ward, &f.pack, g(0, inst, 1)).await;
+    let other_instance = mint(&mut ward, &f.pack, g(patch_at, "vm-elsewhere", 1)).await;
+    for (grant, want) in [
+        (forged, "grant/forged"),
+        (other_step, "grant/other-step"),
+        (other_instance, "grant/other-instance"),
+    ] {
+        let e = wb
+            .execute_step(execute("exp-1", inst, plan, patch_at, grant))
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), want, "{e:?}");
+        assert_eq!(guest_digest(body, inst, &target).await, baseline, "{want}");
+    }
+
+    // The repair, each step with its own grant: the verifier passes all seven.
+    for i in patch_at..plan.steps.len() {
+        let grant = if i == patch_at {
+            good.clone()
+        } else {
+            mint(&mut ward, &f.pack, g(i, inst, 1)).await
+        };
+        let r = wb
+            .execute_step(execute("exp-1", inst, plan, i, grant))
+            .await
+            .unwrap_or_else(|e| panic!("step {i}: {e:?}\n{}", body.log("workbench")))
+            .into_inner();
+        let record: serde_json::Value = serde_json::from_slice(&r.record).unwrap();
+        assert!(r.succeeded, "step {i}: {record:#}");
+    }
+    assert_ne!(guest_digest(body, inst, &target).await, baseline);
+
+    // A stale generation: the pack moved on after the grant was minted.
+    let stale = mint(&mut ward, &f.pack, g(0, inst, 1)).await;
+    ward.fence_pack(ward_pb::FencePackRequest {
+        pack_name: f.pack.clone(),
+        current_generation: 2,
+    })
+    .await
+    .unwrap();
+    let e = wb
+        .execute_step(execute("exp-1", inst, plan, 0, stale))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "package/generation-stale", "{e:?}");
+
+    let d = wb
+        .destroy_experiment(pb::DestroyExperimentRequest {
+            experiment_id: "exp-1".into(),
+            instance_id: created.instance_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(d.outcome, "destroyed");
+    assert!(d.process_gone && d.overlay_deleted && d.sockets_deleted);
+
+    // Only core calls the workbench: another role is refused at the handshake, the operator
+    // (admitted to nothing of it) too.
+    for role in ["egress-provider", "vm-broker"] {
+        let ch = reach_port::connect_lazy(
+            body.socket("workbench.steps"),
+            &body.material(role),
+            body.manifest.principal("workbench"),
+        );
+        let c = call(ch, "/reach.workbench.v1.Workbench/ExecuteStep").await;
+        assert!(refused_at_handshake(c), "{role} got {c:?}");
+    }
+    f.body.stop().await;
+}
