@@ -1,6 +1,6 @@
 //! `reach image build`/`prepare` and the `vm-broker.instances` port end to end, with a real
-//! guest: the real `reach` binary builds (or reuses from the shared cache) the postfix test
-//! image and its prepared system and prints their digests; the body's vm-broker pins them;
+//! guest: the real `reach` binary builds (or reuses from the shared cache) the reference
+//! pack's image and its prepared system and prints their digests; the body's vm-broker pins them;
 //! workbench's certificate creates an instance, runs an allow-listed profile, reads the
 //! guest's `Status`, and destroys it with a confirmation, all through the mTLS port; a
 //! network request is refused with its seed code; a role the port does not admit is refused.
@@ -17,8 +17,10 @@ use tonic::Code;
 /// The image cache the reach-vm tests share (built once per spec and builder).
 const CACHE: &str = "/var/tmp/reach-vm-images";
 
+/// The preparable reference pack's directory: its image.toml and prepared.toml are the specs.
 fn images_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/vm/images")
+    reach_taskpack::preparable_pack(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../packs"))
+        .expect("a preparable reference pack")
 }
 
 /// Runs `reach image …` and returns the digest and directory it printed.
@@ -66,14 +68,14 @@ impl Drop for Reaper {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workbench_runs_a_guest_through_the_port_and_other_roles_are_refused() {
-    let spec = images_dir().join("postfix-test.toml");
+    let spec = images_dir().join("image.toml");
     let (image, image_dir) =
         reach_image(&["build", spec.to_str().unwrap(), "--cache", CACHE]).await;
     // The same spec again: the cache is reused and the digest is the same.
     let (again, again_dir) =
         reach_image(&["build", spec.to_str().unwrap(), "--cache", CACHE]).await;
     assert_eq!((&again, &again_dir), (&image, &image_dir));
-    let prepared_spec = images_dir().join("postfix-prepared.toml");
+    let prepared_spec = images_dir().join("prepared.toml");
     let (prepared, prepared_dir) = reach_image(&[
         "prepare",
         prepared_spec.to_str().unwrap(),

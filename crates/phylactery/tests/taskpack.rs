@@ -15,7 +15,7 @@ use reach_phylactery::*;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::SqliteConnectOptions;
 
-const PACK: &str = "postfix-local-delivery";
+const PACK: &str = "app-local";
 
 fn profile(tag: &str) -> Sha256Digest {
     Sha256Digest::of(format!("task-profile {tag}"))
@@ -112,7 +112,7 @@ async fn install_is_inert_and_refuses_rollback(db: Db) {
     assert!(p.binding(PACK).await.unwrap().is_none());
 
     // Another name has its own versions; the list is by name.
-    p.pack_install(&install_of("qmail-local-delivery", 1, "Q"))
+    p.pack_install(&install_of("web-local", 1, "Q"))
         .await
         .unwrap();
     let names: Vec<_> = p
@@ -124,7 +124,7 @@ async fn install_is_inert_and_refuses_rollback(db: Db) {
         .collect();
     assert_eq!(
         names,
-        vec![(PACK.to_owned(), 3), ("qmail-local-delivery".to_owned(), 1)]
+        vec![(PACK.to_owned(), 3), ("web-local".to_owned(), 1)]
     );
 
     // Empty fields and out-of-range numbers are invalid input.
@@ -570,7 +570,7 @@ async fn a_restart_keeps_everything(db: Db) {
     install(&p, 2, "B").await;
     p.pack_activate(PACK, None).await.unwrap();
     p.bind_pause(PACK).await.unwrap();
-    p.pack_install(&install_of("qmail-local-delivery", 1, "Q"))
+    p.pack_install(&install_of("web-local", 1, "Q"))
         .await
         .unwrap();
     let packs = p.pack_list().await.unwrap();
@@ -708,7 +708,7 @@ async fn the_database_alone_holds_the_rules(db: Db) {
         ),
         (
             "INSERT INTO task_pack_event (name, version, event, generation, at_ms)
-             VALUES ('postfix-local-delivery', 1, 'revoked', 7, 0)",
+             VALUES ('app-local', 1, 'revoked', 7, 0)",
             "package/event-generation",
         ),
         (

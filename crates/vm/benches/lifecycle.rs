@@ -9,6 +9,9 @@
 //! `REACH_VM_BENCH_CYCLES` and `REACH_VM_BENCH_COLD_CYCLES` change the cycle counts.
 #![allow(clippy::disallowed_methods)] // Benchmark knobs, never secrets.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,7 +39,8 @@ fn allocated(p: &Path) -> u64 {
 }
 
 fn main() {
-    let spec_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("images/postfix-test.toml");
+    // The preparable reference pack's image and prepared system, as the tests use them.
+    let spec_path = common::spec_path();
     let spec = ImageSpec::parse(&std::fs::read_to_string(&spec_path).unwrap()).unwrap();
     let t = Instant::now();
     // The lock the tests and `reach image build --cache` take: one build per cache at a time.
@@ -116,7 +120,7 @@ fn main() {
         let run = tempfile::tempdir().unwrap();
         let accel =
             reach_vm::probe::probe(Path::new("qemu-system-x86_64"), &dir.join(&manifest.kernel.file), Path::new(CACHE)).await;
-        let pspec_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("images/postfix-prepared.toml");
+        let pspec_path = common::prepared_spec_path();
         let pspec = PreparedSpec::parse(&std::fs::read_to_string(&pspec_path).unwrap()).unwrap();
         let t = Instant::now();
         let (pdir, pm, pdigest) = prepared::cached_prepare(

@@ -1,4 +1,5 @@
-//! The broker against real QEMU (TCG unless the KVM probe boots a guest) and the postfix image.
+//! The broker against real QEMU (TCG unless the KVM probe boots a guest) and the reference
+//! pack's image.
 
 mod common;
 
@@ -12,7 +13,7 @@ fn text(b: &[u8]) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postfix_guest_through_the_agent_then_confirmed_destruction() {
+async fn a_guest_through_the_agent_then_confirmed_destruction() {
     let run = tempfile::tempdir().unwrap();
     let _reaper = common::Reaper(run.path().to_owned());
     let (broker, report) = common::start_with_prepared(run.path()).await;
@@ -29,22 +30,25 @@ async fn postfix_guest_through_the_agent_then_confirmed_destruction() {
         created.accel, created.ready_after
     );
     let id = created.id.as_str();
+    let (placed, content) = common::placed_file();
+    let service = common::service();
 
-    let postconf = broker.exec(id, "postconf-n", &[]).await.unwrap();
-    assert_eq!(postconf.exit_code, Some(0), "{}", text(&postconf.stderr));
-    let out = text(&postconf.stdout);
-    assert!(out.contains("myhostname = guest.reach.test"), "{out}");
-    assert!(out.contains("inet_interfaces = loopback-only"), "{out}");
+    let shown = broker
+        .exec(id, "show-file", &[placed.clone()])
+        .await
+        .unwrap();
+    assert_eq!(shown.exit_code, Some(0), "{}", text(&shown.stderr));
+    assert_eq!(text(&shown.stdout), content);
     assert_eq!(
-        postconf.stdout_sha256,
-        reach_digest::Sha256Digest::of(&postconf.stdout)
+        shown.stdout_sha256,
+        reach_digest::Sha256Digest::of(&shown.stdout)
     );
 
-    // The agent answers before Postfix has finished starting: poll its status, bounded.
+    // The agent may answer before the service has finished starting: poll, bounded.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     let active = loop {
         let s = broker
-            .exec(id, "service-status", &["postfix".into()])
+            .exec(id, "service-status", std::slice::from_ref(&service))
             .await
             .unwrap();
         if text(&s.stdout).trim() == "active" || std::time::Instant::now() > deadline {
@@ -66,28 +70,30 @@ async fn postfix_guest_through_the_agent_then_confirmed_destruction() {
     assert_eq!(links.lines().count(), 1, "{links}");
     assert!(links.contains(": lo:"), "{links}");
 
-    let mailname = broker.read_file(id, "/etc/mailname").await.unwrap();
-    assert_eq!(mailname.bytes, b"guest.reach.test\n");
-    assert_eq!(
-        mailname.sha256,
-        reach_digest::Sha256Digest::of(b"guest.reach.test\n")
-    );
+    let file = broker.read_file(id, &placed).await.unwrap();
+    assert_eq!(file.bytes, content.as_bytes());
+    assert_eq!(file.sha256, reach_digest::Sha256Digest::of(&content));
 
     let body = b"reach.test\nguest.reach.test\n";
     let w = broker
-        .write_file(id, "/etc/postfix/extra-domains", body, 0o640, 0, 0)
+        .write_file(id, "/etc/reach-extra", body, 0o640, 0, 0)
         .await
         .unwrap();
     assert_eq!(w.sha256, reach_digest::Sha256Digest::of(body));
+    let st = broker.stat_file(id, "/etc/reach-extra").await.unwrap();
+    assert_eq!(
+        (st.regular, st.mode, st.uid, st.size),
+        (true, 0o640, 0, body.len() as u64)
+    );
     let stat = broker
-        .exec(id, "stat-file", &["/etc/postfix/extra-domains".into()])
+        .exec(id, "stat-file", &["/etc/reach-extra".into()])
         .await;
     assert_eq!(stat.unwrap_err().code(), "broker/profile-refused");
 
-    let restart = broker.restart_service(id, "postfix").await.unwrap();
+    let restart = broker.restart_service(id, &service).await.unwrap();
     assert_eq!(restart.exit_code, Some(0), "{}", text(&restart.stderr));
     let again = broker
-        .exec(id, "service-status", &["postfix".into()])
+        .exec(id, "service-status", std::slice::from_ref(&service))
         .await
         .unwrap();
     assert_eq!(text(&again.stdout).trim(), "active");
@@ -107,7 +113,7 @@ async fn postfix_guest_through_the_agent_then_confirmed_destruction() {
     );
     assert_eq!(
         broker
-            .exec("nope", "postconf-n", &[])
+            .exec("nope", "show-file", std::slice::from_ref(&placed))
             .await
             .unwrap_err()
             .code(),
@@ -146,7 +152,11 @@ async fn postfix_guest_through_the_agent_then_confirmed_destruction() {
     );
     // Destroyed instances take no more guest operations.
     assert_eq!(
-        broker.exec(id, "postconf-n", &[]).await.unwrap_err().code(),
+        broker
+            .exec(id, "show-file", std::slice::from_ref(&placed))
+            .await
+            .unwrap_err()
+            .code(),
         "environment/unknown-instance"
     );
 }
@@ -266,7 +276,7 @@ async fn substituted_image_and_network_requests_are_refused_before_boot() {
     let mpath = img2.join("manifest.json");
     let m = std::fs::read_to_string(&mpath)
         .unwrap()
-        .replace("guest.reach.test", "guest.evil.test");
+        .replace(common::placed_file().1.trim(), "guest.evil.test");
     let m = if m.contains("guest.evil.test") {
         m
     } else {

@@ -36,15 +36,15 @@ async fn restored_instances_are_ready_clocked_and_disposable() {
     assert_eq!(a.state, InstanceState::Ready);
     eprintln!("restored instance ready after {:?}", a.ready_after);
 
-    // Postfix was active at the capture, so it is active at once: no boot to wait for.
+    // The service was active at the capture, so it is active at once: no boot to wait for.
     let s = broker
-        .exec(&a.id, "service-status", &["postfix".into()])
+        .exec(&a.id, "service-status", &[common::service()])
         .await
         .unwrap();
     assert_eq!(text(&s.stdout).trim(), "active");
     // The prepared system's file, with the digest its manifest pinned.
     let placed = broker
-        .read_file(&a.id, "/etc/postfix/reach-prepared")
+        .read_file(&a.id, &common::prepared_file())
         .await
         .unwrap();
     assert_eq!(placed.sha256, pm.files[0].sha256);
@@ -68,14 +68,7 @@ async fn restored_instances_are_ready_clocked_and_disposable() {
 
     // What one instance writes never reaches the next.
     let w = broker
-        .write_file(
-            &a.id,
-            "/etc/postfix/reach-prepared",
-            b"changed\n",
-            0o600,
-            0,
-            0,
-        )
+        .write_file(&a.id, &common::prepared_file(), b"changed\n", 0o600, 0, 0)
         .await
         .unwrap();
     assert_ne!(w.sha256, pm.files[0].sha256);
@@ -90,7 +83,7 @@ async fn restored_instances_are_ready_clocked_and_disposable() {
         .await
         .unwrap();
     let again = broker
-        .read_file(&b.id, "/etc/postfix/reach-prepared")
+        .read_file(&b.id, &common::prepared_file())
         .await
         .unwrap();
     assert_eq!(again.sha256, pm.files[0].sha256);
@@ -273,8 +266,8 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
     let out = tempfile::tempdir().unwrap();
 
     // A unit that fails once started: it is settled on, and the preparation ends at once with
-    // its status instead of waiting out the settle timeout for a unit that gave up. (Postfix
-    // restarts after it, so it has failed by the time it is looked at.)
+    // its status instead of waiting out the settle timeout for a unit that gave up. (The
+    // image's service restarts after it, so it has failed by the time it is looked at.)
     let mut spec = common::prepared_spec();
     spec.files.push(reach_vm::spec::FileSpec {
         path: "/etc/systemd/system/reach-fails.service".into(),
@@ -283,7 +276,7 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
         uid: 0,
         gid: 0,
     });
-    spec.restart = vec!["reach-fails".into(), "postfix".into()];
+    spec.restart = vec!["reach-fails".into(), common::service()];
     spec.settle = vec!["reach-fails".into()];
     let failing = out.path().join("failing");
     let err = prepared::prepare(&spec, &inputs, &failing, &reach_vm::image::Quiet)
@@ -294,9 +287,9 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
         "{err}"
     );
 
-    // Postfix restarts; the second unit does not exist, so the guest refuses the spec.
+    // The service restarts; the second unit does not exist, so the guest refuses the spec.
     let mut spec = common::prepared_spec();
-    spec.restart = vec!["postfix".into(), "reach-no-such-unit".into()];
+    spec.restart = vec![common::service(), "reach-no-such-unit".into()];
     let dir = out.path().join("prepared");
     let err = prepared::prepare(&spec, &inputs, &dir, &reach_vm::image::Quiet)
         .await
@@ -345,7 +338,7 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    // The default settle timeout: postfix restarts under TCG in more than the 10 s above.
+    // The default settle timeout: the service restarts under TCG in more than the 10 s above.
     let mut wrapped = PrepareInputs::new(base, common::accel());
     wrapped.qemu = &wrapper;
     let err = prepared::prepare(
@@ -553,7 +546,7 @@ async fn a_restore_the_broker_cannot_make_its_own_is_destroyed() {
         &reach_vm::image::Quiet,
     )
     .await
-    .expect("postfix does not need perl: the capture succeeds");
+    .expect("the service does not need perl: the capture succeeds");
 
     let run = tempfile::tempdir().unwrap();
     let _reaper = common::Reaper(run.path().to_owned());

@@ -82,8 +82,14 @@ async fn guest_operations_before_ready_or_once_destroying_are_not_ready() {
 
     // Booted, no agent yet: every guest operation is refused, naming the state.
     let refusals = [
-        broker.exec(id, "postconf-n", &[]).await.unwrap_err(),
-        broker.read_file(id, "/etc/mailname").await.unwrap_err(),
+        broker
+            .exec(id, "show-file", &[common::placed_file().0])
+            .await
+            .unwrap_err(),
+        broker
+            .read_file(id, &common::placed_file().0)
+            .await
+            .unwrap_err(),
         broker
             .write_file(id, "/tmp/x", b"x", 0o600, 0, 0)
             .await
@@ -114,7 +120,10 @@ async fn guest_operations_before_ready_or_once_destroying_are_not_ready() {
         .unwrap();
     for err in [
         broker.wait_ready(id).await.unwrap_err(),
-        broker.exec(id, "postconf-n", &[]).await.unwrap_err(),
+        broker
+            .exec(id, "show-file", &[common::placed_file().0])
+            .await
+            .unwrap_err(),
     ] {
         assert_eq!(err.code(), "environment/not-ready", "{err}");
         assert!(
@@ -160,8 +169,9 @@ async fn a_request_the_guest_agent_refuses_is_a_guest_agent_failure_and_the_inst
     );
     // The refusal changed nothing: still ready, and the agent still answers.
     assert_eq!(state(&broker, id).await, Ready);
-    let mailname = broker.read_file(id, "/etc/mailname").await.unwrap();
-    assert_eq!(mailname.bytes, b"guest.reach.test\n");
+    let (placed, content) = common::placed_file();
+    let file = broker.read_file(id, &placed).await.unwrap();
+    assert_eq!(file.bytes, content.as_bytes());
 
     let c = broker.destroy(id).await.unwrap();
     assert!(

@@ -285,6 +285,26 @@ async fn observation_cannot_write_and_a_mislabelled_verifier_profile_is_caught()
     let (g, snaps) = instance(&broker, &bad).await;
     let e = verifier::run(&bad, &g, &snaps).await.unwrap_err();
     assert_eq!(e.code(), "verifier/mutation-not-admitted", "{e}");
+
+    // A verifier without one of the seven checks runs nothing.
+    let mut sources = pack().sources().clone();
+    sources.verifier.checks.retain(|c| c.name != "network-none");
+    let lacking = Workbench::from_sources("lacking", 1, &sources, pack().vocabulary());
+    let e = verifier::run(&lacking, &g, &snaps).await.unwrap_err();
+    assert_eq!(e.code(), "verifier/check-missing", "{e}");
+
+    // A check whose every attempt overruns its bound (zero: no attempt can meet it, on any
+    // accelerator): retried once, then verifier/timeout.
+    let mut sources = pack().sources().clone();
+    sources.verifier.checks[0].timeout_s = 0;
+    sources.verifier.checks[0].retries = Some(1);
+    let hasty = Workbench::from_sources("hasty", 1, &sources, pack().vocabulary());
+    let e = verifier::run(&hasty, &g, &snaps).await.unwrap_err();
+    assert!(
+        matches!(&e, Refusal::VerifierTimeout { attempts: 2, .. }),
+        "{e}"
+    );
+    assert_eq!(e.code(), "verifier/timeout");
     broker.destroy(&g.id).await.unwrap();
     drop(Arc::clone(&broker));
 }

@@ -1,4 +1,8 @@
-//! Shared test parts: the postfix test image, built once per spec digest and reused.
+//! Shared test parts: the image and prepared system of the preparable reference task pack
+//! (the first pack under `packs/`, in name order, whose image needs no operator-supplied
+//! package), built once per spec digest and shared with every other guest test through the
+//! image cache. The broker knows no task: these tests read the service, the placed files and
+//! their contents from the pack's specs, never by name.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -12,15 +16,43 @@ use reach_vm::spec::ImageSpec;
 /// Where built images are cached across test runs (CI builds the image once).
 pub const IMAGE_CACHE: &str = "/var/tmp/reach-vm-images";
 
+/// The preparable reference pack's directory.
+pub fn pack_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packs");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|d| d.join("image.toml").is_file() && d.join("prepared.toml").is_file())
+        .collect();
+    dirs.sort();
+    dirs.into_iter()
+        .find(|d| {
+            let text = std::fs::read_to_string(d.join("image.toml")).unwrap();
+            ImageSpec::parse(&text).is_ok_and(|s| s.local_debs.is_empty())
+        })
+        .expect("a preparable reference pack under packs/")
+}
+
 pub fn spec_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("images/postfix-test.toml")
+    pack_dir().join("image.toml")
+}
+
+/// The service the image enables (the one the tests ask about and restart).
+pub fn service() -> String {
+    spec().services[0].clone()
+}
+
+/// The first file the image spec places: (path, content).
+pub fn placed_file() -> (String, String) {
+    let f = &spec().files[0];
+    (f.path.clone(), f.content.clone())
 }
 
 pub fn spec() -> ImageSpec {
     ImageSpec::parse(&std::fs::read_to_string(spec_path()).unwrap()).unwrap()
 }
 
-/// The postfix test image: (dir, manifest, image digest). Builds at most once per process;
+/// The pack's image: (dir, manifest, image digest). Builds at most once per process;
 /// a file lock keeps concurrent test binaries from building it twice.
 pub fn image() -> &'static (PathBuf, ImageManifest, Sha256Digest) {
     static IMAGE: OnceLock<(PathBuf, ImageManifest, Sha256Digest)> = OnceLock::new();
@@ -42,14 +74,19 @@ pub fn image() -> &'static (PathBuf, ImageManifest, Sha256Digest) {
 use reach_vm::prepared::{self, PrepareInputs, PreparedManifest, PreparedSpec};
 
 pub fn prepared_spec_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("images/postfix-prepared.toml")
+    pack_dir().join("prepared.toml")
+}
+
+/// The first file the prepared spec places (its path).
+pub fn prepared_file() -> String {
+    prepared_spec().files[0].path.clone()
 }
 
 pub fn prepared_spec() -> PreparedSpec {
     PreparedSpec::parse(&std::fs::read_to_string(prepared_spec_path()).unwrap()).unwrap()
 }
 
-/// The prepared postfix system over [`image`]: (dir, manifest, prepared digest). Prepared at
+/// The pack's prepared system over [`image`]: (dir, manifest, prepared digest). Prepared at
 /// most once per process and cached across runs like the image.
 pub fn prepared() -> &'static (PathBuf, PreparedManifest, Sha256Digest) {
     static PREPARED: OnceLock<(PathBuf, PreparedManifest, Sha256Digest)> = OnceLock::new();
@@ -106,15 +143,11 @@ pub fn accel() -> Accel {
     })
 }
 
-/// The broker's built-in profiles plus `postconf-n`, the test image's own observation (task
-/// profiles are a caller's, never built into the broker).
+/// The broker's built-in profiles plus `show-file` (`cat` of one path), the tests' own
+/// observation (task profiles are a caller's, never built into the broker).
 pub fn profiles() -> ProfileSet {
     let mut p = ProfileSet::builtin();
-    p.insert(CommandProfile::new(
-        "postconf-n",
-        &["/usr/sbin/postconf", "-n"],
-        0,
-    ));
+    p.insert(CommandProfile::new("show-file", &["/bin/cat", "--"], 1));
     p
 }
 
