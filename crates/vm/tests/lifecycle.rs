@@ -34,7 +34,7 @@ async fn a_guest_through_the_agent_then_confirmed_destruction() {
     let service = common::service();
 
     let shown = broker
-        .exec(id, "show-file", &[placed.clone()])
+        .exec(id, "show-file", std::slice::from_ref(&placed))
         .await
         .unwrap();
     assert_eq!(shown.exit_code, Some(0), "{}", text(&shown.stderr));
