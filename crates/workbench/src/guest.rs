@@ -9,7 +9,7 @@ use std::sync::Arc;
 use reach_digest::Sha256Digest;
 use reach_vm::agent::{ExecOutcome, FileStat};
 use reach_vm::instance::Broker;
-use reach_vm::profile::{SYSTEMD_RUN, confined_argv};
+use reach_vm::profile::confined_argv;
 use reach_vm::refusal::BrokerError;
 
 /// What the broker or the guest refused, or why it could not answer.
@@ -103,8 +103,7 @@ impl Observation {
     /// the step's) inside the read-only sandbox: the argv it reports is the one
     /// [`confined_argv`] builds, nothing more or less.
     pub fn ran_confined(&self, argv: &[String], timeout: std::time::Duration) -> bool {
-        self.argv.first().map(String::as_str) == Some(SYSTEMD_RUN)
-            && self.argv == confined_argv(argv, timeout)
+        self.argv == confined_argv(argv, timeout)
     }
 }
 

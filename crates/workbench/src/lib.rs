@@ -105,6 +105,28 @@ impl Workbench {
         &self.vocabulary
     }
 
+    /// Runs the pack's observation `profile` and proves, from the argv the broker reports,
+    /// that it ran inside the read-only sandbox (`workbench/not-confined` otherwise).
+    pub(crate) async fn observe<G: Guest>(
+        &self,
+        guest: &G,
+        profile: &str,
+        args: &[String],
+    ) -> Result<Observation, Refusal> {
+        let spec = self.profile(profile)?;
+        let obs = guest.exec(profile, args).await?;
+        let mut argv = spec.argv.clone();
+        argv.extend(args.iter().cloned());
+        let timeout = std::time::Duration::from_secs(u64::from(spec.timeout_s));
+        if !obs.ran_confined(&argv, timeout) {
+            return Err(Refusal::NotConfined {
+                profile: profile.to_owned(),
+                argv: obs.argv,
+            });
+        }
+        Ok(obs)
+    }
+
     /// The pack's profile `name`, with an enforced mode, or the refusal.
     pub(crate) fn profile(&self, name: &str) -> Result<&CommandProfileSpec, Refusal> {
         let p = self

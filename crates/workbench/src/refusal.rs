@@ -6,6 +6,9 @@ use crate::guest::GuestError;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    /// the step's bytes are not a stamped step
+    #[error("workbench/step-malformed: the step is not a stamped step: {reason}")]
+    StepMalformed { reason: String },
     /// the step's digest does not match its bytes
     #[error("workbench/step-digest-mismatch: step {index}'s digest does not match its bytes")]
     StepDigest { index: usize },
@@ -78,6 +81,7 @@ pub enum Refusal {
 impl Refusal {
     pub fn code(&self) -> &str {
         match self {
+            Refusal::StepMalformed { .. } => "workbench/step-malformed",
             Refusal::StepDigest { .. } => "workbench/step-digest-mismatch",
             Refusal::OutsideProfile { .. } => "plan/outside-profile",
             Refusal::EffectModeMissing { .. } => "workbench/effect-mode-missing",

@@ -6,8 +6,6 @@
 //! observation must come back confined), `patch` ([`crate::patch`]), `restart`
 //! ([`crate::restart`]), `verify` ([`crate::verifier`]).
 
-use std::time::Duration;
-
 use reach_digest::Sha256Digest;
 use reach_plan::{Action, EffectClass, StampedStep};
 
@@ -67,8 +65,9 @@ impl StepRecord {
 
 /// Parses a stamped step and checks its digest against its own bytes.
 pub fn verified_step(bytes: &[u8]) -> Result<StampedStep, Refusal> {
-    let step: StampedStep =
-        serde_json::from_slice(bytes).map_err(|_| Refusal::StepDigest { index: usize::MAX })?;
+    let step: StampedStep = serde_json::from_slice(bytes).map_err(|e| Refusal::StepMalformed {
+        reason: e.to_string(),
+    })?;
     if step.recompute_digest() != step.digest {
         return Err(Refusal::StepDigest { index: step.index });
     }
@@ -109,21 +108,13 @@ pub async fn execute<G: Guest>(
                     mode: class_name(mode).to_owned(),
                 });
             }
-            let obs = guest.exec(profile, args).await?;
             match mode {
                 EffectClass::Observation => {
-                    let mut argv = spec.argv.clone();
-                    argv.extend(args.iter().cloned());
-                    let timeout = Duration::from_secs(u64::from(spec.timeout_s));
-                    if !obs.ran_confined(&argv, timeout) {
-                        return Err(Refusal::NotConfined {
-                            profile: profile.clone(),
-                            argv: obs.argv,
-                        });
-                    }
-                    StepOutcome::Observed(obs)
+                    StepOutcome::Observed(bench.observe(guest, profile, args).await?)
                 }
-                EffectClass::ContainedMutation => StepOutcome::Ran(obs),
+                EffectClass::ContainedMutation => {
+                    StepOutcome::Ran(guest.exec(profile, args).await?)
+                }
             }
         }
         Action::Patch {
@@ -156,4 +147,17 @@ pub async fn execute<G: Guest>(
         effect_class: step.effect_class,
         outcome,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_that_are_no_stamped_step_are_malformed_not_a_digest_mismatch() {
+        for bytes in [&b""[..], b"{}", b"not json", br#"{"index":0}"#] {
+            let e = verified_step(bytes).unwrap_err();
+            assert_eq!(e.code(), "workbench/step-malformed", "{e}");
+        }
+    }
 }

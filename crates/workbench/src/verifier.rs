@@ -103,32 +103,13 @@ pub async fn snapshot<G: Guest>(
             if snaps.0.contains_key(&key) {
                 continue;
             }
-            let obs = observe(bench, guest, o).await?;
+            let obs = bench.observe(guest, &o.profile, &o.args).await?;
             let mut lines = obs.lines();
             lines.sort();
             snaps.0.insert(key, lines);
         }
     }
     Ok(snaps)
-}
-
-/// Runs one observation confined and checks the broker ran it so.
-async fn observe<G: Guest>(
-    bench: &Workbench,
-    guest: &G,
-    o: &Observe,
-) -> Result<Observation, Refusal> {
-    let spec = bench.profile(&o.profile)?;
-    let obs = guest.exec(&o.profile, &o.args).await?;
-    let mut argv = spec.argv.clone();
-    argv.extend(o.args.iter().cloned());
-    if !obs.ran_confined(&argv, Duration::from_secs(u64::from(spec.timeout_s))) {
-        return Err(Refusal::NotConfined {
-            profile: o.profile.clone(),
-            argv: obs.argv,
-        });
-    }
-    Ok(obs)
 }
 
 /// Runs the verifier; `instance_start` is the snapshot taken when the instance was created.
@@ -273,7 +254,7 @@ async fn attempt<G: Guest>(
             if poll > 0 {
                 tokio::time::sleep(Duration::from_millis(o.interval_ms)).await;
             }
-            let obs = observe(bench, guest, o).await?;
+            let obs = bench.observe(guest, &o.profile, &o.args).await?;
             if obs.timed_out {
                 let why = format!("{} timed out", o.profile);
                 seen.push(obs);

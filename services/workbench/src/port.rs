@@ -50,7 +50,7 @@ pub fn into_server(keys: TrustedKeys, broker: Channel, ward: Channel) -> Workben
 fn status(e: Refusal) -> Status {
     let msg = e.to_string();
     match &e {
-        Refusal::StepDigest { .. } => Status::invalid_argument(msg),
+        Refusal::StepDigest { .. } | Refusal::StepMalformed { .. } => Status::invalid_argument(msg),
         Refusal::Guest(g) if g.code == "workbench/broker-unavailable" => Status::unavailable(msg),
         _ => Status::failed_precondition(msg),
     }
