@@ -64,6 +64,7 @@ pub enum Step {
     /// Edit an admitted file of the prepared system, line by line.
     Patch {
         target: RelativeTarget,
+        #[serde(deserialize_with = "edits")]
         edits: Vec<Edit>,
     },
     /// Restart an admitted service.
@@ -248,7 +249,7 @@ fn diagnosis<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 }
 
 fn steps<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Step>, D::Error> {
-    let steps = Vec::<Step>::deserialize(d)?;
+    let steps: Vec<Step> = string_tagged(d, "kind")?;
     if steps.is_empty() {
         return Err(serde::de::Error::custom(NO_STEPS));
     }
@@ -468,6 +469,47 @@ fn strict_value(bytes: &[u8]) -> Result<Value, PlanRefusal> {
             PlanRefusal::schema(path, format!("not valid JSON: {e}"))
         }
     })
+}
+
+// ---- Internally tagged enums through serde ---------------------------------------------
+
+/// Reads a `T` (an internally tagged enum, or a list of them) whose tag field is `tag`,
+/// refusing a tag that is not a string and any duplicate key first.
+///
+/// serde's derived internally tagged enums accept a variant's *index* as their tag
+/// (`{"op": 1, "with": "x"}` reads as the second variant, `append`), which the schema and
+/// [`Candidate::parse`] refuse. Every field holding such an enum reads through this, so serde
+/// agrees with them (tests/schema.rs compares the three).
+pub(crate) fn string_tagged<'de, D, T>(d: D, tag: &str) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let stack = RefCell::new(Vec::new());
+    let duplicate = Cell::new(false);
+    let value = ValueSeed {
+        stack: &stack,
+        duplicate: &duplicate,
+    }
+    .deserialize(d)?;
+    let tags = match &value {
+        Value::Array(items) => items.iter().collect(),
+        one => vec![one],
+    };
+    for item in tags {
+        if let Some(t) = item.get(tag).filter(|t| !t.is_string()) {
+            return Err(serde::de::Error::custom(format!(
+                "`{tag}` must be a string, found {}",
+                type_name(t)
+            )));
+        }
+    }
+    T::deserialize(value).map_err(serde::de::Error::custom)
+}
+
+/// A patch's edits, through [`string_tagged`].
+pub(crate) fn edits<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Edit>, D::Error> {
+    string_tagged(d, "op")
 }
 
 // ---- The walker: exactly the schema of the types above ----------------------------------

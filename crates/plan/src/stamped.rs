@@ -48,6 +48,7 @@ pub struct StampedPlan {
 pub struct StampedStep {
     /// Position in the plan, from 0.
     pub index: usize,
+    #[serde(deserialize_with = "action")]
     pub action: Action,
     /// Derived by the compiler from the pack, never from the candidate.
     pub effect_class: EffectClass,
@@ -76,12 +77,19 @@ pub enum Action {
         pre_digest: Sha256Digest,
         post_digest: Sha256Digest,
         diff: String,
+        #[serde(deserialize_with = "crate::candidate::edits")]
         edits: Vec<Edit>,
     },
     /// An admitted service.
     Restart { service: String },
     /// The pack's verifier.
     Verify {},
+}
+
+/// A step's action, through [`crate::candidate::string_tagged`]: a `kind` that is a variant's
+/// index is refused, not read as that variant.
+fn action<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Action, D::Error> {
+    crate::candidate::string_tagged(d, "kind")
 }
 
 /// Why a stamped plan's digests do not hold.

@@ -4,7 +4,8 @@ use expect_test::{Expect, expect};
 use reach_digest::Sha256Digest;
 use reach_plan::testing::{APP_CONF, TEN_STEPS, terms, vocabulary};
 use reach_plan::{
-    Action, DigestMismatch, EffectClass, HilMode, RelativeTarget, StampedPlan, Vocabulary, compile,
+    Action, DigestMismatch, EffectClass, HilMode, RelativeTarget, StampedPlan, StampedStep,
+    Vocabulary, compile,
 };
 use serde_json::Value;
 
@@ -315,4 +316,48 @@ fn a_stamped_plan_with_an_unknown_field_is_refused() {
     v["steps"][0]["approved"] = Value::Bool(true);
     let e = serde_json::from_value::<StampedPlan>(v).unwrap_err();
     assert!(e.to_string().contains("unknown field `approved`"), "{e}");
+}
+
+#[test]
+fn a_stamped_step_tagged_by_a_variant_index_is_refused() {
+    let plan = compile(
+        &vocabulary(),
+        &terms(HilMode::EachStep),
+        TEN_STEPS.as_bytes(),
+    )
+    .unwrap();
+    let at = |kind: &str| {
+        plan.steps
+            .iter()
+            .position(|s| serde_json::to_value(s).unwrap()["action"]["kind"] == kind)
+            .unwrap_or_else(|| panic!("TEN_STEPS has a {kind} step"))
+    };
+    let read = |v: Value| serde_json::from_slice::<StampedStep>(&serde_json::to_vec(&v).unwrap());
+
+    // The untouched step reads back, so the refusals below are the tags' doing.
+    let verify = serde_json::to_value(&plan.steps[at("verify")]).unwrap();
+    assert_eq!(read(verify.clone()).unwrap(), plan.steps[at("verify")]);
+
+    // serde's derive would read `3` as `Action`'s fourth variant, `verify`.
+    let mut v = verify;
+    v["action"]["kind"] = Value::from(3);
+    let e = read(v).unwrap_err();
+    assert!(e.to_string().contains("`kind` must be a string"), "{e}");
+
+    // And `1` as `Edit`'s second, `append`.
+    let mut v = plan
+        .steps
+        .iter()
+        .map(|s| serde_json::to_value(s).unwrap())
+        .find(|s| {
+            s["action"]["edits"]
+                .as_array()
+                .is_some_and(|e| e.iter().any(|e| e["op"] == "append"))
+        })
+        .expect("TEN_STEPS appends a line");
+    let edits = v["action"]["edits"].as_array_mut().unwrap();
+    let append = edits.iter_mut().find(|e| e["op"] == "append").unwrap();
+    append["op"] = Value::from(1);
+    let e = read(v).unwrap_err();
+    assert!(e.to_string().contains("`op` must be a string"), "{e}");
 }

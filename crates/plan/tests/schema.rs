@@ -111,6 +111,12 @@ fn examples_agree() {
             with_step(json!({"kind": "shell", "command": "id"})),
         ),
         ("kind not a string", with_step(json!({"kind": 1}))),
+        // serde's derive reads an integer tag as a variant's index: 3 is `verify`, 1 `append`.
+        ("kind a variant index", with_step(json!({"kind": 3}))),
+        (
+            "op a variant index",
+            with_edit(json!({"op": 1, "with": "c"})),
+        ),
         ("step not an object", with_step(json!("verify"))),
         ("patch with no edits", with_target("etc/app.conf")),
         (
@@ -236,6 +242,8 @@ fn examples_agree() {
         no kind: candidate refused at `steps[0].kind`: missing field
         kind shell: candidate refused at `steps[0].kind`: unknown step kind `shell`; expected one of `run`, `patch`, `restart`, `verify`
         kind not a string: candidate refused at `steps[0].kind`: expected a string, found a number
+        kind a variant index: candidate refused at `steps[0].kind`: expected a string, found a number
+        op a variant index: candidate refused at `steps[0].edits[0].op`: expected a string, found a number
         step not an object: candidate refused at `steps[0]`: expected an object, found a string
         patch with no edits: accepted
         patch without edits: candidate refused at `steps[0].edits`: missing field
