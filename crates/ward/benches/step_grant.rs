@@ -61,7 +61,21 @@ fn main() {
             .await
             .unwrap(),
         );
-        desk.fence_pack("core", "bench-pack", 1).await.unwrap();
+        let profile = reach_digest::Sha256Digest::of(b"task-profile.toml");
+        desk.fence_pack(
+            "core",
+            &reach_ward_desk::FenceRequest {
+                pack_name: "bench-pack".into(),
+                generation: 1,
+                revoked: false,
+                paused: false,
+                bound_profile_digest: profile,
+                active_profile_digest: profile,
+                hil: reach_ward_desk::HilMode::EachMutation,
+            },
+        )
+        .await
+        .unwrap();
         let (mut mints, mut redeems) = (
             Vec::with_capacity(ITERATIONS),
             Vec::with_capacity(ITERATIONS),
@@ -70,8 +84,12 @@ fn main() {
             let claim = step(i);
             let request = StepGrantRequest {
                 step: claim.clone(),
-                effect_class: EffectClass::ContainedMutation,
+                // An observation under each-mutation: no approval to read (benches/hil.rs
+                // measures the steps that spend one).
+                effect_class: EffectClass::Observation,
                 ttl: None,
+                profile_digest: profile,
+                hil_required: false,
             };
             let t = Instant::now();
             let g = desk.mint_step_grant("core", request).await.unwrap();

@@ -18,10 +18,10 @@ use sqlx::sqlite::{Sqlite, SqlitePool, SqliteRow};
 
 use crate::clock::{Clock, UnixMillis};
 use crate::grant::{
-    self, EffectClass, Fenced, GrantRecord, GrantRefusal, MintedGrant, PresentedToken,
-    RedeemedGrant, StepClaim, StepGrantRequest,
+    self, EffectClass, FenceRequest, Fenced, GrantRecord, GrantRefusal, HilAnswer, HilMode,
+    MintedGrant, PresentedToken, RedeemedGrant, Standing, StepClaim, StepGrantRequest,
 };
-use crate::ids::{DecisionId, SigilId, StepGrantId};
+use crate::ids::{DecisionId, HilRequestId, SigilId, StepGrantId};
 use crate::policy::{TaskBudgets, WardPolicy, WindowKind};
 use crate::refusal::{Budget, DeskError, Dimension, Refusal, Result};
 use crate::scope::{GuestEvent, GuestScope, ScopeId, WardKey};
@@ -188,11 +188,13 @@ pub struct Purged {
 
 /// Ward's authority over scopes, Sigils and decisions.
 pub struct Desk {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
     key: WardKey,
     policy: WardPolicy,
-    clock: Arc<dyn Clock>,
-    rng: SystemRandom,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) rng: SystemRandom,
+    /// The filing sequence of the newest HIL request, for watchers (`crate::hil_desk`).
+    pub(crate) hil_filed: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Desk {
@@ -215,7 +217,7 @@ fn to_i64(v: u64, field: &'static str) -> Result<i64> {
     i64::try_from(v).map_err(|_| DeskError::Malformed(field))
 }
 
-fn col_u64(row: &SqliteRow, col: &str) -> Result<u64> {
+pub(crate) fn col_u64(row: &SqliteRow, col: &str) -> Result<u64> {
     u64::try_from(row.try_get::<i64, _>(col)?).map_err(|_| DeskError::Corrupt("negative counter"))
 }
 
@@ -257,12 +259,16 @@ impl Desk {
                 "unredeemed decisions and step grants of the previous ward process voided"
             );
         }
+        let newest: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM hil_request")
+            .fetch_one(&pool)
+            .await?;
         Ok(Self {
             pool,
             key,
             policy,
             clock,
             rng: SystemRandom::new(),
+            hil_filed: tokio::sync::watch::Sender::new(u64::try_from(newest).unwrap_or(0)),
         })
     }
 
@@ -758,33 +764,31 @@ impl Desk {
         }
         let now = self.clock.now();
         let expires_at = now.plus(Duration::from_millis(ttl_ms));
-        let step = req.step;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let fenced =
-            sqlx::query_scalar::<_, i64>("SELECT generation FROM pack_fence WHERE pack_name = ?1")
-                .bind(&step.pack_name)
-                .fetch_optional(&mut *tx)
-                .await?
-                .map_or(Ok(0), |g| {
-                    u64::try_from(g).map_err(|_| DeskError::Corrupt("fenced generation"))
-                })?;
-        if step.pack_generation < fenced {
-            return Err(GrantRefusal::GenerationStale.into());
-        }
+        let standing = read_standing(&mut tx, &req.step.pack_name).await?;
+        let answer = read_answer(&mut tx, &req.step, now).await?;
+        let spent = grant::admit_mint(&req, standing.as_ref(), answer.as_ref(), now)?;
+        let hil_request_id = spent.map(|a| a.id.as_str().to_owned());
+        let Some(standing) = standing else {
+            return Err(DeskError::Corrupt("a step grant was admitted unfenced"));
+        };
         let record = GrantRecord {
             id: StepGrantId::mint(&self.rng),
-            step,
+            step: req.step,
             effect_class: req.effect_class,
             expires_at,
             redeemed: false,
             void: false,
+            profile_digest: req.profile_digest,
+            fence_epoch: standing.epoch,
+            hil: hil_request_id.is_some(),
         };
         let s = &record.step;
         sqlx::query(
             "INSERT INTO step_grant (id, experiment_id, instance_id, plan_digest, step_index,
                 step_digest, pack_name, pack_generation, effect_class, minted_by, minted_at,
-                expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                expires_at, profile_digest, fence_epoch, hil_request_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )
         .bind(record.id.as_str())
         .bind(&s.experiment_id)
@@ -798,6 +802,9 @@ impl Desk {
         .bind(minter)
         .bind(now.0)
         .bind(expires_at.0)
+        .bind(record.profile_digest.to_string())
+        .bind(generation_i64(record.fence_epoch)?)
+        .bind(hil_request_id)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -832,23 +839,19 @@ impl Desk {
         check_claim(claim)?;
         let presented = PresentedToken::parse(token);
         let now = self.clock.now();
-        let (record, fenced) = self.grant_state(presented.as_ref()).await?;
-        grant::check(
-            &self.key,
-            presented.as_ref(),
-            record.as_ref(),
-            fenced,
-            claim,
-            now,
-        )?;
-        let Some(record) = record else {
+        let state = self.grant_state(presented.as_ref(), now).await?;
+        state.check(&self.key, presented.as_ref(), claim, now)?;
+        let Some(record) = state.record else {
             return Err(DeskError::Corrupt("a step grant passed its check unread"));
         };
         let changed = sqlx::query(
             "UPDATE step_grant SET redeemed_at = ?2, redeemed_by = ?3
              WHERE id = ?1 AND redeemed_at IS NULL AND voided_at IS NULL AND expires_at > ?2
-               AND pack_generation >= COALESCE((SELECT generation FROM pack_fence
-                 WHERE pack_fence.pack_name = step_grant.pack_name), 0)",
+               AND fence_epoch = (SELECT epoch FROM pack_fence
+                 WHERE pack_fence.pack_name = step_grant.pack_name)
+               AND (hil_request_id IS NULL OR EXISTS (SELECT 1 FROM hil_request h
+                 WHERE h.id = step_grant.hil_request_id AND h.state = 'approved'
+                   AND h.expires_at > ?2))",
         )
         .bind(record.id.as_str())
         .bind(now.0)
@@ -859,15 +862,8 @@ impl Desk {
         if changed != 1 {
             // Another redeem won, or a fence landed, since the read above: check again to say
             // which.
-            let (again, fenced) = self.grant_state(presented.as_ref()).await?;
-            grant::check(
-                &self.key,
-                presented.as_ref(),
-                again.as_ref(),
-                fenced,
-                claim,
-                now,
-            )?;
+            let again = self.grant_state(presented.as_ref(), now).await?;
+            again.check(&self.key, presented.as_ref(), claim, now)?;
             return Err(DeskError::Corrupt(
                 "step grant neither redeemable nor refused",
             ));
@@ -875,70 +871,81 @@ impl Desk {
         Ok(RedeemedGrant::new(record.id, record.effect_class, now))
     }
 
-    /// Records `current_generation` as pack `pack_name`'s by `by` (core), after an activate,
-    /// revoke or pause. Monotonic: a lower generation than the one recorded changes nothing and
-    /// the recorded one is returned. From then on every grant of the pack minted below the
-    /// recorded generation redeems as `package/generation-stale`, and none is minted below it.
+    /// Records `fence` as the pack's current-use standing, stated by `by` (core) after every
+    /// change in its ledger (activate, upgrade, revoke, reactivate, bind, pause, resume, accept)
+    /// and at its start. A standing that differs in any field bumps the fence's epoch, and from
+    /// then on no grant minted in an earlier epoch redeems: it is refused by what changed
+    /// (revoked, paused, profile, generation), or as paused when nothing shows any more (paused
+    /// and resumed). The generation is monotonic: a standing below the recorded generation is
+    /// a late message and changes nothing.
     ///
     /// Commits with `synchronous = FULL`, as a revocation does: a lost fence could let a stale
     /// grant be minted after a power loss.
-    pub async fn fence_pack(
-        &self,
-        by: &str,
-        pack_name: &str,
-        current_generation: u64,
-    ) -> Result<Fenced> {
-        check_id(pack_name, MAX_ID_BYTES, "pack_name").map_err(as_bad_request)?;
-        let generation = generation_i64(current_generation)?;
+    pub async fn fence_pack(&self, by: &str, fence: &FenceRequest) -> Result<Fenced> {
+        check_id(&fence.pack_name, MAX_ID_BYTES, "pack_name").map_err(as_bad_request)?;
+        generation_i64(fence.generation)?;
         let now = self.clock.now();
         let mut conn = FullSync::acquire(&self.pool).await?;
-        let result = fence_on(&mut conn.0, pack_name, generation, by, now).await;
+        let result = fence_on(&mut conn.0, fence, by, now).await;
         conn.release().await;
         result
     }
 
-    /// The stored grant `token` names and its pack's fenced generation (0 when never fenced).
+    /// The standing ward holds for `pack_name`, if core ever fenced it.
+    pub async fn standing(&self, pack_name: &str) -> Result<Option<Standing>> {
+        let mut conn = self.pool.acquire().await?;
+        read_standing(&mut conn, pack_name).await
+    }
+
+    /// The stored grant `token` names, its pack's standing and the approval it spends.
     async fn grant_state(
         &self,
         token: Option<&PresentedToken>,
-    ) -> Result<(Option<GrantRecord>, u64)> {
+        now: UnixMillis,
+    ) -> Result<GrantState> {
+        let none = GrantState {
+            record: None,
+            standing: None,
+            answer: None,
+        };
         let Some(token) = token else {
-            return Ok((None, 0));
+            return Ok(none);
         };
-        let Some(row) = sqlx::query(
-            "SELECT g.*, COALESCE(f.generation, 0) AS fenced FROM step_grant g
-             LEFT JOIN pack_fence f ON f.pack_name = g.pack_name WHERE g.id = ?1",
-        )
-        .bind(token.id.as_str())
-        .fetch_optional(&self.pool)
-        .await?
+        let mut conn = self.pool.acquire().await?;
+        let Some(row) = sqlx::query("SELECT * FROM step_grant WHERE id = ?1")
+            .bind(token.id.as_str())
+            .fetch_optional(&mut *conn)
+            .await?
         else {
-            return Ok((None, 0));
+            return Ok(none);
         };
-        let digest = |col: &str, what| -> Result<Sha256Digest> {
-            row.try_get::<String, _>(col)?
-                .parse()
-                .map_err(|_| DeskError::Corrupt(what))
-        };
+        let step = step_claim(&row)?;
         let record = GrantRecord {
             id: token.id.clone(),
-            step: StepClaim {
-                experiment_id: row.try_get("experiment_id")?,
-                instance_id: row.try_get("instance_id")?,
-                plan_digest: digest("plan_digest", "grant plan digest")?,
-                step_index: u32::try_from(row.try_get::<i64, _>("step_index")?)
-                    .map_err(|_| DeskError::Corrupt("grant step index"))?,
-                step_digest: digest("step_digest", "grant step digest")?,
-                pack_name: row.try_get("pack_name")?,
-                pack_generation: col_u64(&row, "pack_generation")?,
-            },
             effect_class: EffectClass::parse(&row.try_get::<String, _>("effect_class")?)
                 .ok_or(DeskError::Corrupt("grant effect class"))?,
             expires_at: UnixMillis(row.try_get("expires_at")?),
             redeemed: row.try_get::<Option<i64>, _>("redeemed_at")?.is_some(),
             void: row.try_get::<Option<i64>, _>("voided_at")?.is_some(),
+            profile_digest: row
+                .try_get::<String, _>("profile_digest")?
+                .parse()
+                .map_err(|_| DeskError::Corrupt("grant profile digest"))?,
+            fence_epoch: col_u64(&row, "fence_epoch")?,
+            hil: row.try_get::<Option<String>, _>("hil_request_id")?.is_some(),
+            step,
         };
-        Ok((Some(record), col_u64(&row, "fenced")?))
+        let standing = read_standing(&mut conn, &record.step.pack_name).await?;
+        let answer = if record.hil {
+            read_answer(&mut conn, &record.step, now).await?
+        } else {
+            None
+        };
+        Ok(GrantState {
+            record: Some(record),
+            standing,
+            answer,
+        })
     }
 
     /// Deletes rate-limit counters no window can still read, and Sigils (with their decisions)
@@ -970,6 +977,15 @@ impl Desk {
             .execute(&self.pool)
             .await?
             .rows_affected();
+        // Answered or not, a request past retention is history; one a live grant still names
+        // (none can be: a grant never outlives its approval by a day) stays.
+        sqlx::query(
+            "DELETE FROM hil_request WHERE expires_at < ?1 AND NOT EXISTS
+               (SELECT 1 FROM step_grant g WHERE g.hil_request_id = hil_request.id)",
+        )
+        .bind(cutoff)
+        .execute(&self.pool)
+        .await?;
         Ok(Purged {
             counters,
             sigils,
@@ -1062,10 +1078,10 @@ async fn void_previous(pool: &SqlitePool, now: UnixMillis) -> Result<(u64, u64)>
 
 /// A pooled connection switched to `synchronous = FULL`, for the writes that must survive power
 /// loss (revocations, pack fences); syncing the WAL also makes every earlier commit durable.
-struct FullSync(PoolConnection<Sqlite>);
+pub(crate) struct FullSync(pub(crate) PoolConnection<Sqlite>);
 
 impl FullSync {
-    async fn acquire(pool: &SqlitePool) -> Result<Self> {
+    pub(crate) async fn acquire(pool: &SqlitePool) -> Result<Self> {
         let mut conn = pool.acquire().await?;
         sqlx::query("PRAGMA synchronous = FULL")
             .execute(&mut *conn)
@@ -1075,7 +1091,7 @@ impl FullSync {
 
     /// Back to the pool's setting. If this fails, or is never reached, the connection merely
     /// stays stricter.
-    async fn release(mut self) {
+    pub(crate) async fn release(mut self) {
         let _ = sqlx::query("PRAGMA synchronous = NORMAL")
             .execute(&mut *self.0)
             .await;
@@ -1084,50 +1100,188 @@ impl FullSync {
 
 async fn fence_on(
     conn: &mut sqlx::SqliteConnection,
-    pack_name: &str,
-    generation: i64,
+    fence: &FenceRequest,
     by: &str,
     now: UnixMillis,
 ) -> Result<Fenced> {
     use sqlx::Connection as _;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-    // Raised only: a lower or equal generation leaves the row (and who fenced it, when) as it was.
+    let held = read_standing(&mut tx, &fence.pack_name).await?;
+    let stated = |epoch| Standing {
+        generation: fence.generation,
+        revoked: fence.revoked,
+        paused: fence.paused,
+        bound_profile_digest: fence.bound_profile_digest,
+        active_profile_digest: fence.active_profile_digest,
+        hil: fence.hil,
+        epoch,
+    };
+    let now_held = match held {
+        // A late message from before the recorded generation: nothing changes.
+        Some(h) if fence.generation < h.generation => h,
+        Some(h) if stated(h.epoch) == h => h,
+        Some(h) => stated(h.epoch + 1),
+        None => stated(1),
+    };
     sqlx::query(
-        "INSERT INTO pack_fence (pack_name, generation, fenced_at, fenced_by)
-         VALUES (?1, ?2, ?3, ?4)
+        "INSERT INTO pack_fence (pack_name, generation, fenced_at, fenced_by, revoked, paused,
+            bound_profile_digest, active_profile_digest, hil, epoch)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
          ON CONFLICT (pack_name) DO UPDATE SET generation = excluded.generation,
-            fenced_at = excluded.fenced_at, fenced_by = excluded.fenced_by
-         WHERE excluded.generation > pack_fence.generation",
+            fenced_at = excluded.fenced_at, fenced_by = excluded.fenced_by,
+            revoked = excluded.revoked, paused = excluded.paused,
+            bound_profile_digest = excluded.bound_profile_digest,
+            active_profile_digest = excluded.active_profile_digest, hil = excluded.hil,
+            epoch = excluded.epoch
+         WHERE excluded.epoch > pack_fence.epoch",
     )
-    .bind(pack_name)
-    .bind(generation)
+    .bind(&fence.pack_name)
+    .bind(generation_i64(now_held.generation)?)
     .bind(now.0)
     .bind(by)
+    .bind(now_held.revoked)
+    .bind(now_held.paused)
+    .bind(now_held.bound_profile_digest.to_string())
+    .bind(now_held.active_profile_digest.to_string())
+    .bind(now_held.hil.as_str())
+    .bind(generation_i64(now_held.epoch)?)
     .execute(&mut *tx)
     .await?;
-    let current: i64 = sqlx::query_scalar("SELECT generation FROM pack_fence WHERE pack_name = ?1")
-        .bind(pack_name)
-        .fetch_one(&mut *tx)
-        .await?;
     let stale: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM step_grant WHERE pack_name = ?1 AND pack_generation < ?2
+        "SELECT COUNT(*) FROM step_grant WHERE pack_name = ?1 AND fence_epoch <> ?2
            AND redeemed_at IS NULL AND voided_at IS NULL AND expires_at > ?3",
     )
-    .bind(pack_name)
-    .bind(current)
+    .bind(&fence.pack_name)
+    .bind(generation_i64(now_held.epoch)?)
     .bind(now.0)
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
     Ok(Fenced {
-        current_generation: u64::try_from(current)
-            .map_err(|_| DeskError::Corrupt("fenced generation"))?,
+        current_generation: now_held.generation,
         stale_grants: u32::try_from(stale).unwrap_or(u32::MAX),
+        epoch: now_held.epoch,
+    })
+}
+
+/// What a redemption checks, read together.
+struct GrantState {
+    record: Option<GrantRecord>,
+    standing: Option<Standing>,
+    answer: Option<HilAnswer>,
+}
+
+impl GrantState {
+    fn check(
+        &self,
+        key: &WardKey,
+        token: Option<&PresentedToken>,
+        claim: &StepClaim,
+        now: UnixMillis,
+    ) -> std::result::Result<(), GrantRefusal> {
+        grant::check(
+            key,
+            token,
+            self.record.as_ref(),
+            self.standing.as_ref(),
+            self.answer.as_ref(),
+            claim,
+            now,
+        )
+    }
+}
+
+/// The pack's standing as fenced, or `None` if core never fenced it.
+async fn read_standing(
+    conn: &mut sqlx::SqliteConnection,
+    pack_name: &str,
+) -> Result<Option<Standing>> {
+    let Some(row) = sqlx::query("SELECT * FROM pack_fence WHERE pack_name = ?1")
+        .bind(pack_name)
+        .fetch_optional(&mut *conn)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let epoch = col_u64(&row, "epoch")?;
+    // A row fenced before standings existed (generation only) states nothing: never fenced.
+    if epoch == 0 {
+        return Ok(None);
+    }
+    let digest = |col: &str| -> Result<Sha256Digest> {
+        row.try_get::<String, _>(col)?
+            .parse()
+            .map_err(|_| DeskError::Corrupt("fenced profile digest"))
+    };
+    Ok(Some(Standing {
+        generation: col_u64(&row, "generation")?,
+        revoked: row.try_get("revoked")?,
+        paused: row.try_get("paused")?,
+        bound_profile_digest: digest("bound_profile_digest")?,
+        active_profile_digest: digest("active_profile_digest")?,
+        hil: HilMode::parse(&row.try_get::<String, _>("hil")?)
+            .ok_or(DeskError::Corrupt("fenced hil mode"))?,
+        epoch,
+    }))
+}
+
+/// The answer to the HIL request filed at `step`'s plan position, if one was filed.
+async fn read_answer(
+    conn: &mut sqlx::SqliteConnection,
+    step: &StepClaim,
+    now: UnixMillis,
+) -> Result<Option<HilAnswer>> {
+    let Some(row) = sqlx::query(
+        "SELECT * FROM hil_request WHERE experiment_id = ?1 AND plan_digest = ?2
+           AND step_index = ?3",
+    )
+    .bind(&step.experiment_id)
+    .bind(step.plan_digest.to_string())
+    .bind(i64::from(step.step_index))
+    .fetch_optional(&mut *conn)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let expires_at = UnixMillis(row.try_get("expires_at")?);
+    let state = crate::hil::HilState::at(&row.try_get::<String, _>("state")?, expires_at, now)
+        .ok_or(DeskError::Corrupt("hil state"))?;
+    Ok(Some(HilAnswer {
+        id: HilRequestId::parse(&row.try_get::<String, _>("id")?)
+            .ok_or(DeskError::Corrupt("hil request id"))?,
+        step: step_claim(&row)?,
+        effect_class: EffectClass::parse(&row.try_get::<String, _>("effect_class")?)
+            .ok_or(DeskError::Corrupt("hil effect class"))?,
+        approved: match state {
+            crate::hil::HilState::Approved => Some(true),
+            crate::hil::HilState::Denied => Some(false),
+            crate::hil::HilState::Pending | crate::hil::HilState::Expired => None,
+        },
+        expires_at,
+    }))
+}
+
+/// The step columns shared by `step_grant` and `hil_request`.
+pub(crate) fn step_claim(row: &SqliteRow) -> Result<StepClaim> {
+    let digest = |col: &str, what| -> Result<Sha256Digest> {
+        row.try_get::<String, _>(col)?
+            .parse()
+            .map_err(|_| DeskError::Corrupt(what))
+    };
+    Ok(StepClaim {
+        experiment_id: row.try_get("experiment_id")?,
+        instance_id: row.try_get("instance_id")?,
+        plan_digest: digest("plan_digest", "plan digest")?,
+        step_index: u32::try_from(row.try_get::<i64, _>("step_index")?)
+            .map_err(|_| DeskError::Corrupt("step index"))?,
+        step_digest: digest("step_digest", "step digest")?,
+        pack_name: row.try_get("pack_name")?,
+        pack_generation: col_u64(row, "pack_generation")?,
     })
 }
 
 /// A step as core or the redeemer states it, checked for shape (the digests are typed already).
-fn check_claim(step: &StepClaim) -> Result<()> {
+pub(crate) fn check_claim(step: &StepClaim) -> Result<()> {
     check_id(&step.experiment_id, MAX_ID_BYTES, "experiment_id").map_err(as_bad_request)?;
     check_id(&step.instance_id, MAX_ID_BYTES, "instance_id").map_err(as_bad_request)?;
     check_id(&step.pack_name, MAX_ID_BYTES, "pack_name").map_err(as_bad_request)?;
@@ -1144,6 +1298,6 @@ fn as_bad_request(e: DeskError) -> DeskError {
 }
 
 /// A pack generation as SQLite stores it.
-fn generation_i64(g: u64) -> Result<i64> {
+pub(crate) fn generation_i64(g: u64) -> Result<i64> {
     i64::try_from(g).map_err(|_| GrantRefusal::BadRequest("pack_generation").into())
 }

@@ -8,9 +8,15 @@
 //! forged unless ward minted it with this key for exactly this record: a flipped byte, another
 //! key, a guessed id or a row edited in the store all verify as nothing.
 //!
-//! **Architecture Invariant:** every check a redemption passes is in [`check`], over a typed
-//! [`GrantRecord`] and [`StepClaim`]; nothing else decides whether a step may run. The HIL
-//! answer (issue #29) is one more input to it.
+//! A grant is also minted *under* something: the pack's current-use [`Standing`] as core last
+//! fenced it (generation, revoked, paused, the profile digest bound and active, the HIL mode,
+//! and the fence's epoch) and, when the step needs one, the operator's approval of exactly
+//! that step ([`crate::hil`]). Redemption re-checks both, so a pause, revocation, upgrade or
+//! expiry that lands between mint and redemption still stops the step.
+//!
+//! **Architecture Invariant:** every check a mint passes is in [`admit_mint`] and every check a
+//! redemption passes is in [`check`], over typed records; nothing else decides whether a step
+//! may run. Both read the standing through the one [`standing_refusal`].
 
 use std::fmt;
 
@@ -59,6 +65,30 @@ pub enum GrantRefusal {
     /// mint, the requested generation is below the fenced one
     #[error("package/generation-stale")]
     GenerationStale,
+    /// core never stated the pack's standing (no `FencePack` since ward's store was made)
+    #[error("grant/unfenced")]
+    Unfenced,
+    /// the pack is revoked
+    #[error("package/revoked")]
+    Revoked,
+    /// the binding is paused (or was paused and resumed since the grant was minted)
+    #[error("local-binding/paused")]
+    Paused,
+    /// the task profile the step was stamped under is not the one bound and active
+    #[error("local-binding/profile-changed")]
+    ProfileChanged,
+    /// the step needs the operator's answer and none was filed for exactly this step
+    #[error("hil/missing")]
+    HilMissing,
+    /// the step's HIL request is not answered yet
+    #[error("hil/pending")]
+    HilPending,
+    /// the operator denied the step
+    #[error("hil/denied")]
+    HilDenied,
+    /// the step's HIL request expired unanswered, or its approval expired before the step ran
+    #[error("hil/expired")]
+    HilExpired,
     /// a field of the request is malformed or out of policy; names the field, never its value
     #[error("grant/bad-request: {0}")]
     BadRequest(&'static str),
@@ -77,6 +107,14 @@ impl GrantRefusal {
             Self::OtherInstance => "grant/other-instance",
             Self::OtherExperiment => "grant/other-experiment",
             Self::GenerationStale => "package/generation-stale",
+            Self::Unfenced => "grant/unfenced",
+            Self::Revoked => "package/revoked",
+            Self::Paused => "local-binding/paused",
+            Self::ProfileChanged => "local-binding/profile-changed",
+            Self::HilMissing => "hil/missing",
+            Self::HilPending => "hil/pending",
+            Self::HilDenied => "hil/denied",
+            Self::HilExpired => "hil/expired",
             Self::BadRequest(_) => "grant/bad-request",
         }
     }
@@ -89,11 +127,22 @@ impl GrantRefusal {
         }
     }
 
-    /// Whether the grant is spent or dead whatever is presented next: `used`, `expired` and a
-    /// fenced generation. Every other refusal leaves a live grant as it was (see
-    /// [`crate::Desk::redeem_step_grant`]).
+    /// Whether, at redemption, the grant is spent or dead whatever is presented next: used,
+    /// expired, or minted under a standing or an approval that no longer holds (a fence epoch
+    /// never returns, an answer never changes). A mismatched claim or a forged tag leaves a live
+    /// grant as it was (see [`crate::Desk::redeem_step_grant`]).
     pub fn is_final(&self) -> bool {
-        matches!(self, Self::Used | Self::Expired | Self::GenerationStale)
+        matches!(
+            self,
+            Self::Used
+                | Self::Expired
+                | Self::GenerationStale
+                | Self::Revoked
+                | Self::Paused
+                | Self::ProfileChanged
+                | Self::HilDenied
+                | Self::HilExpired
+        )
     }
 }
 
@@ -129,6 +178,146 @@ impl fmt::Display for EffectClass {
     }
 }
 
+/// When the operator is asked (`reach_plan::HilMode`'s wire names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HilMode {
+    /// Every mutation asks; observations do not.
+    EachMutation,
+    /// Every step asks.
+    EachStep,
+}
+
+impl HilMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EachMutation => "each-mutation",
+            Self::EachStep => "each-step",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "each-mutation" => Some(Self::EachMutation),
+            "each-step" => Some(Self::EachStep),
+            _ => None,
+        }
+    }
+
+    /// Whether a step of `class` needs the operator's answer under this mode, or because its
+    /// stamped plan says so. Never weaker than the mode: a mutation always asks.
+    pub fn asks(self, class: EffectClass, stamped_hil_required: bool) -> bool {
+        stamped_hil_required
+            || class == EffectClass::ContainedMutation
+            || self == Self::EachStep
+    }
+}
+
+/// A pack's current-use standing, as core states it after every change in its ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FenceRequest {
+    pub pack_name: String,
+    pub generation: u64,
+    pub revoked: bool,
+    /// The binding is paused, or there is none.
+    pub paused: bool,
+    pub bound_profile_digest: Sha256Digest,
+    pub active_profile_digest: Sha256Digest,
+    /// The stricter of the pack's minimum and the binding's mode.
+    pub hil: HilMode,
+}
+
+/// The standing ward holds for a pack: the last [`FenceRequest`] it took, and its epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Standing {
+    pub generation: u64,
+    pub revoked: bool,
+    pub paused: bool,
+    pub bound_profile_digest: Sha256Digest,
+    pub active_profile_digest: Sha256Digest,
+    pub hil: HilMode,
+    /// Bumped by every change of the fields above.
+    pub epoch: u64,
+}
+
+/// Why the standing refuses a step stamped under `generation` and `profile`, or `None`. In
+/// order: revoked, paused, profile, generation (an upgrade that changed the profile is a
+/// profile change first).
+pub(crate) fn standing_refusal(
+    standing: &Standing,
+    generation: u64,
+    profile: &Sha256Digest,
+) -> Option<GrantRefusal> {
+    if standing.revoked {
+        Some(GrantRefusal::Revoked)
+    } else if standing.paused {
+        Some(GrantRefusal::Paused)
+    } else if standing.bound_profile_digest != standing.active_profile_digest
+        || *profile != standing.active_profile_digest
+    {
+        Some(GrantRefusal::ProfileChanged)
+    } else if generation != standing.generation {
+        Some(GrantRefusal::GenerationStale)
+    } else {
+        None
+    }
+}
+
+/// The operator's answer to a step's HIL request, as a grant check reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HilAnswer {
+    pub id: crate::ids::HilRequestId,
+    /// The step the request was filed for.
+    pub step: StepClaim,
+    pub effect_class: EffectClass,
+    /// `Some(true)` approved, `Some(false)` denied, `None` unanswered.
+    pub approved: Option<bool>,
+    pub expires_at: UnixMillis,
+}
+
+/// Whether `answer` lets the step run now: approved, unexpired, and filed for exactly this
+/// step and class. Used at mint and again at redemption.
+fn hil_admits(
+    answer: Option<&HilAnswer>,
+    step: &StepClaim,
+    class: EffectClass,
+    now: UnixMillis,
+) -> Result<(), GrantRefusal> {
+    let Some(a) = answer else {
+        return Err(GrantRefusal::HilMissing);
+    };
+    if a.step != *step || a.effect_class != class {
+        return Err(GrantRefusal::HilMissing);
+    }
+    match a.approved {
+        Some(false) => Err(GrantRefusal::HilDenied),
+        _ if now >= a.expires_at => Err(GrantRefusal::HilExpired),
+        None => Err(GrantRefusal::HilPending),
+        Some(true) => Ok(()),
+    }
+}
+
+/// Every check a mint must pass, and the only place they are made: the pack was fenced, its
+/// standing admits the step, and (when the step asks) its request is approved. Returns the
+/// approval the grant will spend, if any.
+pub(crate) fn admit_mint<'a>(
+    req: &StepGrantRequest,
+    standing: Option<&Standing>,
+    answer: Option<&'a HilAnswer>,
+    now: UnixMillis,
+) -> Result<Option<&'a HilAnswer>, GrantRefusal> {
+    let Some(standing) = standing else {
+        return Err(GrantRefusal::Unfenced);
+    };
+    if let Some(r) = standing_refusal(standing, req.step.pack_generation, &req.profile_digest) {
+        return Err(r);
+    }
+    if !standing.hil.asks(req.effect_class, req.hil_required) {
+        return Ok(None);
+    }
+    hil_admits(answer, &req.step, req.effect_class, now)?;
+    Ok(answer)
+}
+
 /// The step a grant is for, as core states it at mint and the redeemer states it at redemption.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepClaim {
@@ -148,6 +337,10 @@ pub struct StepGrantRequest {
     pub effect_class: EffectClass,
     /// How long the grant lives; `None` takes the policy's default.
     pub ttl: Option<std::time::Duration>,
+    /// The task profile the plan was stamped under.
+    pub profile_digest: Sha256Digest,
+    /// The stamped step's own `hil_required` (ward asks at least what the fence's mode asks).
+    pub hil_required: bool,
 }
 
 /// A grant ward minted.
@@ -203,8 +396,10 @@ impl RedeemedGrant {
 pub struct Fenced {
     /// The generation now recorded: the one asked for, or a higher one already recorded.
     pub current_generation: u64,
-    /// Live unredeemed grants of the pack minted below it.
+    /// Live unredeemed grants of the pack that can no longer redeem (minted in another epoch).
     pub stale_grants: u32,
+    /// The standing's epoch now.
+    pub epoch: u64,
 }
 
 /// A grant as ward stored it.
@@ -217,10 +412,15 @@ pub(crate) struct GrantRecord {
     pub redeemed: bool,
     /// Minted by an earlier ward process (see `Desk::open`).
     pub void: bool,
+    /// The profile the step was stamped under, and the fence epoch it was minted in.
+    pub profile_digest: Sha256Digest,
+    pub fence_epoch: u64,
+    /// Whether the grant spends an approval (then [`check`] is handed it).
+    pub hil: bool,
 }
 
 impl GrantRecord {
-    fn tag_parts(&self) -> [String; 10] {
+    fn tag_parts(&self) -> [String; 13] {
         let s = &self.step;
         [
             self.id.as_str().to_owned(),
@@ -233,6 +433,9 @@ impl GrantRecord {
             s.pack_generation.to_string(),
             self.effect_class.as_str().to_owned(),
             self.expires_at.0.to_string(),
+            self.profile_digest.to_string(),
+            self.fence_epoch.to_string(),
+            self.hil.to_string(),
         ]
     }
 
@@ -278,17 +481,19 @@ impl PresentedToken {
 /// Every check a redemption must pass, in order, and the only place they are made.
 ///
 /// `token` is the presented token as parsed (`None` if it did not parse), `record` the stored
-/// grant its id names (`None` if there is none), `fenced` the pack's fenced generation (0 when
-/// never fenced), `claim` what the redeemer computed and holds.
+/// grant its id names (`None` if there is none), `standing` the pack's fence now, `answer` the
+/// approval the grant spends (read again now), `claim` what the redeemer computed and holds.
 ///
-/// The order puts what no redeemer can repair first: forged, used, expired, stale; then the
+/// The order puts what no redeemer can repair first: forged, used, expired; then the standing
+/// (any change since mint stops the step, named by what changed), then the approval; then the
 /// claim against the record from the widest binding to the narrowest: experiment, instance,
 /// plan, pack, generation, step.
 pub(crate) fn check(
     key: &WardKey,
     token: Option<&PresentedToken>,
     record: Option<&GrantRecord>,
-    fenced: u64,
+    standing: Option<&Standing>,
+    answer: Option<&HilAnswer>,
     claim: &StepClaim,
     now: UnixMillis,
 ) -> Result<(), GrantRefusal> {
@@ -305,8 +510,19 @@ pub(crate) fn check(
         return Err(GrantRefusal::Expired);
     }
     let minted = &record.step;
-    if minted.pack_generation < fenced {
-        return Err(GrantRefusal::GenerationStale);
+    // A grant is only minted under a standing, so a missing one is a store edited under ward.
+    let Some(standing) = standing else {
+        return Err(GrantRefusal::Unfenced);
+    };
+    if standing.epoch != record.fence_epoch {
+        // What changed, if it still shows; otherwise the binding was paused and resumed.
+        return Err(
+            standing_refusal(standing, minted.pack_generation, &record.profile_digest)
+                .unwrap_or(GrantRefusal::Paused),
+        );
+    }
+    if record.hil {
+        hil_admits(answer, minted, record.effect_class, now)?;
     }
     if claim.experiment_id != minted.experiment_id {
         return Err(GrantRefusal::OtherExperiment);
@@ -350,9 +566,183 @@ mod tests {
             expires_at: UnixMillis(10_000),
             redeemed: false,
             void: false,
+            profile_digest: Sha256Digest::of(b"profile"),
+            fence_epoch: 4,
+            hil: false,
         };
         let token = r.token(key);
         (r, token)
+    }
+
+    fn standing() -> Standing {
+        Standing {
+            generation: 3,
+            revoked: false,
+            paused: false,
+            bound_profile_digest: Sha256Digest::of(b"profile"),
+            active_profile_digest: Sha256Digest::of(b"profile"),
+            hil: HilMode::EachMutation,
+            epoch: 4,
+        }
+    }
+
+    fn request(class: EffectClass, hil_required: bool) -> StepGrantRequest {
+        let (r, _) = record(&WardKey::from_bytes(&[1; 32]).unwrap());
+        StepGrantRequest {
+            step: r.step,
+            effect_class: class,
+            ttl: None,
+            profile_digest: Sha256Digest::of(b"profile"),
+            hil_required,
+        }
+    }
+
+    fn answer(req: &StepGrantRequest, approved: Option<bool>) -> HilAnswer {
+        HilAnswer {
+            id: crate::ids::HilRequestId::mint(&ring::rand::SystemRandom::new()),
+            step: req.step.clone(),
+            effect_class: req.effect_class,
+            approved,
+            expires_at: UnixMillis(1_000),
+        }
+    }
+
+    #[test]
+    fn a_mutation_always_asks_an_observation_only_under_each_step() {
+        use EffectClass::*;
+        use HilMode::*;
+        assert!(EachMutation.asks(ContainedMutation, false));
+        assert!(!EachMutation.asks(Observation, false));
+        assert!(EachMutation.asks(Observation, true));
+        assert!(EachStep.asks(Observation, false));
+        assert!(EachStep.asks(ContainedMutation, false));
+    }
+
+    #[test]
+    fn a_mint_needs_a_fence_a_clear_standing_and_the_exact_approval() {
+        let now = UnixMillis(10);
+        let obs = request(EffectClass::Observation, false);
+        let mutation = request(EffectClass::ContainedMutation, false);
+        let st = standing();
+        assert_eq!(
+            admit_mint(&obs, None, None, now),
+            Err(GrantRefusal::Unfenced)
+        );
+        assert_eq!(admit_mint(&obs, Some(&st), None, now), Ok(None));
+        assert_eq!(
+            admit_mint(&mutation, Some(&st), None, now),
+            Err(GrantRefusal::HilMissing)
+        );
+        let each_step = Standing {
+            hil: HilMode::EachStep,
+            ..st.clone()
+        };
+        assert_eq!(
+            admit_mint(&obs, Some(&each_step), None, now),
+            Err(GrantRefusal::HilMissing)
+        );
+        for (approved, at, want) in [
+            (None, now, Err(GrantRefusal::HilPending)),
+            (None, UnixMillis(1_000), Err(GrantRefusal::HilExpired)),
+            (Some(false), now, Err(GrantRefusal::HilDenied)),
+            (Some(true), UnixMillis(1_000), Err(GrantRefusal::HilExpired)),
+        ] {
+            let a = answer(&mutation, approved);
+            assert_eq!(
+                admit_mint(&mutation, Some(&st), Some(&a), at).map(|_| ()),
+                want,
+                "{approved:?} at {at:?}"
+            );
+        }
+        let approved = answer(&mutation, Some(true));
+        assert_eq!(
+            admit_mint(&mutation, Some(&st), Some(&approved), now),
+            Ok(Some(&approved))
+        );
+        // An approval of another step's digest, or of the step as another class, is none.
+        let mut other = approved.clone();
+        other.step.step_digest = Sha256Digest::of(b"another step");
+        assert_eq!(
+            admit_mint(&mutation, Some(&st), Some(&other), now),
+            Err(GrantRefusal::HilMissing)
+        );
+        let as_observation = HilAnswer {
+            effect_class: EffectClass::Observation,
+            ..approved.clone()
+        };
+        assert_eq!(
+            admit_mint(&mutation, Some(&st), Some(&as_observation), now),
+            Err(GrantRefusal::HilMissing)
+        );
+        // The standing refuses before any approval is read.
+        for (changed, want) in [
+            (
+                Standing {
+                    revoked: true,
+                    ..st.clone()
+                },
+                GrantRefusal::Revoked,
+            ),
+            (
+                Standing {
+                    paused: true,
+                    ..st.clone()
+                },
+                GrantRefusal::Paused,
+            ),
+            (
+                Standing {
+                    active_profile_digest: Sha256Digest::of(b"v2"),
+                    generation: 4,
+                    ..st.clone()
+                },
+                GrantRefusal::ProfileChanged,
+            ),
+            (
+                Standing {
+                    generation: 4,
+                    ..st.clone()
+                },
+                GrantRefusal::GenerationStale,
+            ),
+        ] {
+            assert_eq!(
+                admit_mint(&mutation, Some(&changed), Some(&approved), now),
+                Err(want)
+            );
+        }
+    }
+
+    #[test]
+    fn a_redemption_stops_on_any_standing_change_since_mint() {
+        let key = WardKey::from_bytes(&[1; 32]).unwrap();
+        let (r, token) = record(&key);
+        let t = PresentedToken::parse(&token).unwrap();
+        let now = UnixMillis(0);
+        let st = standing();
+        let redeem = |st: &Standing| check(&key, Some(&t), Some(&r), Some(st), None, &r.step, now);
+        assert_eq!(redeem(&st), Ok(()));
+        // Paused and resumed: nothing shows, but the epoch moved.
+        let resumed = Standing {
+            epoch: 6,
+            ..st.clone()
+        };
+        assert_eq!(redeem(&resumed), Err(GrantRefusal::Paused));
+        let upgraded = Standing {
+            epoch: 5,
+            generation: 4,
+            ..st.clone()
+        };
+        assert_eq!(redeem(&upgraded), Err(GrantRefusal::GenerationStale));
+        let revoked = Standing {
+            epoch: 5,
+            revoked: true,
+            generation: 4,
+            ..st.clone()
+        };
+        assert_eq!(redeem(&revoked), Err(GrantRefusal::Revoked));
+        assert!(GrantRefusal::Paused.is_final() && GrantRefusal::HilExpired.is_final());
+        assert!(!GrantRefusal::OtherStep.is_final() && !GrantRefusal::Forged.is_final());
     }
 
     #[test]
@@ -362,9 +752,11 @@ mod tests {
         let (r, token) = record(&key);
         let now = UnixMillis(0);
         let t = PresentedToken::parse(&token).unwrap();
-        assert_eq!(check(&key, Some(&t), Some(&r), 0, &r.step, now), Ok(()));
+        let st = standing();
+        let st = Some(&st);
+        assert_eq!(check(&key, Some(&t), Some(&r), st, None, &r.step, now), Ok(()));
         assert_eq!(
-            check(&other, Some(&t), Some(&r), 0, &r.step, now),
+            check(&other, Some(&t), Some(&r), st, None, &r.step, now),
             Err(GrantRefusal::Forged)
         );
         // A row edited in the store (another class) no longer matches its tag.
@@ -373,7 +765,7 @@ mod tests {
             ..r.clone()
         };
         assert_eq!(
-            check(&key, Some(&t), Some(&edited), 0, &r.step, now),
+            check(&key, Some(&t), Some(&edited), st, None, &r.step, now),
             Err(GrantRefusal::Forged)
         );
         for bad in ["", "stg_", &token.replace('.', ""), &token.to_uppercase()] {
@@ -393,6 +785,14 @@ mod tests {
             GrantRefusal::OtherInstance,
             GrantRefusal::OtherExperiment,
             GrantRefusal::GenerationStale,
+            GrantRefusal::Unfenced,
+            GrantRefusal::Revoked,
+            GrantRefusal::Paused,
+            GrantRefusal::ProfileChanged,
+            GrantRefusal::HilMissing,
+            GrantRefusal::HilPending,
+            GrantRefusal::HilDenied,
+            GrantRefusal::HilExpired,
             GrantRefusal::BadRequest("ttl_ms"),
         ];
         let shown: Vec<String> = all.iter().map(|r| r.to_string()).collect();
@@ -407,6 +807,14 @@ mod tests {
                 "grant/other-instance",
                 "grant/other-experiment",
                 "package/generation-stale",
+                "grant/unfenced",
+                "package/revoked",
+                "local-binding/paused",
+                "local-binding/profile-changed",
+                "hil/missing",
+                "hil/pending",
+                "hil/denied",
+                "hil/expired",
                 "grant/bad-request: ttl_ms",
             ]
         "#]]

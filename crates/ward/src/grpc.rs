@@ -14,16 +14,19 @@ use reach_digest::Sha256Digest;
 use reach_port::VerifiedPeer;
 use reach_proto::ward::v1::ward_server::{Ward, WardServer};
 use reach_proto::ward::v1::{
-    AdmitScopeRequest, AdmitScopeResponse, FencePackRequest, FencePackResponse,
-    IssueDecisionRequest, IssueDecisionResponse, MintDutySigilRequest, MintDutySigilResponse,
-    MintStepGrantRequest, MintStepGrantResponse, RedeemDecisionRequest, RedeemDecisionResponse,
-    RedeemStepGrantRequest, RedeemStepGrantResponse, RevokeRequest, RevokeResponse,
+    AdmitScopeRequest, AdmitScopeResponse, AnswerHilRequestRequest, FencePackRequest,
+    FencePackResponse, FileHilRequestRequest, GetHilRequestRequest, HilRequestView,
+    IssueDecisionRequest, IssueDecisionResponse, ListHilRequestsRequest, ListHilRequestsResponse,
+    MintDutySigilRequest, MintDutySigilResponse, MintStepGrantRequest, MintStepGrantResponse,
+    RedeemDecisionRequest, RedeemDecisionResponse, RedeemStepGrantRequest,
+    RedeemStepGrantResponse, RevokeRequest, RevokeResponse, WatchHilRequestsRequest,
 };
 use tonic::{Request, Response, Status};
 
 use crate::clock::UnixMillis;
 use crate::desk::{DecisionRequest, Desk, DutyRequest, RunRef};
-use crate::grant::{EffectClass, GrantRefusal, StepClaim, StepGrantRequest};
+use crate::grant::{EffectClass, FenceRequest, GrantRefusal, HilMode, StepClaim, StepGrantRequest};
+use crate::hil::{HilFiling, HilRefusal, HilRequest, StepAction};
 use crate::refusal::{DeskError, Refusal};
 use crate::scope::GuestEvent;
 
@@ -80,6 +83,10 @@ fn settle<T>(
             );
             Err(grant_status(refusal))
         }
+        Err(DeskError::Hil(refusal)) => {
+            tracing::info!(method, caller = who, code = refusal.code(), "hil refused");
+            Err(hil_status(refusal))
+        }
         Err(DeskError::Malformed(field)) => {
             tracing::info!(method, caller = who, field, "malformed request");
             Err(Status::invalid_argument(format!(
@@ -125,8 +132,67 @@ pub fn grant_status(refusal: GrantRefusal) -> Status {
         | GrantRefusal::OtherPack
         | GrantRefusal::OtherInstance
         | GrantRefusal::OtherExperiment
-        | GrantRefusal::GenerationStale => Status::failed_precondition(message),
+        | GrantRefusal::GenerationStale
+        | GrantRefusal::Unfenced
+        | GrantRefusal::Revoked
+        | GrantRefusal::Paused
+        | GrantRefusal::ProfileChanged
+        | GrantRefusal::HilMissing
+        | GrantRefusal::HilPending
+        | GrantRefusal::HilDenied
+        | GrantRefusal::HilExpired => Status::failed_precondition(message),
     }
+}
+
+/// The one mapping of a HIL refusal to a gRPC status; the message starts with the code.
+pub fn hil_status(refusal: HilRefusal) -> Status {
+    let message = refusal.to_string();
+    match refusal {
+        HilRefusal::BadRequest(_) => Status::invalid_argument(message),
+        HilRefusal::Unknown => Status::not_found(message),
+        HilRefusal::Answered(_)
+        | HilRefusal::Expired
+        | HilRefusal::OtherRequest
+        | HilRefusal::Conflict => Status::failed_precondition(message),
+    }
+}
+
+fn hil_bad(field: &'static str) -> Status {
+    hil_status(HilRefusal::BadRequest(field))
+}
+
+/// A request as the operator (or core) reads it.
+fn hil_view(h: &HilRequest) -> HilRequestView {
+    let f = &h.filing;
+    HilRequestView {
+        id: h.id.as_str().to_owned(),
+        digest: h.digest.to_string(),
+        state: h.state.as_str().to_owned(),
+        experiment_id: f.step.experiment_id.clone(),
+        instance_id: f.step.instance_id.clone(),
+        plan_digest: f.step.plan_digest.to_string(),
+        step_index: f.step.step_index,
+        step_digest: f.step.step_digest.to_string(),
+        pack_name: f.step.pack_name.clone(),
+        pack_generation: f.step.pack_generation,
+        effect_class: f.effect_class.as_str().to_owned(),
+        class_source: f.class_source.clone(),
+        action: f.action.as_str().to_owned(),
+        target: f.target.clone(),
+        argv: f.argv.clone(),
+        diff: f.diff.clone(),
+        rollback: f.rollback.clone(),
+        filed_at_unix_ms: millis(h.filed_at),
+        expires_at_unix_ms: millis(h.expires_at),
+        answered_at_unix_ms: h.answered_at.map(millis).unwrap_or(0),
+        answered_by: h.answered_by.clone().unwrap_or_default(),
+        reason: h.reason.clone(),
+    }
+}
+
+/// A HIL call's answer: every refusal is a gRPC error (see [`hil_status`]).
+fn settle_hil<T>(r: Result<T, DeskError>, method: &'static str, who: &str) -> Result<T, Status> {
+    settle_grant(r, method, who)
 }
 
 /// A digest field of a step grant call.
@@ -354,6 +420,8 @@ impl Ward for WardService {
                 0 => None,
                 ms => Some(std::time::Duration::from_millis(ms)),
             },
+            profile_digest: grant_digest(&r.profile_digest, "profile_digest")?,
+            hil_required: r.hil_required,
         };
         let (experiment, step) = (request.step.experiment_id.clone(), request.step.step_index);
         let g = settle_grant(
@@ -407,20 +475,157 @@ impl Ward for WardService {
     ) -> Result<Response<FencePackResponse>, Status> {
         let who = caller(&req)?;
         let r = req.into_inner();
+        let fence = FenceRequest {
+            pack_name: r.pack_name,
+            generation: r.current_generation,
+            revoked: r.revoked,
+            paused: r.paused,
+            bound_profile_digest: grant_digest(&r.bound_profile_digest, "bound_profile_digest")?,
+            active_profile_digest: grant_digest(
+                &r.active_profile_digest,
+                "active_profile_digest",
+            )?,
+            hil: HilMode::parse(&r.hil)
+                .ok_or_else(|| grant_status(GrantRefusal::BadRequest("hil")))?,
+        };
         let f = settle_grant(
-            self.desk
-                .fence_pack(&who, &r.pack_name, r.current_generation)
-                .await,
+            self.desk.fence_pack(&who, &fence).await,
             "FencePack",
             &who,
         )?;
         tracing::info!(
-            caller = %who, pack = r.pack_name, asked = r.current_generation,
-            current = f.current_generation, stale_grants = f.stale_grants, "pack fenced"
+            caller = %who, pack = fence.pack_name, asked = fence.generation,
+            current = f.current_generation, revoked = fence.revoked, paused = fence.paused,
+            epoch = f.epoch, stale_grants = f.stale_grants, "pack fenced"
         );
         Ok(Response::new(FencePackResponse {
             current_generation: f.current_generation,
             stale_grants: f.stale_grants,
+            epoch: f.epoch,
         }))
+    }
+
+    async fn file_hil_request(
+        &self,
+        req: Request<FileHilRequestRequest>,
+    ) -> Result<Response<HilRequestView>, Status> {
+        let who = caller(&req)?;
+        let r = req.into_inner();
+        let hil_digest = |text: &str, field| text.parse().map_err(|_| hil_bad(field));
+        let filing = HilFiling {
+            step: StepClaim {
+                experiment_id: r.experiment_id,
+                instance_id: r.instance_id,
+                plan_digest: hil_digest(&r.plan_digest, "plan_digest")?,
+                step_index: r.step_index,
+                step_digest: hil_digest(&r.step_digest, "step_digest")?,
+                pack_name: r.pack_name,
+                pack_generation: r.pack_generation,
+            },
+            effect_class: EffectClass::parse(&r.effect_class)
+                .ok_or_else(|| hil_bad("effect_class"))?,
+            class_source: r.class_source,
+            action: StepAction::parse(&r.action).ok_or_else(|| hil_bad("action"))?,
+            target: r.target,
+            argv: r.argv,
+            diff: r.diff,
+            rollback: r.rollback,
+            ttl: match r.ttl_ms {
+                0 => None,
+                ms => Some(std::time::Duration::from_millis(ms)),
+            },
+        };
+        let h = settle_hil(
+            self.desk.file_hil_request(&who, filing).await,
+            "FileHilRequest",
+            &who,
+        )?;
+        tracing::info!(
+            caller = %who, hil = %h.id, experiment = h.filing.step.experiment_id,
+            step = h.filing.step.step_index, class = %h.filing.effect_class,
+            state = %h.state, "hil request filed"
+        );
+        Ok(Response::new(hil_view(&h)))
+    }
+
+    async fn get_hil_request(
+        &self,
+        req: Request<GetHilRequestRequest>,
+    ) -> Result<Response<HilRequestView>, Status> {
+        let who = caller(&req)?;
+        let id = req.into_inner().id;
+        let h = settle_hil(self.desk.hil_request(&id).await, "GetHilRequest", &who)?;
+        Ok(Response::new(hil_view(&h)))
+    }
+
+    async fn list_hil_requests(
+        &self,
+        req: Request<ListHilRequestsRequest>,
+    ) -> Result<Response<ListHilRequestsResponse>, Status> {
+        let who = caller(&req)?;
+        let all = req.into_inner().all;
+        let list = settle_hil(self.desk.hil_requests(all).await, "ListHilRequests", &who)?;
+        Ok(Response::new(ListHilRequestsResponse {
+            requests: list.iter().map(hil_view).collect(),
+        }))
+    }
+
+    async fn answer_hil_request(
+        &self,
+        req: Request<AnswerHilRequestRequest>,
+    ) -> Result<Response<HilRequestView>, Status> {
+        let who = caller(&req)?;
+        let r = req.into_inner();
+        let h = settle_hil(
+            self.desk
+                .answer_hil_request(&who, &r.id, &r.request_digest, r.approve, &r.reason)
+                .await,
+            "AnswerHilRequest",
+            &who,
+        )?;
+        // The reason is the operator's text: kept with the answer, never logged.
+        tracing::info!(caller = %who, hil = %h.id, state = %h.state, "hil request answered");
+        Ok(Response::new(hil_view(&h)))
+    }
+
+    type WatchHilRequestsStream = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<HilRequestView, Status>> + Send + 'static>,
+    >;
+
+    async fn watch_hil_requests(
+        &self,
+        req: Request<WatchHilRequestsRequest>,
+    ) -> Result<Response<Self::WatchHilRequestsStream>, Status> {
+        let who = caller(&req)?;
+        let desk = self.desk.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut filings = desk.hil_filings();
+            let mut seen = 0;
+            loop {
+                filings.borrow_and_update();
+                let batch = match desk.hil_pending_after(seen).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        tracing::error!(caller = who, error = %e, "hil watch read failed");
+                        let _ = tx.send(Err(Status::internal("ward store failed"))).await;
+                        return;
+                    }
+                };
+                for h in &batch {
+                    seen = seen.max(h.seq);
+                    if tx.send(Ok(hil_view(h))).await.is_err() {
+                        return;
+                    }
+                }
+                tokio::select! {
+                    changed = filings.changed() => if changed.is_err() { return },
+                    () = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 }

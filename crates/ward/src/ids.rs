@@ -69,6 +69,11 @@ minted_id!(
     StepGrantId,
     "stg_"
 );
+minted_id!(
+    /// A HIL request: one stamped step put to the operator.
+    HilRequestId,
+    "hil_"
+);
 
 #[cfg(test)]
 mod tests {

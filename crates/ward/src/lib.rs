@@ -10,6 +10,8 @@
 //!   (a delivery intent) after the task's Sigil may have expired.
 //! - [`grant`]: step grants, ward's single-use permission for one stamped plan step of one
 //!   experiment on one instance under one pack generation; every check in one function.
+//! - [`hil`]: the operator's answer to one stamped step (HIL requests), and the current-use
+//!   fence's standing that every grant is minted and redeemed under.
 //! - [`refusal`]: every refusal as one enum with the seed's stable codes.
 //! - [`grpc`]: the Ward port adapter (the only place protobuf types appear).
 //!
@@ -27,6 +29,8 @@ pub mod clock;
 pub mod desk;
 pub mod grant;
 pub mod grpc;
+pub mod hil;
+mod hil_desk;
 pub mod ids;
 pub mod policy;
 pub mod refusal;
@@ -39,10 +43,12 @@ pub use desk::{
     RedeemedDecision, Revocation, RunRef, Sigil,
 };
 pub use grant::{
-    EffectClass, Fenced, GrantRefusal, MintedGrant, RedeemedGrant, StepClaim, StepGrantRequest,
+    EffectClass, FenceRequest, Fenced, GrantRefusal, HilMode, MintedGrant, RedeemedGrant,
+    Standing, StepClaim, StepGrantRequest,
 };
+pub use hil::{DEFAULT_HIL_TTL, HilFiling, HilRefusal, HilRequest, HilState, StepAction};
 pub use grpc::WardService;
-pub use ids::{DecisionId, SigilId, StepGrantId};
+pub use ids::{DecisionId, HilRequestId, SigilId, StepGrantId};
 pub use policy::{
     DutyBudgets, PurposeRule, RateLimits, StepGrantPolicy, TaskBudgets, WardPolicy, Window,
     WindowKind,

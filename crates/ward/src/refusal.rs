@@ -197,6 +197,9 @@ pub enum DeskError {
     /// a step grant refusal, answered as a gRPC error (see [`crate::grpc`])
     #[error(transparent)]
     Grant(#[from] GrantRefusal),
+    /// a HIL refusal, answered as a gRPC error (see [`crate::grpc`])
+    #[error(transparent)]
+    Hil(#[from] crate::hil::HilRefusal),
     /// the request is malformed; names the field, never its value
     #[error("malformed request: {0}")]
     Malformed(&'static str),

@@ -24,6 +24,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_ward.sql")),
     (2, include_str!("../migrations/0002_duty_sigil.sql")),
     (3, include_str!("../migrations/0003_step_grant.sql")),
+    (4, include_str!("../migrations/0004_hil.sql")),
 ];
 
 /// Opens (creating if needed) the store at `path` and applies missing migrations.

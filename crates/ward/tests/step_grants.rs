@@ -18,12 +18,11 @@ use reach_port::{PortAddress, PortMaterial, PortPolicy, PortServer};
 use reach_proto::ward::v1::ward_client::WardClient;
 use reach_proto::ward::v1::{FencePackRequest, MintStepGrantRequest, RedeemStepGrantRequest};
 use reach_ward_desk::{
-    DeskError, EffectClass, GrantRefusal, MintedGrant, StepClaim, StepGrantPolicy,
+    DeskError, EffectClass, GrantRefusal, HilMode, MintedGrant, StepClaim, StepGrantPolicy,
     StepGrantRequest, WardKey, WardPolicy, WardService,
 };
 
 const WORKBENCH: &str = "workbench";
-const PACK: &str = "demo-pack";
 
 fn claim() -> StepClaim {
     StepClaim {
@@ -37,12 +36,30 @@ fn claim() -> StepClaim {
     }
 }
 
+/// An observation: under an each-mutation fence it needs no operator's answer (tests/hil.rs
+/// covers the steps that do).
 fn request(step: StepClaim) -> StepGrantRequest {
     StepGrantRequest {
         step,
-        effect_class: EffectClass::ContainedMutation,
+        effect_class: EffectClass::Observation,
         ttl: None,
+        profile_digest: profile(),
+        hil_required: false,
     }
+}
+
+/// A desk whose pack core fenced at generation 3, each-mutation.
+async fn fixture() -> Fixture {
+    let f = Fixture::new().await;
+    fence(&f, 3).await;
+    f
+}
+
+async fn fence(f: &Fixture, generation: u64) -> reach_ward_desk::Fenced {
+    f.desk
+        .fence_pack(CORE, &standing(generation, HilMode::EachMutation))
+        .await
+        .unwrap()
 }
 
 async fn mint(f: &Fixture, step: StepClaim) -> MintedGrant {
@@ -74,7 +91,7 @@ fn grant_refusal<T: std::fmt::Debug>(r: Result<T, DeskError>) -> GrantRefusal {
 
 #[tokio::test]
 async fn minted_grant_redeems_once_then_is_used() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let g = mint(&f, claim()).await;
     assert_eq!(g.expires_at, START.plus(Duration::from_millis(60_000)));
     assert!(g.token.starts_with(&format!("{}.", g.id)), "{}", g.token);
@@ -87,7 +104,7 @@ async fn minted_grant_redeems_once_then_is_used() {
         .unwrap();
     assert_eq!(
         (r.id(), r.effect_class(), r.redeemed_at()),
-        (&g.id, EffectClass::ContainedMutation, START)
+        (&g.id, EffectClass::Observation, START)
     );
     let again = f
         .desk
@@ -98,7 +115,7 @@ async fn minted_grant_redeems_once_then_is_used() {
 
 #[tokio::test]
 async fn forged_tokens_are_refused_and_burn_nothing() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     // Tokens tagged under another ward key, for rows in this very store: a second desk with
     // another key, opened on the same file, mints them.
     let other_key = reach_ward_desk::Desk::open(
@@ -147,7 +164,7 @@ async fn forged_tokens_are_refused_and_burn_nothing() {
 
 #[tokio::test]
 async fn each_mismatch_is_refused_with_its_code_and_leaves_the_grant_live() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let g = mint(&f, claim()).await;
     type Edit = fn(&mut StepClaim);
     let cases: &[(&str, Edit)] = &[
@@ -198,7 +215,7 @@ async fn each_mismatch_is_refused_with_its_code_and_leaves_the_grant_live() {
 
 #[tokio::test]
 async fn a_fence_above_the_grant_makes_it_stale() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let g = mint(&f, claim()).await;
     let other_step = mint(
         &f,
@@ -208,7 +225,7 @@ async fn a_fence_above_the_grant_makes_it_stale() {
         },
     )
     .await;
-    let fenced = f.desk.fence_pack(CORE, PACK, 4).await.unwrap();
+    let fenced = fence(&f, 4).await;
     assert_eq!((fenced.current_generation, fenced.stale_grants), (4, 2));
 
     let r = f
@@ -246,13 +263,17 @@ async fn a_fence_above_the_grant_makes_it_stale() {
 
 #[tokio::test]
 async fn a_mint_below_the_fence_is_refused_and_the_fence_only_rises() {
-    let f = Fixture::new().await;
-    let up = f.desk.fence_pack(CORE, PACK, 5).await.unwrap();
+    let f = fixture().await;
+    let up = fence(&f, 5).await;
     assert_eq!((up.current_generation, up.stale_grants), (5, 0));
-    // Lower and equal generations are ignored; the recorded one is returned.
+    // Lower generations are ignored, whatever else they say; the recorded standing is returned.
     for lower in [3, 0, 5] {
-        let f2 = f.desk.fence_pack(CORE, PACK, lower).await.unwrap();
-        assert_eq!(f2.current_generation, 5, "fence at {lower}");
+        let late = reach_ward_desk::FenceRequest {
+            paused: lower != 5,
+            ..standing(lower, HilMode::EachMutation)
+        };
+        let f2 = f.desk.fence_pack(CORE, &late).await.unwrap();
+        assert_eq!((f2.current_generation, f2.epoch), (5, up.epoch), "fence at {lower}");
     }
     let r = f.desk.mint_step_grant(CORE, request(claim())).await;
     assert_eq!(grant_refusal(r), GrantRefusal::GenerationStale);
@@ -261,12 +282,13 @@ async fn a_mint_below_the_fence_is_refused_and_the_fence_only_rises() {
         ..claim()
     };
     mint(&f, at_fence).await;
-    // Fences are per pack.
+    // Fences are per pack: one core never fenced mints nothing.
     let elsewhere = StepClaim {
         pack_name: "another-pack".into(),
         ..claim()
     };
-    mint(&f, elsewhere).await;
+    let r = f.desk.mint_step_grant(CORE, request(elsewhere)).await;
+    assert_eq!(grant_refusal(r), GrantRefusal::Unfenced);
     // And they survive a restart of ward.
     let reopened = reach_ward_desk::Desk::open(
         &f.dir.path().join("ward.sqlite3"),
@@ -280,7 +302,7 @@ async fn a_mint_below_the_fence_is_refused_and_the_fence_only_rises() {
     assert_eq!(grant_refusal(r), GrantRefusal::GenerationStale);
     assert_eq!(
         reopened
-            .fence_pack(CORE, PACK, 1)
+            .fence_pack(CORE, &standing(1, HilMode::EachMutation))
             .await
             .unwrap()
             .current_generation,
@@ -290,7 +312,7 @@ async fn a_mint_below_the_fence_is_refused_and_the_fence_only_rises() {
 
 #[tokio::test]
 async fn an_expired_grant_is_refused() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let ttl = Duration::from_secs(5);
     let step = |i| StepClaim {
         step_index: i,
@@ -325,7 +347,7 @@ async fn an_expired_grant_is_refused() {
 
 #[tokio::test]
 async fn a_grant_never_outlives_the_ward_process_that_minted_it() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let live = mint(&f, claim()).await;
     let used = mint(
         &f,
@@ -374,7 +396,7 @@ async fn a_grant_never_outlives_the_ward_process_that_minted_it() {
 
 #[tokio::test]
 async fn a_row_edited_in_the_store_redeems_nothing() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let g = mint(&f, claim()).await;
     let pool = sqlx::SqlitePool::connect(&format!(
         "sqlite://{}",
@@ -385,7 +407,7 @@ async fn a_row_edited_in_the_store_redeems_nothing() {
     // Someone with the store but not the key rebinds the grant to another step.
     let other = Sha256Digest::of(b"another step");
     sqlx::query(
-        "UPDATE step_grant SET step_digest = ?1, effect_class = 'observation' WHERE id = ?2",
+        "UPDATE step_grant SET step_digest = ?1, effect_class = 'contained-mutation' WHERE id = ?2",
     )
     .bind(other.to_string())
     .bind(g.id.as_str())
@@ -411,6 +433,7 @@ async fn malformed_or_out_of_policy_mints_are_bad_requests() {
         ..WardPolicy::default()
     })
     .await;
+    fence(&f, 3).await;
     type Edit = fn(&mut StepGrantRequest);
     let cases: &[(&str, Edit)] = &[
         ("empty experiment", |r| r.step.experiment_id.clear()),
@@ -461,7 +484,7 @@ async fn malformed_or_out_of_policy_mints_are_bad_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_redeems_of_one_grant_admit_exactly_one() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     for round in 0..10u32 {
         let step = StepClaim {
             step_index: round,
@@ -489,7 +512,7 @@ async fn concurrent_redeems_of_one_grant_admit_exactly_one() {
 /// fences, workbench redeems) and the gRPC adapter's one status mapping.
 #[tokio::test]
 async fn over_the_port_refusals_are_errors_that_start_with_their_code() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let td = TrustDomain::new("grant.test").unwrap();
     let root = TrustRoot::generate(&td, SystemTime::now()).unwrap();
     let p = |n: &str| Principal::new(td.clone(), n).unwrap();
@@ -527,6 +550,8 @@ async fn over_the_port_refusals_are_errors_that_start_with_their_code() {
         pack_generation: c.pack_generation,
         effect_class: "observation".into(),
         ttl_ms: 0,
+        profile_digest: profile().to_string(),
+        hil_required: false,
     };
     let minted = core
         .mint_step_grant(mint_req.clone())
@@ -611,11 +636,24 @@ async fn over_the_port_refusals_are_errors_that_start_with_their_code() {
         .fence_pack(FencePackRequest {
             pack_name: PACK.into(),
             current_generation: 9,
+            bound_profile_digest: profile().to_string(),
+            active_profile_digest: profile().to_string(),
+            hil: "each-mutation".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
         .into_inner();
     assert_eq!((fenced.current_generation, fenced.stale_grants), (9, 0));
+    let unstated = FencePackRequest {
+        pack_name: PACK.into(),
+        current_generation: 10,
+        ..Default::default()
+    };
+    line(
+        "fence without a profile",
+        status(core.fence_pack(unstated).await),
+    );
     line(
         "mint below the fence",
         status(core.mint_step_grant(mint_req.clone()).await),
@@ -628,6 +666,7 @@ async fn over_the_port_refusals_are_errors_that_start_with_their_code() {
         workbench mints          PermissionDenied spiffe://grant.test/workbench may not call /reach.ward.v1.Ward/MintStepGrant
         core redeems             PermissionDenied spiffe://grant.test/core may not call /reach.ward.v1.Ward/RedeemStepGrant
         second redemption        FailedPrecondition grant/used
+        fence without a profile  InvalidArgument grant/bad-request: bound_profile_digest
         mint below the fence     FailedPrecondition package/generation-stale
     "#]]
     .assert_eq(&table);

@@ -15,6 +15,25 @@ pub const DISCORD: &str = "egress-discord";
 pub const PROVIDER: &str = "egress-provider";
 pub const DISCORD_REST: &str = "https://discord.com:443/api/v10/channels/c1/messages";
 pub const START: UnixMillis = UnixMillis(1_700_000_000_000);
+/// The pack every step grant and HIL test uses, and its task profile's digest.
+pub const PACK: &str = "demo-pack";
+
+pub fn profile() -> Sha256Digest {
+    Sha256Digest::of(b"task-profile.toml")
+}
+
+/// A clear standing for [`PACK`] at `generation`: active, bound, not paused, one profile.
+pub fn standing(generation: u64, hil: reach_ward_desk::HilMode) -> reach_ward_desk::FenceRequest {
+    reach_ward_desk::FenceRequest {
+        pack_name: PACK.into(),
+        generation,
+        revoked: false,
+        paused: false,
+        bound_profile_digest: profile(),
+        active_profile_digest: profile(),
+        hil,
+    }
+}
 
 #[derive(Debug)]
 pub struct Fixture {
