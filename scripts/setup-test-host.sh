@@ -18,6 +18,9 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)
+# The A2A interop test runs a peer built from the official SDK (PyPI a2a-sdk) in a venv.
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "setup: need root to install: ${need[*]}" >&2
@@ -61,6 +64,21 @@ fi
 # Rootless Podman for the container end-to-end tests (issue #3): its own script, idempotent.
 if [ -x scripts/podman-setup.sh ]; then
   scripts/podman-setup.sh
+fi
+
+# The official A2A SDK (1.x speaks A2A 1.0) for the interop test (issue #33), in a venv outside
+# the clone so a checkout stays clean and a rerun reuses it. Built in place (a venv's scripts
+# name their own path, so it cannot be renamed) with the stamp written last: a half-finished
+# install has no stamp and is rebuilt; the stamp names the requirement, so a new pin rebuilds.
+a2a_venv=/var/tmp/reach-venvs/a2a
+a2a_req='a2a-sdk[http-server]>=1,<2'
+if [ "$(cat "$a2a_venv/.reach-requirement" 2>/dev/null)" != "$a2a_req" ]; then
+  echo "setup: installing $a2a_req in $a2a_venv" >&2
+  rm -rf "$a2a_venv"
+  mkdir -p "$(dirname "$a2a_venv")"
+  python3 -m venv "$a2a_venv"
+  "$a2a_venv/bin/pip" install -q --disable-pip-version-check "$a2a_req" uvicorn
+  echo "$a2a_req" >"$a2a_venv/.reach-requirement"
 fi
 
 echo "postgres://root@%2Fvar%2Frun%2Fpostgresql/reach_test" >&3

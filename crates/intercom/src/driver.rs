@@ -17,6 +17,7 @@
 //! transport (for `PeerClient`, `a2a_bounds`: 30 s at most).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use reach_clock::Clock;
 use reach_digest::Sha256Digest;
@@ -263,6 +264,20 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
                     polls: task.polls(),
                 });
             }
+            // Paced from the peer's last answer, bounded by the interval and the deadline.
+            let until_deadline = Duration::from_millis(
+                u64::try_from(task.spec().deadline.0 - self.clock.now().0).unwrap_or(0),
+            );
+            let pause = task
+                .spec()
+                .polls
+                .pause_before(task.polls() + 1, until_deadline);
+            tokio::time::sleep(pause).await;
+            if self.deadline_passed(task) {
+                self.move_to(task, Phase::Expired, self.step("intercom/deadline"))
+                    .await?;
+                return Ok(task.phase());
+            }
             let Some((rpc_id, body, attempt)) = self.next_poll(task) else {
                 return Err(IntercomRefusal::WrongPhase {
                     phase: task.phase(),
@@ -328,7 +343,6 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
                 _ => "a2a/task-live".to_owned(),
             };
             self.move_to(task, Phase::Polling, step(code, None)).await?;
-            tokio::time::sleep(task.spec().polls.interval).await;
         }
     }
 

@@ -28,6 +28,23 @@ pub struct PollBudget {
     pub interval: Duration,
 }
 
+impl PollBudget {
+    /// The pause before GetTask number `n` (1-based), counted from the peer's last answer
+    /// (the send's for poll 1): a quarter of the interval, then half, then the interval, and
+    /// never past the deadline (`until_deadline`). A peer that answers at once is not asked
+    /// again at once (issue #33: the first poll went out immediately and three quick polls
+    /// spent the run's decision budget); the backoff is bounded by the interval so a task
+    /// that finishes is seen at most one interval later.
+    pub fn pause_before(&self, n: u32, until_deadline: Duration) -> Duration {
+        let pause = match n {
+            0 | 1 => self.interval / 4,
+            2 => self.interval / 2,
+            _ => self.interval,
+        };
+        pause.min(until_deadline)
+    }
+}
+
 /// What Reach asks a peer to do, fixed before anything is sent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskSpec {
@@ -477,6 +494,32 @@ fn wire_code(e: &crate::wire::WireError) -> &'static str {
 mod tests {
     use super::*;
     use crate::wire::TaskState;
+
+    #[test]
+    fn polls_are_paced_and_bounded_by_the_interval_and_the_deadline() {
+        let budget = PollBudget {
+            max_polls: 10,
+            interval: Duration::from_millis(1_000),
+        };
+        let hour = Duration::from_secs(3_600);
+        // (poll number, time left before the deadline) → pause in ms.
+        let table: [(u32, Duration, u128); 7] = [
+            (1, hour, 250),
+            (2, hour, 500),
+            (3, hour, 1_000),
+            (50, hour, 1_000),
+            (3, Duration::from_millis(300), 300),
+            (1, Duration::from_millis(100), 100),
+            (2, Duration::ZERO, 0),
+        ];
+        for (n, left, want) in table {
+            assert_eq!(
+                budget.pause_before(n, left).as_millis(),
+                want,
+                "poll {n}, {left:?} left"
+            );
+        }
+    }
 
     fn spec() -> TaskSpec {
         TaskSpec {
