@@ -849,9 +849,12 @@ impl Desk {
              WHERE id = ?1 AND redeemed_at IS NULL AND voided_at IS NULL AND expires_at > ?2
                AND fence_epoch = (SELECT epoch FROM pack_fence
                  WHERE pack_fence.pack_name = step_grant.pack_name)
-               AND (hil_request_id IS NULL OR EXISTS (SELECT 1 FROM hil_request h
+               AND (hil_request_id IS NULL OR (EXISTS (SELECT 1 FROM hil_request h
                  WHERE h.id = step_grant.hil_request_id AND h.state = 'approved'
-                   AND h.expires_at > ?2))",
+                   AND h.expires_at > ?2)
+                 AND NOT EXISTS (SELECT 1 FROM step_grant spent
+                   WHERE spent.hil_request_id = step_grant.hil_request_id
+                     AND spent.redeemed_at IS NOT NULL)))",
         )
         .bind(record.id.as_str())
         .bind(now.0)
@@ -1232,8 +1235,9 @@ async fn read_answer(
     now: UnixMillis,
 ) -> Result<Option<HilAnswer>> {
     let Some(row) = sqlx::query(
-        "SELECT * FROM hil_request WHERE experiment_id = ?1 AND plan_digest = ?2
-           AND step_index = ?3",
+        "SELECT h.*, EXISTS (SELECT 1 FROM step_grant g WHERE g.hil_request_id = h.id
+             AND g.redeemed_at IS NOT NULL) AS spent
+         FROM hil_request h WHERE experiment_id = ?1 AND plan_digest = ?2 AND step_index = ?3",
     )
     .bind(&step.experiment_id)
     .bind(step.plan_digest.to_string())
@@ -1258,6 +1262,7 @@ async fn read_answer(
             crate::hil::HilState::Pending | crate::hil::HilState::Expired => None,
         },
         expires_at,
+        spent: row.try_get("spent")?,
     }))
 }
 

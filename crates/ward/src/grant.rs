@@ -89,6 +89,9 @@ pub enum GrantRefusal {
     /// the step's HIL request expired unanswered, or its approval expired before the step ran
     #[error("hil/expired")]
     HilExpired,
+    /// the approval was spent: a grant under it already ran the step once
+    #[error("hil/spent")]
+    HilSpent,
     /// a field of the request is malformed or out of policy; names the field, never its value
     #[error("grant/bad-request: {0}")]
     BadRequest(&'static str),
@@ -115,6 +118,7 @@ impl GrantRefusal {
             Self::HilPending => "hil/pending",
             Self::HilDenied => "hil/denied",
             Self::HilExpired => "hil/expired",
+            Self::HilSpent => "hil/spent",
             Self::BadRequest(_) => "grant/bad-request",
         }
     }
@@ -142,6 +146,7 @@ impl GrantRefusal {
                 | Self::ProfileChanged
                 | Self::HilDenied
                 | Self::HilExpired
+                | Self::HilSpent
         )
     }
 }
@@ -272,6 +277,8 @@ pub(crate) struct HilAnswer {
     /// `Some(true)` approved, `Some(false)` denied, `None` unanswered.
     pub approved: Option<bool>,
     pub expires_at: UnixMillis,
+    /// A grant under this approval was redeemed: one approval runs its step once.
+    pub spent: bool,
 }
 
 /// Whether `answer` lets the step run now: approved, unexpired, and filed for exactly this
@@ -290,6 +297,7 @@ fn hil_admits(
     }
     match a.approved {
         Some(false) => Err(GrantRefusal::HilDenied),
+        _ if a.spent => Err(GrantRefusal::HilSpent),
         _ if now >= a.expires_at => Err(GrantRefusal::HilExpired),
         None => Err(GrantRefusal::HilPending),
         Some(true) => Ok(()),
@@ -604,6 +612,7 @@ mod tests {
             effect_class: req.effect_class,
             approved,
             expires_at: UnixMillis(1_000),
+            spent: false,
         }
     }
 
@@ -658,6 +667,14 @@ mod tests {
         assert_eq!(
             admit_mint(&mutation, Some(&st), Some(&approved), now),
             Ok(Some(&approved))
+        );
+        let spent = HilAnswer {
+            spent: true,
+            ..approved.clone()
+        };
+        assert_eq!(
+            admit_mint(&mutation, Some(&st), Some(&spent), now),
+            Err(GrantRefusal::HilSpent)
         );
         // An approval of another step's digest, or of the step as another class, is none.
         let mut other = approved.clone();
@@ -793,6 +810,7 @@ mod tests {
             GrantRefusal::HilPending,
             GrantRefusal::HilDenied,
             GrantRefusal::HilExpired,
+            GrantRefusal::HilSpent,
             GrantRefusal::BadRequest("ttl_ms"),
         ];
         let shown: Vec<String> = all.iter().map(|r| r.to_string()).collect();
@@ -815,6 +833,7 @@ mod tests {
                 "hil/pending",
                 "hil/denied",
                 "hil/expired",
+                "hil/spent",
                 "grant/bad-request: ttl_ms",
             ]
         "#]]

@@ -140,7 +140,8 @@ pub fn grant_status(refusal: GrantRefusal) -> Status {
         | GrantRefusal::HilMissing
         | GrantRefusal::HilPending
         | GrantRefusal::HilDenied
-        | GrantRefusal::HilExpired => Status::failed_precondition(message),
+        | GrantRefusal::HilExpired
+        | GrantRefusal::HilSpent => Status::failed_precondition(message),
     }
 }
 
