@@ -22,7 +22,7 @@ use reach_plan::Action;
 use reach_proto::vm::v1 as vm_pb;
 use reach_proto::vm::v1::vm_broker_client::VmBrokerClient;
 use reach_proto::workbench::v1 as pb;
-use reach_tests::workbench::{Grant, execute, mint, start, ward, workbench};
+use reach_tests::workbench::{Grant, execute, fence, mint, start, ward, workbench};
 
 fn p50(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -44,6 +44,7 @@ async fn main() {
     let plan = &f.plan;
     let mut wb = workbench(body, "core");
     let mut ward = ward(body);
+    fence(&mut ward, plan, 1).await;
     let mut vm = VmBrokerClient::new(reach_port::connect_lazy(
         body.socket("vm-broker.instances"),
         &body.material("workbench"),

@@ -168,7 +168,7 @@ pub async fn guest_digest(body: &TestBody, instance: &str, path: &str) -> Sha256
 }
 
 /// What a step grant is minted for.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Grant<'a> {
     pub experiment: &'a str,
     pub instance: &'a str,
@@ -177,9 +177,46 @@ pub struct Grant<'a> {
     pub generation: u64,
 }
 
-pub async fn mint(ward: &mut WardClient<Channel>, pack: &str, g: Grant<'_>) -> String {
+/// Core's statement of the pack's standing: active at `generation`, bound to the plan's
+/// profile, not paused, under the plan's HIL mode.
+pub async fn fence(ward: &mut WardClient<Channel>, plan: &StampedPlan, generation: u64) {
+    let profile = plan.pack.profile_digest.to_string();
+    ward.fence_pack(ward_pb::FencePackRequest {
+        pack_name: plan.pack.name.clone(),
+        current_generation: generation,
+        revoked: false,
+        paused: false,
+        bound_profile_digest: profile.clone(),
+        active_profile_digest: profile,
+        hil: match plan.hil {
+            HilMode::EachStep => "each-step",
+            HilMode::EachMutation => "each-mutation",
+        }
+        .into(),
+    })
+    .await
+    .unwrap();
+}
+
+/// What core files with ward for one stamped step that asks for the operator's answer.
+pub fn hil_filing(g: &Grant<'_>, pack: &str) -> ward_pb::FileHilRequestRequest {
     let s = &g.plan.steps[g.step];
-    ward.mint_step_grant(ward_pb::MintStepGrantRequest {
+    let (action, target, argv, diff) = match &s.action {
+        reach_plan::Action::Run { profile, args } => {
+            ("run", profile.clone(), args.clone(), String::new())
+        }
+        reach_plan::Action::Patch { target, diff, .. } => (
+            "patch",
+            target.as_str().to_owned(),
+            Vec::new(),
+            diff.clone(),
+        ),
+        reach_plan::Action::Restart { service } => {
+            ("restart", service.clone(), Vec::new(), String::new())
+        }
+        reach_plan::Action::Verify {} => ("verify", String::new(), Vec::new(), String::new()),
+    };
+    ward_pb::FileHilRequestRequest {
         experiment_id: g.experiment.to_owned(),
         instance_id: g.instance.to_owned(),
         plan_digest: g.plan.digest.to_string(),
@@ -187,17 +224,60 @@ pub async fn mint(ward: &mut WardClient<Channel>, pack: &str, g: Grant<'_>) -> S
         step_digest: s.digest.to_string(),
         pack_name: pack.to_owned(),
         pack_generation: g.generation,
-        effect_class: match s.effect_class {
-            reach_plan::EffectClass::Observation => "observation",
-            reach_plan::EffectClass::ContainedMutation => "contained-mutation",
-        }
-        .into(),
+        effect_class: class(s.effect_class).into(),
+        class_source: s.source.clone(),
+        action: action.into(),
+        target,
+        argv,
+        diff,
+        rollback: s.rollback.clone(),
         ttl_ms: 0,
-    })
-    .await
-    .unwrap()
-    .into_inner()
-    .grant
+    }
+}
+
+/// The operator's client of `ward.authority` (their own leaf).
+pub fn operator_ward(body: &TestBody) -> WardClient<Channel> {
+    WardClient::new(reach_port::connect_lazy(
+        body.socket("ward.authority"),
+        &body.material("operator"),
+        body.manifest.principal("ward"),
+    ))
+}
+
+fn class(c: reach_plan::EffectClass) -> &'static str {
+    match c {
+        reach_plan::EffectClass::Observation => "observation",
+        reach_plan::EffectClass::ContainedMutation => "contained-mutation",
+    }
+}
+
+pub async fn mint(ward: &mut WardClient<Channel>, pack: &str, g: Grant<'_>) -> String {
+    try_mint(ward, pack, g).await.unwrap()
+}
+
+pub async fn try_mint(
+    ward: &mut WardClient<Channel>,
+    pack: &str,
+    g: Grant<'_>,
+) -> Result<String, tonic::Status> {
+    let s = &g.plan.steps[g.step];
+    Ok(ward
+        .mint_step_grant(ward_pb::MintStepGrantRequest {
+            experiment_id: g.experiment.to_owned(),
+            instance_id: g.instance.to_owned(),
+            plan_digest: g.plan.digest.to_string(),
+            step_index: s.index as u32,
+            step_digest: s.digest.to_string(),
+            pack_name: pack.to_owned(),
+            pack_generation: g.generation,
+            effect_class: class(s.effect_class).into(),
+            ttl_ms: 0,
+            profile_digest: g.plan.pack.profile_digest.to_string(),
+            hil_required: s.hil_required,
+        })
+        .await?
+        .into_inner()
+        .grant)
 }
 
 pub fn execute(

@@ -11,8 +11,12 @@ use reach_plan::Action;
 use reach_proto::core::v1 as core_pb;
 use reach_proto::core::v1::packs_client::PacksClient;
 use reach_proto::ward::v1 as ward_pb;
+use reach_proto::ward::v1::ward_client;
 use reach_proto::workbench::v1 as pb;
-use reach_tests::workbench::{Grant, code, execute, guest_digest, mint, start, ward, workbench};
+use reach_tests::workbench::{
+    Grant, code, execute, fence, guest_digest, hil_filing, mint, operator_ward, start, try_mint,
+    ward, workbench,
+};
 use reach_tests::{call, refused_at_handshake};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,6 +108,9 @@ async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
     let target = format!("/{}", target.as_str());
     let baseline = guest_digest(body, inst, &target).await;
     let mut ward = ward(body);
+    let mut operator = operator_ward(body);
+    // Core states the pack's standing before any grant: active at 1, bound, each-mutation.
+    fence(&mut ward, plan, 1).await;
     let g = |step, instance, generation| Grant {
         experiment: "exp-1",
         instance,
@@ -127,18 +134,54 @@ async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
         .unwrap_err();
     assert_eq!(code(&e), "grant/used", "{e:?}");
 
+    // The patch is a mutation: no grant before the operator approves exactly that step.
+    let e = try_mint(&mut ward, &f.pack, g(patch_at, inst, 1))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "hil/missing", "{e:?}");
+    type Ward = ward_client::WardClient<tonic::transport::Channel>;
+    let approve = async |ward: &mut Ward, operator: &mut Ward, step: usize| {
+        let h = ward
+            .file_hil_request(hil_filing(&g(step, inst, 1), &f.pack))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(h.state, "pending");
+        operator
+            .answer_hil_request(ward_pb::AnswerHilRequestRequest {
+                id: h.id,
+                request_digest: h.digest,
+                approve: true,
+                reason: String::new(),
+            })
+            .await
+            .unwrap();
+    };
+    let filed = ward
+        .file_hil_request(hil_filing(&g(patch_at, inst, 1), &f.pack))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(filed.rollback, "recreate-prepared-system");
+    assert!(filed.diff.contains("example.test"), "{}", filed.diff);
+    let e = try_mint(&mut ward, &f.pack, g(patch_at, inst, 1))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "hil/pending", "{e:?}");
+    approve(&mut ward, &mut operator, patch_at).await;
+
     // The patch step with grants that must execute nothing.
     let good = mint(&mut ward, &f.pack, g(patch_at, inst, 1)).await;
     let mut forged = good.clone();
     let last = forged.pop().unwrap();
     forged.push(if last == '0' { '1' } else { '0' });
     let other_step = mint(&mut ward, &f.pack, g(0, inst, 1)).await;
-    let other_instance = mint(&mut ward, &f.pack, g(patch_at, "vm-elsewhere", 1)).await;
-    for (grant, want) in [
-        (forged, "grant/forged"),
-        (other_step, "grant/other-step"),
-        (other_instance, "grant/other-instance"),
-    ] {
+    // The approval names its instance: none is minted for another.
+    let e = try_mint(&mut ward, &f.pack, g(patch_at, "vm-elsewhere", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "hil/missing", "{e:?}");
+    for (grant, want) in [(forged, "grant/forged"), (other_step, "grant/other-step")] {
         let e = wb
             .execute_step(execute("exp-1", inst, plan, patch_at, grant))
             .await
@@ -146,12 +189,21 @@ async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
         assert_eq!(code(&e), want, "{e:?}");
         assert_eq!(guest_digest(body, inst, &target).await, baseline, "{want}");
     }
+    let other_instance = mint(&mut ward, &f.pack, g(0, "vm-elsewhere", 1)).await;
+    let e = wb
+        .execute_step(execute("exp-1", inst, plan, 0, other_instance))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "grant/other-instance", "{e:?}");
 
     // The repair, each step with its own grant: the verifier passes all seven.
     for i in patch_at..plan.steps.len() {
         let grant = if i == patch_at {
             good.clone()
         } else {
+            if plan.steps[i].hil_required {
+                approve(&mut ward, &mut operator, i).await;
+            }
             mint(&mut ward, &f.pack, g(i, inst, 1)).await
         };
         let r = wb
@@ -166,12 +218,7 @@ async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
 
     // A stale generation: the pack moved on after the grant was minted.
     let stale = mint(&mut ward, &f.pack, g(0, inst, 1)).await;
-    ward.fence_pack(ward_pb::FencePackRequest {
-        pack_name: f.pack.clone(),
-        current_generation: 2,
-    })
-    .await
-    .unwrap();
+    fence(&mut ward, plan, 2).await;
     let e = wb
         .execute_step(execute("exp-1", inst, plan, 0, stale))
         .await

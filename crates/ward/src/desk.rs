@@ -935,7 +935,9 @@ impl Desk {
                 .parse()
                 .map_err(|_| DeskError::Corrupt("grant profile digest"))?,
             fence_epoch: col_u64(&row, "fence_epoch")?,
-            hil: row.try_get::<Option<String>, _>("hil_request_id")?.is_some(),
+            hil: row
+                .try_get::<Option<String>, _>("hil_request_id")?
+                .is_some(),
             step,
         };
         let standing = read_standing(&mut conn, &record.step.pack_name).await?;

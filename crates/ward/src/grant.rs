@@ -211,9 +211,7 @@ impl HilMode {
     /// Whether a step of `class` needs the operator's answer under this mode, or because its
     /// stamped plan says so. Never weaker than the mode: a mutation always asks.
     pub fn asks(self, class: EffectClass, stamped_hil_required: bool) -> bool {
-        stamped_hil_required
-            || class == EffectClass::ContainedMutation
-            || self == Self::EachStep
+        stamped_hil_required || class == EffectClass::ContainedMutation || self == Self::EachStep
     }
 }
 
@@ -771,7 +769,10 @@ mod tests {
         let t = PresentedToken::parse(&token).unwrap();
         let st = standing();
         let st = Some(&st);
-        assert_eq!(check(&key, Some(&t), Some(&r), st, None, &r.step, now), Ok(()));
+        assert_eq!(
+            check(&key, Some(&t), Some(&r), st, None, &r.step, now),
+            Ok(())
+        );
         assert_eq!(
             check(&other, Some(&t), Some(&r), st, None, &r.step, now),
             Err(GrantRefusal::Forged)

@@ -18,8 +18,8 @@ use reach_proto::ward::v1::{
     FencePackResponse, FileHilRequestRequest, GetHilRequestRequest, HilRequestView,
     IssueDecisionRequest, IssueDecisionResponse, ListHilRequestsRequest, ListHilRequestsResponse,
     MintDutySigilRequest, MintDutySigilResponse, MintStepGrantRequest, MintStepGrantResponse,
-    RedeemDecisionRequest, RedeemDecisionResponse, RedeemStepGrantRequest,
-    RedeemStepGrantResponse, RevokeRequest, RevokeResponse, WatchHilRequestsRequest,
+    RedeemDecisionRequest, RedeemDecisionResponse, RedeemStepGrantRequest, RedeemStepGrantResponse,
+    RevokeRequest, RevokeResponse, WatchHilRequestsRequest,
 };
 use tonic::{Request, Response, Status};
 
@@ -482,18 +482,11 @@ impl Ward for WardService {
             revoked: r.revoked,
             paused: r.paused,
             bound_profile_digest: grant_digest(&r.bound_profile_digest, "bound_profile_digest")?,
-            active_profile_digest: grant_digest(
-                &r.active_profile_digest,
-                "active_profile_digest",
-            )?,
+            active_profile_digest: grant_digest(&r.active_profile_digest, "active_profile_digest")?,
             hil: HilMode::parse(&r.hil)
                 .ok_or_else(|| grant_status(GrantRefusal::BadRequest("hil")))?,
         };
-        let f = settle_grant(
-            self.desk.fence_pack(&who, &fence).await,
-            "FencePack",
-            &who,
-        )?;
+        let f = settle_grant(self.desk.fence_pack(&who, &fence).await, "FencePack", &who)?;
         tracing::info!(
             caller = %who, pack = fence.pack_name, asked = fence.generation,
             current = f.current_generation, revoked = fence.revoked, paused = fence.paused,

@@ -367,7 +367,10 @@ mod tests {
         for edit in edits {
             let mut g = f.clone();
             edit(&mut g);
-            assert_ne!(HilRequest::digest_of(&id, &g, UnixMillis(1), UnixMillis(2)), d);
+            assert_ne!(
+                HilRequest::digest_of(&id, &g, UnixMillis(1), UnixMillis(2)),
+                d
+            );
         }
         assert_ne!(
             HilRequest::digest_of(&id, &f, UnixMillis(1), UnixMillis(3)),

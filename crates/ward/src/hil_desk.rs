@@ -224,8 +224,8 @@ fn request_of(row: &SqliteRow, now: UnixMillis) -> Result<HilRequest> {
         .ok_or(DeskError::Corrupt("hil state"))?;
     let argv: Vec<String> = serde_json::from_str(&row.try_get::<String, _>("argv")?)
         .map_err(|_| DeskError::Corrupt("hil argv"))?;
-    let ttl = u64::try_from(expires_at.0 - filed_at.0)
-        .map_err(|_| DeskError::Corrupt("hil expiry"))?;
+    let ttl =
+        u64::try_from(expires_at.0 - filed_at.0).map_err(|_| DeskError::Corrupt("hil expiry"))?;
     Ok(HilRequest {
         id: HilRequestId::parse(&row.try_get::<String, _>("id")?)
             .ok_or(DeskError::Corrupt("hil request id"))?,
@@ -250,7 +250,9 @@ fn request_of(row: &SqliteRow, now: UnixMillis) -> Result<HilRequest> {
         filed_at,
         expires_at,
         state,
-        answered_at: row.try_get::<Option<i64>, _>("answered_at")?.map(UnixMillis),
+        answered_at: row
+            .try_get::<Option<i64>, _>("answered_at")?
+            .map(UnixMillis),
         answered_by: row.try_get("answered_by")?,
         reason: row.try_get("reason")?,
         seq: col_u64(row, "seq")?,

@@ -43,11 +43,11 @@ pub use desk::{
     RedeemedDecision, Revocation, RunRef, Sigil,
 };
 pub use grant::{
-    EffectClass, FenceRequest, Fenced, GrantRefusal, HilMode, MintedGrant, RedeemedGrant,
-    Standing, StepClaim, StepGrantRequest,
+    EffectClass, FenceRequest, Fenced, GrantRefusal, HilMode, MintedGrant, RedeemedGrant, Standing,
+    StepClaim, StepGrantRequest,
 };
-pub use hil::{DEFAULT_HIL_TTL, HilFiling, HilRefusal, HilRequest, HilState, StepAction};
 pub use grpc::WardService;
+pub use hil::{DEFAULT_HIL_TTL, HilFiling, HilRefusal, HilRequest, HilState, StepAction};
 pub use ids::{DecisionId, HilRequestId, SigilId, StepGrantId};
 pub use policy::{
     DutyBudgets, PurposeRule, RateLimits, StepGrantPolicy, TaskBudgets, WardPolicy, Window,

@@ -16,9 +16,9 @@ use reach_port::{PortAddress, PortMaterial, PortPolicy, PortServer};
 use reach_proto::ward::v1 as pb;
 use reach_proto::ward::v1::ward_client::WardClient;
 use reach_ward_desk::{
-    DEFAULT_HIL_TTL, Desk, DeskError, EffectClass, FenceRequest, GrantRefusal, HilFiling,
-    HilMode, HilRefusal, HilRequest, HilState, StepAction, StepClaim, StepGrantRequest, WardKey,
-    WardPolicy, WardService,
+    DEFAULT_HIL_TTL, Desk, DeskError, EffectClass, FenceRequest, GrantRefusal, HilFiling, HilMode,
+    HilRefusal, HilRequest, HilState, StepAction, StepClaim, StepGrantRequest, WardKey, WardPolicy,
+    WardService,
 };
 
 const OPERATOR: &str = "operator";
@@ -209,7 +209,10 @@ async fn an_approval_runs_exactly_its_step_once() {
         .redeem_step_grant(WORKBENCH, &first.token, &step(1))
         .await
         .unwrap();
-    let r = f.desk.redeem_step_grant(WORKBENCH, &second.token, &step(1)).await;
+    let r = f
+        .desk
+        .redeem_step_grant(WORKBENCH, &second.token, &step(1))
+        .await;
     assert_eq!(grant_refusal(r), GrantRefusal::HilSpent);
     assert_eq!(
         run(&f, step(1), mutation).await,
@@ -292,7 +295,13 @@ async fn a_denial_or_an_expiry_ends_the_step_and_the_first_answer_stands() {
     assert_eq!(
         hil_refusal(
             f.desk
-                .answer_hil_request(OPERATOR, late.id.as_str(), &late.digest.to_string(), true, "")
+                .answer_hil_request(
+                    OPERATOR,
+                    late.id.as_str(),
+                    &late.digest.to_string(),
+                    true,
+                    ""
+                )
                 .await
         ),
         HilRefusal::Expired
@@ -324,7 +333,10 @@ async fn an_approval_that_expires_between_mint_and_redemption_stops_the_step() {
         .await
         .unwrap();
     f.advance(Duration::from_secs(30));
-    let r = f.desk.redeem_step_grant(WORKBENCH, &g.token, &step(1)).await;
+    let r = f
+        .desk
+        .redeem_step_grant(WORKBENCH, &g.token, &step(1))
+        .await;
     assert_eq!(grant_refusal(r), GrantRefusal::HilExpired);
 }
 
@@ -372,10 +384,16 @@ async fn a_change_of_standing_between_mint_and_redemption_stops_the_step() {
             stale = f.desk.fence_pack(CORE, c).await.unwrap().stale_grants;
         }
         assert_eq!(stale, 1, "{change:?}");
-        let r = f.desk.redeem_step_grant(WORKBENCH, &g.token, &step(0)).await;
+        let r = f
+            .desk
+            .redeem_step_grant(WORKBENCH, &g.token, &step(0))
+            .await;
         assert_eq!(grant_refusal(r), want, "{change:?}");
         // The same refusal again: the grant is dead, not waiting.
-        let r = f.desk.redeem_step_grant(WORKBENCH, &g.token, &step(0)).await;
+        let r = f
+            .desk
+            .redeem_step_grant(WORKBENCH, &g.token, &step(0))
+            .await;
         assert_eq!(grant_refusal(r), want, "{change:?}");
     }
 
@@ -396,7 +414,10 @@ async fn a_change_of_standing_between_mint_and_redemption_stops_the_step() {
             },
             GrantRefusal::ProfileChanged,
         ),
-        (standing(2, HilMode::EachMutation), GrantRefusal::GenerationStale),
+        (
+            standing(2, HilMode::EachMutation),
+            GrantRefusal::GenerationStale,
+        ),
     ] {
         f.desk.fence_pack(CORE, &fence).await.unwrap();
         let r = f
@@ -613,7 +634,10 @@ async fn over_the_port_only_the_operator_answers() {
         .unwrap()
         .into_inner();
     let seen = watch.message().await.unwrap().unwrap();
-    assert_eq!((seen.id.as_str(), seen.state.as_str()), (first.id.as_str(), "pending"));
+    assert_eq!(
+        (seen.id.as_str(), seen.state.as_str()),
+        (first.id.as_str(), "pending")
+    );
     let second = core.file_hil_request(file(2)).await.unwrap().into_inner();
     let seen = watch.message().await.unwrap().unwrap();
     assert_eq!(seen.id, second.id);
@@ -634,8 +658,13 @@ async fn over_the_port_only_the_operator_answers() {
         };
         table += &format!("{what:<28} {shown}\n");
     };
-    let drop_ok = |r: Result<tonic::Response<_>, tonic::Status>| r.map(|_: tonic::Response<pb::HilRequestView>| ());
-    line("core answers", drop_ok(core.answer_hil_request(ok.clone()).await));
+    let drop_ok = |r: Result<tonic::Response<_>, tonic::Status>| {
+        r.map(|_: tonic::Response<pb::HilRequestView>| ())
+    };
+    line(
+        "core answers",
+        drop_ok(core.answer_hil_request(ok.clone()).await),
+    );
     line(
         "workbench answers",
         drop_ok(workbench.answer_hil_request(ok.clone()).await),
@@ -667,8 +696,14 @@ async fn over_the_port_only_the_operator_answers() {
                 .await,
         ),
     );
-    line("operator approves", drop_ok(operator.answer_hil_request(ok.clone()).await));
-    line("operator approves again", drop_ok(operator.answer_hil_request(ok).await));
+    line(
+        "operator approves",
+        drop_ok(operator.answer_hil_request(ok.clone()).await),
+    );
+    line(
+        "operator approves again",
+        drop_ok(operator.answer_hil_request(ok).await),
+    );
     line(
         "core reads the answer",
         core.get_hil_request(pb::GetHilRequestRequest {

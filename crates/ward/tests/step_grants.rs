@@ -273,7 +273,11 @@ async fn a_mint_below_the_fence_is_refused_and_the_fence_only_rises() {
             ..standing(lower, HilMode::EachMutation)
         };
         let f2 = f.desk.fence_pack(CORE, &late).await.unwrap();
-        assert_eq!((f2.current_generation, f2.epoch), (5, up.epoch), "fence at {lower}");
+        assert_eq!(
+            (f2.current_generation, f2.epoch),
+            (5, up.epoch),
+            "fence at {lower}"
+        );
     }
     let r = f.desk.mint_step_grant(CORE, request(claim())).await;
     assert_eq!(grant_refusal(r), GrantRefusal::GenerationStale);
