@@ -82,7 +82,7 @@ fn main() {
             .unwrap();
         let mut policy = PortPolicy::new("ward.authority");
         for g in &port.grants {
-            policy = policy.allow(p(&g.caller), &format!("/reach.ward.v1.Ward/{}", g.method));
+            policy = policy.allow(p(&g.caller), format!("/reach.ward.v1.Ward/{}", g.method));
         }
         let sock = dir.path().join("ward.sock");
         let server = PortServer::bind(&PortAddress::Unix(sock.clone()), m("ward"), policy).unwrap();

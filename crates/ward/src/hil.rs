@@ -381,7 +381,8 @@ mod tests {
     #[test]
     fn a_filing_that_could_mislead_or_hide_is_refused() {
         assert_eq!(check_filing(&filing()), Ok(()));
-        let cases: [(fn(&mut HilFiling), &str); 6] = [
+        type Edit = fn(&mut HilFiling);
+        let cases: [(Edit, &str); 6] = [
             (|f| f.diff.clear(), "diff"),
             (|f| f.target = "main.cf\u{1b}[2K".into(), "target"),
             (|f| f.diff.push('\u{1b}'), "diff"),

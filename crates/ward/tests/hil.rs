@@ -589,7 +589,7 @@ async fn over_the_port_only_the_operator_answers() {
         .unwrap();
     let mut policy = PortPolicy::new("ward.authority");
     for g in &port.grants {
-        policy = policy.allow(p(&g.caller), &method(&g.method));
+        policy = policy.allow(p(&g.caller), method(&g.method));
     }
     let server = PortServer::bind(&PortAddress::Unix(sock.clone()), m("ward"), policy).unwrap();
     tokio::spawn(server.serve(
