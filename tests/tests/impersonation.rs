@@ -31,7 +31,13 @@ async fn every_triple_succeeds_iff_the_port_table_allows_it() {
                 let code = call(ch, &port.path(method)).await;
                 let what = format!("{caller} -> {} {}", port.name, port.path(method));
                 if may {
-                    assert!(reached_handler(code), "{what}: allowed but got {code:?}");
+                    // A server-streaming method with nothing to stream yet never completes the
+                    // unary probe: still open at the deadline means the port let it through.
+                    let streaming = *method == "WatchHilRequests";
+                    assert!(
+                        reached_handler(code) || (streaming && code == Code::DeadlineExceeded),
+                        "{what}: allowed but got {code:?}"
+                    );
                     allowed += 1;
                 } else if admitted {
                     assert_eq!(

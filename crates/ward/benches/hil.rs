@@ -108,7 +108,7 @@ fn main() {
             .unwrap()
             .into_inner();
 
-        let diff = "--- a/etc/postfix/main.cf\n+++ b/etc/postfix/main.cf\n@@ -1 +1 @@\n-mydestination = localhost\n+mydestination = localhost, example.test\n";
+        let diff = "--- a/etc/app/app.conf\n+++ b/etc/app/app.conf\n@@ -1 +1 @@\n-mydestination = localhost\n+mydestination = localhost, example.test\n";
         let (mut whole, mut filed, mut seen, mut answered, mut granted) =
             (vec![], vec![], vec![], vec![], vec![]);
         for i in 0..WARMUP + ITERATIONS {
@@ -128,7 +128,7 @@ fn main() {
                     effect_class: "contained-mutation".into(),
                     class_source: "patch-policy.toml".into(),
                     action: "patch".into(),
-                    target: "etc/postfix/main.cf".into(),
+                    target: "etc/app/app.conf".into(),
                     diff: diff.into(),
                     rollback: "recreate-prepared-system".into(),
                     ..Default::default()

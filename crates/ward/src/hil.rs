@@ -324,7 +324,7 @@ mod tests {
             effect_class: EffectClass::ContainedMutation,
             class_source: "patch-policy.toml".into(),
             action: StepAction::Patch,
-            target: "etc/postfix/main.cf".into(),
+            target: "etc/app/app.conf".into(),
             argv: vec![],
             diff: "--- a\n+++ b\n@@ -1 +1 @@\n-x\n+y\n".into(),
             rollback: "recreate-prepared-system".into(),
@@ -384,7 +384,7 @@ mod tests {
         type Edit = fn(&mut HilFiling);
         let cases: [(Edit, &str); 6] = [
             (|f| f.diff.clear(), "diff"),
-            (|f| f.target = "main.cf\u{1b}[2K".into(), "target"),
+            (|f| f.target = "app.conf\u{1b}[2K".into(), "target"),
             (|f| f.diff.push('\u{1b}'), "diff"),
             (|f| f.argv = vec!["a".into(); MAX_ARGV + 1], "argv"),
             (|f| f.rollback.clear(), "rollback"),

@@ -52,17 +52,17 @@ fn filing(step: StepClaim, class: EffectClass) -> HilFiling {
             StepAction::Run
         },
         target: if patch {
-            "etc/postfix/main.cf".into()
+            "etc/app/app.conf".into()
         } else {
             "queue".into()
         },
         argv: if patch {
             vec![]
         } else {
-            vec!["postqueue".into(), "-p".into()]
+            vec!["queue-tool".into(), "-p".into()]
         },
         diff: if patch {
-            "--- a/etc/postfix/main.cf\n+++ b/etc/postfix/main.cf\n@@ -1 +1 @@\n-mydestination = localhost\n+mydestination = localhost, example.test\n".into()
+            "--- a/etc/app/app.conf\n+++ b/etc/app/app.conf\n@@ -1 +1 @@\n-mydestination = localhost\n+mydestination = localhost, example.test\n".into()
         } else {
             String::new()
         },
@@ -539,7 +539,7 @@ async fn a_filing_that_would_mislead_the_operator_is_refused() {
     let cases: [(&str, Edit); 6] = [
         ("patch without diff", |h| h.diff.clear()),
         ("escape in the target", |h| {
-            h.target = "etc/postfix/main.cf\u{1b}]0;ok\u{7}".into()
+            h.target = "etc/app/app.conf\u{1b}]0;ok\u{7}".into()
         }),
         ("carriage return in diff", |h| h.diff.push_str("\r+ok\n")),
         ("oversized diff", |h| h.diff = "+x\n".repeat(30_000)),
@@ -621,7 +621,7 @@ async fn over_the_port_only_the_operator_answers() {
             effect_class: "contained-mutation".into(),
             class_source: "patch-policy.toml".into(),
             action: "patch".into(),
-            target: "etc/postfix/main.cf".into(),
+            target: "etc/app/app.conf".into(),
             diff: "--- a\n+++ b\n@@ -1 +1 @@\n-a\n+b\n".into(),
             rollback: "recreate-prepared-system".into(),
             ..Default::default()
