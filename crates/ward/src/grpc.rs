@@ -100,7 +100,8 @@ fn settle<T>(
     }
 }
 
-/// A step grant call's answer: every refusal is a gRPC error (see [`grant_status`]).
+/// A step grant or HIL call's answer: every refusal is a gRPC error (see [`grant_status`] and
+/// [`hil_status`]).
 fn settle_grant<T>(r: Result<T, DeskError>, method: &'static str, who: &str) -> Result<T, Status> {
     match settle(r, method, who)? {
         Ok(v) => Ok(v),
@@ -189,11 +190,6 @@ fn hil_view(h: &HilRequest) -> HilRequestView {
         answered_by: h.answered_by.clone().unwrap_or_default(),
         reason: h.reason.clone(),
     }
-}
-
-/// A HIL call's answer: every refusal is a gRPC error (see [`hil_status`]).
-fn settle_hil<T>(r: Result<T, DeskError>, method: &'static str, who: &str) -> Result<T, Status> {
-    settle_grant(r, method, who)
 }
 
 /// A digest field of a step grant call.
@@ -529,7 +525,7 @@ impl Ward for WardService {
                 ms => Some(std::time::Duration::from_millis(ms)),
             },
         };
-        let h = settle_hil(
+        let h = settle_grant(
             self.desk.file_hil_request(&who, filing).await,
             "FileHilRequest",
             &who,
@@ -548,7 +544,7 @@ impl Ward for WardService {
     ) -> Result<Response<HilRequestView>, Status> {
         let who = caller(&req)?;
         let id = req.into_inner().id;
-        let h = settle_hil(self.desk.hil_request(&id).await, "GetHilRequest", &who)?;
+        let h = settle_grant(self.desk.hil_request(&id).await, "GetHilRequest", &who)?;
         Ok(Response::new(hil_view(&h)))
     }
 
@@ -558,7 +554,7 @@ impl Ward for WardService {
     ) -> Result<Response<ListHilRequestsResponse>, Status> {
         let who = caller(&req)?;
         let all = req.into_inner().all;
-        let list = settle_hil(self.desk.hil_requests(all).await, "ListHilRequests", &who)?;
+        let list = settle_grant(self.desk.hil_requests(all).await, "ListHilRequests", &who)?;
         Ok(Response::new(ListHilRequestsResponse {
             requests: list.iter().map(hil_view).collect(),
         }))
@@ -570,7 +566,7 @@ impl Ward for WardService {
     ) -> Result<Response<HilRequestView>, Status> {
         let who = caller(&req)?;
         let r = req.into_inner();
-        let h = settle_hil(
+        let h = settle_grant(
             self.desk
                 .answer_hil_request(&who, &r.id, &r.request_digest, r.approve, &r.reason)
                 .await,
