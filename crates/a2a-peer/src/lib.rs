@@ -12,7 +12,9 @@
 //! stays WORKING, its terminal; SendMessage that commits the task and then drops the
 //! connection without answering; whether a repeated message id resolves to the original task
 //! (the guarantee an enrollment receipt may admit); forgetting tasks; the answer's parts;
-//! holding every task WORKING until released. Every request is recorded
+//! holding every task WORKING until released; the status message of a FAILED, REJECTED or
+//! INPUT_REQUIRED task; `CancelTask` (the task becomes CANCELED, or the peer refuses with
+//! `TaskNotCancelableError` -32002). Every request is recorded
 //! ([`Recorded`]), so tests assert exactly what the peer received.
 //!
 //! HTTP/1.1 is parsed by hand (one request per connection, `Connection: close`), so dropping a
@@ -72,6 +74,11 @@ pub struct Script {
     pub answers: Vec<(String, Value)>,
     /// Every task stays WORKING (polls not counted) until [`A2aPeer::release`].
     pub held: bool,
+    /// The status message (a raw JSON array of parts, role agent) of a task reported FAILED,
+    /// REJECTED or INPUT_REQUIRED.
+    pub status_message: Option<Value>,
+    /// `CancelTask` answers `TaskNotCancelableError` (-32002) instead of cancelling.
+    pub refuse_cancel: bool,
 }
 
 impl Default for Script {
@@ -85,6 +92,8 @@ impl Default for Script {
             forget_tasks: false,
             answers: Vec::new(),
             held: false,
+            status_message: None,
+            refuse_cancel: false,
         }
     }
 }
@@ -116,7 +125,7 @@ pub struct Recorded {
     pub return_immediately: Option<bool>,
     /// Whether a SendMessage carried a push notification config.
     pub push_config: bool,
-    /// `params.id` of a GetTask.
+    /// `params.id` of a GetTask or CancelTask.
     pub task_id: Option<String>,
     pub body: Vec<u8>,
 }
@@ -127,6 +136,8 @@ pub struct PeerTask {
     pub id: String,
     pub message_id: String,
     pub polls: u32,
+    /// Cancelled by a `CancelTask`: every later GetTask reports CANCELED.
+    pub cancelled: bool,
 }
 
 #[derive(Debug, Default)]
@@ -347,6 +358,15 @@ fn task_json(task: &PeerTask, state: &str, script: &Script) -> Value {
             .unwrap_or_else(|| json!([{"text": format!("answer to {}", task.message_id)}]));
         t["artifacts"] = json!([{"artifactId": "answer", "parts": parts}]);
     }
+    if let (Some(parts), state::FAILED | state::REJECTED | state::INPUT_REQUIRED) =
+        (&script.status_message, state)
+    {
+        t["status"]["message"] = json!({
+            "messageId": format!("status-{}", task.id),
+            "role": "ROLE_AGENT",
+            "parts": parts,
+        });
+    }
     t
 }
 
@@ -414,6 +434,7 @@ fn handle(req: &Request, inner: &Mutex<Inner>, script: &Script) -> Option<(u16, 
                         id: format!("peer-task-{}", inner.tasks.len() + 1),
                         message_id: message_id.to_owned(),
                         polls: 0,
+                        cancelled: false,
                     };
                     inner.tasks.push(t.clone());
                     t
@@ -440,7 +461,9 @@ fn handle(req: &Request, inner: &Mutex<Inner>, script: &Script) -> Option<(u16, 
                     if !held {
                         t.polls += 1;
                     }
-                    let state = if held || t.polls <= script.working_polls {
+                    let state = if t.cancelled {
+                        state::CANCELED
+                    } else if held || t.polls <= script.working_polls {
                         state::WORKING
                     } else {
                         script.terminal
@@ -448,6 +471,20 @@ fn handle(req: &Request, inner: &Mutex<Inner>, script: &Script) -> Option<(u16, 
                     Some((200, rpc_result(&id, task_json(t, state, script))))
                 }
                 _ => Some((200, rpc_error(&id, -32001, "Task not found"))),
+            }
+        }
+        Some("CancelTask") => {
+            let wanted = body["params"]["id"].as_str().unwrap_or_default();
+            let found = inner.tasks.iter_mut().find(|t| t.id == wanted);
+            match found {
+                Some(_) if script.refuse_cancel => {
+                    Some((200, rpc_error(&id, -32002, "Task cannot be canceled")))
+                }
+                Some(t) => {
+                    t.cancelled = true;
+                    Some((200, rpc_result(&id, task_json(t, state::CANCELED, script))))
+                }
+                None => Some((200, rpc_error(&id, -32001, "Task not found"))),
             }
         }
         _ => Some((200, rpc_error(&id, -32601, "Method not found"))),

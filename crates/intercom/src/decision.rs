@@ -25,6 +25,8 @@ pub enum AttemptKind {
     Resend(u32),
     /// The `n`th GetTask poll (1-based).
     Poll(u32),
+    /// The one `CancelTask` of a task the peer left waiting for input (issue #33 item 6).
+    Cancel,
 }
 
 /// Everything a decision for one physical attempt binds.
@@ -40,12 +42,14 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    /// A stable attempt id: `<task>/send`, `<task>/resend-<n>`, `<task>/poll-<n>`.
+    /// A stable attempt id: `<task>/send`, `<task>/resend-<n>`, `<task>/poll-<n>`,
+    /// `<task>/cancel`.
     pub fn attempt_id(&self) -> String {
         match self.kind {
             AttemptKind::Send => format!("{}/send", self.task_id),
             AttemptKind::Resend(n) => format!("{}/resend-{n}", self.task_id),
             AttemptKind::Poll(n) => format!("{}/poll-{n}", self.task_id),
+            AttemptKind::Cancel => format!("{}/cancel", self.task_id),
         }
     }
 }

@@ -6,6 +6,10 @@
 //! - [`Intercom::poll`]: Submitted/Polling → GetTask under the poll budget and the local
 //!   deadline → a terminal, Expired, Revoked or Lost; a spent budget is a typed refusal with no
 //!   further request.
+//! - A terminal that leaves the task open at the peer (`TASK_STATE_INPUT_REQUIRED`, refused as
+//!   one-shot work) is preceded by one `CancelTask` under its own decision; the settling
+//!   transition's evidence carries what the peer answered ([`CancelOutcome`]). The original
+//!   SendMessage is never sent again.
 //! - [`Intercom::reconcile`]: Uncertain → Resending only when the enrollment receipt admits
 //!   that the same envelope resolves to the original task; otherwise a typed refusal and no
 //!   request.
@@ -30,7 +34,8 @@ use crate::receipt::EnrollmentReceipt;
 use crate::refusal::IntercomRefusal;
 use crate::state::Phase;
 use crate::task::{
-    Answer, OutboundTask, PollVerdict, SendVerdict, Step, classify_poll, classify_send,
+    Answer, CancelOutcome, OutboundTask, PollVerdict, SendVerdict, Step, classify_cancel,
+    classify_poll, classify_send, leaves_task_open,
 };
 use crate::transport::{Transmitted, Transport};
 
@@ -236,7 +241,12 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
                 if let Some(a) = answer {
                     task.set_answer(*a);
                 }
-                self.move_to(task, phase, step(code)).await
+                let cancel = self.cancel_if_open(task).await;
+                let step = Step {
+                    cancel,
+                    ..step(code)
+                };
+                self.move_to(task, phase, step).await
             }
             SendVerdict::Uncertain { code } => {
                 self.move_to(task, Phase::Uncertain, step(code)).await
@@ -322,7 +332,12 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
                                 answer,
                             } => {
                                 task.set_answer(*answer);
-                                self.move_to(task, phase, step(code, Some(digest))).await?;
+                                let cancel = self.cancel_if_open(task).await;
+                                let step = Step {
+                                    cancel,
+                                    ..step(code, Some(digest))
+                                };
+                                self.move_to(task, phase, step).await?;
                                 return Ok(task.phase());
                             }
                             PollVerdict::Lost { code } => {
@@ -344,6 +359,75 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
             };
             self.move_to(task, Phase::Polling, step(code, None)).await?;
         }
+    }
+
+    /// Cancels the task at the peer when the answer just settled leaves it open there
+    /// (`TASK_STATE_INPUT_REQUIRED`): one `CancelTask` under its own decision, never a resend
+    /// of the original. `None` when the task is not left open.
+    async fn cancel_if_open(&self, task: &OutboundTask) -> Option<CancelOutcome> {
+        if !task.answer().is_some_and(leaves_task_open) {
+            return None;
+        }
+        let unsent = |why: &str| CancelOutcome {
+            code: format!("intercom/cancel-unsent/{}", why.replace(' ', "_")),
+            attempt_id: None,
+            decision: None,
+            response_digest: None,
+        };
+        if self.deadline_passed(task) {
+            return Some(unsent("deadline"));
+        }
+        let Some((rpc_id, body)) = task.cancel_request() else {
+            return Some(unsent("no-remote-task"));
+        };
+        let attempt = Attempt {
+            task_id: task.spec().task_id.clone(),
+            kind: AttemptKind::Cancel,
+            destination: self.client.url(),
+            payload_digest: Sha256Digest::of(&body),
+        };
+        let redeemed = match authorize(self.authority, attempt).await {
+            Ok(r) => r,
+            Err(e) => return Some(unsent(e.code())),
+        };
+        let decision = redeemed.decision().clone();
+        let attempt_id = redeemed.attempt().attempt_id();
+        let outcome = |code: String, response_digest| CancelOutcome {
+            code,
+            attempt_id: Some(attempt_id.clone()),
+            decision: Some(decision.clone()),
+            response_digest,
+        };
+        let prepared = match self.client.prepare(redeemed, body).await {
+            Ok(p) => p,
+            Err(e) => {
+                return Some(outcome(
+                    format!(
+                        "intercom/cancel-unsent/{}",
+                        refusal_code(e).replace(' ', "_")
+                    ),
+                    None,
+                ));
+            }
+        };
+        let remote = task.remote_task_id().unwrap_or_default().to_owned();
+        let out = match self.client.transmit(prepared).await {
+            Transmitted::Answered {
+                status,
+                body,
+                digest,
+            } => outcome(
+                classify_cancel(status, &body, &rpc_id, &remote),
+                Some(digest),
+            ),
+            Transmitted::Ambiguous { .. } => outcome("intercom/cancel-unanswered".into(), None),
+            Transmitted::NotSent { code } => outcome(
+                format!("intercom/cancel-unsent/{}", code.replace(' ', "_")),
+                None,
+            ),
+        };
+        tracing::info!(task = %task.spec().task_id, code = %out.code, "intercom cancelled an open task at the peer");
+        Some(out)
     }
 
     /// The task's next GetTask: its JSON-RPC id, its body and the attempt its decision names;

@@ -133,6 +133,19 @@ fn evidence_text(e: &Evidence) -> String {
     if let Some(d) = &e.response_digest {
         text.push_str(&format!(" response={d}"));
     }
+    // The CancelTask of a task the peer left open, and its answer (issue #33 item 6).
+    if let Some(c) = &e.cancel {
+        text.push_str(&format!(" cancel={}", c.code));
+        if let Some(a) = &c.attempt_id {
+            text.push_str(&format!(" cancel_attempt={a}"));
+        }
+        if let Some(d) = &c.decision {
+            text.push_str(&format!(" cancel_decision={d}"));
+        }
+        if let Some(d) = &c.response_digest {
+            text.push_str(&format!(" cancel_response={d}"));
+        }
+    }
     text
 }
 

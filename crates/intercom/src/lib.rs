@@ -53,10 +53,12 @@ pub use decision::{
 };
 pub use driver::{Intercom, answer_text};
 pub use journal::{Journal, JournalError, NoJournal};
-pub use quarantine::quarantine_answer;
+pub use quarantine::{quarantine_answer, quarantine_status_message};
 pub use receipt::{EnrollmentReceipt, RECEIPT_BINDING, ResendGuarantee};
 pub use refusal::IntercomRefusal;
 pub use state::{Phase, StateMeaning, meaning};
-pub use task::{Answer, Evidence, OutboundTask, PollBudget, PollVerdict, SendVerdict, TaskSpec};
+pub use task::{
+    Answer, CancelOutcome, Evidence, OutboundTask, PollBudget, PollVerdict, SendVerdict, TaskSpec,
+};
 pub use transport::{Transmitted, Transport};
 pub use wire::{Part, TaskState};

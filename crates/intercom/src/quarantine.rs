@@ -12,7 +12,7 @@ use reach_portal::Quarantine;
 use reach_portal::cut::contains_sigil;
 
 use crate::task::Answer;
-use crate::wire::Part;
+use crate::wire::{Part, TaskState};
 
 /// Most text an adopted answer may hold, in bytes (all text parts together).
 pub const MAX_ANSWER_BYTES: usize = 8 * 1024;
@@ -33,12 +33,35 @@ const TEXT_TYPES: [&str; 2] = ["text/plain", "text/markdown"];
 /// - output class: plain text, no mention syntax, no control characters but newline and tab
 ///   → [`Quarantine::OutputClass`].
 pub fn quarantine_answer(answer: &Answer) -> Result<String, Quarantine> {
-    let parts = answer_parts(answer);
+    judge(&answer_parts(answer))
+}
+
+/// Judges the peer's status message of a task it settled `TASK_STATE_FAILED`,
+/// `TASK_STATE_REJECTED` or `TASK_STATE_INPUT_REQUIRED` (issue #33 item 7) by exactly the
+/// checks of an answer ([`quarantine_answer`]); `None` for any other answer or a task without
+/// a status message. The text that passes is for the operator only (`reach a2a status`), never
+/// adopted as the turn's answer and never shown to a Discord user.
+pub fn quarantine_status_message(answer: &Answer) -> Option<Result<String, Quarantine>> {
+    let Answer::Task(t) = answer else {
+        return None;
+    };
+    if !matches!(
+        t.status.state,
+        TaskState::Failed | TaskState::Rejected | TaskState::InputRequired
+    ) {
+        return None;
+    }
+    let message = t.status.message.as_ref()?;
+    Some(judge(&message.parts.iter().collect::<Vec<_>>()))
+}
+
+/// The checks, in order, over the parts of peer content.
+fn judge(parts: &[&Part]) -> Result<String, Quarantine> {
     if parts.len() > MAX_ANSWER_PARTS || !parts.iter().all(|p| is_text_part(p)) {
         return Err(Quarantine::Schema);
     }
     let mut text = String::new();
-    for p in &parts {
+    for p in parts {
         let t = p.text.as_deref().unwrap_or_default();
         if text.len() + t.len() > MAX_ANSWER_BYTES {
             return Err(Quarantine::OverLong);
@@ -242,5 +265,54 @@ mod tests {
         for (answer, want) in cases {
             assert_eq!(quarantine_answer(&answer), Err(want), "{answer:?}");
         }
+    }
+
+    #[test]
+    fn a_status_message_is_judged_like_an_answer_for_failed_rejected_and_input_required() {
+        let with = |state: TaskState, parts: Vec<Part>| {
+            Answer::Task(Task {
+                id: "t".into(),
+                context_id: "c".into(),
+                status: TaskStatus {
+                    state,
+                    message: Some(Message {
+                        message_id: "s".into(),
+                        context_id: None,
+                        task_id: None,
+                        role: Role::Agent,
+                        parts,
+                    }),
+                    timestamp: None,
+                },
+                artifacts: vec![],
+                history: vec![],
+            })
+        };
+        for state in [
+            TaskState::Failed,
+            TaskState::Rejected,
+            TaskState::InputRequired,
+        ] {
+            assert_eq!(
+                quarantine_status_message(&with(state, vec![Part::text(" disk full ")])),
+                Some(Ok("disk full".to_owned()))
+            );
+            assert_eq!(
+                quarantine_status_message(&with(state, vec![Part::text("mail a@example.org")])),
+                Some(Err(Quarantine::Privacy))
+            );
+            assert_eq!(
+                quarantine_status_message(&with(state, vec![Part::text("a".repeat(9_000))])),
+                Some(Err(Quarantine::OverLong))
+            );
+        }
+        // Not for a completed or cancelled task, nor a task without a status message.
+        for state in [TaskState::Completed, TaskState::Canceled] {
+            assert_eq!(
+                quarantine_status_message(&with(state, vec![Part::text("x")])),
+                None
+            );
+        }
+        assert_eq!(quarantine_status_message(&text("x")), None);
     }
 }

@@ -11,9 +11,9 @@ use crate::decision::DecisionId;
 use crate::refusal::IntercomRefusal;
 use crate::state::{Phase, StateMeaning, meaning};
 use crate::wire::{
-    ERROR_TASK_NOT_FOUND, JsonRpcRequest, METHOD_GET_TASK, METHOD_SEND_MESSAGE, Message, Part,
-    Role, RpcAnswer, SendMessageConfiguration, SendMessageRequest, SendMessageResponse, Task,
-    parse_response,
+    CancelTaskRequest, ERROR_TASK_NOT_FOUND, JsonRpcRequest, METHOD_CANCEL_TASK, METHOD_GET_TASK,
+    METHOD_SEND_MESSAGE, Message, Part, Role, RpcAnswer, SendMessageConfiguration,
+    SendMessageRequest, SendMessageResponse, Task, TaskState, parse_response,
 };
 
 /// Longest id Intercom accepts (task, message, context).
@@ -28,20 +28,72 @@ pub struct PollBudget {
     pub interval: Duration,
 }
 
+/// How long before its deadline a task's last poll goes out: the pacing never waits past
+/// `deadline - FINAL_POLL_LEAD`, so a task the peer finishes before then is seen by a poll
+/// at most one interval later, the last one just before the deadline settles it EXPIRED.
+pub const FINAL_POLL_LEAD: Duration = Duration::from_secs(1);
+
+/// The default local deadline of an operator task (core's `settings.intercom.deadline_secs`):
+/// ward's default task time budget, so the run's Sigil outlives the task.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(120);
+
+/// Decisions one task spends besides its polls: the send, and the `CancelTask` of a task the
+/// peer leaves waiting for input.
+pub const DECISIONS_BESIDES_POLLS: u32 = 2;
+
 impl PollBudget {
+    /// The default poll budget (core's `settings.intercom`): per request two polls, then the
+    /// Stasis polls on at the same pace until the deadline.
+    ///
+    /// Sized against ward's default task budgets (eight decisions per run, four live at once,
+    /// each living 30 s) and [`DEFAULT_DEADLINE`]: at a 26 s interval the pacing makes six
+    /// polls over 120 s (at 6.5, 19.5, 45.5, 71.5, 97.5 and 119 s), so the send, six polls
+    /// and a `CancelTask` spend exactly eight decisions and at most four live in any 30 s;
+    /// every gap is at most one interval, so a task the peer finishes before its deadline is
+    /// adopted at most 26 s after it finished. A shorter interval would spend the run's
+    /// budget before the deadline (issue #33: ward's `decision/over-budget` then left a
+    /// finished task unread for half a minute). `tests::the_default_budget_fits_wards_defaults`
+    /// checks it against `reach_ward_desk`'s own defaults.
+    pub const DEFAULT: PollBudget = PollBudget {
+        max_polls: 2,
+        interval: Duration::from_secs(26),
+    };
+
     /// The pause before GetTask number `n` (1-based), counted from the peer's last answer
     /// (the send's for poll 1): a quarter of the interval, then half, then the interval, and
-    /// never past the deadline (`until_deadline`). A peer that answers at once is not asked
-    /// again at once (issue #33: the first poll went out immediately and three quick polls
-    /// spent the run's decision budget); the backoff is bounded by the interval so a task
-    /// that finishes is seen at most one interval later.
+    /// never past [`FINAL_POLL_LEAD`] before the deadline (`until_deadline`), so one last poll
+    /// goes out just before it; inside that lead the pause runs to the deadline. A peer that
+    /// answers at once is not asked again at once (issue #33: the first poll went out
+    /// immediately and three quick polls spent the run's decision budget); the backoff is
+    /// bounded by the interval so a task that finishes is seen at most one interval later.
     pub fn pause_before(&self, n: u32, until_deadline: Duration) -> Duration {
         let pause = match n {
             0 | 1 => self.interval / 4,
             2 => self.interval / 2,
             _ => self.interval,
         };
-        pause.min(until_deadline)
+        if until_deadline <= FINAL_POLL_LEAD {
+            return until_deadline;
+        }
+        pause.min(until_deadline - FINAL_POLL_LEAD)
+    }
+
+    /// When each poll of a task that stays live goes out over `life` (its deadline, counted
+    /// from the send's answer), by [`PollBudget::pause_before`]: the pacing as a schedule, for
+    /// sizing a budget and for the bench.
+    pub fn schedule(&self, life: Duration) -> Vec<Duration> {
+        let mut at = Duration::ZERO;
+        let mut polls = Vec::new();
+        loop {
+            let n = u32::try_from(polls.len())
+                .unwrap_or(u32::MAX)
+                .saturating_add(1);
+            at += self.pause_before(n, life.saturating_sub(at));
+            if at >= life {
+                return polls;
+            }
+            polls.push(at);
+        }
     }
 }
 
@@ -82,6 +134,26 @@ pub struct Evidence {
     /// Digest of the response body the transition rests on.
     pub response_digest: Option<Sha256Digest>,
     pub at: UnixMillis,
+    /// The `CancelTask` sent before this transition settled a task the peer left waiting for
+    /// input, and what the peer answered.
+    pub cancel: Option<CancelOutcome>,
+}
+
+/// The one `CancelTask` of a task the peer left in `TASK_STATE_INPUT_REQUIRED` (issue #33
+/// item 6): one-shot work is refused, so the open task is cancelled at the peer under its own
+/// decision, one more physical attempt; the original SendMessage is never sent again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelOutcome {
+    /// What came of it, one token: `a2a/cancel/<state>` (the task the peer returned, e.g.
+    /// `a2a/cancel/TASK_STATE_CANCELED`), `a2a/cancel/jsonrpc-error/<code>` (e.g. -32002,
+    /// `TaskNotCancelableError`), `a2a/cancel/http-<status>`, `a2a/cancel/malformed`,
+    /// `a2a/cancel/correlation`; `intercom/cancel-unanswered` when the bytes may have left and
+    /// no answer came; `intercom/cancel-unsent/<why>` when nothing was sent (the deadline, or
+    /// ward's refusal, e.g. `intercom/cancel-unsent/decision/over-budget`).
+    pub code: String,
+    pub attempt_id: Option<String>,
+    pub decision: Option<DecisionId>,
+    pub response_digest: Option<Sha256Digest>,
 }
 
 /// One outbound task.
@@ -290,6 +362,19 @@ impl OutboundTask {
         .to_bytes();
         Some((id, body))
     }
+
+    /// The body of the task's `CancelTask` and its JSON-RPC id (`<task>/cancel`).
+    pub fn cancel_request(&self) -> Option<(String, Vec<u8>)> {
+        let remote = self.remote_task_id.as_ref()?;
+        let id = format!("{}/cancel", self.spec.task_id);
+        let body = JsonRpcRequest::new(
+            id.clone(),
+            METHOD_CANCEL_TASK,
+            CancelTaskRequest { id: remote.clone() },
+        )
+        .to_bytes();
+        Some((id, body))
+    }
 }
 
 // The mutators are the driver's (feature `net`).
@@ -326,6 +411,7 @@ impl OutboundTask {
             decision: ev.decision,
             response_digest: ev.response_digest,
             at: ev.at,
+            cancel: ev.cancel,
         });
         self.phase = to;
         Ok(())
@@ -341,6 +427,7 @@ pub(crate) struct Step {
     pub decision: Option<DecisionId>,
     pub response_digest: Option<Sha256Digest>,
     pub at: UnixMillis,
+    pub cancel: Option<CancelOutcome>,
 }
 
 impl Default for Step {
@@ -351,6 +438,7 @@ impl Default for Step {
             decision: None,
             response_digest: None,
             at: UnixMillis(0),
+            cancel: None,
         }
     }
 }
@@ -483,6 +571,27 @@ pub fn classify_poll(status: u16, body: &[u8], rpc_id: &str, remote_task_id: &st
     }
 }
 
+/// Whether a settled answer leaves the task open at the peer: `TASK_STATE_INPUT_REQUIRED`
+/// (Intercom never supplies more input, so the task is cancelled there).
+pub fn leaves_task_open(answer: &Answer) -> bool {
+    matches!(answer, Answer::Task(t) if t.status.state == TaskState::InputRequired)
+}
+
+/// Classifies a `CancelTask` answer to request `rpc_id` about peer task `remote_task_id`: the
+/// [`CancelOutcome::code`] of an answered cancel.
+pub fn classify_cancel(status: u16, body: &[u8], rpc_id: &str, remote_task_id: &str) -> String {
+    if status != 200 {
+        return format!("a2a/cancel/http-{status}");
+    }
+    match parse_response::<Task>(body, rpc_id) {
+        Err(crate::wire::WireError::Malformed) => "a2a/cancel/malformed".into(),
+        Err(crate::wire::WireError::Correlation) => "a2a/cancel/correlation".into(),
+        Ok(RpcAnswer::Error(e)) => format!("a2a/cancel/jsonrpc-error/{}", e.code),
+        Ok(RpcAnswer::Result(t)) if t.id != remote_task_id => "a2a/cancel/correlation".into(),
+        Ok(RpcAnswer::Result(t)) => format!("a2a/cancel/{}", t.status.state.as_str()),
+    }
+}
+
 fn wire_code(e: &crate::wire::WireError) -> &'static str {
     match e {
         crate::wire::WireError::Malformed => "a2a/malformed",
@@ -493,7 +602,39 @@ fn wire_code(e: &crate::wire::WireError) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::TaskState;
+
+    #[test]
+    fn cancel_answers_map_to_codes() {
+        let id = "t1/cancel";
+        let cases: [(u16, Vec<u8>, &str); 6] = [
+            (
+                200,
+                task_body("r1", id, TaskState::Canceled, false),
+                "a2a/cancel/TASK_STATE_CANCELED",
+            ),
+            (
+                200,
+                br#"{"jsonrpc":"2.0","id":"t1/cancel","error":{"code":-32002,"message":"no"}}"#
+                    .to_vec(),
+                "a2a/cancel/jsonrpc-error/-32002",
+            ),
+            (503, Vec::new(), "a2a/cancel/http-503"),
+            (200, b"{".to_vec(), "a2a/cancel/malformed"),
+            (
+                200,
+                task_body("r1", "t1/poll-1", TaskState::Canceled, false),
+                "a2a/cancel/correlation",
+            ),
+            (
+                200,
+                task_body("r2", id, TaskState::Canceled, false),
+                "a2a/cancel/correlation",
+            ),
+        ];
+        for (status, body, want) in cases {
+            assert_eq!(classify_cancel(status, &body, id, "r1"), want);
+        }
+    }
 
     #[test]
     fn polls_are_paced_and_bounded_by_the_interval_and_the_deadline() {
@@ -502,14 +643,17 @@ mod tests {
             interval: Duration::from_millis(1_000),
         };
         let hour = Duration::from_secs(3_600);
-        // (poll number, time left before the deadline) → pause in ms.
-        let table: [(u32, Duration, u128); 7] = [
+        let ms = Duration::from_millis;
+        // (poll number, time left before the deadline) → pause in ms: one last poll goes out
+        // FINAL_POLL_LEAD (1 s) before the deadline; inside the lead the pause runs out.
+        let table: [(u32, Duration, u128); 8] = [
             (1, hour, 250),
             (2, hour, 500),
             (3, hour, 1_000),
             (50, hour, 1_000),
-            (3, Duration::from_millis(300), 300),
-            (1, Duration::from_millis(100), 100),
+            (3, ms(1_300), 300),
+            (1, ms(1_100), 100),
+            (3, ms(600), 600),
             (2, Duration::ZERO, 0),
         ];
         for (n, left, want) in table {
@@ -519,6 +663,26 @@ mod tests {
                 "poll {n}, {left:?} left"
             );
         }
+    }
+
+    #[test]
+    fn the_default_schedule_covers_the_deadline_with_gaps_of_one_interval() {
+        let b = PollBudget::DEFAULT;
+        let at: Vec<u64> = b
+            .schedule(DEFAULT_DEADLINE)
+            .iter()
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        assert_eq!(at, [6_500, 19_500, 45_500, 71_500, 97_500, 119_000]);
+        let mut last = Duration::ZERO;
+        for t in b.schedule(DEFAULT_DEADLINE) {
+            assert!(
+                t - last <= b.interval,
+                "a gap over one interval before {t:?}"
+            );
+            last = t;
+        }
+        assert_eq!(DEFAULT_DEADLINE - last, FINAL_POLL_LEAD);
     }
 
     fn spec() -> TaskSpec {

@@ -31,6 +31,9 @@ pub const A2A_VERSION: &str = "1.0";
 pub const METHOD_SEND_MESSAGE: &str = "SendMessage";
 /// JSON-RPC method of Get Task (spec §9).
 pub const METHOD_GET_TASK: &str = "GetTask";
+/// JSON-RPC method of Cancel Task (spec §9; `CancelTaskRequest` carries the task `id` and
+/// the answer is the `Task`).
+pub const METHOD_CANCEL_TASK: &str = "CancelTask";
 /// `TaskNotFoundError`.
 pub const ERROR_TASK_NOT_FOUND: i64 = -32001;
 /// `VersionNotSupportedError`.
@@ -166,6 +169,13 @@ pub struct GetTaskRequest {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_length: Option<i32>,
+}
+
+/// `CancelTaskRequest` (the JSON-RPC `params` of `CancelTask`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelTaskRequest {
+    pub id: String,
 }
 
 /// `TaskStatus`.

@@ -498,3 +498,166 @@ async fn malformed_peer_urls_and_specs_are_refused() {
         IntercomRefusal::InvalidSpec("polls.max_polls")
     );
 }
+
+/// The one CancelTask the peer received, if any, with its `params.id`.
+fn cancels(f: &Fixture) -> Vec<reach_a2a_peer::Recorded> {
+    f.peer
+        .requests()
+        .into_iter()
+        .filter(|r| r.rpc_method.as_deref() == Some("CancelTask"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_task_left_waiting_for_input_is_cancelled_once_under_its_own_decision() {
+    // WORKING at the first poll, INPUT_REQUIRED at the second (issue #33 item 6).
+    let f = Fixture::new(Script::ending(state::INPUT_REQUIRED, 1)).await;
+    let mut task = f.task("t-input", 10);
+    assert_eq!(f.intercom().run(&mut task).await.unwrap(), Phase::Refused);
+    let last = task.trail().last().unwrap().clone();
+    assert_eq!(last.code, "a2a/TASK_STATE_INPUT_REQUIRED");
+    let cancel = last.cancel.expect("the open task was cancelled");
+    assert_eq!(cancel.code, "a2a/cancel/TASK_STATE_CANCELED");
+    assert_eq!(cancel.attempt_id.as_deref(), Some("t-input/cancel"));
+    assert!(cancel.response_digest.is_some());
+
+    // One CancelTask for the peer's task, after the one SendMessage and the two polls.
+    let sent = cancels(&f);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].task_id.as_deref(), Some("peer-task-1"));
+    let methods: Vec<_> = f
+        .peer
+        .requests()
+        .iter()
+        .map(|r| r.rpc_method.clone().unwrap())
+        .collect();
+    assert_eq!(methods, ["SendMessage", "GetTask", "GetTask", "CancelTask"]);
+    assert_conforming(&f);
+
+    // Its own decision, bound to its attempt id and exact bytes, redeemed once.
+    let granted = f.authority.granted();
+    assert_eq!(granted.len(), 4, "send, two polls, the cancel");
+    let g = granted.last().unwrap();
+    assert_eq!(g.attempt_id, "t-input/cancel");
+    assert_eq!(g.payload_digest, Sha256Digest::of(&sent[0].body));
+    assert_eq!(Some(&g.decision), cancel.decision.as_ref());
+    assert!(g.redeemed);
+    let distinct: HashSet<_> = granted.iter().map(|g| g.decision.clone()).collect();
+    assert_eq!(distinct.len(), 4);
+}
+
+#[tokio::test]
+async fn a_task_created_waiting_for_input_is_cancelled_and_never_sent_again() {
+    let f = Fixture::new(Script {
+        initial: state::INPUT_REQUIRED,
+        ..Script::default()
+    })
+    .await;
+    let mut task = f.task("t-input-now", 10);
+    assert_eq!(f.intercom().run(&mut task).await.unwrap(), Phase::Refused);
+    let cancel = task.trail().last().unwrap().cancel.clone().unwrap();
+    assert_eq!(cancel.code, "a2a/cancel/TASK_STATE_CANCELED");
+    assert_eq!(
+        (
+            f.peer.count("SendMessage"),
+            f.peer.count("GetTask"),
+            cancels(&f).len()
+        ),
+        (1, 0, 1)
+    );
+    assert_eq!(f.peer.tasks().len(), 1, "one task at the peer");
+    assert!(f.peer.tasks()[0].cancelled);
+}
+
+#[tokio::test]
+async fn the_peers_answer_to_the_cancel_is_recorded_whatever_it_is() {
+    // The peer refuses to cancel: TaskNotCancelableError, recorded; nothing resent.
+    let f = Fixture::new(Script {
+        refuse_cancel: true,
+        ..Script::ending(state::INPUT_REQUIRED, 0)
+    })
+    .await;
+    let mut task = f.task("t-stuck", 10);
+    assert_eq!(f.intercom().run(&mut task).await.unwrap(), Phase::Refused);
+    let cancel = task.trail().last().unwrap().cancel.clone().unwrap();
+    assert_eq!(cancel.code, "a2a/cancel/jsonrpc-error/-32002");
+    assert_eq!((f.peer.count("SendMessage"), cancels(&f).len()), (1, 1));
+
+    // Ward has no decision left for the cancel (the send and one poll spent the run's two):
+    // nothing is sent, and why is recorded.
+    let f = Fixture::with(Script::ending(state::INPUT_REQUIRED, 0), ward_policy(2)).await;
+    let mut task = f.task("t-no-budget", 10);
+    assert_eq!(f.intercom().run(&mut task).await.unwrap(), Phase::Refused);
+    let cancel = task.trail().last().unwrap().cancel.clone().unwrap();
+    assert_eq!(cancel.code, "intercom/cancel-unsent/decision/over-budget");
+    assert_eq!((cancel.attempt_id, cancel.decision), (None, None));
+    assert!(cancels(&f).is_empty());
+    assert_eq!(f.peer.count("SendMessage"), 1);
+}
+
+#[tokio::test]
+async fn only_a_task_left_waiting_for_input_is_cancelled() {
+    for terminal in [
+        state::COMPLETED,
+        state::FAILED,
+        state::REJECTED,
+        state::CANCELED,
+        state::AUTH_REQUIRED,
+    ] {
+        let f = Fixture::new(Script::ending(terminal, 0)).await;
+        let mut task = f.task("t-no-cancel", 10);
+        f.intercom().run(&mut task).await.unwrap();
+        assert!(cancels(&f).is_empty(), "{terminal}");
+        assert_eq!(task.trail().last().unwrap().cancel, None, "{terminal}");
+    }
+}
+
+#[tokio::test]
+async fn the_peers_status_message_is_kept_quarantined_for_failed_rejected_and_input_required() {
+    // Issue #33 item 7: the same quarantine as an answer; text only, bounded.
+    let said = |parts: serde_json::Value, terminal: &'static str| Script {
+        status_message: Some(parts),
+        ..Script::ending(terminal, 0)
+    };
+    for terminal in [state::FAILED, state::REJECTED, state::INPUT_REQUIRED] {
+        let f = Fixture::new(said(
+            serde_json::json!([{"text": "The index is rebuilding; try after 14:00."}]),
+            terminal,
+        ))
+        .await;
+        let mut task = f.task("t-why", 10);
+        f.intercom().run(&mut task).await.unwrap();
+        assert_eq!(
+            reach_intercom::quarantine_status_message(task.answer().unwrap()),
+            Some(Ok("The index is rebuilding; try after 14:00.".to_owned())),
+            "{terminal}"
+        );
+        // A message the quarantine refuses is withheld with its code.
+        for (parts, code) in [
+            (
+                serde_json::json!([{"text": "mail ops@example.org"}]),
+                "quarantine/privacy",
+            ),
+            (serde_json::json!([{"data": {"k": 1}}]), "quarantine/schema"),
+            (
+                // Five parts of 2 KB: each within one JSON token's bound, together over 8 KiB.
+                serde_json::json!(
+                    (0..5)
+                        .map(|_| serde_json::json!({"text": "x".repeat(2_000)}))
+                        .collect::<Vec<_>>()
+                ),
+                "quarantine/over-long",
+            ),
+        ] {
+            let f = Fixture::new(said(parts, terminal)).await;
+            let mut task = f.task("t-why-not", 10);
+            f.intercom().run(&mut task).await.unwrap();
+            let judged = reach_intercom::quarantine_status_message(task.answer().unwrap());
+            assert_eq!(
+                judged.map(|r| r.map_err(|q| q.code())),
+                Some(Err(code.to_owned())),
+                "{terminal}"
+            );
+        }
+    }
+}
