@@ -5,6 +5,7 @@ mod body;
 mod corpus;
 mod demo;
 mod demo_task_pack;
+mod hil;
 mod host_checks;
 mod image;
 mod pack;
@@ -179,6 +180,11 @@ enum Command {
     },
     /// Bind an activated pack to the local lab, or read, pause, resume or accept a binding.
     Bind(pack::BindArgs),
+    /// The operator's answers to HIL requests: list, show, approve, deny, watch.
+    Hil {
+        #[command(subcommand)]
+        command: hil::HilCommand,
+    },
     /// Build a pinned guest image for the vm-broker.
     Image {
         #[command(subcommand)]
@@ -461,6 +467,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Pack { command } => pack::run(command).await,
         Command::Bind(args) => pack::bind(args).await,
+        Command::Hil { command } => hil::run(command).await,
         Command::Manifest { path } => {
             let m = load_manifest(path.as_deref())?;
             println!(

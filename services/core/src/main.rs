@@ -110,7 +110,7 @@ fn main() -> std::process::ExitCode {
             // Durable Stasis: parked and uncertain A2A tasks resume without an operator call.
             route.resume_parked();
         }
-        let authority = authority::DeliveryAuthority::new(ward, vault.clone());
+        let authority = authority::DeliveryAuthority::new(ward.clone(), vault.clone());
         // `interaction_defer_ms`: how long an `/ask` answer may take before the interaction is
         // acknowledged (type 5) and the answer edits it; inside Discord's 3 s.
         let defer_budget = match role.config.settings.get("interaction_defer_ms") {
@@ -129,7 +129,10 @@ fn main() -> std::process::ExitCode {
             role.client("vm-broker.instances")
                 .ok()
                 .map(reach_proto::vm::v1::vm_broker_client::VmBrokerClient::new),
+            ward.clone(),
         );
+        // Ward may hold an older standing than the ledger (a change made while it was down).
+        pack_port.keep_ward_fenced();
         let core = ports::Core::new(
             vault,
             role.config.habitat.clone(),

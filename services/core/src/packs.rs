@@ -16,11 +16,14 @@ use reach_proto::core::v1 as pb;
 use reach_proto::core::v1::packs_server::{Packs, PacksServer};
 use reach_proto::vm::v1 as vm;
 use reach_proto::vm::v1::vm_broker_client::VmBrokerClient;
+use reach_proto::ward::v1::ward_client::WardClient;
 use reach_taskpack::{TrustedKeys, VerifiedPack};
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use crate::ports::status as ledger_status;
+
+mod fence;
 
 /// The directory under core's data directory holding installed archives.
 pub const PACK_DIR: &str = "packs";
@@ -37,6 +40,9 @@ pub struct PackPort {
     keys: Arc<TrustedKeys>,
     store: PathBuf,
     broker: Option<VmBrokerClient<Channel>>,
+    /// `ward.authority`: every change of a pack's standing is stated there (`fence`).
+    ward: WardClient<Channel>,
+    fence_state: Arc<fence::FenceState>,
 }
 
 impl PackPort {
@@ -45,12 +51,15 @@ impl PackPort {
         keys: TrustedKeys,
         data_dir: &Path,
         broker: Option<VmBrokerClient<Channel>>,
+        ward: Channel,
     ) -> Self {
         Self {
             vault,
             keys: Arc::new(keys),
             store: data_dir.join(PACK_DIR),
             broker,
+            ward: WardClient::new(ward),
+            fence_state: Arc::default(),
         }
     }
 
@@ -394,6 +403,7 @@ impl Packs for PackPort {
             .map_err(ledger_status)?;
         let after = self.status_of(pack.name()).await?;
         tracing::info!(pack = %rec.name, version = rec.version, "task pack installed inertly");
+        self.fence(pack.name()).await?;
         Ok(Response::new(pb::InstallPackResponse {
             name: rec.name,
             version: rec.version,
@@ -440,6 +450,7 @@ impl Packs for PackPort {
         };
         let profile_changed = lc.event == ledger::PackEventKind::Upgraded
             && profile_of(lc.from.version()) != profile_of(lc.state.version());
+        self.fence(&r.name).await?;
         Ok(Response::new(pack_status(
             &s,
             lc.event.as_str(),
@@ -458,6 +469,7 @@ impl Packs for PackPort {
             .await
             .map_err(ledger_status)?;
         tracing::warn!(pack = %r.name, reason = %r.reason, "task pack revoked");
+        self.fence(&r.name).await?;
         let s = self.status_of(&r.name).await?;
         Ok(Response::new(pack_status(&s, lc.event.as_str(), false)))
     }
@@ -505,6 +517,7 @@ impl Packs for PackPort {
         let pack = self.load(&r.pack, active).await?;
         let terms = binding_terms(&r, &pack)?;
         let b = self.vault.bind(&terms).await.map_err(ledger_status)?;
+        self.fence(&r.pack).await?;
         Ok(Response::new(binding(&b)))
     }
 
@@ -565,11 +578,9 @@ impl Packs for PackPort {
         &self,
         req: Request<pb::BindingRef>,
     ) -> Result<Response<pb::Binding>, Status> {
-        let b = self
-            .vault
-            .bind_pause(&req.into_inner().pack)
-            .await
-            .map_err(ledger_status)?;
+        let pack = req.into_inner().pack;
+        let b = self.vault.bind_pause(&pack).await.map_err(ledger_status)?;
+        self.fence(&pack).await?;
         Ok(Response::new(binding(&b)))
     }
 
@@ -577,11 +588,9 @@ impl Packs for PackPort {
         &self,
         req: Request<pb::BindingRef>,
     ) -> Result<Response<pb::Binding>, Status> {
-        let b = self
-            .vault
-            .bind_resume(&req.into_inner().pack)
-            .await
-            .map_err(ledger_status)?;
+        let pack = req.into_inner().pack;
+        let b = self.vault.bind_resume(&pack).await.map_err(ledger_status)?;
+        self.fence(&pack).await?;
         Ok(Response::new(binding(&b)))
     }
 
@@ -623,11 +632,29 @@ impl Packs for PackPort {
                 ),
             ));
         }
+        // The new profile may raise the HIL minimum above the binding's mode: the binding is
+        // never looser than the pack, so the operator binds again instead.
+        let minimum = active.vocabulary().hil_minimum;
+        let current = self.vault.binding(&r.pack).await.map_err(ledger_status)?;
+        if let Some(b) = current
+            && b.hil == hil_text(reach_plan::HilMode::EachMutation)
+            && minimum == reach_plan::HilMode::EachStep
+        {
+            return Err(refusal(
+                "local-binding/hil-below-minimum",
+                format!(
+                    "the active profile asks HIL each-step, above the binding's {}; bind again \
+                     with --hil each-step",
+                    b.hil
+                ),
+            ));
+        }
         let b = self
             .vault
             .bind_accept(&r.pack)
             .await
             .map_err(ledger_status)?;
+        self.fence(&r.pack).await?;
         Ok(Response::new(binding(&b)))
     }
 }
