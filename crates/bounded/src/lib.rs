@@ -23,4 +23,4 @@ mod wire;
 
 pub use bounds::{Bound, BoundViolation, Bounds, RATIO_GRACE_BYTES};
 pub use error::ReturnError;
-pub use reader::{BoundedResponse, SseEvent, SseStream, fetch, fetch_sse};
+pub use reader::{BoundedResponse, SseDecoder, SseEvent, SseStream, fetch, fetch_sse};

@@ -254,6 +254,15 @@ pub struct SseEvent {
 pub struct SseStream {
     open: Open,
     pending: VecDeque<u8>,
+    decoder: SseDecoder,
+}
+
+/// The line and event machine of [`SseStream`]: bytes in, events out, under
+/// [`Bounds::max_sse_line_bytes`], [`Bounds::max_sse_events`] and the JSON scan of each JSON
+/// event. Public so the fuzz targets (`fuzz/`) feed it bytes; an egress role reads events
+/// through [`fetch_sse`].
+#[derive(Debug, Default)]
+pub struct SseDecoder {
     line: Vec<u8>,
     current: SseEvent,
     has_field: bool,
@@ -273,10 +282,7 @@ pub async fn fetch_sse(
     Ok(SseStream {
         open,
         pending: VecDeque::new(),
-        line: Vec::new(),
-        current: SseEvent::default(),
-        has_field: false,
-        events: 0,
+        decoder: SseDecoder::new(),
     })
 }
 
@@ -301,29 +307,50 @@ impl SseStream {
     pub async fn next_event(&mut self) -> Result<Option<SseEvent>, ReturnError> {
         let bounds = self.open.bounds.clone();
         loop {
-            while let Some(byte) = self.pending.pop_front() {
-                if byte != b'\n' {
-                    self.line.push(byte);
-                    crate::bounds::check(
-                        Bound::SseLineBytes,
-                        bounds.max_sse_line_bytes,
-                        self.line.len() as u64,
-                    )?;
-                    continue;
-                }
-                if self.line.last() == Some(&b'\r') {
-                    self.line.pop();
-                }
-                let line = std::mem::take(&mut self.line);
-                if let Some(event) = self.handle_line(&line, &bounds)? {
-                    return Ok(Some(event));
-                }
+            if let Some(event) = self.decoder.next_event(&mut self.pending, &bounds)? {
+                return Ok(Some(event));
             }
             match self.open.next_decoded().await? {
                 Some(bytes) => self.pending.extend(bytes),
                 None => return Ok(None),
             }
         }
+    }
+}
+
+impl SseDecoder {
+    /// A decoder at the start of a stream.
+    pub fn new() -> Self {
+        SseDecoder::default()
+    }
+
+    /// Consume bytes from the front of `pending` until one event completes (returned, the
+    /// rest left in `pending`) or `pending` is empty (`None`; a partial line or event is kept
+    /// for the next bytes). Lines end in LF or CRLF.
+    pub fn next_event(
+        &mut self,
+        pending: &mut VecDeque<u8>,
+        bounds: &Bounds,
+    ) -> Result<Option<SseEvent>, ReturnError> {
+        while let Some(byte) = pending.pop_front() {
+            if byte != b'\n' {
+                self.line.push(byte);
+                crate::bounds::check(
+                    Bound::SseLineBytes,
+                    bounds.max_sse_line_bytes,
+                    self.line.len() as u64,
+                )?;
+                continue;
+            }
+            if self.line.last() == Some(&b'\r') {
+                self.line.pop();
+            }
+            let line = std::mem::take(&mut self.line);
+            if let Some(event) = self.handle_line(&line, bounds)? {
+                return Ok(Some(event));
+            }
+        }
+        Ok(None)
     }
 
     fn handle_line(

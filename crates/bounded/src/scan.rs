@@ -164,15 +164,25 @@ impl Write for Sink {
     }
 }
 
-/// Content decoding under the expanded-bytes and ratio bounds.
+/// Content decoding under the expanded-bytes and ratio bounds: the body stage of [`fetch`]
+/// and [`fetch_sse`] between the wire meter and the tokenizer. Public so the fuzz targets
+/// (`fuzz/`) feed it bytes; an egress role never needs it directly.
+///
+/// [`fetch`]: crate::fetch
+/// [`fetch_sse`]: crate::fetch_sse
 #[derive(Debug)]
-pub(crate) enum Expander {
+pub struct Expander(Decoding);
+
+#[derive(Debug)]
+enum Decoding {
     Identity(Sink),
     Gzip(Box<GzDecoder<Sink>>),
 }
 
 impl Expander {
-    pub(crate) fn new(gzip: bool, b: &Bounds) -> Self {
+    /// An expander for a body with `Content-Encoding: gzip` (`gzip`) or none, under `b`'s
+    /// [`Bounds::max_expanded_bytes`] and [`Bounds::max_compression_ratio`].
+    pub fn new(gzip: bool, b: &Bounds) -> Self {
         let sink = Sink {
             out: Vec::new(),
             expanded: 0,
@@ -182,21 +192,21 @@ impl Expander {
             violation: None,
         };
         if gzip {
-            Expander::Gzip(Box::new(GzDecoder::new(sink)))
+            Expander(Decoding::Gzip(Box::new(GzDecoder::new(sink))))
         } else {
-            Expander::Identity(sink)
+            Expander(Decoding::Identity(sink))
         }
     }
 
     /// Decode `wire` body bytes; returns the newly expanded bytes.
-    pub(crate) fn push(&mut self, wire: &[u8]) -> Result<Vec<u8>, ReturnError> {
-        match self {
-            Expander::Identity(sink) => {
+    pub fn push(&mut self, wire: &[u8]) -> Result<Vec<u8>, ReturnError> {
+        match &mut self.0 {
+            Decoding::Identity(sink) => {
                 sink.compressed += wire.len() as u64;
                 sink.accept(wire).map_err(ReturnError::from)?;
                 Ok(std::mem::take(&mut sink.out))
             }
-            Expander::Gzip(decoder) => {
+            Decoding::Gzip(decoder) => {
                 decoder.get_mut().compressed += wire.len() as u64;
                 let result = decoder.write_all(wire);
                 let sink = decoder.get_mut();
@@ -212,10 +222,10 @@ impl Expander {
     }
 
     /// End of body: flush the decoder.
-    pub(crate) fn finish(&mut self) -> Result<Vec<u8>, ReturnError> {
-        match self {
-            Expander::Identity(sink) => Ok(std::mem::take(&mut sink.out)),
-            Expander::Gzip(decoder) => {
+    pub fn finish(&mut self) -> Result<Vec<u8>, ReturnError> {
+        match &mut self.0 {
+            Decoding::Identity(sink) => Ok(std::mem::take(&mut sink.out)),
+            Decoding::Gzip(decoder) => {
                 let result = decoder.try_finish();
                 let sink = decoder.get_mut();
                 if let Some(v) = sink.violation.take() {

@@ -293,6 +293,11 @@ pub fn normalize(raw: &str) -> Result<String, Rule> {
     if parts.is_empty() {
         return Err(Rule::PathTraversal);
     }
+    // A drive letter hidden behind `./` or an empty component (`./C:/x`) is still one: the
+    // normalized path must pass the same rule, so normalizing twice changes nothing.
+    if parts[0].as_bytes().get(1) == Some(&b':') {
+        return Err(Rule::AbsolutePath);
+    }
     Ok(parts.join("/"))
 }
 
@@ -477,6 +482,9 @@ mod tests {
             "C:/x",
             ".",
             "a/./b",
+            // Found by the corpus_process fuzz target: accepted as `C:/f.md`, itself refused.
+            "./C:/f.md",
+            "//C:/f.md",
         ];
         let out: String = cases
             .iter()
@@ -491,8 +499,16 @@ mod tests {
             C:/x           Err(AbsolutePath)
             .              Err(PathTraversal)
             a/./b          Ok("a/b")
+            ./C:/f.md      Err(AbsolutePath)
+            //C:/f.md      Err(AbsolutePath)
         "#]]
         .assert_eq(&out);
+        // Normalizing is idempotent: what it accepts, it accepts again unchanged.
+        for c in cases {
+            if let Ok(p) = normalize(c) {
+                assert_eq!(normalize(&p), Ok(p.clone()), "{c}");
+            }
+        }
     }
 
     #[test]

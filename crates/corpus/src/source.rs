@@ -307,6 +307,15 @@ impl SourceSpec {
             Ok(())
         }
         scan(&value)?;
+        // serde's internally tagged `Origin` would read a variant's index as its tag
+        // (`"kind": 1` as `release_archive`); the tag must be the variant's name.
+        if let Some(kind) = value.pointer("/origin/kind")
+            && !kind.is_string()
+        {
+            return Err(SourceRefusal::Malformed(
+                "`origin.kind` must be a string".into(),
+            ));
+        }
         // Admit URLs with their typed refusals before the structural parse.
         if let Some(url) = value.pointer("/origin/url").and_then(|v| v.as_str()) {
             admit_url(url)?;
@@ -346,6 +355,24 @@ mod tests {
         match admit_url(raw) {
             Ok(u) => format!("ok {u}"),
             Err(e) => e.code().to_string(),
+        }
+    }
+
+    /// The leniency of serde's internally tagged enums the plan crate guards against
+    /// (`string_tagged`): a variant index as `origin.kind` is refused, not read as a variant.
+    #[test]
+    fn an_origin_tag_must_be_a_name_not_an_index() {
+        let spec = |kind: &str| {
+            format!(
+                r#"{{"name": "docs", "include": ["**"], "origin": {{"kind": {kind},
+                "url": "https://example.org/docs.tar.gz", "digest": "sha256:{}"}}}}"#,
+                "ab".repeat(32)
+            )
+        };
+        assert!(SourceSpec::from_json(&spec(r#""release_archive""#)).is_ok());
+        for index in ["1", "0", "true", "null", "[1]"] {
+            let refused = SourceSpec::from_json(&spec(index)).unwrap_err();
+            assert_eq!(refused.code(), "corpus/source-malformed", "kind {index}");
         }
     }
 

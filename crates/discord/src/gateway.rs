@@ -717,6 +717,20 @@ async fn connection<R: Resolver>(
     ended
 }
 
+/// Decode one text frame as the reader does: a dispatch (op 0) becomes its event, read as if
+/// the session had been identified at `url` (READY's `resume_gateway_url` is checked, then
+/// forgotten). Any other opcode, an unparsable frame and a dispatch the edge does not act on
+/// are `None`. The reader's own path (`Payload` and `dispatch`), public so the fuzz targets
+/// (`fuzz/`) feed it bytes.
+pub fn decode_dispatch(frame: &str, url: &GatewayUrl) -> Option<GatewayEvent> {
+    let payload = serde_json::from_str::<Payload>(frame).ok()?;
+    if payload.op != 0 {
+        return None;
+    }
+    let mut session = None;
+    dispatch(&payload, &mut session, url)
+}
+
 /// Map a dispatch to an event, updating the session on READY.
 fn dispatch(
     payload: &Payload,

@@ -187,6 +187,13 @@ pub fn read(archive: &[u8]) -> Result<ArchiveContents, ArchiveError> {
                 "a name that is not UTF-8",
             ));
         };
+        if name.is_empty() {
+            // A refusal names its entry; this one has none, so it is named by its place.
+            return Err(malformed(
+                format!("<entry at byte {at}>"),
+                "an entry without a name",
+            ));
+        }
         let name = name.to_owned();
         if block[156] != b'0' {
             return Err(malformed(

@@ -125,6 +125,15 @@ fn a_tampered_header_byte_is_archive_malformed() {
     expect_test::expect!["package/archive-malformed: not a reach.taskpack.v1 archive: archive entry `facts.sig`: its `mode` field differs from the canonical header (ustar, regular file, mode 0644, uid/gid 0, mtime 0, no names)"].assert_eq(&refusal(&a));
 }
 
+/// Found by the `taskpack_archive` fuzz target: a header block whose name is empty was
+/// refused naming the entry `` (nothing); it is named by its offset instead.
+#[test]
+fn an_entry_without_a_name_is_named_by_its_place() {
+    let mut a = built();
+    a[..100].fill(0); // facts.json's name field
+    expect_test::expect!["package/archive-malformed: not a reach.taskpack.v1 archive: archive entry `<entry at byte 0>`: an entry without a name"].assert_eq(&refusal(&a));
+}
+
 #[test]
 fn a_tampered_facts_byte_is_a_bad_signature() {
     // A byte of a value (the pack name's first letter): facts.json stays well-formed.
