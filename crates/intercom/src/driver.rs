@@ -274,14 +274,20 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
                     polls: task.polls(),
                 });
             }
-            // Paced from the peer's last answer, bounded by the interval and the deadline.
+            // Paced from when the last poll went out (the send's answer before the first),
+            // bounded by the interval and the deadline.
             let until_deadline = Duration::from_millis(
                 u64::try_from(task.spec().deadline.0 - self.clock.now().0).unwrap_or(0),
             );
+            let since = task
+                .last_poll()
+                .map(|t| t.elapsed())
+                .unwrap_or(Duration::ZERO);
             let pause = task
                 .spec()
                 .polls
-                .pause_before(task.polls() + 1, until_deadline);
+                .pause_before(task.polls() + 1, until_deadline.saturating_add(since))
+                .saturating_sub(since);
             tokio::time::sleep(pause).await;
             if self.deadline_passed(task) {
                 self.move_to(task, Phase::Expired, self.step("intercom/deadline"))
@@ -293,6 +299,7 @@ impl<T: Transport, A: DecisionAuthority, J: Journal> Intercom<'_, T, A, J> {
                     phase: task.phase(),
                 });
             };
+            task.poll_started(std::time::Instant::now());
             let redeemed = match authorize(self.authority, attempt).await {
                 Ok(r) => r,
                 Err(DecisionRefusal::Revoked { code }) => {

@@ -59,13 +59,15 @@ impl PollBudget {
         interval: Duration::from_secs(26),
     };
 
-    /// The pause before GetTask number `n` (1-based), counted from the peer's last answer
-    /// (the send's for poll 1): a quarter of the interval, then half, then the interval, and
-    /// never past [`FINAL_POLL_LEAD`] before the deadline (`until_deadline`), so one last poll
-    /// goes out just before it; inside that lead the pause runs to the deadline. A peer that
-    /// answers at once is not asked again at once (issue #33: the first poll went out
-    /// immediately and three quick polls spent the run's decision budget); the backoff is
-    /// bounded by the interval so a task that finishes is seen at most one interval later.
+    /// The pause before GetTask number `n` (1-based): a quarter of the interval, then half,
+    /// then the interval, and never past [`FINAL_POLL_LEAD`] before the deadline
+    /// (`until_deadline`), so one last poll goes out just before it; inside that lead the
+    /// pause runs to the deadline. The driver counts the first poll's pause from the peer's
+    /// answer to the send and each later one from when the previous poll went out, so a slow
+    /// answer does not stretch the gap. A peer that answers at once is not asked again at once
+    /// (issue #33: the first poll went out immediately and three quick polls spent the run's
+    /// decision budget); the backoff is bounded by the interval so a task that finishes is
+    /// seen by the next poll, which goes out at most one interval after the last.
     pub fn pause_before(&self, n: u32, until_deadline: Duration) -> Duration {
         let pause = match n {
             0 | 1 => self.interval / 4,
@@ -171,6 +173,9 @@ pub struct OutboundTask {
     resends: u32,
     answer: Option<Answer>,
     trail: Vec<Evidence>,
+    /// When this process's last GetTask of the task went out: the next is paced from it, so
+    /// a slow answer does not stretch the gap (memory only; a restart paces from scratch).
+    last_poll: Option<std::time::Instant>,
 }
 
 fn check_id(value: &str, field: &'static str) -> Result<(), IntercomRefusal> {
@@ -229,6 +234,7 @@ impl OutboundTask {
             resends: 0,
             answer: None,
             trail: Vec::new(),
+            last_poll: None,
         })
     }
 
@@ -290,6 +296,7 @@ impl OutboundTask {
             resends: 0,
             answer: None,
             trail: Vec::new(),
+            last_poll: None,
         };
         task.continue_polls(polls_before);
         Ok(task)
@@ -383,6 +390,15 @@ impl OutboundTask {
     pub(crate) fn count_poll(&mut self) -> u32 {
         self.polls += 1;
         self.polls
+    }
+
+    /// When this process's last GetTask of the task went out.
+    pub(crate) fn last_poll(&self) -> Option<std::time::Instant> {
+        self.last_poll
+    }
+
+    pub(crate) fn poll_started(&mut self, at: std::time::Instant) {
+        self.last_poll = Some(at);
     }
 
     pub(crate) fn count_resend(&mut self) -> u32 {
