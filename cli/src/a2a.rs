@@ -2,7 +2,10 @@
 //! operator's leaf. `send` asks core to send one text task to its enrolled peer and waits until
 //! the task's turn terminates (core's Stasis keeps driving a task after the request returns),
 //! then prints the adopted answer (asking core again, a replay, when the Stasis adopted it);
-//! `status` reads the task and its turn from the ledger's trail.
+//! `status` reads the task and its turn from the ledger's trail, the `CancelTask` core sent to
+//! a task the peer left waiting for input and the peer's answer to it, and the peer's
+//! quarantined status message of a FAILED, REJECTED or INPUT_REQUIRED task while core holds it
+//! (the operator's eyes only: it never reaches a Discord user).
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -146,6 +149,9 @@ struct TaskStatus {
     turn_state: String,
     /// The turn's reason once terminal, else the task's latest evidence code.
     code: String,
+    /// What came of the `CancelTask` of a task left open at the peer (`cancel=` of the task's
+    /// evidence), if one was sent or tried.
+    cancel: Option<String>,
 }
 
 impl TaskStatus {
@@ -160,7 +166,12 @@ impl TaskStatus {
         };
         let evidence = field("IntercomTask", "evidence");
         let reason = field("ReachTurn@1", "reason");
+        let cancel = evidence
+            .split(' ')
+            .find_map(|w| w.strip_prefix("cancel="))
+            .map(str::to_owned);
         TaskStatus {
+            cancel,
             task_state: field("IntercomTask", "state"),
             turn_state: field("ReachTurn@1", "state"),
             code: if reason.is_empty() {
@@ -173,14 +184,14 @@ impl TaskStatus {
 }
 
 async fn status(m: &Manifest, layout: &StateLayout, task_id: &str) -> anyhow::Result<ExitCode> {
-    let edges = client(m, layout)
+    let trail = client(m, layout)
         .await?
         .get_trail(GetTrailRequest {
             key: task_id.to_owned(),
         })
         .await?
-        .into_inner()
-        .edges;
+        .into_inner();
+    let edges = trail.edges;
     if !edges.iter().any(|e| e.record == "IntercomTask") {
         println!("no A2A task {task_id}");
         return Ok(ExitCode::FAILURE);
@@ -190,5 +201,11 @@ async fn status(m: &Manifest, layout: &StateLayout, task_id: &str) -> anyhow::Re
     println!("phase {}", s.task_state);
     println!("turn {}", s.turn_state);
     println!("code {}", s.code);
+    if let Some(cancel) = &s.cancel {
+        println!("cancel {cancel}");
+    }
+    if !trail.a2a_peer_message.is_empty() {
+        println!("peer message:\n{}", trail.a2a_peer_message);
+    }
     Ok(ExitCode::SUCCESS)
 }

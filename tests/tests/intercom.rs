@@ -27,14 +27,24 @@ fn configure_core_and_peer(
     max_polls: i64,
 ) {
     configure_peer(manifest, layout, peer);
+    configure_core(manifest, &peer.url(), max_polls, 50);
+}
+
+/// Points core's Intercom at `url`, polling `max_polls` times per request every `interval_ms`.
+fn configure_core(
+    manifest: &mut reach_manifest::Manifest,
+    url: &str,
+    max_polls: i64,
+    interval_ms: i64,
+) {
     let core = manifest
         .roles
         .iter_mut()
         .find(|r| r.name.as_str() == "core")
         .expect("core role");
     let mut intercom = toml::Table::new();
-    intercom.insert("peer".into(), peer.url().into());
-    intercom.insert("poll_interval_ms".into(), 50.into());
+    intercom.insert("peer".into(), url.into());
+    intercom.insert("poll_interval_ms".into(), interval_ms.into());
     intercom.insert("max_polls".into(), max_polls.into());
     core.settings.insert("intercom".into(), intercom.into());
 }
@@ -46,8 +56,20 @@ fn configure_peer(
     layout: &reach_manifest::plan::StateLayout,
     peer: &A2aPeer,
 ) {
+    configure_road(manifest, layout, &peer.url(), peer.addr(), peer.ca_pem());
+}
+
+/// Points egress-provider's A2A adapter at the peer `url`: an exact local road from
+/// [`PEER_HOST`] to `addr`, and `ca_pem` as the only trusted root.
+fn configure_road(
+    manifest: &mut reach_manifest::Manifest,
+    layout: &reach_manifest::plan::StateLayout,
+    url: &str,
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+) {
     let ca = layout.root().join("a2a-peer-ca.pem");
-    std::fs::write(&ca, peer.ca_pem()).unwrap();
+    std::fs::write(&ca, ca_pem).unwrap();
     let role = manifest
         .roles
         .iter_mut()
@@ -55,12 +77,12 @@ fn configure_peer(
         .expect("egress-provider role");
     let mut road = toml::Table::new();
     road.insert("host".into(), PEER_HOST.into());
-    road.insert("addr".into(), peer.addr().to_string().into());
+    road.insert("addr".into(), addr.to_string().into());
     let mut roads = toml::Table::new();
     roads.insert("local_roads".into(), vec![toml::Value::from(road)].into());
     roads.insert("ca_file".into(), ca.display().to_string().into());
     let mut intercom = toml::Table::new();
-    intercom.insert("peer".into(), peer.url().into());
+    intercom.insert("peer".into(), url.into());
     intercom.insert("roads".into(), roads.into());
     role.settings.insert("intercom".into(), intercom.into());
 }
@@ -823,24 +845,31 @@ async fn a_parked_task_whose_run_budget_is_spent_expires_at_its_deadline_without
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_stasis_backs_off_so_the_runs_decisions_outlast_a_slow_peer() {
-    // Ward allows eight decisions for the run (its default); the request spends three (the
-    // send and two polls 50 ms apart). The peer works for 3 s. Polling on at the request's
-    // pace would spend the other five in under a second and leave the task to expire; the
-    // Stasis doubles its pause (100 ms, 200 ms, … 1.6 s), so its last poll comes after 3 s.
+async fn a_slow_peers_answer_is_adopted_within_one_poll_interval_on_the_runs_eight_decisions() {
+    // Issue #33 item 5, scaled down: a 1 s interval and a 5 s deadline (the default's ratio,
+    // 26 s and 120 s, less one poll), ward's default eight decisions per run (decisions live
+    // 30 s whatever the scale, so concurrency stays generous here; `budget.rs` in
+    // reach-intercom checks the unscaled default against ward's own defaults). The request
+    // polls at 0.25 s and 0.75 s and hands the task to the Stasis, which polls on at the
+    // driver's pace (1.75 s, 2.75 s, …), never doubling: the peer finishes after the fourth
+    // poll and its answer is read by the next, within one interval.
+    let interval = std::time::Duration::from_secs(1);
     let Parked {
         peer,
         body,
         mut operator,
         ..
-    } = park_a_task("op-task-slow", "intercom backoff", |m| {
-        set_core_intercom(m, "deadline_secs", 20);
+    } = park_a_task("op-task-slow", "intercom pacing", |m| {
+        set_core_intercom(m, "poll_interval_ms", 1_000);
+        set_core_intercom(m, "deadline_secs", 5);
         set_ward_budget(m, "retries", 8);
     })
     .await;
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let polls_while_working = peer.count("GetTask");
+    while peer.count("GetTask") < 4 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     peer.release();
+    let finished = std::time::Instant::now();
     let trail = settled_turn(
         &body,
         &mut operator,
@@ -848,20 +877,90 @@ async fn the_stasis_backs_off_so_the_runs_decisions_outlast_a_slow_peer() {
         std::time::Duration::from_secs(30),
     )
     .await;
+    let adopted_after = finished.elapsed();
     assert!(
         turn_line(&trail).ends_with("reason=a2a/TASK_STATE_COMPLETED state=SUCCEEDED"),
         "{trail}\n{}",
         body.log("core")
     );
+    // One interval, plus the 100 ms between this test's reads of the trail.
     assert!(
-        polls_while_working < 7,
-        "{polls_while_working} polls in the peer's first 3 s: no budget left for its answer"
+        adopted_after <= interval + std::time::Duration::from_millis(300),
+        "adopted {adopted_after:?} after the peer finished"
     );
-    assert_eq!(peer.count("SendMessage"), 1);
-    assert!(
-        peer.count("GetTask") <= 7,
-        "within the run's eight decisions"
+    assert_eq!((peer.count("SendMessage"), peer.count("GetTask")), (1, 5));
+    let core = body.log("core");
+    assert!(!core.contains("ward refused a poll"), "{core}");
+    body.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_left_waiting_for_input_is_cancelled_and_only_the_operator_sees_why() {
+    // Issue #33 items 6 and 7 at the role boundary: the peer asks for input; core sends one
+    // CancelTask under its own decision (egress-provider carries it like any attempt), records
+    // the peer's answer, and keeps the peer's status message quarantined for `reach a2a
+    // status`. It reaches no log and no delivery.
+    const WHY: &str = "Which of the two corpora do you mean?";
+    let peer = A2aPeer::start(Script {
+        status_message: Some(json!([{ "text": WHY }])),
+        ..Script::ending(state::INPUT_REQUIRED, 1)
+    })
+    .await;
+    let body = TestBody::start_configured(|m, l| {
+        configure_core_and_peer(m, l, &peer, 3);
+        generous_ward(m);
+    })
+    .await;
+    body.operator_after_genesis("intercom input required").await;
+    let (ok, out, err) = reach_a2a_send(&body, "cli-input", &[]).await;
+    assert!(!ok, "one-shot work refused: {out}\n{err}");
+    for line in [
+        "phase REFUSED",
+        "turn REFUSED",
+        "code a2a/TASK_STATE_INPUT_REQUIRED",
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line} in {out}");
+    }
+    assert!(!out.contains(WHY), "send prints no peer text: {out}");
+    let methods: Vec<String> = peer
+        .requests()
+        .iter()
+        .filter_map(|r| r.rpc_method.clone())
+        .collect();
+    assert_eq!(methods, ["SendMessage", "GetTask", "GetTask", "CancelTask"]);
+    assert!(peer.tasks()[0].cancelled);
+    // Its own decision, carried once by egress-provider for the cancel's attempt id.
+    let attempts = carried(&body.log("egress-provider"), "attempt");
+    assert_eq!(
+        attempts,
+        [
+            "cli-input/send",
+            "cli-input/poll-1",
+            "cli-input/poll-2",
+            "cli-input/cancel"
+        ]
     );
+    let decisions = carried_decisions(&body.log("egress-provider"));
+    let mut distinct = decisions.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "{decisions:?}");
+
+    let (ok, out, _) = reach_cli(&body, &["a2a", "status", "cli-input"]).await;
+    assert!(ok, "{out}");
+    assert_eq!(
+        out,
+        format!(
+            "task cli-input\nphase REFUSED\nturn REFUSED\ncode a2a/TASK_STATE_INPUT_REQUIRED\n\
+             cancel a2a/cancel/TASK_STATE_CANCELED\npeer message:\n{WHY}\n"
+        )
+    );
+    for role in ["core", "egress-provider", "egress-discord", "ward"] {
+        assert!(
+            !body.log(role).contains(WHY),
+            "the peer's text in {role}'s log"
+        );
+    }
     body.stop().await;
 }
 
@@ -1190,5 +1289,252 @@ async fn revoking_the_runs_sigil_settles_a_parked_task_revoked_and_sends_nothing
     );
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     assert_eq!(peer.requests().len(), settled, "nothing sent once revoked");
+    body.stop().await;
+}
+
+// The official SDK as the peer (issue #33 item 9).
+
+/// The venv `scripts/setup-test-host.sh` installs the official `a2a-sdk` in.
+const A2A_SDK_VENV: &str = "/var/tmp/reach-venvs/a2a";
+
+/// A peer built only from the official A2A SDK (`tests/a2a-sdk-peer/peer.py`: the SDK's own
+/// request handler, task store and JSON-RPC routes), serving HTTPS under a leaf for
+/// [`PEER_HOST`] from a CA minted here. Stops with the test (its process is killed on drop).
+struct SdkPeer {
+    addr: std::net::SocketAddr,
+    ca_pem: String,
+    /// `request {json}` lines the peer printed, one per request it received.
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    _child: tokio::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl SdkPeer {
+    async fn start(working_secs: f64) -> SdkPeer {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        use tokio::io::AsyncBufReadExt;
+
+        let python = std::path::Path::new(A2A_SDK_VENV).join("bin/python");
+        assert!(
+            python.exists(),
+            "the official A2A SDK venv is missing at {A2A_SDK_VENV}: run scripts/setup-test-host.sh \
+             (scripts/test.sh runs it first); this interop test does not skip"
+        );
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_pem = params.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::new(params, ca_key);
+        let leaf_key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(vec![PEER_HOST.to_string()])
+            .unwrap()
+            .signed_by(&leaf_key, &issuer)
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("leaf.pem"), dir.path().join("leaf.key"));
+        std::fs::write(&cert, leaf.pem()).unwrap();
+        std::fs::write(&key, leaf_key.serialize_pem()).unwrap();
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("a2a-sdk-peer/peer.py");
+        let mut child = tokio::process::Command::new(python)
+            .arg(script)
+            .arg("--cert")
+            .arg(&cert)
+            .arg("--key")
+            .arg(&key)
+            .args(["--host-name", PEER_HOST])
+            .args(["--working-secs", &working_secs.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the SDK peer starts");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the SDK peer prints its port within 30 s")
+            .unwrap()
+            .expect("the SDK peer exited before printing its port");
+        let port: u16 = first
+            .strip_prefix("port ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line from the SDK peer: {first}"));
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(json) = line.strip_prefix("request ") {
+                    sink.lock()
+                        .unwrap()
+                        .push(serde_json::from_str(json).unwrap());
+                }
+            }
+        });
+        SdkPeer {
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            ca_pem,
+            seen,
+            _child: child,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("https://{PEER_HOST}:{}/a2a", self.addr.port())
+    }
+
+    /// The JSON-RPC methods the peer received, in order.
+    fn methods(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|v| v["method"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    fn count(&self, method: &str) -> usize {
+        self.methods().iter().filter(|m| *m == method).count()
+    }
+}
+
+/// `reach a2a send` of `text` as `task_id` to the SDK peer, then `reach a2a status`: both
+/// outputs.
+async fn send_and_status(body: &TestBody, task_id: &str, text: &str) -> (bool, String, String) {
+    let (ok, out, err) = reach_cli(
+        body,
+        &[
+            "a2a",
+            "send",
+            "--peer",
+            PEER_HOST,
+            "--text",
+            text,
+            "--task-id",
+            task_id,
+            "--wait-secs",
+            "60",
+        ],
+    )
+    .await;
+    let out = format!("{out}{err}");
+    let (status_ok, status, _) = reach_cli(body, &["a2a", "status", task_id]).await;
+    assert!(status_ok, "{status}");
+    (ok, out, status)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_body_interoperates_with_a_peer_built_from_the_official_a2a_sdk() {
+    // Over TLS on an exact local road, through `reach a2a send`: completed, working then
+    // completed, failed, input required (cancelled), rejected. Core polls every 400 ms.
+    let peer = SdkPeer::start(2.0).await;
+    let body = TestBody::start_configured(|m, l| {
+        configure_road(m, l, &peer.url(), peer.addr, &peer.ca_pem);
+        configure_core(m, &peer.url(), 2, 400);
+        set_core_intercom(m, "deadline_secs", 30);
+        generous_ward(m);
+    })
+    .await;
+    body.operator_after_genesis("a2a-sdk interop").await;
+
+    // Completed: the SDK's artifact is the adopted answer.
+    let (ok, out, status) = send_and_status(
+        &body,
+        "sdk-completed",
+        "completed: what are the lease rules?",
+    )
+    .await;
+    assert!(ok, "{out}\n{}", body.log("core"));
+    for line in [
+        "phase SUCCEEDED",
+        "turn SUCCEEDED",
+        "code a2a/TASK_STATE_COMPLETED",
+        "sdk answer to: completed: what are the lease rules?",
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line} in {out}");
+    }
+    assert_eq!(
+        status,
+        "task sdk-completed\nphase SUCCEEDED\nturn SUCCEEDED\ncode a2a/TASK_STATE_COMPLETED\n"
+    );
+
+    // Working for 2 s, then completed: polled WORKING first, adopted after.
+    let polls_before = peer.count("GetTask");
+    let (ok, out, _) = send_and_status(&body, "sdk-working", "working: and the fences?").await;
+    assert!(ok, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l == "sdk answer to: working: and the fences?"),
+        "{out}"
+    );
+    assert!(
+        peer.count("GetTask") - polls_before >= 3,
+        "WORKING polls before the answer: {:?}",
+        peer.methods()
+    );
+
+    // Failed, rejected, input required: each refused or failed, the SDK's status message
+    // quarantined and shown by status only; the input-required task cancelled at the peer.
+    let cases = [
+        (
+            "sdk-failed",
+            "failed: index it",
+            "FAILED",
+            "FAILED",
+            "a2a/TASK_STATE_FAILED",
+            None,
+            "The SDK peer failed on purpose: no index.",
+        ),
+        (
+            "sdk-rejected",
+            "rejected: not for you",
+            "REFUSED",
+            "REFUSED",
+            "a2a/TASK_STATE_REJECTED",
+            None,
+            "The SDK peer rejects this request.",
+        ),
+        (
+            "sdk-input",
+            "input: which one?",
+            "REFUSED",
+            "REFUSED",
+            "a2a/TASK_STATE_INPUT_REQUIRED",
+            Some("a2a/cancel/TASK_STATE_CANCELED"),
+            "Which corpus do you mean?",
+        ),
+    ];
+    for (task_id, text, phase, turn, code, cancel, why) in cases {
+        let (ok, out, status) = send_and_status(&body, task_id, text).await;
+        assert!(!ok, "{task_id}: {out}");
+        for line in [
+            format!("phase {phase}"),
+            format!("turn {turn}"),
+            format!("code {code}"),
+        ] {
+            assert!(out.lines().any(|l| l == line), "{task_id}: {line} in {out}");
+        }
+        assert!(!out.contains(why), "send shows no peer text: {out}");
+        let cancel_line = cancel.map(|c| format!("cancel {c}\n")).unwrap_or_default();
+        assert_eq!(
+            status,
+            format!(
+                "task {task_id}\nphase {phase}\nturn {turn}\ncode {code}\n{cancel_line}\
+                 peer message:\n{why}\n"
+            ),
+            "{task_id}"
+        );
+    }
+
+    // What the SDK peer received: five SendMessage (never one twice), polls, and one
+    // CancelTask, every request speaking A2A 1.0 to the endpoint.
+    assert_eq!(peer.count("SendMessage"), 5, "{:?}", peer.methods());
+    assert_eq!(peer.count("CancelTask"), 1, "{:?}", peer.methods());
+    for r in peer.seen.lock().unwrap().iter() {
+        assert_eq!(r["path"], "/a2a", "{r}");
+        assert_eq!(r["a2a_version"], "1.0", "{r}");
+        assert!(
+            ["SendMessage", "GetTask", "CancelTask"].contains(&r["method"].as_str().unwrap()),
+            "{r}"
+        );
+    }
     body.stop().await;
 }

@@ -34,7 +34,7 @@ use reach_digest::Sha256Digest;
 use reach_intercom::ledger::{PhylacteryJournal, resumed_phase, turn_outcome};
 use reach_intercom::{
     EnrollmentReceipt, Intercom, IntercomRefusal, OutboundTask, Part, Phase, PollBudget, TaskSpec,
-    quarantine_answer,
+    quarantine_answer, quarantine_status_message,
 };
 use reach_phylactery as ledger;
 use reach_phylactery::{Clock, LedgerError, Phylactery, SystemClock, TurnState};
@@ -67,9 +67,10 @@ pub struct IntercomSettings {
     /// ambiguous send stays UNCERTAIN.
     #[serde(default)]
     pub receipt: Option<EnrollmentReceipt>,
-    /// GetTask polls per request. Each needs a decision, and ward's default budgets admit four
-    /// live decisions per Sigil (a decision lives 30 s, redeemed or not) and eight in all: the
-    /// send and three polls.
+    /// GetTask polls per request; the Stasis then polls on at the same pace until the
+    /// deadline. The defaults are `reach_intercom::PollBudget::DEFAULT`, sized there against
+    /// ward's default task budgets so a task the peer finishes before its deadline is adopted
+    /// within one interval of finishing (issue #33).
     #[serde(default = "default_max_polls")]
     pub max_polls: u32,
     #[serde(default = "default_poll_interval_ms")]
@@ -80,13 +81,13 @@ pub struct IntercomSettings {
 }
 
 fn default_max_polls() -> u32 {
-    3
+    PollBudget::DEFAULT.max_polls
 }
 fn default_poll_interval_ms() -> u64 {
-    1_000
+    PollBudget::DEFAULT.interval.as_millis() as u64
 }
 fn default_deadline_secs() -> u64 {
-    120
+    reach_intercom::task::DEFAULT_DEADLINE.as_secs()
 }
 
 /// What core needs to run operator tasks.
@@ -102,6 +103,9 @@ pub struct IntercomRoute {
     driving: Arc<Mutex<HashSet<String>>>,
     /// Adopted answers for the operator who was not waiting when their task settled.
     held: Arc<held::HeldAnswers>,
+    /// The peer's quarantined status messages of tasks it settled FAILED, REJECTED or
+    /// INPUT_REQUIRED (issue #33 item 7), held like answers, for `reach a2a status` only.
+    peer_messages: Arc<held::HeldAnswers>,
 }
 
 /// This process drives the task while it is held; dropping it lets another driver take it.
@@ -144,7 +148,15 @@ impl IntercomRoute {
             habitat,
             driving: Arc::new(Mutex::new(HashSet::new())),
             held: Arc::default(),
+            peer_messages: Arc::default(),
         }
+    }
+
+    /// The peer's status message of `task_id`'s FAILED, REJECTED or INPUT_REQUIRED answer
+    /// while core holds it: the text its quarantine passed, or `withheld: <quarantine code>`.
+    /// For the operator's trail port only, never a delivery.
+    pub fn peer_message(&self, task_id: &str) -> Option<String> {
+        self.peer_messages.get(task_id, Instant::now())
     }
 
     /// Durable Stasis at start: a background task hands every unsettled operator task in the
@@ -470,6 +482,13 @@ impl IntercomRoute {
         if let (Some(text), TurnState::Succeeded) = (&answer, turn_state) {
             self.held
                 .hold(&task.spec().task_id, text.clone(), Instant::now());
+        }
+        // Why the peer failed, rejected or asked for input: quarantined like an answer, held
+        // for the operator, never adopted, logged or delivered.
+        if let Some(judged) = task.answer().and_then(quarantine_status_message) {
+            let shown = judged.unwrap_or_else(|q| format!("withheld: {}", q.code()));
+            self.peer_messages
+                .hold(&task.spec().task_id, shown, Instant::now());
         }
         Ok(Report {
             phase: phase.to_string(),

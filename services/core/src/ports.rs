@@ -583,6 +583,13 @@ impl Trail for Core {
         req: Request<pb::GetTrailRequest>,
     ) -> Result<Response<pb::GetTrailResponse>, Status> {
         let key = req.into_inner().key;
+        // An operator A2A task's key is its task id: the peer's quarantined status message,
+        // while core holds it (memory, not the ledger).
+        let a2a_peer_message = self
+            .intercom
+            .as_ref()
+            .and_then(|route| route.peer_message(&key))
+            .unwrap_or_default();
         let key = if key.starts_with("adm_") {
             ledger::TrailKey::AdmissionId(ledger::AdmissionId(key))
         } else if key.starts_with("turn_") {
@@ -604,7 +611,10 @@ impl Trail for Core {
                 committed_at_ms: e.committed_at.max(0) as u64,
             })
             .collect();
-        Ok(Response::new(pb::GetTrailResponse { edges }))
+        Ok(Response::new(pb::GetTrailResponse {
+            edges,
+            a2a_peer_message,
+        }))
     }
 
     async fn vault_status(

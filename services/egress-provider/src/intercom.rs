@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use reach_destination::roads::{ConfiguredResolver, Roads};
 use reach_destination::{AdmissionPolicy, PinnedConnector, TcpDialer};
-use reach_intercom::wire::{METHOD_GET_TASK, METHOD_SEND_MESSAGE};
+use reach_intercom::wire::{METHOD_CANCEL_TASK, METHOD_GET_TASK, METHOD_SEND_MESSAGE};
 use reach_intercom::{
     Attempt, DecisionAuthority, DecisionId, DecisionRefusal, PeerClient, PeerConfig,
     PeerCredential, Transmitted, a2a_bounds,
@@ -38,7 +38,8 @@ pub enum PayloadRefusal {
     /// Not a JSON-RPC 2.0 request object.
     #[error("egress/a2a-not-json-rpc")]
     NotJsonRpc,
-    /// A method other than SendMessage and GetTask (Reach only sends and polls).
+    /// A method other than SendMessage, GetTask and CancelTask (Reach only sends, polls, and
+    /// cancels a task the peer left waiting for input).
     #[error("egress/a2a-method-refused")]
     Method,
     /// A SendMessage without `configuration.returnImmediately = true` (Reach never blocks on a
@@ -54,7 +55,7 @@ pub enum PayloadRefusal {
 }
 
 /// Checks that `payload` is an Intercom request: a JSON-RPC 2.0 SendMessage (returning
-/// immediately) or GetTask, with no push config and no Sigil.
+/// immediately), GetTask or CancelTask, with no push config and no Sigil.
 pub fn check_payload(payload: &[u8]) -> Result<(), PayloadRefusal> {
     let text = std::str::from_utf8(payload).map_err(|_| PayloadRefusal::NotJsonRpc)?;
     let v: Value = serde_json::from_str(text).map_err(|_| PayloadRefusal::NotJsonRpc)?;
@@ -68,7 +69,7 @@ pub fn check_payload(payload: &[u8]) -> Result<(), PayloadRefusal> {
         return Err(PayloadRefusal::PushConfig);
     }
     match v.get("method").and_then(Value::as_str) {
-        Some(METHOD_GET_TASK) => Ok(()),
+        Some(METHOD_GET_TASK | METHOD_CANCEL_TASK) => Ok(()),
         Some(METHOD_SEND_MESSAGE) => {
             match v["params"]["configuration"]["returnImmediately"].as_bool() {
                 Some(true) => Ok(()),
@@ -242,7 +243,12 @@ mod tests {
                 Err(PayloadRefusal::NotJsonRpc),
             ),
             (
-                br#"{"jsonrpc":"2.0","id":"t","method":"CancelTask","params":{"id":"p"}}"#.to_vec(),
+                br#"{"jsonrpc":"2.0","id":"t/cancel","method":"CancelTask","params":{"id":"p"}}"#
+                    .to_vec(),
+                Ok(()),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":"t","method":"ListTasks","params":{}}"#.to_vec(),
                 Err(PayloadRefusal::Method),
             ),
             (

@@ -3,12 +3,14 @@
 //! returned, and after a restart, until the task settles and its turn terminates.
 //!
 //! - A parked task (PARKED: the peer holds it) is polled on, each GetTask under its own fresh
-//!   decision and the task's local deadline, one poll at a time with the pause between them
-//!   doubling from the poll interval up to [`MAX_POLL_PAUSE`] (polls keep their numbers). Each
-//!   poll spends one of the run's decisions, which ward bounds; backing off spreads them over
-//!   the task's life instead of spending them all in its first seconds. A decision ward refuses
-//!   for now (rate, concurrency) is asked again after the same pause (a refusal for good waits
-//!   for the deadline), and the deadline settles EXPIRED.
+//!   decision and the task's local deadline, one poll at a time at the driver's pacing
+//!   (`PollBudget::pause_before`: never more than one interval between polls, the last just
+//!   before the deadline; polls keep their numbers), so a task the peer finishes is adopted at
+//!   most one interval later. The default budget is sized so ward's default task budgets cover
+//!   every poll to the deadline (`reach_intercom::PollBudget::DEFAULT`). A decision ward
+//!   refuses for now (rate, concurrency) is asked again after a pause doubling from the
+//!   interval up to [`MAX_POLL_PAUSE`] (a refusal for good waits for the deadline), and the
+//!   deadline settles EXPIRED.
 //! - An uncertain task (the send's outcome was lost) is **never resent** from here: the Stasis
 //!   lets go of it, so the operator may still reconcile it under a receipt, and at its local
 //!   deadline takes it back and settles it EXPIRED unless something settled it meanwhile.
@@ -32,8 +34,8 @@ use super::{Driving, IntercomRoute, PATTERN, WardIssuer};
 
 /// Least pause after ward refused a decision: rate limits and concurrency lift with time.
 const REFUSED_PAUSE: Duration = Duration::from_secs(1);
-/// The longest pause between two polls: one decision's lifetime at ward, so a task polled at
-/// that pace holds at most one live decision.
+/// The longest pause after ward refused a poll for now: one decision's lifetime at ward, so a
+/// task asking at that pace holds at most one live decision.
 const MAX_POLL_PAUSE: Duration = Duration::from_secs(30);
 /// Pause while the vault does not serve yet (it awaits the operator's reconciliation).
 const VAULT_PAUSE: Duration = Duration::from_secs(1);
@@ -148,9 +150,8 @@ pub(crate) async fn drive(route: IntercomRoute, mut p: Parked) {
             Phase::Submitted | Phase::Polling => match intercom.poll(&mut p.task).await {
                 Ok(_) => {}
                 Err(IntercomRefusal::PollBudgetExhausted { .. }) => {
+                    // One more poll; the driver paces it (no second pause here).
                     p.task.grant_polls(1);
-                    pause = next_pause(pause);
-                    tokio::time::sleep(pause.min(until(p.task.spec().deadline))).await;
                 }
                 Err(IntercomRefusal::DecisionRefused { code }) => {
                     // For now (rate, concurrency): ask again after a pause. For good (the
