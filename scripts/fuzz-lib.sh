@@ -29,14 +29,22 @@ fuzz_targets() {
 # corpus (the committed one is never written), crash inputs under fuzz/artifacts/TARGET/.
 # Prints one line: target, runs, executions per second, edges covered, features, corpus size.
 fuzz_run() {
-  local target=$1 seconds=$2 log=$3 work
+  local work
   work=$(mktemp -d)
+  local rc=0
+  fuzz_run_into "$1" "$2" "$3" "$work" || rc=$?
+  rm -rf "$work"
+  return $rc
+}
+
+# fuzz_run_into TARGET SECONDS LOG DIR: as fuzz_run, new inputs written to DIR (kept).
+fuzz_run_into() {
+  local target=$1 seconds=$2 log=$3 work=$4
   mkdir -p "fuzz/artifacts/$target"
   local rc=0
   "$fuzz_bin_dir/$target" "$work" "fuzz/corpus/$target" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="fuzz/artifacts/$target/" >"$log" 2>&1 || rc=$?
-  rm -rf "$work"
   local last runs execs cov ft corp
   last=$(grep -E '^#[0-9]+' "$log" | grep 'cov:' | tail -n1 || true)
   cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$last")

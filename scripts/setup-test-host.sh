@@ -18,6 +18,8 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)
+# The fuzz smoke (scripts/fuzz-smoke.sh) links libFuzzer, which libfuzzer-sys compiles (C++).
+command -v c++ >/dev/null 2>&1 || need+=(g++)
 # The A2A interop test runs a peer built from the official SDK (PyPI a2a-sdk) in a venv.
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
@@ -79,6 +81,16 @@ if [ "$(cat "$a2a_venv/.reach-requirement" 2>/dev/null)" != "$a2a_req" ]; then
   python3 -m venv "$a2a_venv"
   "$a2a_venv/bin/pip" install -q --disable-pip-version-check "$a2a_req" uvicorn
   echo "$a2a_req" >"$a2a_venv/.reach-requirement"
+fi
+
+# cargo-fuzz for the fuzz smoke (issue #36), from crates.io into a cache outside the clone so a
+# rerun or a fresh checkout reuses it; the version is pinned, and a different one reinstalls.
+fuzz_tools=/var/tmp/reach-tools
+fuzz_version=0.13.2
+if [ "$("$fuzz_tools/bin/cargo-fuzz" --version 2>/dev/null)" != "cargo-fuzz $fuzz_version" ]; then
+  echo "setup: installing cargo-fuzz $fuzz_version in $fuzz_tools" >&2
+  cargo install -q cargo-fuzz --locked --version "$fuzz_version" --root "$fuzz_tools" \
+    --target-dir "$fuzz_tools/build"
 fi
 
 echo "postgres://root@%2Fvar%2Frun%2Fpostgresql/reach_test" >&3

@@ -15,6 +15,10 @@ export REACH_TEST_DATABASE_URL
 # The container end-to-end test must run here (setup installed rootless Podman), not skip.
 export REACH_REQUIRE_PODMAN=1
 
+# Every fuzz target builds and runs for a short budget on its corpus (issue #36): about
+# 20 s each, in its own target dir. Before the tests, so cargo test's summary closes the log.
+bash scripts/fuzz-smoke.sh
+
 # Role binaries first: the cross-service tests start them as separate processes.
 cargo build --workspace --bins
 cargo test --workspace --no-fail-fast "$@"

@@ -200,38 +200,19 @@ pub async fn fence(ward: &mut WardClient<Channel>, plan: &StampedPlan, generatio
 
 /// What core files with ward for one stamped step that asks for the operator's answer.
 pub fn hil_filing(g: &Grant<'_>, pack: &str) -> ward_pb::FileHilRequestRequest {
-    let s = &g.plan.steps[g.step];
-    let (action, target, argv, diff) = match &s.action {
-        reach_plan::Action::Run { profile, args } => {
-            ("run", profile.clone(), args.clone(), String::new())
+    reach_experiment::filing(g.step_ref(pack))
+}
+
+impl<'a> Grant<'a> {
+    /// The step as the coordinator names it to ward and workbench.
+    pub fn step_ref(&self, pack: &'a str) -> reach_experiment::StepRef<'a> {
+        reach_experiment::StepRef {
+            experiment_id: self.experiment,
+            instance_id: self.instance,
+            pack_name: pack,
+            plan: self.plan,
+            step: &self.plan.steps[self.step],
         }
-        reach_plan::Action::Patch { target, diff, .. } => (
-            "patch",
-            target.as_str().to_owned(),
-            Vec::new(),
-            diff.clone(),
-        ),
-        reach_plan::Action::Restart { service } => {
-            ("restart", service.clone(), Vec::new(), String::new())
-        }
-        reach_plan::Action::Verify {} => ("verify", String::new(), Vec::new(), String::new()),
-    };
-    ward_pb::FileHilRequestRequest {
-        experiment_id: g.experiment.to_owned(),
-        instance_id: g.instance.to_owned(),
-        plan_digest: g.plan.digest.to_string(),
-        step_index: s.index as u32,
-        step_digest: s.digest.to_string(),
-        pack_name: pack.to_owned(),
-        pack_generation: g.generation,
-        effect_class: class(s.effect_class).into(),
-        class_source: s.source.clone(),
-        action: action.into(),
-        target,
-        argv,
-        diff,
-        rollback: s.rollback.clone(),
-        ttl_ms: 0,
     }
 }
 
@@ -244,13 +225,6 @@ pub fn operator_ward(body: &TestBody) -> WardClient<Channel> {
     ))
 }
 
-fn class(c: reach_plan::EffectClass) -> &'static str {
-    match c {
-        reach_plan::EffectClass::Observation => "observation",
-        reach_plan::EffectClass::ContainedMutation => "contained-mutation",
-    }
-}
-
 pub async fn mint(ward: &mut WardClient<Channel>, pack: &str, g: Grant<'_>) -> String {
     try_mint(ward, pack, g).await.unwrap()
 }
@@ -260,21 +234,8 @@ pub async fn try_mint(
     pack: &str,
     g: Grant<'_>,
 ) -> Result<String, tonic::Status> {
-    let s = &g.plan.steps[g.step];
     Ok(ward
-        .mint_step_grant(ward_pb::MintStepGrantRequest {
-            experiment_id: g.experiment.to_owned(),
-            instance_id: g.instance.to_owned(),
-            plan_digest: g.plan.digest.to_string(),
-            step_index: s.index as u32,
-            step_digest: s.digest.to_string(),
-            pack_name: pack.to_owned(),
-            pack_generation: g.generation,
-            effect_class: class(s.effect_class).into(),
-            ttl_ms: 0,
-            profile_digest: g.plan.pack.profile_digest.to_string(),
-            hil_required: s.hil_required,
-        })
+        .mint_step_grant(reach_experiment::grant_request(g.step_ref(pack)))
         .await?
         .into_inner()
         .grant)
@@ -287,11 +248,14 @@ pub fn execute(
     step: usize,
     grant: String,
 ) -> pb::ExecuteStepRequest {
-    pb::ExecuteStepRequest {
-        experiment_id: exp.to_owned(),
-        instance_id: instance.to_owned(),
-        plan_digest: plan.digest.to_string(),
-        step: serde_json::to_vec(&plan.steps[step]).unwrap(),
+    reach_experiment::execute_request(
+        reach_experiment::StepRef {
+            experiment_id: exp,
+            instance_id: instance,
+            pack_name: &plan.pack.name,
+            plan,
+            step: &plan.steps[step],
+        },
         grant,
-    }
+    )
 }

@@ -14,8 +14,8 @@ use reach_proto::ward::v1 as ward_pb;
 use reach_proto::ward::v1::ward_client;
 use reach_proto::workbench::v1 as pb;
 use reach_tests::workbench::{
-    Grant, code, execute, fence, guest_digest, hil_filing, mint, operator_ward, start, try_mint,
-    ward, workbench,
+    Grant, code, execute, guest_digest, hil_filing, mint, operator_ward, start, try_mint, ward,
+    workbench,
 };
 use reach_tests::{call, refused_at_handshake};
 
@@ -49,6 +49,7 @@ async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
             pack: f.pack.clone(),
             workspace: "/tmp/reach-ws".into(),
             vm_backend: "qemu".into(),
+            hil: "each-mutation".into(),
             ..Default::default()
         })
         .await
@@ -109,8 +110,7 @@ async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
     let baseline = guest_digest(body, inst, &target).await;
     let mut ward = ward(body);
     let mut operator = operator_ward(body);
-    // Core states the pack's standing before any grant: active at 1, bound, each-mutation.
-    fence(&mut ward, plan, 1).await;
+    // Core stated the pack's standing to ward as it bound it: active at 1, each-mutation.
     let g = |step, instance, generation| Grant {
         experiment: "exp-1",
         instance,
@@ -216,9 +216,24 @@ async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
     }
     assert_ne!(guest_digest(body, inst, &target).await, baseline);
 
-    // A stale generation: the pack moved on after the grant was minted.
+    // A stale generation: the pack was revoked and reactivated after the grant was minted.
     let stale = mint(&mut ward, &f.pack, g(0, inst, 1)).await;
-    fence(&mut ward, plan, 2).await;
+    packs
+        .revoke_pack(core_pb::RevokePackRequest {
+            name: f.pack.clone(),
+            reason: "test".into(),
+        })
+        .await
+        .unwrap();
+    let s = packs
+        .activate_pack(core_pb::ActivatePackRequest {
+            name: f.pack.clone(),
+            version: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.generation, 3);
     let e = wb
         .execute_step(execute("exp-1", inst, plan, 0, stale))
         .await

@@ -1,0 +1,428 @@
+//! The coordinator step of a run (seed 000, Flow steps 5–9): one stamped plan executed on one
+//! fresh instance, under core's certificate.
+//!
+//! An [`Experiment`] asks workbench for an instance restored from the pack's pinned prepared
+//! system, then takes the plan's steps strictly in order. A step that needs the operator's
+//! answer gets a HIL request filed with ward ([`filing`]: the step, its class and where the
+//! class came from, the diff, command or unit, the rollback) and waits for the answer; then ward
+//! mints a grant for exactly that step, and workbench redeems it and executes the step. The
+//! first refusal, denial, expiry or failed step ends the experiment: nothing after it runs.
+//! Whatever the end, the instance is destroyed and the broker's confirmation is kept in the
+//! [`Execution`].
+//!
+//! Invariants: nothing here answers a HIL request or turns a refusal into a retry; each step's
+//! grant is minted right before its execution and used once; the end's code is the one ward or
+//! workbench gave (`hil/denied`, `local-binding/paused`, `package/generation-stale`, …).
+
+use std::time::{Duration, Instant};
+
+use reach_digest::Sha256Digest;
+use reach_plan::{Action, EffectClass, StampedPlan, StampedStep};
+use reach_proto::ward::v1 as ward_pb;
+use reach_proto::ward::v1::ward_client::WardClient;
+use reach_proto::workbench::v1 as pb;
+use reach_proto::workbench::v1::workbench_client::WorkbenchClient;
+use tonic::transport::Channel;
+
+/// How often a pending HIL request is read again while the operator decides.
+const HIL_POLL: Duration = Duration::from_millis(250);
+
+/// Where an experiment runs: its id, the pack (name and archive bytes, which workbench verifies
+/// itself) and the prepared system it is restored from.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub experiment_id: String,
+    pub pack_name: String,
+    pub pack_archive: Vec<u8>,
+    /// `sha256:<hex>` of the pinned prepared system.
+    pub prepared_digest: String,
+}
+
+/// One step as ward and workbench know it: the step of `plan` on `instance`.
+#[derive(Debug, Clone, Copy)]
+pub struct StepRef<'a> {
+    pub experiment_id: &'a str,
+    pub instance_id: &'a str,
+    pub pack_name: &'a str,
+    pub plan: &'a StampedPlan,
+    pub step: &'a StampedStep,
+}
+
+/// `observation` or `contained-mutation`, as the ports spell a class.
+pub fn class_text(c: EffectClass) -> &'static str {
+    match c {
+        EffectClass::Observation => "observation",
+        EffectClass::ContainedMutation => "contained-mutation",
+    }
+}
+
+/// The HIL request core files for a step: everything a careful operator needs, nothing secret.
+pub fn filing(s: StepRef<'_>) -> ward_pb::FileHilRequestRequest {
+    let (action, target, argv, diff) = match &s.step.action {
+        Action::Run { profile, args } => ("run", profile.clone(), args.clone(), String::new()),
+        Action::Patch { target, diff, .. } => (
+            "patch",
+            target.as_str().to_owned(),
+            Vec::new(),
+            diff.clone(),
+        ),
+        Action::Restart { service } => ("restart", service.clone(), Vec::new(), String::new()),
+        Action::Verify {} => ("verify", String::new(), Vec::new(), String::new()),
+    };
+    ward_pb::FileHilRequestRequest {
+        experiment_id: s.experiment_id.to_owned(),
+        instance_id: s.instance_id.to_owned(),
+        plan_digest: s.plan.digest.to_string(),
+        step_index: s.step.index as u32,
+        step_digest: s.step.digest.to_string(),
+        pack_name: s.pack_name.to_owned(),
+        pack_generation: s.plan.generation,
+        effect_class: class_text(s.step.effect_class).into(),
+        class_source: s.step.source.clone(),
+        action: action.into(),
+        target,
+        argv,
+        diff,
+        rollback: s.step.rollback.clone(),
+        ttl_ms: 0,
+    }
+}
+
+/// The grant core asks ward to mint for a step.
+pub fn grant_request(s: StepRef<'_>) -> ward_pb::MintStepGrantRequest {
+    ward_pb::MintStepGrantRequest {
+        experiment_id: s.experiment_id.to_owned(),
+        instance_id: s.instance_id.to_owned(),
+        plan_digest: s.plan.digest.to_string(),
+        step_index: s.step.index as u32,
+        step_digest: s.step.digest.to_string(),
+        pack_name: s.pack_name.to_owned(),
+        pack_generation: s.plan.generation,
+        effect_class: class_text(s.step.effect_class).into(),
+        ttl_ms: 0,
+        profile_digest: s.plan.pack.profile_digest.to_string(),
+        hil_required: s.step.hil_required,
+    }
+}
+
+/// The execution request for a step under `grant`: the step's own bytes, whose digest
+/// workbench recomputes.
+pub fn execute_request(s: StepRef<'_>, grant: String) -> pb::ExecuteStepRequest {
+    pb::ExecuteStepRequest {
+        experiment_id: s.experiment_id.to_owned(),
+        instance_id: s.instance_id.to_owned(),
+        plan_digest: s.plan.digest.to_string(),
+        step: serde_json::to_vec(s.step).expect("a stamped step serializes"),
+        grant,
+    }
+}
+
+/// The stable code a refusing port put first in its message (`hil/denied: …`).
+pub fn refusal_code(s: &tonic::Status) -> String {
+    s.message()
+        .split(':')
+        .next()
+        .filter(|c| c.contains('/'))
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("port/{:?}", s.code()).to_lowercase())
+}
+
+/// One step that ran: what workbench answered.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StepOutcome {
+    pub index: usize,
+    pub step_digest: Sha256Digest,
+    pub effect_class: &'static str,
+    pub succeeded: bool,
+    /// The HIL request the operator approved for it, if it asked.
+    pub hil_request: Option<String>,
+    /// Digest of workbench's step record (the record itself stays with the run's evidence).
+    pub record_digest: Sha256Digest,
+    #[serde(skip)]
+    pub record: Vec<u8>,
+}
+
+/// How an experiment ended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "end", rename_all = "kebab-case")]
+pub enum End {
+    /// Every step ran and succeeded (the plan's last step is the verifier).
+    Completed,
+    /// A step ran and did not succeed; nothing after it ran.
+    StepFailed { index: usize },
+    /// A step was refused before it ran (`code` from ward or workbench); nothing after it ran.
+    Refused { index: usize, code: String },
+    /// No instance could be created.
+    NotCreated { code: String },
+}
+
+/// The broker's confirmation that the instance is gone.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Destruction {
+    pub instance_id: String,
+    pub outcome: String,
+    pub process_gone: bool,
+    pub overlay_deleted: bool,
+    pub sockets_deleted: bool,
+    pub at_unix_ms: i64,
+}
+
+impl Destruction {
+    /// Destroyed, with every part of the confirmation.
+    pub fn confirmed(&self) -> bool {
+        self.outcome == "destroyed"
+            && self.process_gone
+            && self.overlay_deleted
+            && self.sockets_deleted
+    }
+}
+
+/// Bounded timings of one experiment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Timings {
+    pub create_ms: u64,
+    /// Waiting for the operator's answers (the human part).
+    pub hil_wait_ms: u64,
+    pub steps_ms: u64,
+    pub destroy_ms: u64,
+}
+
+/// What one experiment did, for the run's ExecutionRecord.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Execution {
+    pub experiment_id: String,
+    pub plan_digest: Sha256Digest,
+    pub instance_id: Option<String>,
+    pub steps: Vec<StepOutcome>,
+    pub end: End,
+    /// `None` only when no instance was created, or its destruction was not confirmed (then
+    /// `destroy_error` says why).
+    pub destruction: Option<Destruction>,
+    pub destroy_error: Option<String>,
+    pub timings: Timings,
+}
+
+/// What the experiment reports as it goes (a terminal's progress, a test's hook).
+pub trait Progress: Send {
+    /// A HIL request was filed and waits for the operator.
+    fn hil_filed(&mut self, _view: &ward_pb::HilRequestView) {}
+    /// A step ran.
+    fn step_done(&mut self, _outcome: &StepOutcome) {}
+}
+
+/// Reports nothing.
+#[derive(Debug, Default)]
+pub struct Quiet;
+impl Progress for Quiet {}
+
+/// Core's clients for an experiment.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub ward: WardClient<Channel>,
+    pub workbench: WorkbenchClient<Channel>,
+}
+
+impl Experiment {
+    pub fn new(ward: Channel, workbench: Channel) -> Self {
+        Self {
+            ward: WardClient::new(ward),
+            workbench: WorkbenchClient::new(workbench).max_decoding_message_size(8 << 20),
+        }
+    }
+
+    /// Runs `plan` on a fresh instance, then destroys it (see the module docs).
+    pub async fn run(
+        &mut self,
+        setup: &Setup,
+        plan: &StampedPlan,
+        progress: &mut dyn Progress,
+    ) -> Execution {
+        let mut timings = Timings::default();
+        let started = Instant::now();
+        let created = self
+            .workbench
+            .create_experiment(pb::CreateExperimentRequest {
+                experiment_id: setup.experiment_id.clone(),
+                pack_archive: setup.pack_archive.clone(),
+                pack_generation: plan.generation,
+                variant: String::new(),
+                image_digest: setup.prepared_digest.clone(),
+                network: "none".into(),
+            })
+            .await;
+        timings.create_ms = elapsed_ms(started);
+        let instance = match created {
+            Ok(r) => r.into_inner().instance_id,
+            Err(e) => {
+                return Execution {
+                    experiment_id: setup.experiment_id.clone(),
+                    plan_digest: plan.digest,
+                    instance_id: None,
+                    steps: Vec::new(),
+                    end: End::NotCreated {
+                        code: refusal_code(&e),
+                    },
+                    destruction: None,
+                    destroy_error: None,
+                    timings,
+                };
+            }
+        };
+        let mut steps = Vec::new();
+        let end = self
+            .steps(setup, plan, &instance, &mut steps, &mut timings, progress)
+            .await;
+        let started = Instant::now();
+        let destroyed = self
+            .workbench
+            .destroy_experiment(pb::DestroyExperimentRequest {
+                experiment_id: setup.experiment_id.clone(),
+                instance_id: instance.clone(),
+            })
+            .await;
+        timings.destroy_ms = elapsed_ms(started);
+        let (destruction, destroy_error) = match destroyed {
+            Ok(d) => {
+                let d = d.into_inner();
+                (
+                    Some(Destruction {
+                        instance_id: d.instance_id,
+                        outcome: d.outcome,
+                        process_gone: d.process_gone,
+                        overlay_deleted: d.overlay_deleted,
+                        sockets_deleted: d.sockets_deleted,
+                        at_unix_ms: d.at_unix_ms,
+                    }),
+                    None,
+                )
+            }
+            Err(e) => {
+                tracing::error!(instance, error = %e.message(), "instance destruction not confirmed");
+                (None, Some(e.message().to_owned()))
+            }
+        };
+        Execution {
+            experiment_id: setup.experiment_id.clone(),
+            plan_digest: plan.digest,
+            instance_id: Some(instance),
+            steps,
+            end,
+            destruction,
+            destroy_error,
+            timings,
+        }
+    }
+
+    async fn steps(
+        &mut self,
+        setup: &Setup,
+        plan: &StampedPlan,
+        instance: &str,
+        outcomes: &mut Vec<StepOutcome>,
+        timings: &mut Timings,
+        progress: &mut dyn Progress,
+    ) -> End {
+        for step in &plan.steps {
+            let s = StepRef {
+                experiment_id: &setup.experiment_id,
+                instance_id: instance,
+                pack_name: &setup.pack_name,
+                plan,
+                step,
+            };
+            let refused = |code: String| End::Refused {
+                index: step.index,
+                code,
+            };
+            let hil_request = if step.hil_required {
+                let waited = Instant::now();
+                let answer = self.answer(s, progress).await;
+                timings.hil_wait_ms += elapsed_ms(waited);
+                match answer {
+                    Ok(id) => Some(id),
+                    Err(code) => return refused(code),
+                }
+            } else {
+                None
+            };
+            let started = Instant::now();
+            let grant = match self.ward.mint_step_grant(grant_request(s)).await {
+                Ok(g) => g.into_inner().grant,
+                Err(e) => return refused(refusal_code(&e)),
+            };
+            let executed = self.workbench.execute_step(execute_request(s, grant)).await;
+            timings.steps_ms += elapsed_ms(started);
+            let r = match executed {
+                Ok(r) => r.into_inner(),
+                Err(e) => return refused(refusal_code(&e)),
+            };
+            let outcome = StepOutcome {
+                index: step.index,
+                step_digest: step.digest,
+                effect_class: class_text(step.effect_class),
+                succeeded: r.succeeded,
+                hil_request,
+                record_digest: Sha256Digest::of(&r.record),
+                record: r.record,
+            };
+            progress.step_done(&outcome);
+            let succeeded = outcome.succeeded;
+            outcomes.push(outcome);
+            if !succeeded {
+                return End::StepFailed { index: step.index };
+            }
+        }
+        End::Completed
+    }
+
+    /// Files the step's HIL request and waits for the operator: the request's id once
+    /// approved, else the refusal code (`hil/denied`, `hil/expired`, …).
+    async fn answer(
+        &mut self,
+        s: StepRef<'_>,
+        progress: &mut dyn Progress,
+    ) -> Result<String, String> {
+        let filed = self
+            .ward
+            .file_hil_request(filing(s))
+            .await
+            .map_err(|e| refusal_code(&e))?
+            .into_inner();
+        progress.hil_filed(&filed);
+        let id = filed.id;
+        let mut state = filed.state;
+        loop {
+            match state.as_str() {
+                "approved" => return Ok(id),
+                "denied" => return Err("hil/denied".into()),
+                "expired" => return Err("hil/expired".into()),
+                _ => {}
+            }
+            tokio::time::sleep(HIL_POLL).await;
+            state = self
+                .ward
+                .get_hil_request(ward_pb::GetHilRequestRequest { id: id.clone() })
+                .await
+                .map_err(|e| refusal_code(&e))?
+                .into_inner()
+                .state;
+        }
+    }
+}
+
+fn elapsed_ms(since: Instant) -> u64 {
+    since.elapsed().as_millis().min(u128::from(u64::MAX)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_code_is_the_ports_leading_code_or_names_the_transport() {
+        let s = tonic::Status::failed_precondition("hil/denied: the operator said no");
+        assert_eq!(refusal_code(&s), "hil/denied");
+        let s = tonic::Status::unavailable("connection refused: tcp");
+        assert_eq!(refusal_code(&s), "port/unavailable");
+    }
+}

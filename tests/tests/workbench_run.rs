@@ -1,0 +1,196 @@
+//! The coordinator step on real guests (issues #29 and #37): `reach_experiment` under core's
+//! certificate runs the pack's stamped repair on a fresh instance, asking the operator for
+//! every mutation (each-mutation binding) — the operator is a person at `reach hil watch`,
+//! answering with `reach hil approve|deny`, the real CLI on ward's port. A denial ends the
+//! experiment at that step with `hil/denied` and nothing after it runs; the approved run
+//! passes the verifier; both instances are destroyed with the broker's confirmation.
+
+use std::time::Duration;
+
+use reach_experiment::{End, Execution, Experiment, Quiet, Setup};
+use reach_plan::EffectClass;
+use reach_proto::core::v1 as core_pb;
+use reach_proto::core::v1::packs_client::PacksClient;
+use reach_proto::ward::v1 as ward_pb;
+use reach_tests::TestBody;
+use reach_tests::workbench::{operator_ward, start};
+use tokio::io::AsyncBufReadExt as _;
+
+/// An operator at `reach hil watch`: each request as printed (its whole block) goes to
+/// `decide`, which says approve (`None`) or deny (`Some(reason)`); answered with the CLI.
+fn operator(
+    body: &TestBody,
+    decide: impl Fn(&str) -> Option<&'static str> + Send + 'static,
+) -> tokio::task::JoinHandle<Vec<(String, bool)>> {
+    let reach = reach_launcher::default_bin_dir().join("reach");
+    let state = body.layout.root().to_owned();
+    tokio::spawn(async move {
+        let mut watch = tokio::process::Command::new(&reach)
+            .args(["hil", "watch", "--state"])
+            .arg(&state)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+        let mut answered = Vec::new();
+        let mut block = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.strip_prefix("answer: reach hil approve ") {
+                let id = rest.split_whitespace().next().unwrap().to_owned();
+                let verdict = decide(&block);
+                let mut cmd = tokio::process::Command::new(&reach);
+                cmd.arg("hil");
+                match verdict {
+                    None => cmd.args(["approve", &id]),
+                    Some(reason) => cmd.args(["deny", &id, "--reason", reason]),
+                };
+                let out = cmd.arg("--state").arg(&state).output().await.unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                answered.push((id, verdict.is_none()));
+                block.clear();
+            } else {
+                block.push_str(&line);
+                block.push('\n');
+            }
+        }
+        answered
+    })
+}
+
+fn assert_destroyed(x: &Execution) {
+    let d = x.destruction.as_ref().unwrap_or_else(|| panic!("{x:?}"));
+    assert!(d.confirmed(), "{d:?}");
+    assert_eq!(Some(&d.instance_id), x.instance_id.as_ref());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
+    let f = start().await;
+    let body = &f.body;
+    let mut packs = PacksClient::new(reach_port::connect_lazy(
+        body.socket("core.packs"),
+        &body.material("operator"),
+        body.manifest.principal("core"),
+    ))
+    .max_decoding_message_size(reach_taskpack::MAX_ARCHIVE_BYTES * 2);
+    packs
+        .install_pack(core_pb::InstallPackRequest {
+            archive: f.archive.clone(),
+        })
+        .await
+        .unwrap();
+    packs
+        .activate_pack(core_pb::ActivatePackRequest {
+            name: f.pack.clone(),
+            version: 0,
+        })
+        .await
+        .unwrap();
+    // Core states the standing to ward itself: no test stands in for it.
+    packs
+        .bind(core_pb::BindRequest {
+            pack: f.pack.clone(),
+            workspace: "/tmp/reach-ws".into(),
+            vm_backend: "qemu".into(),
+            hil: "each-mutation".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let plan = &f.plan;
+    let mutations: Vec<usize> = plan
+        .steps
+        .iter()
+        .filter(|s| s.effect_class == EffectClass::ContainedMutation)
+        .map(|s| s.index)
+        .collect();
+    assert!(!mutations.is_empty());
+    // Each-mutation asks exactly the mutations; the binding never changed a step's class.
+    for s in &plan.steps {
+        assert_eq!(
+            s.hil_required,
+            s.effect_class == EffectClass::ContainedMutation
+        );
+    }
+    let core = |port: &str| {
+        reach_port::connect_lazy(
+            body.socket(port),
+            &body.material("core"),
+            body.manifest.principal(port.split('.').next().unwrap()),
+        )
+    };
+    let mut experiment = Experiment::new(core("ward.authority"), core("workbench.steps"));
+    let setup = |id: &str| Setup {
+        experiment_id: id.into(),
+        pack_name: f.pack.clone(),
+        pack_archive: f.archive.clone(),
+        prepared_digest: f.prepared.clone(),
+    };
+
+    // The operator denies the first change shown; nothing after it runs.
+    let denier = operator(body, |_| Some("not on this instance"));
+    let x = experiment.run(&setup("exp-deny"), plan, &mut Quiet).await;
+    denier.abort();
+    let first = mutations[0];
+    assert_eq!(
+        x.end,
+        End::Refused {
+            index: first,
+            code: "hil/denied".into()
+        },
+        "{x:?}\n{}",
+        body.log("workbench")
+    );
+    assert_eq!(
+        x.steps.iter().map(|s| s.index).collect::<Vec<_>>(),
+        (0..first).collect::<Vec<_>>(),
+        "only the observations before the denied step ran"
+    );
+    assert!(
+        x.steps
+            .iter()
+            .all(|s| s.succeeded && s.hil_request.is_none())
+    );
+    assert_destroyed(&x);
+
+    // Approved, one answer per mutation: the repair runs and the verifier passes.
+    let approver = operator(body, |block| {
+        assert!(block.contains("contained-mutation"), "{block}");
+        None
+    });
+    let x = experiment.run(&setup("exp-repair"), plan, &mut Quiet).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    approver.abort();
+    assert_eq!(x.end, End::Completed, "{x:?}\n{}", body.log("workbench"));
+    assert_eq!(x.steps.len(), plan.steps.len());
+    let asked: Vec<usize> = x
+        .steps
+        .iter()
+        .filter(|s| s.hil_request.is_some())
+        .map(|s| s.index)
+        .collect();
+    assert_eq!(asked, mutations);
+    let verdict: serde_json::Value =
+        serde_json::from_slice(&x.steps.last().unwrap().record).unwrap();
+    assert!(x.steps.last().unwrap().succeeded, "{verdict:#}");
+    assert_destroyed(&x);
+    // Ward holds exactly one request per mutation for the run, each approved.
+    let all = operator_ward(body)
+        .list_hil_requests(ward_pb::ListHilRequestsRequest { all: true })
+        .await
+        .unwrap()
+        .into_inner()
+        .requests;
+    let repair: Vec<_> = all
+        .iter()
+        .filter(|h| h.experiment_id == "exp-repair")
+        .collect();
+    assert_eq!(repair.len(), mutations.len(), "{repair:?}");
+    assert!(repair.iter().all(|h| h.state == "approved"), "{repair:?}");
+    f.body.stop().await;
+}
