@@ -2,8 +2,9 @@
 //! certificate runs the pack's stamped repair on a fresh instance, asking the operator for
 //! every mutation (each-mutation binding) — the operator is a person at `reach hil watch`,
 //! answering with `reach hil approve|deny`, the real CLI on ward's port. A denial ends the
-//! experiment at that step with `hil/denied` and nothing after it runs; the approved run
-//! passes the verifier; both instances are destroyed with the broker's confirmation.
+//! experiment at that step with `hil/denied` and nothing after it runs; a pause between steps
+//! stops the next one even after its approval (`local-binding/paused`); after a resume a fresh
+//! run passes the verifier; every instance is destroyed with the broker's confirmation.
 
 use std::time::Duration;
 
@@ -18,10 +19,21 @@ use tokio::io::AsyncBufReadExt as _;
 
 /// An operator at `reach hil watch`: each request as printed (its whole block) goes to
 /// `decide`, which says approve (`None`) or deny (`Some(reason)`); answered with the CLI.
+/// What the operator does with one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Approve,
+    Deny(&'static str),
+    /// `reach bind pause PACK` first, then approve: the pause must still stop the step.
+    PauseThenApprove,
+}
+
 fn operator(
     body: &TestBody,
-    decide: impl Fn(&str) -> Option<&'static str> + Send + 'static,
+    pack: &str,
+    decide: impl Fn(&str) -> Verdict + Send + 'static,
 ) -> tokio::task::JoinHandle<Vec<(String, bool)>> {
+    let pack = pack.to_owned();
     let reach = reach_launcher::default_bin_dir().join("reach");
     let state = body.layout.root().to_owned();
     tokio::spawn(async move {
@@ -39,19 +51,29 @@ fn operator(
             if let Some(rest) = line.strip_prefix("answer: reach hil approve ") {
                 let id = rest.split_whitespace().next().unwrap().to_owned();
                 let verdict = decide(&block);
-                let mut cmd = tokio::process::Command::new(&reach);
-                cmd.arg("hil");
-                match verdict {
-                    None => cmd.args(["approve", &id]),
-                    Some(reason) => cmd.args(["deny", &id, "--reason", reason]),
+                let run = async |args: &[&str]| {
+                    let out = tokio::process::Command::new(&reach)
+                        .args(args)
+                        .arg("--state")
+                        .arg(&state)
+                        .output()
+                        .await
+                        .unwrap();
+                    assert!(
+                        out.status.success(),
+                        "{args:?}: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
                 };
-                let out = cmd.arg("--state").arg(&state).output().await.unwrap();
-                assert!(
-                    out.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                answered.push((id, verdict.is_none()));
+                match verdict {
+                    Verdict::Approve => run(&["hil", "approve", &id]).await,
+                    Verdict::Deny(reason) => run(&["hil", "deny", &id, "--reason", reason]).await,
+                    Verdict::PauseThenApprove => {
+                        run(&["bind", "pause", &pack]).await;
+                        run(&["hil", "approve", &id]).await;
+                    }
+                }
+                answered.push((id, !matches!(verdict, Verdict::Deny(_))));
                 block.clear();
             } else {
                 block.push_str(&line);
@@ -133,7 +155,7 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
     };
 
     // The operator denies the first change shown; nothing after it runs.
-    let denier = operator(body, |_| Some("not on this instance"));
+    let denier = operator(body, &f.pack, |_| Verdict::Deny("not on this instance"));
     let x = experiment.run(&setup("exp-deny"), plan, &mut Quiet).await;
     denier.abort();
     let first = mutations[0];
@@ -158,10 +180,41 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
     );
     assert_destroyed(&x);
 
+    // Paused between steps: the operator pauses at the second change and approves it anyway;
+    // the step does not run (ward refuses its grant) and the run ends with the seed's code.
+    assert!(mutations.len() >= 2, "the repair has a patch and a restart");
+    let second = mutations[1];
+    let pauser = operator(body, &f.pack, move |block| {
+        if block.contains(&format!("step      {second} of plan")) {
+            Verdict::PauseThenApprove
+        } else {
+            Verdict::Approve
+        }
+    });
+    let x = experiment.run(&setup("exp-pause"), plan, &mut Quiet).await;
+    pauser.abort();
+    assert_eq!(
+        x.end,
+        End::Refused {
+            index: second,
+            code: "local-binding/paused".into()
+        },
+        "{x:?}"
+    );
+    assert_eq!(x.steps.len(), second, "{x:?}");
+    assert_destroyed(&x);
+    // Resume needs no reactivation; the next run is a fresh instance with fresh answers.
+    packs
+        .resume_binding(core_pb::BindingRef {
+            pack: f.pack.clone(),
+        })
+        .await
+        .unwrap();
+
     // Approved, one answer per mutation: the repair runs and the verifier passes.
-    let approver = operator(body, |block| {
+    let approver = operator(body, &f.pack, |block| {
         assert!(block.contains("contained-mutation"), "{block}");
-        None
+        Verdict::Approve
     });
     let x = experiment.run(&setup("exp-repair"), plan, &mut Quiet).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
