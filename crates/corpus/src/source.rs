@@ -331,6 +331,36 @@ impl SourceSpec {
         Ok(spec)
     }
 
+    /// The form a stored copy keeps (corpus-builder's `sources.toml`): this source's JSON
+    /// with every null left out, since TOML has no null and an absent optional field reads
+    /// back as its default.
+    pub fn to_stored(&self) -> serde_json::Value {
+        fn strip_nulls(v: serde_json::Value) -> serde_json::Value {
+            match v {
+                serde_json::Value::Object(m) => serde_json::Value::Object(
+                    m.into_iter()
+                        .filter(|(_, v)| !v.is_null())
+                        .map(|(k, v)| (k, strip_nulls(v)))
+                        .collect(),
+                ),
+                serde_json::Value::Array(a) => {
+                    serde_json::Value::Array(a.into_iter().map(strip_nulls).collect())
+                }
+                other => other,
+            }
+        }
+        // A spec is strings, numbers, booleans and lists of them: its JSON cannot fail.
+        strip_nulls(serde_json::to_value(self).unwrap_or_default())
+    }
+
+    /// Re-admits a stored copy (a `sources.toml` entry, any serializable value) through
+    /// [`SourceSpec::from_json`], the one admission, so an edited file smuggles nothing in.
+    pub fn from_stored(stored: &impl Serialize) -> Result<SourceSpec, SourceRefusal> {
+        let json =
+            serde_json::to_string(stored).map_err(|e| SourceRefusal::Malformed(e.to_string()))?;
+        SourceSpec::from_json(&json)
+    }
+
     pub fn url(&self) -> &AdmittedUrl {
         match &self.origin {
             Origin::Git { url, .. } | Origin::ReleaseArchive { url, .. } => url,
@@ -374,6 +404,23 @@ mod tests {
             let refused = SourceSpec::from_json(&spec(index)).unwrap_err();
             assert_eq!(refused.code(), "corpus/source-malformed", "kind {index}");
         }
+    }
+
+    /// What a stored copy keeps reads back as the same source (corpus-builder's
+    /// `sources.toml`; the fuzz target `corpus_source` also goes through TOML).
+    #[test]
+    fn a_stored_copy_reads_back_as_the_same_source() {
+        let spec = SourceSpec::from_json(
+            r#"{"name": "docs", "include": ["docs/**"], "origin": {"kind": "git",
+            "url": "https://example.org/docs.git", "branch": "main"}}"#,
+        )
+        .unwrap();
+        let stored = spec.to_stored();
+        assert!(
+            stored.pointer("/origin/admitted_commit").is_none(),
+            "{stored}"
+        );
+        assert_eq!(SourceSpec::from_stored(&stored).unwrap(), spec);
     }
 
     #[test]

@@ -136,9 +136,7 @@ impl Sources {
             sources: all
                 .iter()
                 .map(|s| {
-                    let json = serde_json::to_value(s)
-                        .map_err(|e| SourcesError::Malformed(e.to_string()))?;
-                    toml::Value::try_from(strip_nulls(json))
+                    toml::Value::try_from(s.to_stored())
                         .map_err(|e| SourcesError::Malformed(e.to_string()))
                 })
                 .collect::<Result<_, _>>()?,
@@ -151,22 +149,5 @@ impl Sources {
 
 /// Re-admit one stored source through the one admission path.
 fn readmit(v: toml::Value) -> Result<SourceSpec, SourcesError> {
-    let json = serde_json::to_string(&v).map_err(|e| SourcesError::Malformed(e.to_string()))?;
-    Ok(SourceSpec::from_json(&json)?)
-}
-
-/// TOML has no null: an absent optional field is simply left out.
-fn strip_nulls(v: serde_json::Value) -> serde_json::Value {
-    match v {
-        serde_json::Value::Object(m) => serde_json::Value::Object(
-            m.into_iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k, strip_nulls(v)))
-                .collect(),
-        ),
-        serde_json::Value::Array(a) => {
-            serde_json::Value::Array(a.into_iter().map(strip_nulls).collect())
-        }
-        other => other,
-    }
+    Ok(SourceSpec::from_stored(&v)?)
 }
