@@ -11,7 +11,12 @@
 //!    vm-broker alone on the same instance: p50 of each over `N` runs, and the ratio
 //!    (target ≤ 1.3×);
 //! 2. the verifier's wall time, one run through the workbench (target ≤ 5 s; TCG is slower);
-//! 3. one experiment's create → verify → destroy.
+//! 3. one experiment's create → verify → destroy;
+//! 4. the whole repair as core's coordinator runs it (`reach_experiment`): a fresh instance,
+//!    every mutation's HIL request answered at once by an operator leaf watching ward, each
+//!    step's grant, the verifier, destroy — wall time and its breakdown (create, steps, HIL
+//!    from filing to the coordinator seeing the answer, destroy, everything else; the host's
+//!    own orchestration target ≤ 10% of the total).
 //!
 //! Knob (environment, bench only): REACH_WORKBENCH_N (15).
 #![allow(clippy::disallowed_methods)] // Benchmark knobs, never secrets.
@@ -21,8 +26,10 @@ use std::time::{Duration, Instant};
 use reach_plan::Action;
 use reach_proto::vm::v1 as vm_pb;
 use reach_proto::vm::v1::vm_broker_client::VmBrokerClient;
+use reach_proto::ward::v1 as ward_pb;
 use reach_proto::workbench::v1 as pb;
-use reach_tests::workbench::{Grant, execute, fence, mint, start, ward, workbench};
+use reach_tests::workbench::{Grant, execute, fence, mint, operator_ward, start, ward, workbench};
+use tokio_stream::StreamExt as _;
 
 fn p50(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -165,6 +172,65 @@ async fn main() {
         verify_ms,
         destroy_ms,
         create_ms + verify_ms + destroy_ms
+    );
+
+    // 4. The whole repair through the coordinator, the operator answering at once.
+    let mut operator = operator_ward(body);
+    let answering = tokio::spawn(async move {
+        let mut pending = operator
+            .watch_hil_requests(ward_pb::WatchHilRequestsRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        while let Some(Ok(h)) = pending.next().await {
+            operator
+                .answer_hil_request(ward_pb::AnswerHilRequestRequest {
+                    id: h.id,
+                    request_digest: h.digest,
+                    approve: true,
+                    reason: String::new(),
+                })
+                .await
+                .unwrap();
+        }
+    });
+    let core = |port: &str| {
+        reach_port::connect_lazy(
+            body.socket(port),
+            &body.material("core"),
+            body.manifest.principal(port.split('.').next().unwrap()),
+        )
+    };
+    let mut coordinator =
+        reach_experiment::Experiment::new(core("ward.authority"), core("workbench.steps"));
+    let t = Instant::now();
+    let x = coordinator
+        .run(
+            &reach_experiment::Setup {
+                experiment_id: "bench-repair".into(),
+                pack_name: f.pack.clone(),
+                pack_archive: f.archive.clone(),
+                prepared_digest: f.prepared.clone(),
+            },
+            plan,
+            &mut reach_experiment::Quiet,
+        )
+        .await;
+    let total = ms(t.elapsed());
+    answering.abort();
+    assert_eq!(x.end, reach_experiment::End::Completed, "{x:?}");
+    let tm = &x.timings;
+    let parts = (tm.create_ms + tm.steps_ms + tm.hil_wait_ms + tm.destroy_ms) as f64;
+    let asked = x.steps.iter().filter(|s| s.hil_request.is_some()).count();
+    println!(
+        "repair through the coordinator: {total:.0} ms = create {} + {} steps {} + HIL {} ({asked} requests, filed → seen approved) + destroy {} + everything else {:.0} ms ({:.1}% of the total; target ≤ 10%)",
+        tm.create_ms,
+        x.steps.len(),
+        tm.steps_ms,
+        tm.hil_wait_ms,
+        tm.destroy_ms,
+        total - parts,
+        100.0 * (total - parts) / total
     );
     f.body.stop().await;
 }
