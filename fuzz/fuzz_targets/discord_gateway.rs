@@ -108,8 +108,28 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(u) = GatewayUrl::parse(frame) {
         let base = u.connect_url();
         assert!(base.starts_with("wss://") || base.starts_with("ws://"));
+        // The authority is a name, an IPv4 address or a bracketed IPv6 literal, then a port.
+        let rest = base.split_once("://").map_or("", |(_, r)| r);
+        let authority = rest.split(['/', '?']).next().unwrap_or("");
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !authority.ends_with(']') => (h, Some(p)),
+            _ => (authority, None),
+        };
+        assert!(
+            port.is_none_or(|p| p.parse::<u16>().is_ok()),
+            "bad port in {base}"
+        );
+        assert!(
+            !host.contains(':') || (host.starts_with('[') && host.ends_with(']')),
+            "{base}"
+        );
         if !u.is_secure() {
-            assert!(base.starts_with("ws://127.0.0.1") || base.starts_with("ws://[::1]"));
+            let ip: std::net::IpAddr = host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse()
+                .expect("plain ws:// only to an IP literal");
+            assert!(ip.is_loopback(), "plain ws:// to {ip}");
         }
     }
 });

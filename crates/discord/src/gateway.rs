@@ -143,10 +143,15 @@ impl GatewayUrl {
             };
             (format!("[{ip}]"), port)
         } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (h.to_owned(), Some(p)),
-                None => (authority.to_owned(), None),
+            let (h, p) = match authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            };
+            // An IPv6 literal is only ever bracketed: `ws://::01:0` is not `[::01]:0`.
+            if h.contains(':') {
+                return Err(GatewayUrlError::Malformed("IPv6 literal without brackets"));
             }
+            (h.to_owned(), p)
         };
         let port = match port {
             Some(p) => p

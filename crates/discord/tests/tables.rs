@@ -502,6 +502,9 @@ fn gateway_url_table() {
         "ws://127.0.0.2:4000",
         "https://gateway.discord.gg",
         "wss://user@gateway.discord.gg",
+        // Found by the discord_gateway fuzz target: accepted as host `::01`, port 0.
+        "ws://::01:0",
+        "ws://[::01]:4000",
     ] {
         let r = GatewayUrl::parse(url).map(|u| u.connect_url());
         writeln!(out, "{url:<58} {r:?}").unwrap();
@@ -516,6 +519,8 @@ fn gateway_url_table() {
         ws://127.0.0.2:4000                                        Err(PlainNotLoopback("127.0.0.2"))
         https://gateway.discord.gg                                 Err(Scheme("https"))
         wss://user@gateway.discord.gg                              Err(Malformed("bad authority"))
+        ws://::01:0                                                Err(Malformed("IPv6 literal without brackets"))
+        ws://[::01]:4000                                           Ok("ws://[::01]:4000/?v=10&encoding=json")
     "#]]
     .assert_eq(&out);
 }
