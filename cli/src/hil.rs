@@ -318,9 +318,9 @@ mod tests {
             effect_class: "contained-mutation".into(),
             class_source: "patch-policy.toml#main".into(),
             action: "patch".into(),
-            target: "/etc/app/main.cf".into(),
+            target: "/etc/app/app.conf".into(),
             argv: Vec::new(),
-            diff: "--- a/etc/app/main.cf\n+++ b/etc/app/main.cf\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+            diff: "--- a/etc/app/app.conf\n+++ b/etc/app/app.conf\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
                 .into(),
             rollback: "recreate-prepared-system".into(),
             filed_at_unix_ms: 1_000,
@@ -341,7 +341,7 @@ mod tests {
             "experiment exp-1, instance vm-1",
             "2 of plan sha256:cd (sha256:ef)",
             "contained-mutation (the mode of patch-policy.toml#main)",
-            "patch /etc/app/main.cf",
+            "patch /etc/app/app.conf",
             "recreate-prepared-system",
             "-a = 1\n+a = 2\n",
         ] {
