@@ -194,27 +194,10 @@ async fn main() {
                 .unwrap();
         }
     });
-    let core = |port: &str| {
-        reach_port::connect_lazy(
-            body.socket(port),
-            &body.material("core"),
-            body.manifest.principal(port.split('.').next().unwrap()),
-        )
-    };
-    let mut coordinator =
-        reach_experiment::Experiment::new(core("ward.authority"), core("workbench.steps"));
+    let mut coordinator = f.coordinator();
     let t = Instant::now();
     let x = coordinator
-        .run(
-            &reach_experiment::Setup {
-                experiment_id: "bench-repair".into(),
-                pack_name: f.pack.clone(),
-                pack_archive: f.archive.clone(),
-                prepared_digest: f.prepared.clone(),
-            },
-            plan,
-            &mut reach_experiment::Quiet,
-        )
+        .run(&f.setup("bench-repair"), plan, &mut reach_experiment::Quiet)
         .await;
     let total = ms(t.elapsed());
     answering.abort();

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use reach_digest::Sha256Digest;
 use reach_plan::{BindingTerms, HilMode, StampedPlan};
+use reach_proto::core::v1 as core_pb;
+use reach_proto::core::v1::packs_client::PacksClient;
 use reach_proto::vm::v1 as vm_pb;
 use reach_proto::vm::v1::vm_broker_client::VmBrokerClient;
 use reach_proto::ward::v1 as ward_pb;
@@ -129,6 +131,70 @@ pub async fn start() -> Fixture {
         plan,
         prepared,
         image,
+    }
+}
+
+impl Fixture {
+    /// The operator's `core.packs` client, after the fixture's pack was installed, activated
+    /// and bound each-mutation through it (core states the standing to ward itself).
+    pub async fn install_and_bind(&self) -> PacksClient<Channel> {
+        let body = &self.body;
+        let mut packs = PacksClient::new(reach_port::connect_lazy(
+            body.socket("core.packs"),
+            &body.material("operator"),
+            body.manifest.principal("core"),
+        ))
+        .max_decoding_message_size(reach_taskpack::MAX_ARCHIVE_BYTES * 2);
+        packs
+            .install_pack(core_pb::InstallPackRequest {
+                archive: self.archive.clone(),
+            })
+            .await
+            .unwrap();
+        packs
+            .activate_pack(core_pb::ActivatePackRequest {
+                name: self.pack.clone(),
+                version: 0,
+            })
+            .await
+            .unwrap();
+        packs
+            .bind(core_pb::BindRequest {
+                pack: self.pack.clone(),
+                workspace: "/tmp/reach-ws".into(),
+                vm_backend: "qemu".into(),
+                hil: "each-mutation".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        packs
+    }
+
+    /// Core's coordinator on the fixture's body, with core's certificate.
+    pub fn coordinator(&self) -> reach_experiment::Experiment {
+        let body = &self.body;
+        let core = |port: &str, role: &str| {
+            reach_port::connect_lazy(
+                body.socket(port),
+                &body.material("core"),
+                body.manifest.principal(role),
+            )
+        };
+        reach_experiment::Experiment::new(
+            core("ward.authority", "ward"),
+            core("workbench.steps", "workbench"),
+        )
+    }
+
+    /// Experiment `id` of the fixture's pack on its prepared system.
+    pub fn setup(&self, id: &str) -> reach_experiment::Setup {
+        reach_experiment::Setup {
+            experiment_id: id.into(),
+            pack_name: self.pack.clone(),
+            pack_archive: self.archive.clone(),
+            prepared_digest: self.prepared.clone(),
+        }
     }
 }
 

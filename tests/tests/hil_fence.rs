@@ -6,7 +6,6 @@
 //! The step claims here are what core will hold for a stamped step; the guest part of the
 //! story (a step executing, or not, in a VM) is tests/tests/workbench.rs.
 
-use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
@@ -16,39 +15,10 @@ use reach_proto::core::v1::packs_client::PacksClient;
 use reach_proto::ward::v1 as ward_pb;
 use reach_proto::ward::v1::ward_client::WardClient;
 use reach_tests::TestBody;
+use reach_tests::packs::{PACK, build_variant, replace_in, source as pack_source};
+use reach_tests::workbench::code;
 use tokio::io::AsyncBufReadExt as _;
 use tonic::transport::Channel;
-
-const PACK: &str = "postfix-local-delivery";
-
-fn pack_source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../packs")
-        .join(PACK)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
-}
-
-fn replace_in(path: &Path, from: &str, to: &str) {
-    let text = std::fs::read_to_string(path).unwrap();
-    assert!(text.contains(from), "{} has no {from:?}", path.display());
-    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
-}
-
-fn code(s: &tonic::Status) -> &str {
-    s.message().split(':').next().unwrap_or_default()
-}
 
 /// One step as core will claim it: `index` of a plan stamped under `generation` and the
 /// profile `profile`.
@@ -429,15 +399,14 @@ async fn core_fences_ward_and_the_operator_answers_with_reach_hil() {
     // v2 changes the profile and raises the HIL minimum: steps stamped under the old profile
     // are refused, and an each-mutation binding cannot accept it; a new binding asks each step.
     packs.bind(bind("each-mutation")).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    copy_dir(&pack_source(), dir.path());
-    replace_in(&dir.path().join("pack.toml"), "version = 1", "version = 2");
-    replace_in(
-        &dir.path().join("task-profile.toml"),
-        "hil_minimum = \"each-mutation\"",
-        "hil_minimum = \"each-step\"",
-    );
-    let v2 = reach_taskpack::build(dir.path(), &key).unwrap();
+    let v2 = build_variant(&key, |dir| {
+        replace_in(&dir.join("pack.toml"), "version = 1", "version = 2");
+        replace_in(
+            &dir.join("task-profile.toml"),
+            "hil_minimum = \"each-mutation\"",
+            "hil_minimum = \"each-step\"",
+        );
+    });
     let p2 = v2.facts.profile_digest;
     packs
         .install_pack(pb::InstallPackRequest {

@@ -5,48 +5,13 @@
 //! generation stale, profile changed — to `runnable`, with the prepared system staged in
 //! vm-broker's cache and found by the pack's spec digests.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use reach_proto::core::v1 as pb;
 use reach_proto::core::v1::packs_client::PacksClient;
 use reach_tests::TestBody;
+use reach_tests::packs::{PACK, build_variant, replace_in, source as pack_source};
 use tonic::transport::Channel;
-
-const PACK: &str = "postfix-local-delivery";
-
-fn pack_source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../packs")
-        .join(PACK)
-}
-
-/// A copy of the reference pack with `edit` applied, built and signed with `key`.
-fn build_variant(key: &reach_taskpack::PackKey, edit: impl FnOnce(&Path)) -> Vec<u8> {
-    let dir = tempfile::tempdir().unwrap();
-    let src = pack_source();
-    copy_dir(&src, dir.path());
-    edit(dir.path());
-    reach_taskpack::build(dir.path(), key).unwrap().archive
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
-}
-
-fn replace_in(path: &Path, from: &str, to: &str) {
-    let text = std::fs::read_to_string(path).unwrap();
-    assert!(text.contains(from), "{} has no {from:?}", path.display());
-    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
-}
 
 fn code(s: &tonic::Status) -> &str {
     s.message().split(':').next().unwrap_or_default()
@@ -275,7 +240,8 @@ async fn install_lifecycle_binding_and_readiness_over_the_port() {
     // v2 changes only pack.toml's version: the upgrade carries the binding forward.
     let v2 = build_variant(&key, |dir| {
         replace_in(&dir.join("pack.toml"), "version = 1", "version = 2")
-    });
+    })
+    .archive;
     c.install_pack(pb::InstallPackRequest { archive: v2 })
         .await
         .unwrap();
@@ -294,7 +260,8 @@ async fn install_lifecycle_binding_and_readiness_over_the_port() {
             "max_steps = 16",
             "max_steps = 12",
         );
-    });
+    })
+    .archive;
     c.install_pack(pb::InstallPackRequest { archive: v3 })
         .await
         .unwrap();

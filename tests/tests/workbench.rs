@@ -9,7 +9,6 @@
 
 use reach_plan::Action;
 use reach_proto::core::v1 as core_pb;
-use reach_proto::core::v1::packs_client::PacksClient;
 use reach_proto::ward::v1 as ward_pb;
 use reach_proto::ward::v1::ward_client;
 use reach_proto::workbench::v1 as pb;
@@ -25,35 +24,7 @@ async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
     let body = &f.body;
 
     // Readiness from the real `reach image prepare --pack` output: runnable.
-    let mut packs = PacksClient::new(reach_port::connect_lazy(
-        body.socket("core.packs"),
-        &body.material("operator"),
-        body.manifest.principal("core"),
-    ))
-    .max_decoding_message_size(reach_taskpack::MAX_ARCHIVE_BYTES * 2);
-    packs
-        .install_pack(core_pb::InstallPackRequest {
-            archive: f.archive.clone(),
-        })
-        .await
-        .unwrap();
-    packs
-        .activate_pack(core_pb::ActivatePackRequest {
-            name: f.pack.clone(),
-            version: 0,
-        })
-        .await
-        .unwrap();
-    packs
-        .bind(core_pb::BindRequest {
-            pack: f.pack.clone(),
-            workspace: "/tmp/reach-ws".into(),
-            vm_backend: "qemu".into(),
-            hil: "each-mutation".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let mut packs = f.install_and_bind().await;
     let ready = packs
         .bind_status(core_pb::BindStatusRequest {
             pack: f.pack.clone(),

@@ -8,10 +8,9 @@
 
 use std::time::Duration;
 
-use reach_experiment::{End, Execution, Experiment, Quiet, Setup};
+use reach_experiment::{End, Execution, Quiet};
 use reach_plan::EffectClass;
 use reach_proto::core::v1 as core_pb;
-use reach_proto::core::v1::packs_client::PacksClient;
 use reach_proto::ward::v1 as ward_pb;
 use reach_tests::TestBody;
 use reach_tests::workbench::{operator_ward, start};
@@ -94,36 +93,8 @@ fn assert_destroyed(x: &Execution) {
 async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
     let f = start().await;
     let body = &f.body;
-    let mut packs = PacksClient::new(reach_port::connect_lazy(
-        body.socket("core.packs"),
-        &body.material("operator"),
-        body.manifest.principal("core"),
-    ))
-    .max_decoding_message_size(reach_taskpack::MAX_ARCHIVE_BYTES * 2);
-    packs
-        .install_pack(core_pb::InstallPackRequest {
-            archive: f.archive.clone(),
-        })
-        .await
-        .unwrap();
-    packs
-        .activate_pack(core_pb::ActivatePackRequest {
-            name: f.pack.clone(),
-            version: 0,
-        })
-        .await
-        .unwrap();
     // Core states the standing to ward itself: no test stands in for it.
-    packs
-        .bind(core_pb::BindRequest {
-            pack: f.pack.clone(),
-            workspace: "/tmp/reach-ws".into(),
-            vm_backend: "qemu".into(),
-            hil: "each-mutation".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let mut packs = f.install_and_bind().await;
     let plan = &f.plan;
     let mutations: Vec<usize> = plan
         .steps
@@ -139,20 +110,8 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
             s.effect_class == EffectClass::ContainedMutation
         );
     }
-    let core = |port: &str| {
-        reach_port::connect_lazy(
-            body.socket(port),
-            &body.material("core"),
-            body.manifest.principal(port.split('.').next().unwrap()),
-        )
-    };
-    let mut experiment = Experiment::new(core("ward.authority"), core("workbench.steps"));
-    let setup = |id: &str| Setup {
-        experiment_id: id.into(),
-        pack_name: f.pack.clone(),
-        pack_archive: f.archive.clone(),
-        prepared_digest: f.prepared.clone(),
-    };
+    let mut experiment = f.coordinator();
+    let setup = |id: &str| f.setup(id);
 
     // The operator denies the first change shown; nothing after it runs.
     let denier = operator(body, &f.pack, |_| Verdict::Deny("not on this instance"));
