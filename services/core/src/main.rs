@@ -7,6 +7,7 @@ mod packs;
 mod pipeline;
 mod ports;
 mod slots;
+mod tasks;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -43,6 +43,8 @@ pub struct PackPort {
     /// `ward.authority`: every change of a pack's standing is stated there (`fence`).
     ward: WardClient<Channel>,
     fence_state: Arc<fence::FenceState>,
+    /// Task runs (`settings.tasks`); `None`: AskTask and the run readers are refused.
+    tasks: Option<crate::tasks::TaskRuns>,
 }
 
 impl PackPort {
@@ -60,6 +62,7 @@ impl PackPort {
             broker,
             ward: WardClient::new(ward),
             fence_state: Arc::default(),
+            tasks: None,
         }
     }
 
@@ -657,9 +660,58 @@ impl Packs for PackPort {
         self.fence(&r.pack).await?;
         Ok(Response::new(binding(&b)))
     }
+
+    type AskTaskStream = crate::tasks::EventStream;
+
+    async fn ask_task(
+        &self,
+        req: Request<pb::AskTaskRequest>,
+    ) -> Result<Response<Self::AskTaskStream>, Status> {
+        let r = req.into_inner();
+        Ok(Response::new(self.tasks()?.ask(r.pack, r.goal).await?))
+    }
+
+    async fn list_runs(
+        &self,
+        _req: Request<pb::ListRunsRequest>,
+    ) -> Result<Response<pb::ListRunsResponse>, Status> {
+        Ok(Response::new(self.tasks()?.list().await?))
+    }
+
+    async fn show_run(&self, req: Request<pb::RunRef>) -> Result<Response<pb::RunView>, Status> {
+        Ok(Response::new(self.tasks()?.show(&req.into_inner().run_id).await?))
+    }
+
+    async fn run_trail(
+        &self,
+        req: Request<pb::RunRef>,
+    ) -> Result<Response<pb::RunTrailResponse>, Status> {
+        Ok(Response::new(self.tasks()?.trail(&req.into_inner().run_id).await?))
+    }
+
+    async fn run_recipe(
+        &self,
+        req: Request<pb::RunRef>,
+    ) -> Result<Response<pb::RunRecipeResponse>, Status> {
+        Ok(Response::new(self.tasks()?.recipe(&req.into_inner().run_id).await?))
+    }
 }
 
 impl PackPort {
+    /// Task runs, when core's config names the task model runtime (`settings.tasks`).
+    pub fn with_tasks(mut self, tasks: crate::tasks::TaskRuns) -> Self {
+        self.tasks = Some(tasks);
+        self
+    }
+
+    fn tasks(&self) -> Result<&crate::tasks::TaskRuns, Status> {
+        self.tasks.as_ref().ok_or_else(|| {
+            Status::failed_precondition(
+                "tasks/not-configured: core has no task model runtime (settings.tasks)",
+            )
+        })
+    }
+
     /// The version a binding was bound to (by its profile digest) and the active one.
     async fn bound_and_active(&self, name: &str) -> Result<(VerifiedPack, VerifiedPack), Status> {
         let s = self.status_of(name).await?;
