@@ -22,7 +22,7 @@ use reach_destination::{
 
 use crate::cut::CutPayload;
 use crate::key::ApiKey;
-use crate::openai::{ProviderReturn, StreamAssembler, parse_completion, request_body};
+use crate::openai::{Messages, ProviderReturn, StreamAssembler, messages_body, parse_completion};
 use crate::quarantine::Quarantine;
 
 /// The destination purpose of a model call.
@@ -124,6 +124,20 @@ impl<R: Resolver, D: Dialer> PortalClient<R, D> {
         payload: &CutPayload,
         max_tokens: u64,
     ) -> Result<ProviderReturn, CallFailure> {
+        let user = crate::openai::user_message(payload);
+        let messages = Messages {
+            system: crate::openai::SYSTEM_PROMPT,
+            user: &user,
+        };
+        self.complete_messages(&messages, max_tokens).await
+    }
+
+    /// One attempt carrying `messages` as they are (a task Room's rendered passage).
+    pub async fn complete_messages(
+        &self,
+        messages: &Messages<'_>,
+        max_tokens: u64,
+    ) -> Result<ProviderReturn, CallFailure> {
         let not_sent = |e: DestinationError| CallFailure::NotSent {
             code: e.code().to_owned(),
         };
@@ -139,8 +153,8 @@ impl<R: Resolver, D: Dialer> PortalClient<R, D> {
             .connect(&admitted)
             .await
             .map_err(not_sent)?;
-        let body = request_body(
-            payload,
+        let body = messages_body(
+            messages,
             &self.config.model,
             max_tokens,
             self.config.streaming,

@@ -46,11 +46,35 @@ pub fn user_message(payload: &CutPayload) -> String {
 
 /// The request body for `model`, streaming or not.
 pub fn request_body(payload: &CutPayload, model: &str, max_tokens: u64, stream: bool) -> Vec<u8> {
+    let user = user_message(payload);
+    let messages = Messages {
+        system: SYSTEM_PROMPT,
+        user: &user,
+    };
+    messages_body(&messages, model, max_tokens, stream)
+}
+
+/// The two messages of one chat completion: a system message and a user message. A Cut
+/// payload makes them from [`SYSTEM_PROMPT`] and [`user_message`]; a task Room's passage
+/// carries them already rendered (`reach-passage`).
+#[derive(Debug, Clone, Copy)]
+pub struct Messages<'a> {
+    pub system: &'a str,
+    pub user: &'a str,
+}
+
+/// The request body for `messages` to `model`, streaming or not.
+pub fn messages_body(
+    messages: &Messages<'_>,
+    model: &str,
+    max_tokens: u64,
+    stream: bool,
+) -> Vec<u8> {
     let body = json!({
         "model": model,
         "messages": [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": user_message(payload)},
+            {"role": "system", "content": messages.system},
+            {"role": "user", "content": messages.user},
         ],
         "temperature": 0,
         "n": 1,
