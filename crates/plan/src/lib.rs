@@ -26,6 +26,7 @@ pub mod candidate;
 pub mod compile;
 pub mod patch_policy;
 pub mod refusal;
+pub mod review;
 pub mod stamped;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -40,6 +41,10 @@ pub use patch_policy::{
     LineShape, PATCH_POLICY_FORMAT, PatchOutcome, PatchPolicy, PolicyError, PolicyFile, text_diff,
 };
 pub use refusal::{OutsideProfile, PatchRefusal, PlanRefusal};
+pub use review::{
+    CandidatePath, Concern, Finding, MAX_PROSE_CHARS, MAX_REVIEW_BYTES, REVIEW_FORMAT,
+    REVIEW_SCHEMA, Review, ReviewFormat, ReviewRefusal, Verdict,
+};
 pub use stamped::{
     Action, DigestMismatch, STAMPED_FORMAT, StampedFormat, StampedPlan, StampedStep,
 };
