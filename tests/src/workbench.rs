@@ -68,19 +68,34 @@ pub struct Fixture {
 
 /// Starts the fixture (see the module docs).
 pub async fn start() -> Fixture {
+    start_with(|_| {}, |_, _| {}).await
+}
+
+/// The fixture with the pack's sources edited first (in a copy; `edit` gets its directory)
+/// and the body's manifest configured further by `configure`.
+pub async fn start_with(
+    edit: impl FnOnce(&Path),
+    configure: impl FnOnce(&mut reach_manifest::Manifest, &reach_manifest::plan::StateLayout)
+    + Send
+    + 'static,
+) -> Fixture {
     let dir =
         reach_taskpack::preparable_pack(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../packs"))
             .expect("a preparable pack");
     let key =
         reach_taskpack::PackKey::from_pkcs8(&reach_taskpack::PackKey::generate().unwrap()).unwrap();
-    let built = reach_taskpack::build(&dir, &key).unwrap();
+    let copy = tempfile::tempdir().unwrap();
+    crate::packs::copy_dir(&dir, copy.path());
+    edit(copy.path());
+    let built = reach_taskpack::build(copy.path(), &key).unwrap();
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), &built.archive).unwrap();
     let ((image, image_dir), (prepared, prepared_dir)) = prepare_pack(file.path()).await;
 
     let public = key.public().to_string();
     let (img, pre) = (image.clone(), prepared.clone());
-    let body = TestBody::start_configured(move |m, _| {
+    let body = TestBody::start_configured(move |m, layout| {
+        configure(m, layout);
         let mut k = toml::Table::new();
         k.insert("name".into(), "test-operator".into());
         k.insert("key".into(), public.clone().into());
