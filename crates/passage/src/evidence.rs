@@ -25,3 +25,40 @@ impl Evidence {
         Sha256Digest::of(self.content.as_bytes())
     }
 }
+
+/// The name of an evidence kind as flow.toml writes it and as its fence names it.
+pub fn kind_name(kind: EvidenceKind) -> &'static str {
+    match kind {
+        EvidenceKind::RevisionRequest => "revision-request",
+        EvidenceKind::Review => "review",
+        EvidenceKind::ExecutionRecord => "execution-record",
+        EvidenceKind::VerifierResult => "verifier-result",
+        EvidenceKind::Observations => "observations",
+    }
+}
+
+impl Evidence {
+    /// The name of its kind ([`kind_name`]).
+    pub fn kind_name(&self) -> &'static str {
+        kind_name(self.kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_names_are_the_flow_names() {
+        for kind in [
+            EvidenceKind::RevisionRequest,
+            EvidenceKind::Review,
+            EvidenceKind::ExecutionRecord,
+            EvidenceKind::VerifierResult,
+            EvidenceKind::Observations,
+        ] {
+            let serde = serde_json::to_value(kind).unwrap();
+            assert_eq!(serde.as_str(), Some(kind_name(kind)));
+        }
+    }
+}
