@@ -2,6 +2,7 @@
 //! [`LedgerError::code`]) that core maps to its port status in one place.
 
 use crate::clock::UnixMillis;
+use crate::room::RoomRefusal;
 use crate::taskpack::TaskPackRefusal;
 
 /// Why the Phylactery refused or failed an operation.
@@ -81,6 +82,9 @@ pub enum LedgerError {
     /// a task-pack lifecycle or binding rule refused the operation (its code is the refusal's)
     #[error(transparent)]
     TaskPack(#[from] TaskPackRefusal),
+    /// a task run's or its Room's rule refused the operation (its code is the refusal's)
+    #[error(transparent)]
+    Room(#[from] RoomRefusal),
     /// the input is malformed
     #[error("invalid input: {0}")]
     InvalidInput(&'static str),
@@ -125,6 +129,7 @@ impl LedgerError {
             Self::VaultRolledBack { .. } => "vault/rolled-back",
             Self::MigrationMismatch { .. } => "vault/migration-mismatch",
             Self::TaskPack(refusal) => refusal.code(),
+            Self::Room(refusal) => refusal.code(),
             Self::InvalidInput(_) => "ledger/invalid-input",
             Self::Corrupt(_) => "ledger/corrupt-row",
             Self::Durability(_) => "ledger/durability",

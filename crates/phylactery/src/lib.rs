@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Beside the chain it keeps the operator's task packs: installed versions, their lifecycle and
-//! generation, and each pack's local binding ([`taskpack`]).
+//! generation, and each pack's local binding ([`taskpack`]); and the task runs driven under
+//! them, each with its Room's signed fact chain, passages and records ([`room`]).
 //!
 //! One [`Phylactery`] handle wraps either an embedded SQLite file (the default; WAL, bundled
 //! libsqlite3) or a PostgreSQL pool (the scale path); the rules are written once above the
@@ -35,6 +36,7 @@ pub mod ids;
 pub mod intent;
 pub mod intercom;
 pub mod recovery;
+pub mod room;
 pub mod state;
 pub mod taint;
 pub mod taskpack;
@@ -64,6 +66,10 @@ pub use ids::{AdmissionId, AttemptId, DecisionId, IntentId, MAX_NONCE_LEN, RunId
 pub use intent::{ClaimedIntent, DeliveryEvidence, DeliveryReport, IntentRecord, Lease};
 pub use intercom::{IntercomTaskRecord, IntercomTaskSpec, IntercomUpdate};
 pub use recovery::RecoveryReport;
+pub use room::{
+    NewPassage, NewRun, PassageRow, PassageSettlement, PassageState, RecordKind, RoomRefusal,
+    RunRow, RunState, StoredFact, StoredRecord,
+};
 pub use state::{
     AttemptState, DeliveryOutcome, IntentState, IntercomTaskState, PackEventKind, TurnState,
 };

@@ -68,6 +68,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "task_packs",
         sql: include_str!("../../migrations/sqlite/0010_task_packs.sql"),
     },
+    Migration {
+        version: 11,
+        name: "task_runs",
+        sql: include_str!("../../migrations/sqlite/0011_task_runs.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -130,6 +135,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 12,
         name: "task_packs",
         sql: include_str!("../../migrations/postgres/0012_task_packs.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "task_runs",
+        sql: include_str!("../../migrations/postgres/0013_task_runs.sql"),
     },
 ];
 

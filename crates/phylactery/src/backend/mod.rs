@@ -131,6 +131,7 @@ pub(crate) enum Pool {
 pub(crate) enum Value {
     Int(Option<i64>),
     Text(Option<String>),
+    Bytes(Option<Vec<u8>>),
 }
 
 impl From<i64> for Value {
@@ -163,6 +164,16 @@ impl From<Option<String>> for Value {
         Value::Text(v)
     }
 }
+impl From<&[u8]> for Value {
+    fn from(v: &[u8]) -> Self {
+        Value::Bytes(Some(v.to_vec()))
+    }
+}
+impl From<&Vec<u8>> for Value {
+    fn from(v: &Vec<u8>) -> Self {
+        Value::Bytes(Some(v.clone()))
+    }
+}
 impl From<Option<&str>> for Value {
     fn from(v: Option<&str>) -> Self {
         Value::Text(v.map(str::to_owned))
@@ -182,6 +193,7 @@ macro_rules! bind_all {
             q = match a {
                 Value::Int(v) => q.bind(*v),
                 Value::Text(v) => q.bind(v.clone()),
+                Value::Bytes(v) => q.bind(v.clone()),
             };
         }
         q
@@ -215,6 +227,13 @@ impl Row {
             Row::Sqlite(r) => r.try_get(col)?,
             Row::Postgres(r) => r.try_get(col)?,
         })
+    }
+    pub(crate) fn bytes(&self, col: &str) -> Result<Vec<u8>> {
+        let v: Option<Vec<u8>> = match self {
+            Row::Sqlite(r) => r.try_get(col)?,
+            Row::Postgres(r) => r.try_get(col)?,
+        };
+        v.ok_or_else(|| LedgerError::Corrupt(format!("{col} is null")))
     }
 }
 
