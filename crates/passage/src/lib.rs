@@ -19,7 +19,7 @@ pub mod quarantine;
 pub mod render;
 
 pub use evidence::{Evidence, EvidenceKind, kind_name};
-pub use fence::{BEGIN_MARKER, END_MARKER, FenceRefusal, fence};
+pub use fence::{BEGIN_MARKER, END_MARKER, FenceRefusal, Fenced, fence, read_fences};
 pub use quarantine::{
     Answer, MAX_ANSWER_BYTES, MAX_PAYLOAD_BYTES, PASSAGE_SCHEMA, PassagePayload, PayloadRefusal,
     QuarantineRefusal, quarantine,

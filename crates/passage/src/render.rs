@@ -123,7 +123,7 @@ impl RenderRefusal {
     /// `render/<reason>`: `evidence-not-admitted`, `evidence-twice`, `candidate-missing`,
     /// `candidate-not-admitted`, `candidate-not-utf8`, `prompt-missing`,
     /// `placeholder-missing`, `placeholder-not-admitted`, `marker-in-content` (or
-    /// `bad-kind`, from the fence), `prompt-too-large`, `host-path`, `sigil`.
+    /// `bad-kind`, an evidence kind no fence takes), `prompt-too-large`, `host-path`, `sigil`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::EvidenceNotAdmitted { .. } => "render/evidence-not-admitted",
@@ -135,7 +135,7 @@ impl RenderRefusal {
             Self::PlaceholderMissing { .. } => "render/placeholder-missing",
             Self::PlaceholderNotAdmitted { .. } => "render/placeholder-not-admitted",
             Self::Fence(FenceRefusal::MarkerInContent { .. }) => "render/marker-in-content",
-            Self::Fence(FenceRefusal::BadKind(_)) => "render/bad-kind",
+            Self::Fence(_) => "render/bad-kind",
             Self::PromptTooLarge { .. } => "render/prompt-too-large",
             Self::HostPath => "render/host-path",
             Self::Sigil => "render/sigil",

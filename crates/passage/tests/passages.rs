@@ -105,6 +105,15 @@ fn check_rendered(r: &Rendered, role: Role, evidence: &[Evidence], candidate: Op
     assert!(!r.user.contains("{{"), "a placeholder left: {}", r.user);
     assert!(!r.system.contains("{{"));
     let found = fences(&r.user);
+    let read: Vec<(String, Sha256Digest, String)> = reach_passage::read_fences(&r.user)
+        .unwrap()
+        .into_iter()
+        .map(|f| (f.kind.to_owned(), f.digest, f.content.to_owned()))
+        .collect();
+    assert_eq!(
+        read, found,
+        "read_fences agrees with this test's own reading"
+    );
     assert_eq!(found[0].0, "goal");
     assert_eq!(found[0].2, GOAL);
     let mut next = 1;
