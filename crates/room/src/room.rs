@@ -6,14 +6,15 @@
 //! passage answered), the Reviewer's turn, its passage, the review of exactly that proposal,
 //! the Chair's decision; after an admission the experiment. A passing verifier concludes; a
 //! failing one opens round `r + 1` with the experiment's evidence; a revision request opens it
-//! with the request and the review. Anything else ends the Room with its code.
+//! with the request and the review. Anything else ends the Room with its code. An admission
+//! needs the round's approving review; nothing skips the Reviewer's turn.
 
 use reach_digest::Sha256Digest;
 use reach_taskpack::source::{EvidenceKind, Role, Turn};
 
 use crate::fact::{
     ChairDecision, Decision, ExperimentEnd, ExperimentFact, FactBody, Opened, Passage,
-    PassageOutcome, Proposal, ReviewFact, RoomFact, RunId,
+    PassageOutcome, Proposal, ReviewFact, RoomFact, RunId, VerdictText,
 };
 
 /// A round beyond the flow's `max_rounds`.
@@ -346,6 +347,13 @@ impl Room {
             {
                 if d.candidate_digest != candidate {
                     return Err(out("the decision is not on the round's proposal".into()));
+                }
+                let approved = self
+                    .review
+                    .as_ref()
+                    .is_some_and(|r| r.verdict == VerdictText::Approve);
+                if matches!(d.decision, Decision::Admit { .. }) && !approved {
+                    return Err(out("an admission needs the round's approving review".into()));
                 }
                 self.decision = Some(d.clone());
                 self.decide(round, &d.decision);

@@ -530,6 +530,28 @@ fn proposal_and_review_are_bound_to_their_passages() {
         })),
         "room/out-of-order"
     );
+    // A rejecting review admits nothing.
+    let rejecting = review("reject", "no");
+    let mut t = Story::new(budget(4, 2));
+    t.propose(OBSERVE);
+    t.passage(Role::Reviewer, &rejecting);
+    t.push(FactBody::Review(ReviewFact {
+        round: 1,
+        candidate_digest: Sha256Digest::of(OBSERVE),
+        review_digest: Sha256Digest::of(&rejecting),
+        verdict: reach_room::fact::VerdictText::Reject,
+        review: rejecting.clone(),
+    }));
+    assert_eq!(
+        t.refused(FactBody::ChairDecision(ChairDecision {
+            round: 1,
+            candidate_digest: Sha256Digest::of(OBSERVE),
+            decision: Decision::Admit {
+                plan_digest: Sha256Digest::of(b"plan")
+            },
+        })),
+        "room/out-of-order"
+    );
     // A chair decision before the review.
     assert_eq!(
         s.refused(FactBody::ChairDecision(ChairDecision {
