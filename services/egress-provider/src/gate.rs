@@ -45,6 +45,37 @@ pub struct Gate {
     peer: Option<Arc<Peer>>,
 }
 
+/// What one model attempt carries: a Privacy Cut (a public question's grounded passages) or
+/// a task Room's rendered passage (`reach.room.passage/1`), told apart by their schema.
+#[derive(Debug)]
+pub enum ModelPayload {
+    Cut(reach_portal::CutPayload),
+    Passage(reach_passage::quarantine::PassagePayload),
+}
+
+impl ModelPayload {
+    /// Either form, strictly; anything else (or a Sigil inside a passage) is refused with a
+    /// code before any byte leaves.
+    pub fn parse(bytes: &[u8]) -> Result<Self, String> {
+        let schema = serde_json::from_slice::<serde_json::Value>(bytes)
+            .ok()
+            .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(str::to_owned));
+        if schema.as_deref() == Some(reach_passage::quarantine::PASSAGE_SCHEMA) {
+            let p = reach_passage::quarantine::PassagePayload::from_bytes(bytes)
+                .map_err(|e| e.code().to_string())?;
+            if reach_portal::cut::contains_sigil(&p.system)
+                || reach_portal::cut::contains_sigil(&p.user)
+            {
+                return Err("egress/sigil-presented".into());
+            }
+            return Ok(ModelPayload::Passage(p));
+        }
+        reach_portal::cut::parse_payload(bytes)
+            .map(ModelPayload::Cut)
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// A refusal before any byte.
 fn refused(code: String) -> CallResponse {
     CallResponse {
@@ -89,10 +120,11 @@ impl Gate {
     }
 
     async fn model(&self, portal: &Portal, r: CallRequest) -> CallResponse {
-        // The payload must be a Cut and nothing else; a Sigil is refused as such.
-        let payload = match reach_portal::cut::parse_payload(&r.payload) {
+        // The payload must be a Cut or a task Room's passage and nothing else; a Sigil is
+        // refused as such.
+        let payload = match ModelPayload::parse(&r.payload) {
             Ok(p) => p,
-            Err(e) => return refused(e.to_string()),
+            Err(code) => return refused(code),
         };
         let mut ward = self.ward.clone();
         let decision = match reach_egress_gate::redeem(
@@ -154,5 +186,45 @@ impl ProviderCall for Gate {
             "provider call"
         );
         Ok(Response::new(answer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ModelPayload;
+
+    fn passage(user: &str) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "schema": reach_passage::quarantine::PASSAGE_SCHEMA,
+            "role": "solver",
+            "answer": "candidate",
+            "system": "You are the Solver.",
+            "user": user,
+            "max_completion_tokens": 2048,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_passage_is_told_from_a_cut_and_read_strictly() {
+        assert!(matches!(
+            ModelPayload::parse(&passage("the goal")),
+            Ok(ModelPayload::Passage(p)) if p.user == "the goal" && p.max_completion_tokens == 2048
+        ));
+        // Neither form: refused before any byte, with the reader's code.
+        assert!(ModelPayload::parse(b"{\"schema\":\"other\"}").is_err());
+        assert!(ModelPayload::parse(b"not json").is_err());
+        let mut extra: serde_json::Value = serde_json::from_slice(&passage("x")).unwrap();
+        extra["tools"] = serde_json::json!([]);
+        assert!(ModelPayload::parse(&serde_json::to_vec(&extra).unwrap()).is_err());
+    }
+
+    #[test]
+    fn a_passage_carrying_a_sigil_is_refused() {
+        let sigil = format!("{}{}", reach_portal::cut::SIGIL_PREFIX, "a".repeat(32));
+        assert_eq!(
+            ModelPayload::parse(&passage(&format!("leak {sigil}"))).unwrap_err(),
+            "egress/sigil-presented"
+        );
     }
 }

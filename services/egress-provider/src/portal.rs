@@ -6,7 +6,9 @@ use anyhow::Context as _;
 use reach_destination::roads::{ConfiguredResolver, Roads};
 use reach_destination::{AdmissionPolicy, PinnedConnector, TcpDialer};
 use reach_egress_gate::RedeemedDecision;
-use reach_portal::{ApiKey, CallFailure, CutPayload, PortalClient, PortalConfig, ProviderReturn};
+use reach_portal::{ApiKey, CallFailure, Messages, PortalClient, PortalConfig, ProviderReturn};
+
+use crate::gate::ModelPayload;
 
 /// Tokens asked for when neither the settings nor the decision say less: an answer is at most
 /// 1,200 characters, about 300 tokens.
@@ -77,12 +79,22 @@ impl Portal {
     pub async fn attempt(
         &self,
         decision: &RedeemedDecision,
-        payload: &CutPayload,
+        payload: &ModelPayload,
     ) -> Result<ProviderReturn, CallFailure> {
         let max_tokens = match decision.max_tokens() {
             0 => self.max_tokens,
             admitted => admitted.min(self.max_tokens),
         };
-        self.client.complete(payload, max_tokens).await
+        match payload {
+            ModelPayload::Cut(cut) => self.client.complete(cut, max_tokens).await,
+            ModelPayload::Passage(p) => {
+                let messages = Messages {
+                    system: &p.system,
+                    user: &p.user,
+                };
+                let max_tokens = max_tokens.min(p.max_completion_tokens);
+                self.client.complete_messages(&messages, max_tokens).await
+            }
+        }
     }
 }
