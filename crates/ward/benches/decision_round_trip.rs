@@ -76,7 +76,16 @@ async fn over_port(desk: Arc<Desk>, dir: &std::path::Path) -> Vec<Duration> {
         .allow(p("core"), "/reach.ward.v1.Ward/IssueDecision")
         .allow(p("egress-discord"), "/reach.ward.v1.Ward/RedeemDecision");
     let server = PortServer::bind(&PortAddress::Unix(sock.clone()), m("ward"), policy).unwrap();
-    tokio::spawn(server.serve(WardService::new(desk).into_server(), std::future::pending()));
+    tokio::spawn(
+        server.serve(
+            WardService::new(
+                desk,
+                Arc::new(reach_ward_desk::RoomKey::ephemeral().unwrap()),
+            )
+            .into_server(),
+            std::future::pending(),
+        ),
+    );
     let connect = |who: &str| {
         let material = m(who);
         let sock = sock.clone();

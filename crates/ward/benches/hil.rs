@@ -87,7 +87,7 @@ fn main() {
         let sock = dir.path().join("ward.sock");
         let server = PortServer::bind(&PortAddress::Unix(sock.clone()), m("ward"), policy).unwrap();
         tokio::spawn(server.serve(
-            WardService::new(desk.clone()).into_server(),
+            WardService::new(desk.clone(), Arc::new(reach_ward_desk::RoomKey::ephemeral().unwrap())).into_server(),
             std::future::pending(),
         ));
         let connect = async |who: &str| {

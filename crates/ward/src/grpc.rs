@@ -3,7 +3,8 @@
 //! Domain refusals travel in the response's `refusal_code` (and `refusal_detail`) with status
 //! OK; only malformed input is `INVALID_ARGUMENT`, and only store failures are `INTERNAL`. Step
 //! grant refusals are the exception, mapped in [`grant_status`] alone: each is a gRPC error
-//! whose message starts with its code, so a redeemer cannot read a refusal as a grant. The
+//! whose message starts with its code, so a redeemer cannot read a refusal as a grant; so is a
+//! Room record ward will not sign (`room-sign/...`, INVALID_ARGUMENT). The
 //! caller is the [`VerifiedPeer`] the port's handshake established, never anything in the
 //! request. Logs carry codes, ids and principals only, never payloads, labels, reasons or
 //! subject ids.
@@ -19,8 +20,10 @@ use reach_proto::ward::v1::{
     IssueDecisionRequest, IssueDecisionResponse, ListHilRequestsRequest, ListHilRequestsResponse,
     MintDutySigilRequest, MintDutySigilResponse, MintStepGrantRequest, MintStepGrantResponse,
     RedeemDecisionRequest, RedeemDecisionResponse, RedeemStepGrantRequest, RedeemStepGrantResponse,
-    RevokeRequest, RevokeResponse, WatchHilRequestsRequest,
+    RevokeRequest, RevokeResponse, RoomKeyRequest, RoomKeyResponse, SignRoomRecordRequest,
+    SignRoomRecordResponse, WatchHilRequestsRequest,
 };
+use reach_room::fact::SignedKind;
 use tonic::{Request, Response, Status};
 
 use crate::clock::UnixMillis;
@@ -28,17 +31,19 @@ use crate::desk::{DecisionRequest, Desk, DutyRequest, RunRef};
 use crate::grant::{EffectClass, FenceRequest, GrantRefusal, HilMode, StepClaim, StepGrantRequest};
 use crate::hil::{HilFiling, HilRefusal, HilRequest, StepAction};
 use crate::refusal::{DeskError, Refusal};
+use crate::room_key::RoomKey;
 use crate::scope::GuestEvent;
 
-/// The Ward service over one [`Desk`].
+/// The Ward service over one [`Desk`] and the node's [`RoomKey`].
 #[derive(Debug, Clone)]
 pub struct WardService {
     desk: Arc<Desk>,
+    room_key: Arc<RoomKey>,
 }
 
 impl WardService {
-    pub fn new(desk: Arc<Desk>) -> Self {
-        Self { desk }
+    pub fn new(desk: Arc<Desk>, room_key: Arc<RoomKey>) -> Self {
+        Self { desk, room_key }
     }
 
     /// The tonic server to hand to a port.
@@ -576,6 +581,60 @@ impl Ward for WardService {
         // The reason is the operator's text: kept with the answer, never logged.
         tracing::info!(caller = %who, hil = %h.id, state = %h.state, "hil request answered");
         Ok(Response::new(hil_view(&h)))
+    }
+
+    async fn sign_room_record(
+        &self,
+        req: Request<SignRoomRecordRequest>,
+    ) -> Result<Response<SignRoomRecordResponse>, Status> {
+        let who = caller(&req)?;
+        let r = req.into_inner();
+        // The kind is the caller's text: never logged, only refused.
+        let Some(kind) = SignedKind::from_name(&r.kind) else {
+            tracing::info!(
+                method = "SignRoomRecord",
+                caller = who,
+                code = "room-sign/kind",
+                "room record refused"
+            );
+            return Err(Status::invalid_argument(
+                "room-sign/kind: kind is not fact, execution-record or recipe",
+            ));
+        };
+        // What is signed is logged by kind and digest only, never its bytes.
+        let digest = Sha256Digest::of(&r.record);
+        match self.room_key.sign(kind, &r.record) {
+            Ok(signature) => {
+                tracing::info!(
+                    caller = who, kind = kind.name(), record = %digest,
+                    key = self.room_key.key_id(), "room record signed"
+                );
+                Ok(Response::new(SignRoomRecordResponse {
+                    signature: signature.to_vec(),
+                    key_id: self.room_key.key_id().to_owned(),
+                }))
+            }
+            Err(refusal) => {
+                tracing::info!(
+                    method = "SignRoomRecord", caller = who, kind = kind.name(),
+                    record = %digest, code = refusal.code(), "room record refused"
+                );
+                Err(Status::invalid_argument(format!(
+                    "{}: {refusal}",
+                    refusal.code()
+                )))
+            }
+        }
+    }
+
+    async fn room_key(
+        &self,
+        _req: Request<RoomKeyRequest>,
+    ) -> Result<Response<RoomKeyResponse>, Status> {
+        Ok(Response::new(RoomKeyResponse {
+            public_key: self.room_key.public_key().to_vec(),
+            key_id: self.room_key.key_id().to_owned(),
+        }))
     }
 
     type WatchHilRequestsStream = std::pin::Pin<

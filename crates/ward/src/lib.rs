@@ -12,6 +12,8 @@
 //!   experiment on one instance under one pack generation; every check in one function.
 //! - [`hil`]: the operator's answer to one stamped step (HIL requests), and the current-use
 //!   fence's standing that every grant is minted and redeemed under.
+//! - [`room_key`]: the node's ed25519 key, created in ward's data directory on first start,
+//!   with which ward signs Room records for core (which holds no key).
 //! - [`refusal`]: every refusal as one enum with the seed's stable codes.
 //! - [`grpc`]: the Ward port adapter (the only place protobuf types appear).
 //!
@@ -34,6 +36,7 @@ mod hil_desk;
 pub mod ids;
 pub mod policy;
 pub mod refusal;
+pub mod room_key;
 pub mod scope;
 mod store;
 
@@ -54,5 +57,6 @@ pub use policy::{
     WindowKind,
 };
 pub use refusal::{Budget, DeskError, Dimension, Refusal};
+pub use room_key::{ROOM_KEY_FILE, RoomKey, RoomKeyError};
 pub use scope::{GuestEvent, GuestScope, Pseudonym, ScopeId, WardKey};
 pub use store::{BUSY_TIMEOUT, MAX_CONNECTIONS};

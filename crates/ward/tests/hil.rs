@@ -592,10 +592,16 @@ async fn over_the_port_only_the_operator_answers() {
         policy = policy.allow(p(&g.caller), method(&g.method));
     }
     let server = PortServer::bind(&PortAddress::Unix(sock.clone()), m("ward"), policy).unwrap();
-    tokio::spawn(server.serve(
-        WardService::new(f.desk.clone()).into_server(),
-        std::future::pending(),
-    ));
+    tokio::spawn(
+        server.serve(
+            WardService::new(
+                f.desk.clone(),
+                Arc::new(reach_ward_desk::RoomKey::ephemeral().unwrap()),
+            )
+            .into_server(),
+            std::future::pending(),
+        ),
+    );
     let connect = async |who: &str| {
         WardClient::new(
             reach_port::connect(PortAddress::Unix(sock.clone()), &m(who), p("ward"))

@@ -531,10 +531,16 @@ async fn over_the_port_refusals_are_errors_that_start_with_their_code() {
         .allow(p("core"), "/reach.ward.v1.Ward/FencePack")
         .allow(p(WORKBENCH), "/reach.ward.v1.Ward/RedeemStepGrant");
     let server = PortServer::bind(&PortAddress::Unix(sock.clone()), m("ward"), policy).unwrap();
-    tokio::spawn(server.serve(
-        WardService::new(f.desk.clone()).into_server(),
-        std::future::pending(),
-    ));
+    tokio::spawn(
+        server.serve(
+            WardService::new(
+                f.desk.clone(),
+                Arc::new(reach_ward_desk::RoomKey::ephemeral().unwrap()),
+            )
+            .into_server(),
+            std::future::pending(),
+        ),
+    );
     let connect = async |who: &str| {
         WardClient::new(
             reach_port::connect(PortAddress::Unix(sock.clone()), &m(who), p("ward"))
