@@ -134,6 +134,28 @@ fn main() -> std::process::ExitCode {
         );
         // Ward may hold an older standing than the ledger (a change made while it was down).
         pack_port.keep_ward_fenced();
+        // Task runs need the binding's model runtime (`settings.tasks`), the workbench and
+        // egress-provider; without the setting, AskTask is refused `tasks/not-configured`.
+        let pack_port = match role.config.settings.get("tasks") {
+            None => pack_port,
+            Some(v) => {
+                let s: tasks::TaskSettings = v
+                    .clone()
+                    .try_into()
+                    .map_err(|e| anyhow::anyhow!("settings.tasks: {e}"))?;
+                let runs = tasks::TaskRuns::new(
+                    vault.clone(),
+                    pack_port.clone(),
+                    ward.clone(),
+                    role.client("workbench.steps")?,
+                    role.client("egress-provider.call")?,
+                    s,
+                    &role.config.data_dir,
+                );
+                runs.recover();
+                pack_port.with_tasks(runs)
+            }
+        };
         let core = ports::Core::new(
             vault,
             role.config.habitat.clone(),

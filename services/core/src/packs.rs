@@ -679,25 +679,85 @@ impl Packs for PackPort {
     }
 
     async fn show_run(&self, req: Request<pb::RunRef>) -> Result<Response<pb::RunView>, Status> {
-        Ok(Response::new(self.tasks()?.show(&req.into_inner().run_id).await?))
+        Ok(Response::new(
+            self.tasks()?.show(&req.into_inner().run_id).await?,
+        ))
     }
 
     async fn run_trail(
         &self,
         req: Request<pb::RunRef>,
     ) -> Result<Response<pb::RunTrailResponse>, Status> {
-        Ok(Response::new(self.tasks()?.trail(&req.into_inner().run_id).await?))
+        Ok(Response::new(
+            self.tasks()?.trail(&req.into_inner().run_id).await?,
+        ))
     }
 
     async fn run_recipe(
         &self,
         req: Request<pb::RunRef>,
     ) -> Result<Response<pb::RunRecipeResponse>, Status> {
-        Ok(Response::new(self.tasks()?.recipe(&req.into_inner().run_id).await?))
+        Ok(Response::new(
+            self.tasks()?.recipe(&req.into_inner().run_id).await?,
+        ))
     }
 }
 
+/// What a task run starts from: the active pack as verified again, its archive's bytes (the
+/// workbench verifies them itself), the binding's terms and the prepared system's pin.
+#[derive(Debug, Clone)]
+pub struct Runnable {
+    pub pack: VerifiedPack,
+    pub archive: Vec<u8>,
+    pub generation: u64,
+    pub hil: reach_plan::HilMode,
+    pub prepared_digest: String,
+    pub model: String,
+}
+
 impl PackPort {
+    /// The pack's binding as a task run needs it, or the readiness blocker's code
+    /// (`environment/prepared-system-missing: …`) when it is not runnable.
+    pub async fn runnable(&self, name: &str) -> Result<Runnable, Status> {
+        let status = self
+            .bind_status(Request::new(pb::BindStatusRequest {
+                pack: name.to_owned(),
+            }))
+            .await?
+            .into_inner();
+        if status.readiness != "runnable" {
+            return Err(refusal(&status.readiness, &status.reason));
+        }
+        let s = self.status_of(name).await?;
+        let Some(version) = s.active_version else {
+            return Err(refusal("package/not-active", name));
+        };
+        let pack = self.load(name, version).await?;
+        let path = self.archive_path(name, version, &pack.archive_digest());
+        let archive = tokio::fs::read(&path)
+            .await
+            .map_err(|e| Status::internal(format!("package/store: reading {name}: {e}")))?;
+        let b = self
+            .vault
+            .binding(name)
+            .await
+            .map_err(ledger_status)?
+            .ok_or_else(|| Status::not_found(format!("local-binding/missing: {name}")))?;
+        let hil = if b.hil == hil_text(reach_plan::HilMode::EachMutation) {
+            reach_plan::HilMode::EachMutation
+        } else {
+            reach_plan::HilMode::EachStep
+        };
+        Ok(Runnable {
+            pack,
+            archive,
+            generation: s.generation,
+            hil,
+            prepared_digest: status.prepared_digest,
+            model: b.model.unwrap_or_default(),
+        })
+    }
+
     /// Task runs, when core's config names the task model runtime (`settings.tasks`).
     pub fn with_tasks(mut self, tasks: crate::tasks::TaskRuns) -> Self {
         self.tasks = Some(tasks);

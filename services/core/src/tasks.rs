@@ -1,40 +1,376 @@
 //! Task runs (issue #37): core opens a Room for a goal under a runnable binding and drives it
-//! — passages through the inference boundary, the Chair's decisions, experiments through the
-//! coordinator step, the recipe — storing every fact in the Phylactery as ward signed it.
-//! Core holds no signing key and no model credential; the run goes on when the operator's
-//! stream ends.
+//! (`drive`): passages through the inference boundary (`passage`), the Chair's decisions,
+//! experiments through the coordinator step (`reach-experiment`), the execution records and
+//! the recipe (`record`), storing every fact in the Phylactery as ward signed it (`signer`).
+//! Core holds no signing key and no model credential; a run goes on when the operator's
+//! stream ends, and its readers (`ListRuns`, `ShowRun`, `RunTrail`, `RunRecipe`) read the
+//! ledger only.
 
+use std::collections::HashMap;
+use std::path::Path;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
+use reach_phylactery::Phylactery;
 use reach_proto::core::v1 as pb;
+use reach_proto::egress::v1::provider_call_client::ProviderCallClient;
+use reach_proto::ward::v1::ward_client::WardClient;
+use tokio::sync::broadcast;
 use tonic::Status;
+use tonic::transport::Channel;
+
+use crate::packs::PackPort;
+use crate::ports::status as ledger_status;
+
+mod drive;
+mod passage;
+mod record;
+mod signer;
 
 /// What `AskTask` streams.
 pub type EventStream =
     Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::TaskEvent, Status>> + Send + 'static>>;
 
+/// `settings.tasks`: the binding's model runtime, as egress-provider is configured for it.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSettings {
+    /// The chat completions URL every passage's decision binds; egress-provider's
+    /// `settings.portal.endpoint` must be the same string.
+    pub endpoint: String,
+    /// The model asked for (recorded in the recipe's disclosure).
+    pub model: String,
+    /// The inference class the runtime is (`deterministic-inference` for the fixture).
+    #[serde(default = "default_class")]
+    pub class: String,
+}
+
+fn default_class() -> String {
+    "deterministic-inference".into()
+}
+
 /// Core's task runs.
 #[derive(Debug, Clone)]
-pub struct TaskRuns {}
+pub struct TaskRuns {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    vault: Phylactery,
+    packs: PackPort,
+    ward: WardClient<Channel>,
+    ward_channel: Channel,
+    workbench: Channel,
+    provider: ProviderCallClient<Channel>,
+    settings: TaskSettings,
+    /// Host paths that never leave in a payload or a retained record.
+    forbidden: Vec<String>,
+    /// Each live run's event channel (subscribers come and go; the run does not wait).
+    live: Mutex<HashMap<String, broadcast::Sender<pb::TaskEvent>>>,
+}
 
 impl TaskRuns {
-    pub async fn ask(&self, _pack: String, _goal: String) -> Result<EventStream, Status> {
-        Err(Status::unavailable("tasks/unavailable"))
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        vault: Phylactery,
+        packs: PackPort,
+        ward: Channel,
+        workbench: Channel,
+        provider: Channel,
+        settings: TaskSettings,
+        data_dir: &Path,
+    ) -> Self {
+        let mut forbidden = vec![data_dir.display().to_string()];
+        if let Some(parent) = data_dir.parent().filter(|p| p.as_os_str().len() > 1) {
+            forbidden.push(parent.display().to_string());
+        }
+        TaskRuns {
+            inner: Arc::new(Inner {
+                vault,
+                packs,
+                ward: WardClient::new(ward.clone()),
+                ward_channel: ward,
+                workbench,
+                provider: ProviderCallClient::new(provider),
+                settings,
+                forbidden,
+                live: Mutex::default(),
+            }),
+        }
+    }
+
+    /// After a restart: a passage left SUBMITTING may or may not have reached the runtime
+    /// (marked `unknown`, never resent), and a run left open ends `task/interrupted` with a
+    /// signed fact — nothing of it is replayed (exact restart replay is issue #30's).
+    pub fn recover(&self) {
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            for attempt in 0..60 {
+                match recover_once(&inner).await {
+                    Ok(()) => return,
+                    Err(e) => {
+                        tracing::warn!(attempt, error = e.message(), "task-run recovery");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Opens a run for `goal` under `pack` and drives it in its own task; the stream follows
+    /// it until it ends or the caller leaves.
+    pub async fn ask(&self, pack: String, goal: String) -> Result<EventStream, Status> {
+        if goal.trim().is_empty() {
+            return Err(Status::invalid_argument("task/goal-empty: name the goal"));
+        }
+        if goal.len() > 4000 {
+            return Err(Status::invalid_argument(
+                "task/goal-too-long: a goal is at most 4000 bytes",
+            ));
+        }
+        let runnable = self.inner.packs.runnable(&pack).await?;
+        let (tx, rx) = broadcast::channel(256);
+        let run = drive::Run::open(self.inner.clone(), runnable, goal, tx.clone()).await?;
+        let run_id = run.id().to_owned();
+        self.inner
+            .live
+            .lock()
+            .expect("live runs")
+            .insert(run_id.clone(), tx);
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            run.drive().await;
+            inner.live.lock().expect("live runs").remove(&run_id);
+        });
+        let stream = tokio_stream::wrappers::BroadcastStream::new(rx);
+        let stream = tokio_stream::StreamExt::filter_map(stream, |e| e.ok().map(Ok));
+        // Ends after the run's "ended" event.
+        Ok(Box::pin(EndAfterLast::new(stream)))
     }
 
     pub async fn list(&self) -> Result<pb::ListRunsResponse, Status> {
-        Err(Status::unavailable("tasks/unavailable"))
+        let runs = self.inner.vault.runs(100).await.map_err(ledger_status)?;
+        Ok(pb::ListRunsResponse {
+            runs: runs.iter().map(summary).collect(),
+        })
     }
 
-    pub async fn show(&self, _run: &str) -> Result<pb::RunView, Status> {
-        Err(Status::unavailable("tasks/unavailable"))
+    pub async fn show(&self, run: &str) -> Result<pb::RunView, Status> {
+        let row = self.row(run).await?;
+        let facts = self.inner.vault.facts(run).await.map_err(ledger_status)?;
+        let mut parsed = Vec::with_capacity(facts.len());
+        for f in &facts {
+            let fact = reach_room::fact::RoomFact::from_bytes(&f.bytes)
+                .map_err(|e| Status::internal(format!("room/stored-fact: {e}")))?;
+            parsed.push(fact);
+        }
+        let json = serde_json::to_string(&serde_json::json!({
+            "run": summary_json(&row),
+            "facts": parsed,
+        }))
+        .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(pb::RunView {
+            run: Some(summary(&row)),
+            json,
+        })
     }
 
-    pub async fn trail(&self, _run: &str) -> Result<pb::RunTrailResponse, Status> {
-        Err(Status::unavailable("tasks/unavailable"))
+    pub async fn trail(&self, run: &str) -> Result<pb::RunTrailResponse, Status> {
+        self.row(run).await?;
+        let facts = self.inner.vault.facts(run).await.map_err(ledger_status)?;
+        let records = self.inner.vault.records(run).await.map_err(ledger_status)?;
+        Ok(pb::RunTrailResponse {
+            facts: facts
+                .into_iter()
+                .map(|f| {
+                    Ok(pb::SignedRoomRecord {
+                        kind: "fact".into(),
+                        signature: signer::signature_bytes(&f.signature)?,
+                        bytes: f.bytes,
+                        key_id: f.key_id,
+                    })
+                })
+                .collect::<Result<_, Status>>()?,
+            records: records
+                .into_iter()
+                .map(|r| {
+                    Ok(pb::SignedRoomRecord {
+                        kind: r.kind.to_string(),
+                        signature: signer::signature_bytes(&r.signature)?,
+                        bytes: r.bytes,
+                        key_id: r.key_id,
+                    })
+                })
+                .collect::<Result<_, Status>>()?,
+            public_key: signer::public_key(&self.inner.ward).await?,
+        })
     }
 
-    pub async fn recipe(&self, _run: &str) -> Result<pb::RunRecipeResponse, Status> {
-        Err(Status::unavailable("tasks/unavailable"))
+    pub async fn recipe(&self, run: &str) -> Result<pb::RunRecipeResponse, Status> {
+        let row = self.row(run).await?;
+        let Some(r) = self.inner.vault.recipe(run).await.map_err(ledger_status)? else {
+            return Err(Status::not_found(format!(
+                "task/no-recipe: {run} is {}{}",
+                row.state,
+                row.end_code
+                    .as_deref()
+                    .map(|c| format!(" ({c})"))
+                    .unwrap_or_default()
+            )));
+        };
+        Ok(pb::RunRecipeResponse {
+            recipe: Some(pb::SignedRoomRecord {
+                kind: r.kind.to_string(),
+                bytes: r.bytes,
+                signature: signer::signature_bytes(&r.signature)?,
+                key_id: r.key_id,
+            }),
+            public_key: signer::public_key(&self.inner.ward).await?,
+        })
     }
+
+    async fn row(&self, run: &str) -> Result<reach_phylactery::RunRow, Status> {
+        self.inner
+            .vault
+            .run(run)
+            .await
+            .map_err(ledger_status)?
+            .ok_or_else(|| Status::not_found(format!("task/unknown-run: {run}")))
+    }
+}
+
+async fn recover_once(inner: &Inner) -> Result<(), Status> {
+    for p in inner
+        .vault
+        .passages_unsettled()
+        .await
+        .map_err(ledger_status)?
+    {
+        inner
+            .vault
+            .passage_mark_unknown(&p.attempt_id)
+            .await
+            .map_err(ledger_status)?;
+    }
+    for run in inner.vault.runs(1000).await.map_err(ledger_status)? {
+        if run.state != reach_phylactery::RunState::Open {
+            continue;
+        }
+        let stored = inner
+            .vault
+            .facts(&run.run_id)
+            .await
+            .map_err(ledger_status)?;
+        let mut facts = Vec::with_capacity(stored.len());
+        for f in &stored {
+            facts.push(
+                reach_room::fact::RoomFact::from_bytes(&f.bytes)
+                    .map_err(|e| Status::internal(format!("room/stored-fact: {e}")))?,
+            );
+        }
+        let room = reach_room::room::Room::replay(&facts)
+            .map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
+        let code = "task/interrupted";
+        if let Some(fact) = room.draft(
+            now_ms(),
+            reach_room::fact::FactBody::Ended(reach_room::fact::Ended {
+                code: code.into(),
+                reason: "core restarted during the run".into(),
+            }),
+        ) {
+            let bytes = fact.canonical_bytes();
+            let signed =
+                signer::sign(&inner.ward, reach_room::fact::SignedKind::Fact, &bytes).await?;
+            inner
+                .vault
+                .fact_append(
+                    &run.run_id,
+                    &reach_phylactery::StoredFact {
+                        seq: fact.seq,
+                        digest: fact.digest(),
+                        prev_digest: fact.prev,
+                        kind: fact.body.kind().into(),
+                        bytes,
+                        signature: signed.signature,
+                        key_id: signed.key_id,
+                        at: reach_phylactery::UnixMillis(fact.at_ms),
+                    },
+                )
+                .await
+                .map_err(ledger_status)?;
+        }
+        inner
+            .vault
+            .run_end(&run.run_id, code, reach_phylactery::UnixMillis(now_ms()))
+            .await
+            .map_err(ledger_status)?;
+        tracing::info!(run = run.run_id, code, "open run ended after a restart");
+    }
+    Ok(())
+}
+
+fn summary(r: &reach_phylactery::RunRow) -> pb::RunSummary {
+    pb::RunSummary {
+        run_id: r.run_id.clone(),
+        pack: r.pack.clone(),
+        state: r.state.to_string(),
+        end_code: r.end_code.clone().unwrap_or_default(),
+        opened_at_ms: r.opened_at.0,
+        ended_at_ms: r.ended_at.map(|t| t.0).unwrap_or(0),
+    }
+}
+
+fn summary_json(r: &reach_phylactery::RunRow) -> serde_json::Value {
+    serde_json::json!({
+        "run_id": r.run_id,
+        "pack": r.pack,
+        "state": r.state.to_string(),
+        "end_code": r.end_code,
+        "opened_at_ms": r.opened_at.0,
+        "ended_at_ms": r.ended_at.map(|t| t.0),
+    })
+}
+
+/// A stream that ends right after the item whose kind is `ended`.
+struct EndAfterLast<S> {
+    inner: S,
+    done: bool,
+}
+
+impl<S> EndAfterLast<S> {
+    fn new(inner: S) -> Self {
+        EndAfterLast { inner, done: false }
+    }
+}
+
+impl<S> tokio_stream::Stream for EndAfterLast<S>
+where
+    S: tokio_stream::Stream<Item = Result<pb::TaskEvent, Status>> + Unpin,
+{
+    type Item = Result<pb::TaskEvent, Status>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if self.done {
+            return std::task::Poll::Ready(None);
+        }
+        let next = Pin::new(&mut self.inner).poll_next(cx);
+        if let std::task::Poll::Ready(Some(Ok(e))) = &next
+            && e.kind == "ended"
+        {
+            self.done = true;
+        }
+        next
+    }
+}
+
+/// Milliseconds since the Unix epoch, now.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
