@@ -10,6 +10,7 @@ mod host_checks;
 mod image;
 mod pack;
 mod scribe;
+mod task;
 mod vault;
 
 use std::io::Read;
@@ -184,6 +185,16 @@ enum Command {
     Hil {
         #[command(subcommand)]
         command: hil::HilCommand,
+    },
+    /// Task runs under a bound pack: ask (follow live), list, show, trail.
+    Task {
+        #[command(subcommand)]
+        command: task::TaskCommand,
+    },
+    /// A run's signed recipe.
+    Recipe {
+        #[command(subcommand)]
+        command: task::RecipeCommand,
     },
     /// Build a pinned guest image for the vm-broker.
     Image {
@@ -468,6 +479,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Pack { command } => pack::run(command).await,
         Command::Bind(args) => pack::bind(args).await,
         Command::Hil { command } => hil::run(command).await,
+        Command::Task { command } => task::run(command).await,
+        Command::Recipe { command } => task::recipe(command).await,
         Command::Manifest { path } => {
             let m = load_manifest(path.as_deref())?;
             println!(
