@@ -1,0 +1,225 @@
+//! One passage through the inference boundary, exactly like a Portal call: the pack's prompt
+//! rendered with the goal and the explicit evidence (`reach-passage`), a Sigil for the
+//! passage and a `model-completion` EgressDecision bound to the payload's digest, the
+//! passage's ServiceJobAttempt recorded SUBMITTING before the call, one call to
+//! egress-provider, and the quarantine that admits only a schema-valid candidate or review.
+
+use std::time::Duration;
+
+use reach_digest::Sha256Digest;
+use reach_passage::Evidence;
+use reach_passage::quarantine::{Answer, PassagePayload};
+use reach_passage::render::{RenderInputs, render};
+use reach_phylactery as ledger;
+use reach_proto::egress::v1::CallRequest;
+use reach_proto::ward::v1::{AdmitScopeRequest, IssueDecisionRequest};
+use reach_taskpack::VerifiedPack;
+use reach_taskpack::source::Role;
+
+use super::Inner;
+
+/// The purpose ward maps to egress-provider.
+const PURPOSE: &str = "model-completion";
+/// The policy a passage's decision names: the Room's rendering and quarantine.
+const POLICY_REVISION: &str = "reach.room.passage.v1";
+
+/// How a passage ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The quarantine admitted the answer.
+    Answered(Answer),
+    /// Refused with a code, before the call or after it; nothing reached the compiler.
+    Refused(String),
+}
+
+/// What the Passage fact records of it.
+#[derive(Debug)]
+pub struct Passage {
+    pub attempt_id: String,
+    pub decision_id: String,
+    pub payload_digest: Sha256Digest,
+    pub evidence_digest: Sha256Digest,
+    pub outcome: Outcome,
+    pub elapsed: Duration,
+}
+
+/// One passage of `role` in `round` of run `run_id`.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    inner: &Inner,
+    run_id: &str,
+    pack: &VerifiedPack,
+    round: u32,
+    role: Role,
+    goal: &str,
+    candidate: Option<&[u8]>,
+    evidence: &[Evidence],
+) -> Passage {
+    let started = std::time::Instant::now();
+    let attempt_id = format!("{run_id}-r{round}-{}", role.name());
+    let mut p = Passage {
+        attempt_id: attempt_id.clone(),
+        decision_id: String::new(),
+        payload_digest: Sha256Digest::of(b""),
+        evidence_digest: Sha256Digest::of(b""),
+        outcome: Outcome::Refused(String::new()),
+        elapsed: Duration::ZERO,
+    };
+    let forbidden: Vec<&str> = inner.forbidden.iter().map(String::as_str).collect();
+    let rendered = match render(
+        pack,
+        &RenderInputs {
+            role,
+            goal,
+            candidate,
+            evidence,
+            forbidden: &forbidden,
+        },
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            p.outcome = Outcome::Refused(e.code().to_string());
+            p.elapsed = started.elapsed();
+            return p;
+        }
+    };
+    let turn = pack.sources().flow.turn(role);
+    let payload = PassagePayload::new(&rendered, turn);
+    let bytes = payload.to_bytes();
+    p.payload_digest = Sha256Digest::of(&bytes);
+    p.evidence_digest = rendered.evidence.digest();
+    match call(
+        inner,
+        run_id,
+        (round, role),
+        &attempt_id,
+        &mut p,
+        &bytes,
+        turn,
+    )
+    .await
+    {
+        Ok(content) => {
+            p.outcome = match reach_passage::quarantine::quarantine(&payload, &content, candidate) {
+                Ok(a) => Outcome::Answered(a),
+                Err(e) => Outcome::Refused(e.code().to_string()),
+            }
+        }
+        Err(code) => p.outcome = Outcome::Refused(code),
+    }
+    let settlement = match &p.outcome {
+        Outcome::Answered(a) => ledger::PassageSettlement::Answered {
+            answer_digest: Sha256Digest::of(a.bytes()),
+        },
+        Outcome::Refused(code) if code.starts_with("passage/unknown") => {
+            ledger::PassageSettlement::Failed { code: code.clone() }
+        }
+        Outcome::Refused(code) => ledger::PassageSettlement::Refused { code: code.clone() },
+    };
+    if !p.decision_id.is_empty() {
+        let r = match &settlement {
+            ledger::PassageSettlement::Failed { code } if code.starts_with("passage/unknown") => {
+                inner.vault.passage_mark_unknown(&attempt_id).await
+            }
+            s => inner.vault.passage_settle(&attempt_id, s).await,
+        };
+        if let Err(e) = r {
+            tracing::warn!(attempt = attempt_id, code = e.code(), "passage settle");
+        }
+    }
+    p.elapsed = started.elapsed();
+    p
+}
+
+/// The Sigil, the decision, SUBMITTING, and the one call; the answer's content or a code.
+async fn call(
+    inner: &Inner,
+    run_id: &str,
+    (round, role): (u32, Role),
+    attempt_id: &str,
+    p: &mut Passage,
+    bytes: &[u8],
+    turn: &reach_taskpack::source::Turn,
+) -> Result<String, String> {
+    let mut ward = inner.ward.clone();
+    let scope = ward
+        .admit_scope(AdmitScopeRequest {
+            platform: "operator".into(),
+            application_id: "reach".into(),
+            guild_id: "task-pack".into(),
+            channel_id: "room".into(),
+            // Each passage is its own subject: a run's passages are bounded by its flow's
+            // budget, not by the per-person rate limit public questions have.
+            subject_id: attempt_id.into(),
+            run_id: attempt_id.into(),
+            expires_at_ms: 0,
+        })
+        .await
+        .map_err(|s| format!("ward/unavailable: {:?}", s.code()))?
+        .into_inner();
+    if scope.sigil_id.is_empty() {
+        return Err(scope.refusal_code);
+    }
+    let d = ward
+        .issue_decision(IssueDecisionRequest {
+            sigil_id: scope.sigil_id,
+            run_id: attempt_id.into(),
+            attempt_id: attempt_id.into(),
+            destination: inner.settings.endpoint.clone(),
+            purpose: PURPOSE.into(),
+            payload_digest: p.payload_digest.to_string(),
+            labels: vec!["task-pack".into()],
+            // The passage's receipt: the digest of its evidence manifest (what was fenced in).
+            cut_receipt_digest: p.evidence_digest.to_string(),
+            policy_revision: POLICY_REVISION.into(),
+            max_tokens: u64::from(turn.max_completion_tokens),
+            max_spend_micros: 0,
+        })
+        .await
+        .map_err(|s| format!("ward/unavailable: {:?}", s.code()))?
+        .into_inner();
+    if !d.refusal_code.is_empty() {
+        return Err(d.refusal_code);
+    }
+    p.decision_id = d.decision_id.clone();
+    inner
+        .vault
+        .passage_submitting(&ledger::NewPassage {
+            attempt_id: attempt_id.into(),
+            run_id: run_id.into(),
+            round,
+            role: role.name().into(),
+            payload_digest: p.payload_digest,
+            decision_id: d.decision_id.clone(),
+        })
+        .await
+        .map_err(|e| e.code().to_string())?;
+    let mut provider = inner.provider.clone();
+    let call = provider.call(CallRequest {
+        decision_id: d.decision_id,
+        attempt_id: attempt_id.into(),
+        payload: bytes.to_vec(),
+        kind: PURPOSE.into(),
+    });
+    let wall = Duration::from_secs(turn.wall_s);
+    let r = match tokio::time::timeout(wall, call).await {
+        Err(_) => return Err("passage/unknown-wall".into()),
+        Ok(Err(s)) => return Err(format!("passage/unknown-provider: {:?}", s.code())),
+        Ok(Ok(r)) => r.into_inner(),
+    };
+    if !r.failure_code.is_empty() {
+        // A provider's 4xx is its definite refusal of the request; anything else after bytes
+        // left may or may not have been processed.
+        let definite = r.failure_code.starts_with("provider/http-4");
+        return Err(if r.transmitted && !definite {
+            format!("passage/unknown: {}", r.failure_code)
+        } else {
+            r.failure_code
+        });
+    }
+    let ret = reach_portal::ProviderReturn::from_bytes(&r.body).map_err(|q| q.code())?;
+    if !ret.complete {
+        return Err("quarantine/incomplete".into());
+    }
+    Ok(ret.content)
+}

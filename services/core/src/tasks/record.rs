@@ -1,0 +1,201 @@
+//! What an experiment retains: the coordinator's `Execution` and workbench's step records
+//! reduced to the signed `ExecutionRecord` (bounded, digest-linked observations, the
+//! verifier's checks, the broker's destruction confirmation, timings), and the recipe.
+
+use reach_digest::Sha256Digest;
+use reach_experiment::{End, Execution};
+use reach_plan::{Action, StampedPlan};
+use reach_room::fact::{RoomFact, RunId};
+use reach_room::recipe::{Disclosure, Links, Recipe, RecipeFormat, RecipePatch};
+use reach_room::record::{
+    Check, ExecutionRecord, Observation, RecordFormat, RecordTimings, Resources, StepRecord,
+    VerifierResult,
+};
+use serde_json::Value;
+use tonic::Status;
+
+use super::TaskSettings;
+use crate::packs::Runnable;
+
+/// The end of an experiment as the Experiment fact states it.
+pub fn end_text(end: &End) -> String {
+    match end {
+        End::Completed => "completed".into(),
+        End::StepFailed { .. } => "step-failed".into(),
+        End::Refused { code, .. } => format!("refused:{code}"),
+        End::NotCreated { code } => format!("not-created:{code}"),
+    }
+}
+
+/// `text` with every host path of `forbidden` replaced (observations come from the guest,
+/// but a host path must never be retained whatever produced it).
+fn redact(text: &str, forbidden: &[&str]) -> String {
+    let mut t = text.to_owned();
+    for f in forbidden.iter().filter(|f| !f.is_empty()) {
+        t = t.replace(f, "<host-path>");
+    }
+    t
+}
+
+fn kind_of(a: &Action) -> &'static str {
+    match a {
+        Action::Run { .. } => "run",
+        Action::Patch { .. } => "patch",
+        Action::Restart { .. } => "restart",
+        Action::Verify { .. } => "verify",
+    }
+}
+
+/// The signed record of experiment `n` of run `run`.
+pub fn execution_record(
+    run: &RunId,
+    n: u32,
+    plan: &StampedPlan,
+    x: &Execution,
+    forbidden: &[&str],
+) -> ExecutionRecord {
+    let mut steps = Vec::with_capacity(plan.steps.len());
+    let mut verifier = None;
+    let mut verifier_ms = 0;
+    for (index, step) in plan.steps.iter().enumerate() {
+        let ran = x.steps.iter().find(|o| o.index == index);
+        let outcome = match (ran, &x.end) {
+            (Some(o), _) if o.succeeded => "ok".to_owned(),
+            (Some(_), _) => "failed".to_owned(),
+            (None, End::Refused { index: i, code }) if *i == index => {
+                if code == "hil/denied" {
+                    "denied".to_owned()
+                } else if code == "hil/expired" {
+                    "expired".to_owned()
+                } else {
+                    format!("refused:{code}")
+                }
+            }
+            (None, _) => "not-run".to_owned(),
+        };
+        let record: Value = ran
+            .and_then(|o| serde_json::from_slice(&o.record).ok())
+            .unwrap_or(Value::Null);
+        let report = &record["outcome"]["report"];
+        let observation = match record["outcome"]["kind"].as_str() {
+            Some("observed" | "ran") => Some(Observation::new(
+                report["profile"].as_str().unwrap_or_default(),
+                report["args"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                report["exit_code"].as_i64().map(|c| c as i32).unwrap_or(-1),
+                &redact(report["stdout"].as_str().unwrap_or_default(), forbidden),
+            )),
+            _ => None,
+        };
+        if record["outcome"]["kind"].as_str() == Some("verified") {
+            verifier_ms = report["elapsed_ms"].as_u64().unwrap_or(0);
+            let checks: Vec<Check> = report["checks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    Check::new(
+                        c["name"].as_str().unwrap_or_default(),
+                        c["passed"].as_bool() == Some(true),
+                        &redact(c["reason"].as_str().unwrap_or_default(), forbidden),
+                    )
+                })
+                .collect();
+            verifier = Some(VerifierResult {
+                passed: checks.iter().all(|c| c.passed) && !checks.is_empty(),
+                checks,
+            });
+        }
+        steps.push(StepRecord {
+            index,
+            step_digest: step.digest,
+            kind: kind_of(&step.action).into(),
+            outcome,
+            hil_request: ran.and_then(|o| o.hil_request.clone()),
+            observation,
+        });
+    }
+    let destroyed = x.destruction.as_ref().is_some_and(|d| d.confirmed());
+    ExecutionRecord {
+        format: RecordFormat::V1,
+        room: run.clone(),
+        n,
+        instance: x.instance_id.clone().unwrap_or_default(),
+        plan_digest: plan.digest,
+        resources: Resources {
+            steps_run: x.steps.len() as u32,
+            hil_requests: x.steps.iter().filter(|s| s.hil_request.is_some()).count() as u32,
+        },
+        steps,
+        verifier,
+        destroyed,
+        destroy_confirmation: match (&x.destruction, &x.destroy_error) {
+            (Some(d), _) => format!(
+                "{} process_gone={} overlay_deleted={} sockets_deleted={} at={}",
+                d.outcome, d.process_gone, d.overlay_deleted, d.sockets_deleted, d.at_unix_ms
+            ),
+            (None, Some(e)) => redact(e, forbidden),
+            (None, None) => "no instance".into(),
+        },
+        timings_ms: RecordTimings {
+            create: x.timings.create_ms,
+            steps: x.timings.steps_ms,
+            hil_wait: x.timings.hil_wait_ms,
+            verifier: verifier_ms,
+            destroy: x.timings.destroy_ms,
+        },
+    }
+}
+
+/// The recipe of a concluded run: the admitted candidate's diagnosis and patch, the last
+/// experiment's verifier result, and links to everything it rests on.
+#[allow(clippy::too_many_arguments)]
+pub fn recipe(
+    run: &RunId,
+    runnable: &Runnable,
+    candidate: &str,
+    rec: &ExecutionRecord,
+    rec_digest: Sha256Digest,
+    facts: &[RoomFact],
+    records: &[(ExecutionRecord, Sha256Digest)],
+    hil_requests: &[String],
+    settings: &TaskSettings,
+) -> Result<Recipe, Status> {
+    let (diagnosis, patch_steps) = reach_room::recipe::admitted_parts(candidate)
+        .map_err(|_| Status::internal("room/admitted-not-a-candidate"))?;
+    let verifier = rec
+        .verifier
+        .clone()
+        .ok_or_else(|| Status::internal("room/no-verifier-result"))?;
+    Ok(Recipe {
+        format: RecipeFormat::V1,
+        room: run.clone(),
+        pack: runnable.pack.name().to_owned(),
+        pack_generation: runnable.generation,
+        diagnosis,
+        patch: RecipePatch {
+            candidate_digest: Sha256Digest::of(candidate.as_bytes()),
+            plan_digest: rec.plan_digest,
+            steps: patch_steps,
+        },
+        verifier,
+        links: Links {
+            facts: facts.iter().map(RoomFact::digest).collect(),
+            execution_records: records.iter().map(|(_, d)| *d).collect(),
+            hil_requests: hil_requests.to_vec(),
+            verifier_evidence: rec_digest,
+        },
+        disclosure: Disclosure {
+            evidence_class: format!("{}/real-execution", settings.class),
+            model_runtime: settings.model.clone(),
+            retained: "links-and-digests".into(),
+            signer: facts.first().map(|_| "node".to_owned()).unwrap_or_default(),
+        },
+    })
+}
