@@ -210,13 +210,35 @@ async fn prepare_pack(
     cache: PathBuf,
 ) -> anyhow::Result<ExitCode> {
     let bytes = std::fs::read(archive).with_context(|| format!("read {}", archive.display()))?;
-    let contents = reach_taskpack::archive::read(&bytes)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", archive.display()))?;
+    let pins = pack_pins(&bytes, &archive.display().to_string(), debs, cache).await?;
+    println!("{} {}", pins.prepared.0, pins.prepared.1.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a pack's environment is, built or reused: the image and the prepared system, each a
+/// digest and its cache directory (what vm-broker's settings pin).
+#[derive(Debug, Clone)]
+pub struct PackPins {
+    pub image: (reach_digest::Sha256Digest, PathBuf),
+    pub prepared: (reach_digest::Sha256Digest, PathBuf),
+}
+
+/// Builds (or reuses) the image of the pack archive `bytes` in `cache`, then prepares (or
+/// reuses) its prepared system over it, both keyed by the spec digests its facts carry.
+pub async fn pack_pins(
+    bytes: &[u8],
+    name: &str,
+    debs: Option<PathBuf>,
+    cache: PathBuf,
+) -> anyhow::Result<PackPins> {
+    let archive = name;
+    let contents =
+        reach_taskpack::archive::read(bytes).map_err(|e| anyhow::anyhow!("{archive}: {e}"))?;
     let variant = contents
         .facts
         .image_variants
         .first()
-        .ok_or_else(|| anyhow::anyhow!("{} names no image variant", archive.display()))?;
+        .ok_or_else(|| anyhow::anyhow!("{archive} names no image variant"))?;
     let text = |path: &str| -> anyhow::Result<String> {
         let b = contents
             .files
@@ -246,7 +268,11 @@ async fn prepare_pack(
     };
     let (base, _, digest) = build_spec(image, spec_dir, None, Some(cache.clone())).await?;
     eprintln!("image {digest} {}", base.display());
-    prepare(prepared, base, None, Some(cache)).await
+    let (dir, _, prepared_digest) = prepare_in(prepared, base.clone(), None, Some(cache)).await?;
+    Ok(PackPins {
+        image: (digest, base),
+        prepared: (prepared_digest, dir),
+    })
 }
 
 async fn prepare(
@@ -255,6 +281,22 @@ async fn prepare(
     out: Option<PathBuf>,
     cache: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
+    let (dir, _, digest) = prepare_in(parsed, base, out, cache).await?;
+    println!("{digest} {}", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prepares (or, with a cache, reuses) `parsed` over the image at `base`.
+async fn prepare_in(
+    parsed: PreparedSpec,
+    base: PathBuf,
+    out: Option<PathBuf>,
+    cache: Option<PathBuf>,
+) -> anyhow::Result<(
+    PathBuf,
+    reach_vm::prepared::PreparedManifest,
+    reach_digest::Sha256Digest,
+)> {
     let out = out.unwrap_or_else(|| {
         PathBuf::from("images")
             .join("prepared")
@@ -297,8 +339,7 @@ async fn prepare(
         manifest.state.bytes,
         manifest.files.len()
     );
-    println!("{digest} {}", dir.display());
-    Ok(ExitCode::SUCCESS)
+    Ok((dir, manifest, digest))
 }
 
 async fn build(

@@ -217,10 +217,14 @@ enum DemoStory {
         /// that prepares without an operator-supplied package).
         #[arg(long)]
         pack: Option<PathBuf>,
-        /// An image cache holding the pack's prepared system (`reach image prepare --pack
-        /// … --cache DIR`); vm-broker searches it.
+        /// The image cache: the pack's image and prepared system are built there once and
+        /// reused (default /var/tmp/reach-vm-images); vm-broker searches it.
         #[arg(long)]
         cache: Option<PathBuf>,
+        /// Leave every HIL answer to the person (`reach hil approve|deny … --state DIR`)
+        /// instead of the demo's operator.
+        #[arg(long)]
+        interactive: bool,
     },
 }
 
@@ -333,9 +337,14 @@ fn main() -> ExitCode {
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Demo {
-            story: Some(DemoStory::TaskPack { pack, cache }),
+            story:
+                Some(DemoStory::TaskPack {
+                    pack,
+                    cache,
+                    interactive,
+                }),
             ..
-        } => demo_task_pack::run(pack, cache).await,
+        } => demo_task_pack::run(pack, cache, interactive).await,
         Command::Demo {
             story: None,
             ask,

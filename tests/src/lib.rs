@@ -7,6 +7,7 @@
 //! handshake refusals.
 
 pub mod packs;
+pub mod tasks;
 pub mod workbench;
 
 use std::path::Path;

@@ -1,0 +1,208 @@
+//! The task-run fixture (tests/tests/task_run.rs, benches/task_run.rs): the workbench's body
+//! fixture with the deterministic inference fixture as the binding's model runtime — core's
+//! `settings.tasks` and egress-provider's `settings.portal` name its endpoint, and
+//! egress-provider reaches it by an exact local road trusting only its CA — plus an operator
+//! at the real `reach hil watch` who answers every request with the real CLI.
+#![allow(clippy::disallowed_methods)] // Test knobs, never secrets.
+
+use std::path::Path;
+
+use reach_inference_fixture::{FixtureConfig, FixtureServer};
+use reach_proto::core::v1 as core_pb;
+use reach_proto::core::v1::packs_client::PacksClient;
+use tokio::io::AsyncBufReadExt as _;
+use tokio_stream::StreamExt as _;
+use tonic::transport::Channel;
+
+use crate::TestBody;
+use crate::workbench::{Fixture, start_with};
+
+/// The goal every story asks.
+pub const GOAL: &str = "Mail for alice@example.test must be delivered locally to alice's \
+mailbox, and the server must not be an open relay.";
+
+/// The body, the inference fixture it calls, and the pack.
+#[derive(Debug)]
+pub struct Story {
+    pub f: Fixture,
+    pub model: FixtureServer,
+}
+
+/// Starts the story's body with the inference fixture answering as `variant`, the pack's
+/// sources edited by `edit` first.
+pub async fn start(variant: &str, edit: impl Fn(&Path) + Clone) -> Story {
+    // The fixture answers from the very sources the body installs.
+    let dir = tempfile::tempdir().unwrap();
+    crate::packs::copy_dir(
+        &reach_taskpack::preparable_pack(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../packs"))
+            .unwrap(),
+        dir.path(),
+    );
+    edit(dir.path());
+    let files = reach_taskpack::PackFiles::read_dir(dir.path()).unwrap();
+    let sources = reach_taskpack::Sources::parse(&files).unwrap();
+    let model = FixtureServer::start(FixtureConfig {
+        sources,
+        variant: variant.to_owned(),
+    })
+    .await
+    .unwrap();
+    let (endpoint, addr, host, ca) = (
+        model.url(),
+        model.addr(),
+        "127.0.0.1".to_owned(),
+        model.ca_pem(),
+    );
+    let f = start_with(edit, move |m, layout| {
+        let ca_file = layout.root().join("inference-fixture-ca.pem");
+        std::fs::create_dir_all(layout.root()).unwrap();
+        std::fs::write(&ca_file, ca).unwrap();
+        for role in m.roles.iter_mut() {
+            match role.name.as_str() {
+                "core" => {
+                    let mut t = toml::Table::new();
+                    t.insert("endpoint".into(), endpoint.clone().into());
+                    t.insert("model".into(), "reach-inference-fixture".into());
+                    role.settings.insert("tasks".into(), t.into());
+                }
+                "egress-provider" => {
+                    let mut portal = toml::Table::new();
+                    portal.insert("endpoint".into(), endpoint.clone().into());
+                    portal.insert("model".into(), "reach-inference-fixture".into());
+                    portal.insert("max_tokens".into(), 4096.into());
+                    let mut road = toml::Table::new();
+                    road.insert("host".into(), host.clone().into());
+                    road.insert("addr".into(), addr.to_string().into());
+                    let mut roads = toml::Table::new();
+                    roads.insert("local_roads".into(), vec![toml::Value::from(road)].into());
+                    roads.insert("ca_file".into(), ca_file.display().to_string().into());
+                    portal.insert("roads".into(), roads.into());
+                    role.settings.insert("portal".into(), portal.into());
+                    let dir = layout.secret_dir("egress-provider");
+                    reach_identity::files::ensure_secret_dir(&dir).unwrap();
+                    reach_identity::files::write_secret(
+                        &dir.join("provider-api-key"),
+                        b"sk-inference-fixture",
+                    )
+                    .unwrap();
+                }
+                _ => {}
+            }
+        }
+    })
+    .await;
+    Story { f, model }
+}
+
+impl Story {
+    /// Installs, activates and binds the pack with `hil` ("each-step" or "each-mutation").
+    pub async fn bind(&self, hil: &str) -> PacksClient<Channel> {
+        let mut packs = self.f.install_and_bind().await;
+        if hil != "each-mutation" {
+            packs
+                .bind(core_pb::BindRequest {
+                    pack: self.f.pack.clone(),
+                    workspace: "/tmp/reach-ws".into(),
+                    vm_backend: "qemu".into(),
+                    hil: hil.into(),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+        }
+        packs
+    }
+
+    /// Asks for `goal` and follows the run to its end: every event, in order.
+    pub async fn ask(
+        &self,
+        packs: &mut PacksClient<Channel>,
+        goal: &str,
+    ) -> Vec<core_pb::TaskEvent> {
+        let mut stream = packs
+            .ask_task(core_pb::AskTaskRequest {
+                pack: self.f.pack.clone(),
+                goal: goal.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut events = Vec::new();
+        while let Some(e) = stream.next().await {
+            let e = e.unwrap();
+            let end = e.kind == "ended";
+            events.push(e);
+            if end {
+                break;
+            }
+        }
+        events
+    }
+}
+
+/// What the operator does with one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Approve,
+    Deny(&'static str),
+    /// `reach bind pause PACK` first, then approve: the pause must still stop the step.
+    PauseThenApprove,
+}
+
+/// An operator at `reach hil watch`: each request as printed (its whole block) goes to
+/// `decide`, answered with the real CLI. Returns (request id, approved) per answer.
+pub fn operator(
+    body: &TestBody,
+    pack: &str,
+    decide: impl Fn(&str) -> Verdict + Send + 'static,
+) -> tokio::task::JoinHandle<Vec<(String, bool)>> {
+    let pack = pack.to_owned();
+    let reach = reach_launcher::default_bin_dir().join("reach");
+    let state = body.layout.root().to_owned();
+    tokio::spawn(async move {
+        let mut watch = tokio::process::Command::new(&reach)
+            .args(["hil", "watch", "--state"])
+            .arg(&state)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+        let mut answered = Vec::new();
+        let mut block = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.strip_prefix("answer: reach hil approve ") {
+                let id = rest.split_whitespace().next().unwrap().to_owned();
+                let verdict = decide(&block);
+                let run = async |args: &[&str]| {
+                    let out = tokio::process::Command::new(&reach)
+                        .args(args)
+                        .arg("--state")
+                        .arg(&state)
+                        .output()
+                        .await
+                        .unwrap();
+                    assert!(
+                        out.status.success(),
+                        "{args:?}: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                };
+                match verdict {
+                    Verdict::Approve => run(&["hil", "approve", &id]).await,
+                    Verdict::Deny(reason) => run(&["hil", "deny", &id, "--reason", reason]).await,
+                    Verdict::PauseThenApprove => {
+                        run(&["bind", "pause", &pack]).await;
+                        run(&["hil", "approve", &id]).await;
+                    }
+                }
+                answered.push((id, !matches!(verdict, Verdict::Deny(_))));
+                block.clear();
+            } else {
+                block.push_str(&line);
+                block.push('\n');
+            }
+        }
+        answered
+    })
+}

@@ -1,0 +1,302 @@
+//! Story 013's local profile end to end (issue #37): every role a process, real guests, the
+//! reference pack, the deterministic inference fixture as the binding's model runtime, and an
+//! operator at the real `reach hil watch` answering with the real CLI.
+//!
+//! The story: the Solver's open relay is rejected by the Reviewer in its own passage (no
+//! plan, no instance); the observations run on VM₁ and the verifier fails; the repair runs
+//! on VM₂ with exactly one HIL answer per mutation and all seven checks pass; each instance
+//! is destroyed with confirmation; the signed recipe's patch is the admitted one, and the
+//! guest received exactly it. Also: each-step asks for observations too; the retained
+//! negative run (an in-policy open relay the Reviewer misses) fails the verifier's relay
+//! check; a passage the fixture cannot answer ends the run with its code; and nothing the run
+//! retained holds a prompt, a host path or raw output.
+
+use reach_proto::core::v1 as core_pb;
+use reach_room::fact::{FactBody, RoomFact, SignedKind};
+use reach_tests::tasks::{GOAL, Verdict, operator, start};
+
+fn facts(trail: &core_pb::RunTrailResponse) -> Vec<RoomFact> {
+    trail
+        .facts
+        .iter()
+        .map(|f| {
+            reach_room::fact::verify(SignedKind::Fact, &f.bytes, &f.signature, &trail.public_key)
+                .expect("every fact verifies under the node key");
+            RoomFact::from_bytes(&f.bytes).unwrap()
+        })
+        .collect()
+}
+
+fn kinds(facts: &[RoomFact]) -> Vec<&'static str> {
+    facts.iter().map(|f| f.body.kind()).collect()
+}
+
+async fn trail(
+    packs: &mut reach_proto::core::v1::packs_client::PacksClient<tonic::transport::Channel>,
+    run: &str,
+) -> core_pb::RunTrailResponse {
+    packs
+        .run_trail(core_pb::RunRef { run_id: run.into() })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+fn records(trail: &core_pb::RunTrailResponse, kind: &str) -> Vec<serde_json::Value> {
+    trail
+        .records
+        .iter()
+        .filter(|r| r.kind == kind)
+        .map(|r| {
+            let k = SignedKind::from_name(&r.kind).unwrap();
+            reach_room::fact::verify(k, &r.bytes, &r.signature, &trail.public_key).unwrap();
+            serde_json::from_slice(&r.bytes).unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_story_reviews_observes_repairs_and_signs_a_recipe() {
+    let story = start("reference", |_| {}).await;
+    let mut packs = story.bind("each-mutation").await;
+    let approver = operator(&story.f.body, &story.f.pack, |_| Verdict::Approve);
+    let events = story.ask(&mut packs, GOAL).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.code, "concluded", "{events:#?}");
+    let run = last.run_id.clone();
+    let t = trail(&mut packs, &run).await;
+    let facts = facts(&t);
+    assert_eq!(
+        kinds(&facts),
+        [
+            "opened",
+            // Round 1: the open relay, rejected in the Reviewer's own passage.
+            "turn-opened",
+            "passage",
+            "proposal",
+            "turn-opened",
+            "passage",
+            "review",
+            "chair-decision",
+            // Round 2: observations on VM1; the verifier fails.
+            "turn-opened",
+            "passage",
+            "proposal",
+            "turn-opened",
+            "passage",
+            "review",
+            "chair-decision",
+            "experiment",
+            // Round 3: the repair on VM2; every check passes.
+            "turn-opened",
+            "passage",
+            "proposal",
+            "turn-opened",
+            "passage",
+            "review",
+            "chair-decision",
+            "experiment",
+            "concluded",
+        ]
+    );
+    let decisions: Vec<_> = facts
+        .iter()
+        .filter_map(|f| match &f.body {
+            FactBody::ChairDecision(d) => Some(format!("{:?}", d.decision)),
+            _ => None,
+        })
+        .collect();
+    assert!(decisions[0].starts_with("RequestRevision"), "{decisions:?}");
+    assert!(decisions[1].starts_with("Admit") && decisions[2].starts_with("Admit"));
+    let experiments: Vec<_> = facts
+        .iter()
+        .filter_map(|f| match &f.body {
+            FactBody::Experiment(e) => Some(e.verifier_passed),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(experiments, [false, true]);
+
+    // Each instance destroyed with the broker's confirmation; VM1's verifier failed exactly
+    // local-delivery.
+    let recs = records(&t, "execution-record");
+    assert_eq!(recs.len(), 2);
+    for r in &recs {
+        assert_eq!(r["destroyed"], true, "{r}");
+    }
+    let failed: Vec<_> = recs[0]["verifier"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["passed"] == false)
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(failed, ["local-delivery"]);
+    assert_ne!(recs[0]["instance"], recs[1]["instance"]);
+
+    // One HIL answer per mutation: VM1 observed only (none), VM2 patched and restarted (two).
+    approver.abort();
+    let answered = approver.await.unwrap_or_default();
+    let hil_in_records: usize = recs
+        .iter()
+        .map(|r| {
+            r["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| !s["hil_request"].is_null())
+                .count()
+        })
+        .sum();
+    assert_eq!(hil_in_records, 2, "{recs:?}");
+    assert!(answered.is_empty() || answered.len() == 2, "{answered:?}");
+
+    // The recipe: signed, the admitted patch exactly, every check passed.
+    let recipe = packs
+        .run_recipe(core_pb::RunRef {
+            run_id: run.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let r = recipe.recipe.unwrap();
+    reach_room::fact::verify(
+        SignedKind::Recipe,
+        &r.bytes,
+        &r.signature,
+        &recipe.public_key,
+    )
+    .unwrap();
+    let recipe: serde_json::Value = serde_json::from_slice(&r.bytes).unwrap();
+    assert!(
+        recipe["verifier"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["passed"] == true)
+    );
+    let admitted = facts
+        .iter()
+        .rev()
+        .find_map(|f| match &f.body {
+            FactBody::Proposal(p) => Some(p.candidate.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let admitted: serde_json::Value = serde_json::from_str(&admitted).unwrap();
+    let patches: Vec<_> = admitted["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "patch")
+        .cloned()
+        .collect();
+    assert_eq!(recipe["patch"]["steps"].as_array().unwrap(), &patches);
+    // What the guest received: the patch step's record names the file's digest after the
+    // patch, which is the baseline with exactly the recipe's edits applied.
+    let patched = recs[1]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "patch")
+        .unwrap()
+        .clone();
+    assert_eq!(patched["outcome"], "ok", "{patched}");
+
+    // Retention: nothing retained holds a prompt, a host path or unbounded output.
+    let state = story.f.body.layout.root().display().to_string();
+    for rec in t.facts.iter().chain(&t.records) {
+        let text = String::from_utf8_lossy(&rec.bytes);
+        assert!(
+            !text.contains("BEGIN UNTRUSTED"),
+            "a prompt fence in {text}"
+        );
+        assert!(
+            !text.contains("You are the Solver"),
+            "prompt text in {text}"
+        );
+        assert!(!text.contains(&state), "a host path in {text}");
+        assert!(!text.contains("/var/tmp/"), "a host path in {text}");
+    }
+    for r in &recs {
+        for s in r["steps"].as_array().unwrap() {
+            if let Some(out) = s["observation"]["output"].as_str() {
+                assert!(out.len() <= 4096 + 64, "unbounded output");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_step_asks_for_observations_and_a_denial_ends_the_run() {
+    let story = start("reference", |_| {}).await;
+    let mut packs = story.bind("each-step").await;
+    let denier = operator(&story.f.body, &story.f.pack, |_| Verdict::Deny("not now"));
+    let events = story.ask(&mut packs, GOAL).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.code, "hil/denied", "{events:#?}");
+    denier.abort();
+    let t = trail(&mut packs, &last.run_id).await;
+    let recs = records(&t, "execution-record");
+    assert_eq!(recs.len(), 1);
+    // The first step is an observation, and each-step asked for it.
+    let first = &recs[0]["steps"][0];
+    assert!(!first["hil_request"].is_null(), "{first}");
+    assert_eq!(recs[0]["destroyed"], true);
+    assert!(records(&t, "recipe").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_verifier_not_prose_fails_a_missed_open_relay() {
+    let story = start("missed-open-relay", |_| {}).await;
+    let mut packs = story.bind("each-mutation").await;
+    let approver = operator(&story.f.body, &story.f.pack, |_| Verdict::Approve);
+    let events = story.ask(&mut packs, GOAL).await;
+    approver.abort();
+    let last = events.last().unwrap();
+    assert_ne!(last.code, "concluded", "{events:#?}");
+    let t = trail(&mut packs, &last.run_id).await;
+    let recs = records(&t, "execution-record");
+    assert_eq!(recs.len(), 2, "{events:#?}");
+    let failed: Vec<_> = recs[1]["verifier"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["passed"] == false)
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(failed, ["relay-refused"], "{}", recs[1]);
+    assert!(records(&t, "recipe").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passage_the_fixture_cannot_answer_ends_the_run_with_its_code() {
+    // The pack's observe answer needs evidence the Room never sends: after the revision
+    // request, the fixture has no answer, and nothing advances.
+    let story = start("reference", |dir| {
+        reach_tests::packs::replace_in(
+            &dir.join("fixture/answers.toml"),
+            "when = { evidence = [\"revision-request\", \"review\"] }",
+            "when = { evidence = [\"revision-request\"] }",
+        )
+    })
+    .await;
+    let mut packs = story.bind("each-mutation").await;
+    let events = story.ask(&mut packs, GOAL).await;
+    let last = events.last().unwrap();
+    // The fixture refused with its code (an OpenAI-style 400); the provider's answer is
+    // definite, so the passage is refused and the Room ends with it.
+    assert_eq!(last.code, "provider/http-400", "{events:#?}");
+    let served = story.model.served();
+    assert!(
+        matches!(
+            served.last().map(|s| &s.outcome),
+            Some(reach_inference_fixture::Outcome::Refused(
+                "fixture/no-answer"
+            ))
+        ),
+        "{served:?}"
+    );
+    let t = trail(&mut packs, &last.run_id).await;
+    assert!(t.records.is_empty(), "no experiment ran");
+}
