@@ -348,9 +348,11 @@ impl Run {
             hil: Vec::new(),
         };
         let execution = coordinator.run(&setup, &plan, &mut progress).await;
-        self.hil_requests.extend(progress.hil);
+        self.hil_requests
+            .extend(progress.hil.iter().map(|(_, id)| id.clone()));
         let forbidden: Vec<&str> = self.inner.forbidden.iter().map(String::as_str).collect();
-        let rec = record::execution_record(&self.id, n, &plan, &execution, &forbidden);
+        let rec =
+            record::execution_record(&self.id, n, &plan, &execution, &progress.hil, &forbidden);
         let bytes = rec.canonical_bytes();
         let digest = Sha256Digest::of(&bytes);
         let signed = signer::sign(&self.inner.ward, SignedKind::ExecutionRecord, &bytes).await?;
@@ -548,12 +550,13 @@ impl Run {
 struct Progress {
     events: broadcast::Sender<pb::TaskEvent>,
     run: String,
-    hil: Vec<String>,
+    /// Each request filed: its step index and id.
+    hil: Vec<(u32, String)>,
 }
 
 impl reach_experiment::Progress for Progress {
     fn hil_filed(&mut self, view: &reach_proto::ward::v1::HilRequestView) {
-        self.hil.push(view.id.clone());
+        self.hil.push((view.step_index, view.id.clone()));
         let _ = self.events.send(pb::TaskEvent {
             run_id: self.run.clone(),
             kind: "hil-waiting".into(),

@@ -52,6 +52,7 @@ pub fn execution_record(
     n: u32,
     plan: &StampedPlan,
     x: &Execution,
+    filed: &[(u32, String)],
     forbidden: &[&str],
 ) -> ExecutionRecord {
     let mut steps = Vec::with_capacity(plan.steps.len());
@@ -117,7 +118,15 @@ pub fn execution_record(
             step_digest: step.digest,
             kind: kind_of(&step.action).into(),
             outcome,
-            hil_request: ran.and_then(|o| o.hil_request.clone()),
+            // The request the operator answered; a denied or expired step keeps the one
+            // filed for it.
+            hil_request: ran.and_then(|o| o.hil_request.clone()).or_else(|| {
+                filed
+                    .iter()
+                    .rev()
+                    .find(|(i, _)| *i as usize == index)
+                    .map(|(_, id)| id.clone())
+            }),
             observation,
         });
     }
