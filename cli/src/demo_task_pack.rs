@@ -182,7 +182,7 @@ pub async fn run(
     let mut m = crate::load_manifest(None)?;
     // The whole body, Discord roles included, on a loopback Discord as `reach demo` runs it.
     let _discord = crate::demo::start_discord(&mut m, &layout).await?;
-    configure(&mut m, &layout, &key, &cache, &fixture)?;
+    configure(&mut m, &layout, &key, &cache, &pins, &fixture)?;
     let body = crate::demo::quiet_body(&m, &layout).await?;
     println!(
         "  {} roles up behind mTLS ports; core trusts the demo key\n",
@@ -261,6 +261,7 @@ fn configure(
     layout: &StateLayout,
     key: &reach_taskpack::PackKey,
     cache: &Path,
+    pins: &crate::image::PackPins,
     fixture: &reach_inference_fixture::FixtureServer,
 ) -> anyhow::Result<()> {
     let ca_file = layout.root().join("inference-fixture-ca.pem");
@@ -282,8 +283,18 @@ fn configure(
                 role.settings.insert("pack_keys".into(), keys.clone());
             }
             "vm-broker" => {
+                // The broker creates instances only from what it pins: the image and the
+                // prepared system just built or reused.
+                let pin = |(digest, dir): &(reach_digest::Sha256Digest, PathBuf)| {
+                    let mut t = toml::Table::new();
+                    t.insert("digest".into(), digest.to_string().into());
+                    t.insert("dir".into(), dir.display().to_string().into());
+                    toml::Value::Array(vec![t.into()])
+                };
                 role.settings
                     .insert("cache".into(), cache.display().to_string().into());
+                role.settings.insert("images".into(), pin(&pins.image));
+                role.settings.insert("prepared".into(), pin(&pins.prepared));
                 role.settings.insert("pack_keys".into(), keys.clone());
             }
             "egress-provider" => {
