@@ -168,6 +168,12 @@ async fn the_story_reviews_observes_repairs_and_signs_a_recipe() {
     )
     .unwrap();
     let recipe: serde_json::Value = serde_json::from_slice(&r.bytes).unwrap();
+    // Its disclosure names the evidence class and the very key it is signed under.
+    assert_eq!(
+        recipe["disclosure"]["evidence_class"],
+        "deterministic-inference/real-execution"
+    );
+    assert_eq!(recipe["disclosure"]["signer"], r.key_id.as_str());
     assert!(
         recipe["verifier"]["checks"]
             .as_array()
@@ -232,7 +238,43 @@ async fn each_step_asks_for_observations_and_a_denial_ends_the_run() {
     let story = start("reference", |_| {}).await;
     let mut packs = story.bind("each-step").await;
     let denier = operator(&story.f.body, &story.f.pack, |_| Verdict::Deny("not now"));
-    let events = story.ask(&mut packs, GOAL).await;
+    // The binding runs one task at a time: a second ask while the first is driven (it waits
+    // for the operator at its first step at the earliest) is refused before anything starts.
+    let mut first = packs
+        .ask_task(core_pb::AskTaskRequest {
+            pack: story.f.pack.clone(),
+            goal: GOAL.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let opened = tokio_stream::StreamExt::next(&mut first)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(opened.kind, "opened");
+    let second = packs
+        .ask_task(core_pb::AskTaskRequest {
+            pack: story.f.pack.clone(),
+            goal: GOAL.into(),
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        second
+            .message()
+            .starts_with("local-binding/max-concurrent-runs"),
+        "{second:?}"
+    );
+    let mut events = vec![opened];
+    while let Some(e) = tokio_stream::StreamExt::next(&mut first).await {
+        let e = e.unwrap();
+        let end = e.kind == "ended";
+        events.push(e);
+        if end {
+            break;
+        }
+    }
     let last = events.last().unwrap();
     assert_eq!(last.code, "hil/denied", "{events:#?}");
     denier.abort();

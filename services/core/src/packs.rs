@@ -713,6 +713,7 @@ pub struct Runnable {
     pub hil: reach_plan::HilMode,
     pub prepared_digest: String,
     pub model: String,
+    pub max_concurrent_runs: u32,
 }
 
 impl PackPort {
@@ -755,6 +756,7 @@ impl PackPort {
             hil,
             prepared_digest: status.prepared_digest,
             model: b.model.unwrap_or_default(),
+            max_concurrent_runs: b.max_concurrent_runs,
         })
     }
 

@@ -66,8 +66,8 @@ struct Inner {
     settings: TaskSettings,
     /// Host paths that never leave in a payload or a retained record.
     forbidden: Vec<String>,
-    /// Each live run's event channel (subscribers come and go; the run does not wait).
-    live: Mutex<HashMap<String, broadcast::Sender<pb::TaskEvent>>>,
+    /// Runs being driven, per pack (the binding's `max_concurrent_runs` bounds them).
+    running: Mutex<HashMap<String, u32>>,
 }
 
 impl TaskRuns {
@@ -95,7 +95,7 @@ impl TaskRuns {
                 provider: ProviderCallClient::new(provider),
                 settings,
                 forbidden,
-                live: Mutex::default(),
+                running: Mutex::default(),
             }),
         }
     }
@@ -130,18 +130,13 @@ impl TaskRuns {
             ));
         }
         let runnable = self.inner.packs.runnable(&pack).await?;
+        // The binding's concurrency, counted and taken under one lock.
+        let slot = RunSlot::take(&self.inner, &pack, runnable.max_concurrent_runs)?;
         let (tx, rx) = broadcast::channel(256);
-        let run = drive::Run::open(self.inner.clone(), runnable, goal, tx.clone()).await?;
-        let run_id = run.id().to_owned();
-        self.inner
-            .live
-            .lock()
-            .expect("live runs")
-            .insert(run_id.clone(), tx);
-        let inner = self.inner.clone();
+        let run = drive::Run::open(self.inner.clone(), runnable, goal, tx).await?;
         tokio::spawn(async move {
             run.drive().await;
-            inner.live.lock().expect("live runs").remove(&run_id);
+            drop(slot);
         });
         let stream = tokio_stream::wrappers::BroadcastStream::new(rx);
         let stream = tokio_stream::StreamExt::filter_map(stream, |e| e.ok().map(Ok));
@@ -330,6 +325,40 @@ fn summary_json(r: &reach_phylactery::RunRow) -> serde_json::Value {
         "opened_at_ms": r.opened_at.0,
         "ended_at_ms": r.ended_at.map(|t| t.0),
     })
+}
+
+/// One of a binding's concurrent runs, given back when dropped.
+struct RunSlot {
+    inner: Arc<Inner>,
+    pack: String,
+}
+
+impl RunSlot {
+    fn take(inner: &Arc<Inner>, pack: &str, max: u32) -> Result<RunSlot, Status> {
+        let mut running = inner.running.lock().expect("running runs");
+        let n = running.entry(pack.to_owned()).or_default();
+        if *n >= max.max(1) {
+            return Err(Status::failed_precondition(format!(
+                "local-binding/max-concurrent-runs: {pack} already runs {n} of {} (wait for \
+                 it to end: reach task list)",
+                max.max(1)
+            )));
+        }
+        *n += 1;
+        Ok(RunSlot {
+            inner: inner.clone(),
+            pack: pack.to_owned(),
+        })
+    }
+}
+
+impl Drop for RunSlot {
+    fn drop(&mut self) {
+        let mut running = self.inner.running.lock().expect("running runs");
+        if let Some(n) = running.get_mut(&self.pack) {
+            *n = n.saturating_sub(1);
+        }
+    }
 }
 
 /// A stream that ends right after the item whose kind is `ended`.

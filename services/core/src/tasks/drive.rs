@@ -40,6 +40,8 @@ pub struct Run {
     records: Vec<(ExecutionRecord, Sha256Digest)>,
     /// HIL requests the operator answered, in order.
     hil_requests: Vec<String>,
+    /// The key id ward signed this run's facts with.
+    key_id: String,
 }
 
 impl std::fmt::Debug for Run {
@@ -109,13 +111,10 @@ impl Run {
             plan: None,
             records: Vec::new(),
             hil_requests: Vec::new(),
+            key_id: String::new(),
         };
         run.store(opened).await?;
         Ok(run)
-    }
-
-    pub fn id(&self) -> &str {
-        self.id.as_str()
     }
 
     /// Drives the Room to its end; a failure to record ends the run with its code.
@@ -434,6 +433,7 @@ impl Run {
             &self.records,
             &self.hil_requests,
             &self.inner.settings,
+            &self.key_id,
         )?;
         let bytes = recipe.canonical_bytes();
         let forbidden: Vec<&str> = self.inner.forbidden.iter().map(String::as_str).collect();
@@ -502,6 +502,7 @@ impl Run {
     async fn store(&mut self, fact: RoomFact) -> Result<(), Status> {
         let bytes = fact.canonical_bytes();
         let signed = signer::sign(&self.inner.ward, SignedKind::Fact, &bytes).await?;
+        self.key_id.clone_from(&signed.key_id);
         self.inner
             .vault
             .fact_append(

@@ -175,6 +175,7 @@ pub fn recipe(
     records: &[(ExecutionRecord, Sha256Digest)],
     hil_requests: &[String],
     settings: &TaskSettings,
+    key_id: &str,
 ) -> Result<Recipe, Status> {
     let (diagnosis, patch_steps) = reach_room::recipe::admitted_parts(candidate)
         .map_err(|_| Status::internal("room/admitted-not-a-candidate"))?;
@@ -204,7 +205,7 @@ pub fn recipe(
             evidence_class: format!("{}/real-execution", settings.class),
             model_runtime: settings.model.clone(),
             retained: "links-and-digests".into(),
-            signer: facts.first().map(|_| "node".to_owned()).unwrap_or_default(),
+            signer: key_id.to_owned(),
         },
     })
 }
