@@ -224,6 +224,38 @@ async fn the_story_reviews_observes_repairs_and_signs_a_recipe() {
         assert!(!text.contains(&state), "a host path in {text}");
         assert!(!text.contains("/var/tmp/"), "a host path in {text}");
     }
+    // Every file the body left (ledgers, ward's store, logs, configs), the installed pack
+    // archive aside (the pack's own prompt documents are in it): no rendered prompt — its goal
+    // fence — and no raw passage payload.
+    let goal_fence = "----- BEGIN UNTRUSTED goal sha256:";
+    let mut stack = vec![story.f.body.layout.root().to_owned()];
+    let mut files = 0;
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n == "packs") {
+                    continue;
+                }
+                stack.push(path);
+            } else if path.is_file() {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                let text = String::from_utf8_lossy(&bytes);
+                assert!(
+                    !text.contains(goal_fence),
+                    "a rendered prompt in {}",
+                    path.display()
+                );
+                assert!(
+                    !text.contains("reach.room.passage/1\",\"role"),
+                    "a passage payload in {}",
+                    path.display()
+                );
+                files += 1;
+            }
+        }
+    }
+    assert!(files > 10, "read only {files} files");
     for r in &recs {
         for s in r["steps"].as_array().unwrap() {
             if let Some(out) = s["observation"]["output"].as_str() {
