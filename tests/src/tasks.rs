@@ -10,11 +10,9 @@ use std::path::Path;
 use reach_inference_fixture::{FixtureConfig, FixtureServer};
 use reach_proto::core::v1 as core_pb;
 use reach_proto::core::v1::packs_client::PacksClient;
-use tokio::io::AsyncBufReadExt as _;
 use tokio_stream::StreamExt as _;
 use tonic::transport::Channel;
 
-use crate::TestBody;
 use crate::workbench::{Fixture, start_with};
 
 /// The goal every story asks.
@@ -138,71 +136,4 @@ impl Story {
         }
         events
     }
-}
-
-/// What the operator does with one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Approve,
-    Deny(&'static str),
-    /// `reach bind pause PACK` first, then approve: the pause must still stop the step.
-    PauseThenApprove,
-}
-
-/// An operator at `reach hil watch`: each request as printed (its whole block) goes to
-/// `decide`, answered with the real CLI. Returns (request id, approved) per answer.
-pub fn operator(
-    body: &TestBody,
-    pack: &str,
-    decide: impl Fn(&str) -> Verdict + Send + 'static,
-) -> tokio::task::JoinHandle<Vec<(String, bool)>> {
-    let pack = pack.to_owned();
-    let reach = reach_launcher::default_bin_dir().join("reach");
-    let state = body.layout.root().to_owned();
-    tokio::spawn(async move {
-        let mut watch = tokio::process::Command::new(&reach)
-            .args(["hil", "watch", "--state"])
-            .arg(&state)
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
-        let mut answered = Vec::new();
-        let mut block = String::new();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.strip_prefix("answer: reach hil approve ") {
-                let id = rest.split_whitespace().next().unwrap().to_owned();
-                let verdict = decide(&block);
-                let run = async |args: &[&str]| {
-                    let out = tokio::process::Command::new(&reach)
-                        .args(args)
-                        .arg("--state")
-                        .arg(&state)
-                        .output()
-                        .await
-                        .unwrap();
-                    assert!(
-                        out.status.success(),
-                        "{args:?}: {}",
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                };
-                match verdict {
-                    Verdict::Approve => run(&["hil", "approve", &id]).await,
-                    Verdict::Deny(reason) => run(&["hil", "deny", &id, "--reason", reason]).await,
-                    Verdict::PauseThenApprove => {
-                        run(&["bind", "pause", &pack]).await;
-                        run(&["hil", "approve", &id]).await;
-                    }
-                }
-                answered.push((id, !matches!(verdict, Verdict::Deny(_))));
-                block.clear();
-            } else {
-                block.push_str(&line);
-                block.push('\n');
-            }
-        }
-        answered
-    })
 }

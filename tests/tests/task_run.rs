@@ -13,7 +13,8 @@
 
 use reach_proto::core::v1 as core_pb;
 use reach_room::fact::{FactBody, RoomFact, SignedKind};
-use reach_tests::tasks::{GOAL, Verdict, operator, start};
+use reach_tests::tasks::{GOAL, start};
+use reach_tests::workbench::{Verdict, operator};
 
 fn facts(trail: &core_pb::RunTrailResponse) -> Vec<RoomFact> {
     trail

@@ -12,76 +12,7 @@ use reach_experiment::{End, Execution, Quiet};
 use reach_plan::EffectClass;
 use reach_proto::core::v1 as core_pb;
 use reach_proto::ward::v1 as ward_pb;
-use reach_tests::TestBody;
-use reach_tests::workbench::{operator_ward, start};
-use tokio::io::AsyncBufReadExt as _;
-
-/// An operator at `reach hil watch`: each request as printed (its whole block) goes to
-/// `decide`, which says approve (`None`) or deny (`Some(reason)`); answered with the CLI.
-/// What the operator does with one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
-    Approve,
-    Deny(&'static str),
-    /// `reach bind pause PACK` first, then approve: the pause must still stop the step.
-    PauseThenApprove,
-}
-
-fn operator(
-    body: &TestBody,
-    pack: &str,
-    decide: impl Fn(&str) -> Verdict + Send + 'static,
-) -> tokio::task::JoinHandle<Vec<(String, bool)>> {
-    let pack = pack.to_owned();
-    let reach = reach_launcher::default_bin_dir().join("reach");
-    let state = body.layout.root().to_owned();
-    tokio::spawn(async move {
-        let mut watch = tokio::process::Command::new(&reach)
-            .args(["hil", "watch", "--state"])
-            .arg(&state)
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
-        let mut answered = Vec::new();
-        let mut block = String::new();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.strip_prefix("answer: reach hil approve ") {
-                let id = rest.split_whitespace().next().unwrap().to_owned();
-                let verdict = decide(&block);
-                let run = async |args: &[&str]| {
-                    let out = tokio::process::Command::new(&reach)
-                        .args(args)
-                        .arg("--state")
-                        .arg(&state)
-                        .output()
-                        .await
-                        .unwrap();
-                    assert!(
-                        out.status.success(),
-                        "{args:?}: {}",
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                };
-                match verdict {
-                    Verdict::Approve => run(&["hil", "approve", &id]).await,
-                    Verdict::Deny(reason) => run(&["hil", "deny", &id, "--reason", reason]).await,
-                    Verdict::PauseThenApprove => {
-                        run(&["bind", "pause", &pack]).await;
-                        run(&["hil", "approve", &id]).await;
-                    }
-                }
-                answered.push((id, !matches!(verdict, Verdict::Deny(_))));
-                block.clear();
-            } else {
-                block.push_str(&line);
-                block.push('\n');
-            }
-        }
-        answered
-    })
-}
+use reach_tests::workbench::{Verdict, operator, operator_ward, start};
 
 fn assert_destroyed(x: &Execution) {
     let d = x.destruction.as_ref().unwrap_or_else(|| panic!("{x:?}"));

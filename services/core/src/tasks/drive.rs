@@ -59,7 +59,8 @@ impl Run {
         events: broadcast::Sender<pb::TaskEvent>,
     ) -> Result<Run, Status> {
         let mut nonce = [0u8; 8];
-        getrandom(&mut nonce);
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce)
+            .map_err(|_| Status::internal("task/random: the system random source failed"))?;
         let id = RunId::new(format!("run-{}", hex::encode(nonce)))
             .map_err(|e| Status::internal(e.to_string()))?;
         let pack = &runnable.pack;
@@ -643,13 +644,5 @@ fn model_label(r: &Runnable) -> String {
         "model-runtime".into()
     } else {
         r.model.clone()
-    }
-}
-
-/// Random bytes from the OS.
-fn getrandom(buf: &mut [u8]) {
-    use std::io::Read as _;
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = f.read_exact(buf);
     }
 }
