@@ -160,6 +160,9 @@ impl Gate {
 
 #[tonic::async_trait]
 impl ProviderCall for Gate {
+    /// The attempt runs on its own task: a caller that goes away (core killed mid-call) drops
+    /// only its wait, never an attempt between its bytes and its log line, so every transmitted
+    /// attempt is logged with its decision.
     async fn call(&self, req: Request<CallRequest>) -> Result<Response<CallResponse>, Status> {
         let r = req.into_inner();
         let default = if self.portal.is_some() {
@@ -167,8 +170,19 @@ impl ProviderCall for Gate {
         } else {
             Kind::A2a
         };
+        let kind = Kind::parse(&r.kind, default)?;
+        let gate = self.clone();
+        let answer = tokio::spawn(async move { gate.carry(kind, r).await })
+            .await
+            .map_err(|_| Status::internal("the attempt's task failed"))?;
+        Ok(Response::new(answer))
+    }
+}
+
+impl Gate {
+    async fn carry(&self, kind: Kind, r: CallRequest) -> CallResponse {
         let (decision, attempt) = (r.decision_id.clone(), r.attempt_id.clone());
-        let answer = match Kind::parse(&r.kind, default)? {
+        let answer = match kind {
             Kind::Model => match &self.portal {
                 Some(portal) => self.model(portal, r).await,
                 None => refused("egress/adapter-not-configured".into()),
@@ -185,7 +199,7 @@ impl ProviderCall for Gate {
             transmitted = answer.transmitted,
             "provider call"
         );
-        Ok(Response::new(answer))
+        answer
     }
 }
 
