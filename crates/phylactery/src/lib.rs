@@ -11,7 +11,8 @@
 //!
 //! Beside the chain it keeps the operator's task packs: installed versions, their lifecycle and
 //! generation, and each pack's local binding ([`taskpack`]); and the task runs driven under
-//! them, each with its Room's signed fact chain, passages and records ([`room`]).
+//! them, each with its Room's signed fact chain, passages and records ([`room`]), and the journal of
+//! their experiments and steps ([`journal`]).
 //!
 //! One [`Phylactery`] handle wraps either an embedded SQLite file (the default; WAL, bundled
 //! libsqlite3) or a PostgreSQL pool (the scale path); the rules are written once above the
@@ -35,6 +36,7 @@ pub mod highwater;
 pub mod ids;
 pub mod intent;
 pub mod intercom;
+pub mod journal;
 pub mod recovery;
 pub mod room;
 pub mod state;
@@ -65,13 +67,15 @@ pub use highwater::{HighWaterMark, RollbackDetail};
 pub use ids::{AdmissionId, AttemptId, DecisionId, IntentId, MAX_NONCE_LEN, RunId, TurnId};
 pub use intent::{ClaimedIntent, DeliveryEvidence, DeliveryReport, IntentRecord, Lease};
 pub use intercom::{IntercomTaskRecord, IntercomTaskSpec, IntercomUpdate};
+pub use journal::{ExperimentRow, NewExperiment, StepRow};
 pub use recovery::RecoveryReport;
 pub use room::{
     NewPassage, NewRun, PassageRow, PassageSettlement, PassageState, RecordKind, RoomRefusal,
     RunRow, RunState, StoredFact, StoredRecord,
 };
 pub use state::{
-    AttemptState, DeliveryOutcome, IntentState, IntercomTaskState, PackEventKind, TurnState,
+    AttemptState, DeliveryOutcome, ExperimentState, IntentState, IntercomTaskState, PackEventKind,
+    StepState, TurnState,
 };
 pub use taint::{TaintAction, TaintReport, TaintedRecord};
 pub use taskpack::{

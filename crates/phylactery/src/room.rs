@@ -364,6 +364,32 @@ pub enum RoomRefusal {
     /// `room/decision-reused`: an egress decision authorizes one passage.
     #[error("egress decision {decision_id} was already used by a passage")]
     DecisionReused { decision_id: String },
+    /// `journal/experiment-exists`: an experiment with this id (or this run and number) was
+    /// already journaled.
+    #[error("experiment {experiment_id} already exists")]
+    ExperimentExists { experiment_id: String },
+    /// `journal/experiment-missing`: no such experiment.
+    #[error("experiment {experiment_id} does not exist")]
+    ExperimentMissing { experiment_id: String },
+    /// `journal/step-missing`: the experiment has no such step.
+    #[error("experiment {experiment_id} has no step {index}")]
+    StepMissing { experiment_id: String, index: u32 },
+    /// `journal/invalid-transition`: the move is not in the record's transition table.
+    #[error("{record} {id} cannot go from {from} to {to}")]
+    InvalidTransition {
+        record: &'static str,
+        id: String,
+        from: &'static str,
+        to: &'static str,
+    },
+    /// `journal/experiment-unfinished`: the run has an experiment whose instance may still
+    /// exist, so nothing final is published.
+    #[error("run {run_id} has experiment {experiment_id} {state}")]
+    ExperimentUnfinished {
+        run_id: String,
+        experiment_id: String,
+        state: &'static str,
+    },
     /// `room/record-conflict`: a record with this key holds other bytes.
     #[error("the {kind} {n} of run {run_id} is already stored with other bytes")]
     RecordConflict {
@@ -387,6 +413,11 @@ impl RoomRefusal {
             Self::PassageSettled { .. } => "room/passage-settled",
             Self::DecisionReused { .. } => "room/decision-reused",
             Self::RecordConflict { .. } => "room/record-conflict",
+            Self::ExperimentExists { .. } => "journal/experiment-exists",
+            Self::ExperimentMissing { .. } => "journal/experiment-missing",
+            Self::StepMissing { .. } => "journal/step-missing",
+            Self::InvalidTransition { .. } => "journal/invalid-transition",
+            Self::ExperimentUnfinished { .. } => "journal/experiment-unfinished",
         }
     }
 }
@@ -512,6 +543,7 @@ impl Phylactery {
     ) -> Result<RunRow> {
         let mut tx = self.pool().begin().await?;
         open_run(&mut tx, run_id).await?;
+        crate::journal::check_finished(&mut tx, run_id).await?;
         let changed = tx
             .execute(
                 "UPDATE task_runs SET state = $1, end_code = $2, ended_at_ms = $3
@@ -895,7 +927,7 @@ async fn run_locked(tx: &mut Tx, run_id: &str) -> Result<RunRow> {
 }
 
 /// The run's row, locked and open; `room/run-missing` or `room/run-not-open` otherwise.
-async fn open_run(tx: &mut Tx, run_id: &str) -> Result<RunRow> {
+pub(crate) async fn open_run(tx: &mut Tx, run_id: &str) -> Result<RunRow> {
     let run = run_locked(tx, run_id).await?;
     if run.state != RunState::Open {
         return Err(RoomRefusal::RunNotOpen {

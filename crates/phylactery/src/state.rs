@@ -351,3 +351,90 @@ mod tests {
         }
     }
 }
+
+str_enum!(
+    /// State of one experiment of a task run: its instance, from creation to a destruction
+    /// core has seen confirmed (seed 000's run journal; `crate::journal`). The outcome states
+    /// (SUCCEEDED, VERIFICATION_FAILED, FAILED, REFUSED) are written only once the instance's
+    /// destruction is confirmed; an experiment whose instance may still exist is
+    /// ROLLBACK_PENDING until the broker confirms (or reaps) it, then DESTROYED.
+    ExperimentState {
+        /// Journaled before workbench is asked for an instance.
+        Creating = "CREATING",
+        /// The instance exists; steps run in order.
+        Running = "RUNNING",
+        /// The plan's verify step started.
+        Verifying = "VERIFYING",
+        /// Every check of the verifier passed; the instance is destroyed.
+        Succeeded = "SUCCEEDED",
+        /// The verifier ran and a check failed; the instance is destroyed.
+        VerificationFailed = "VERIFICATION_FAILED",
+        /// A step ran and did not succeed; the instance is destroyed.
+        Failed = "FAILED",
+        /// A step (or the instance) was refused before anything of it ran; destroyed if created.
+        Refused = "REFUSED",
+        /// The instance may exist and its destruction is not confirmed (a step's outcome is
+        /// unknown, the run was interrupted, or the destroy's reply was lost): nothing final
+        /// is published.
+        RollbackPending = "ROLLBACK_PENDING",
+        /// A pending rollback's destruction was confirmed.
+        Destroyed = "DESTROYED",
+    }
+);
+
+impl ExperimentState {
+    /// The transition table, identical to the database trigger `run_experiment_transition`.
+    pub fn can_become(self, to: ExperimentState) -> bool {
+        use ExperimentState::*;
+        match self {
+            Creating => matches!(to, Running | Refused | RollbackPending),
+            Running => matches!(to, Verifying | Failed | Refused | RollbackPending),
+            Verifying => matches!(to, Succeeded | VerificationFailed | RollbackPending),
+            RollbackPending => to == Destroyed,
+            _ => false,
+        }
+    }
+
+    /// No further transition exists.
+    pub fn is_terminal(self) -> bool {
+        ExperimentState::ALL.iter().all(|&to| !self.can_become(to))
+    }
+
+    /// Steps may be granted and started.
+    pub fn runs_steps(self) -> bool {
+        matches!(self, ExperimentState::Running | ExperimentState::Verifying)
+    }
+}
+
+str_enum!(
+    /// State of one stamped step of an experiment. STARTED is durable before the step is sent
+    /// to workbench; a STARTED step whose outcome was lost becomes UNKNOWN and is never
+    /// repeated.
+    StepState {
+        /// Not yet granted (it may wait for the operator's HIL answer).
+        Pending = "PENDING",
+        /// Ward minted its one-use grant.
+        Granted = "GRANTED",
+        /// Journaled before the step is sent to workbench: from here it may reach the guest.
+        Started = "STARTED",
+        /// Workbench reported it ran and succeeded.
+        Applied = "APPLIED",
+        /// Workbench reported it ran and failed, or refused it before any effect.
+        Failed = "FAILED",
+        /// It may have reached the guest and its outcome is not known.
+        Unknown = "UNKNOWN",
+    }
+);
+
+impl StepState {
+    /// The transition table, identical to the database trigger `run_step_transition`.
+    pub fn can_become(self, to: StepState) -> bool {
+        use StepState::*;
+        match self {
+            Pending => to == Granted,
+            Granted => to == Started,
+            Started => matches!(to, Applied | Failed | Unknown),
+            _ => false,
+        }
+    }
+}

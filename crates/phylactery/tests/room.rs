@@ -13,8 +13,6 @@ use std::time::Duration;
 use common::*;
 use reach_digest::Sha256Digest;
 use reach_phylactery::*;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::sqlite::SqliteConnectOptions;
 
 const RUN: &str = "run-0a1b2c";
 
@@ -485,55 +483,6 @@ async fn a_restart_keeps_everything(db: Db) {
         .await
         .unwrap();
     p.close().await;
-}
-
-/// A raw connection to the same database, bypassing every Rust check.
-enum Raw {
-    Sqlite(sqlx::SqlitePool),
-    Postgres(sqlx::PgPool),
-}
-
-impl Raw {
-    async fn of(cfg: &VaultConfig) -> Raw {
-        match &cfg.location {
-            StoreLocation::Sqlite { path } => Raw::Sqlite(
-                sqlx::SqlitePool::connect_with(
-                    SqliteConnectOptions::new()
-                        .filename(path)
-                        .foreign_keys(true),
-                )
-                .await
-                .unwrap(),
-            ),
-            StoreLocation::Postgres { url, schema } => {
-                let opts: PgConnectOptions = url.parse().unwrap();
-                let opts = opts.options([("search_path", schema.as_deref().unwrap())]);
-                Raw::Postgres(
-                    PgPoolOptions::new()
-                        .max_connections(1)
-                        .connect_with(opts)
-                        .await
-                        .unwrap(),
-                )
-            }
-        }
-    }
-
-    /// Runs one statement; returns the database's refusal text, or `None` if it was accepted.
-    async fn refused(&self, sql: &'static str) -> Option<String> {
-        let r = match self {
-            Raw::Sqlite(p) => sqlx::raw_sql(sql).execute(p).await.map(|_| ()),
-            Raw::Postgres(p) => sqlx::raw_sql(sql).execute(p).await.map(|_| ()),
-        };
-        r.err().map(|e| e.to_string())
-    }
-
-    async fn close(self) {
-        match self {
-            Raw::Sqlite(p) => p.close().await,
-            Raw::Postgres(p) => p.close().await,
-        }
-    }
 }
 
 async fn the_database_alone_holds_the_rules(db: Db) {

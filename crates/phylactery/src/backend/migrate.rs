@@ -73,6 +73,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "task_runs",
         sql: include_str!("../../migrations/sqlite/0011_task_runs.sql"),
     },
+    Migration {
+        version: 12,
+        name: "run_journal",
+        sql: include_str!("../../migrations/sqlite/0012_run_journal.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -140,6 +145,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 13,
         name: "task_runs",
         sql: include_str!("../../migrations/postgres/0013_task_runs.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "run_journal",
+        sql: include_str!("../../migrations/postgres/0014_run_journal.sql"),
     },
 ];
 

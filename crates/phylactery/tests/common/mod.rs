@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use reach_digest::Sha256Digest;
 use reach_phylactery::*;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::SqliteConnectOptions;
 
 pub const PG_ENV: &str = "REACH_TEST_DATABASE_URL";
 pub const T0: UnixMillis = UnixMillis(1_700_000_000_000);
@@ -241,6 +243,55 @@ impl Claimers {
                 let _ = p.reconcile_delivery(current, &evidence, "t").await;
             }
             Op::RecommitTurn => {}
+        }
+    }
+}
+
+/// A raw connection to the same database, bypassing every Rust check.
+pub enum Raw {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+impl Raw {
+    pub async fn of(cfg: &VaultConfig) -> Raw {
+        match &cfg.location {
+            StoreLocation::Sqlite { path } => Raw::Sqlite(
+                sqlx::SqlitePool::connect_with(
+                    SqliteConnectOptions::new()
+                        .filename(path)
+                        .foreign_keys(true),
+                )
+                .await
+                .unwrap(),
+            ),
+            StoreLocation::Postgres { url, schema } => {
+                let opts: PgConnectOptions = url.parse().unwrap();
+                let opts = opts.options([("search_path", schema.as_deref().unwrap())]);
+                Raw::Postgres(
+                    PgPoolOptions::new()
+                        .max_connections(1)
+                        .connect_with(opts)
+                        .await
+                        .unwrap(),
+                )
+            }
+        }
+    }
+
+    /// Runs one statement; returns the database's refusal text, or `None` if it was accepted.
+    pub async fn refused(&self, sql: &'static str) -> Option<String> {
+        let r = match self {
+            Raw::Sqlite(p) => sqlx::raw_sql(sql).execute(p).await.map(|_| ()),
+            Raw::Postgres(p) => sqlx::raw_sql(sql).execute(p).await.map(|_| ()),
+        };
+        r.err().map(|e| e.to_string())
+    }
+
+    pub async fn close(self) {
+        match self {
+            Raw::Sqlite(p) => p.close().await,
+            Raw::Postgres(p) => p.close().await,
         }
     }
 }
