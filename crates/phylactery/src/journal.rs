@@ -39,8 +39,17 @@ pub struct NewExperiment {
     /// 1 for the run's first experiment.
     pub n: u32,
     pub plan_digest: Sha256Digest,
-    /// The plan's steps, in order: (index, digest).
-    pub steps: Vec<(u32, Sha256Digest)>,
+    /// The plan's steps, in order.
+    pub steps: Vec<NewStep>,
+}
+
+/// A stamped step as the journal knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewStep {
+    pub index: u32,
+    pub digest: Sha256Digest,
+    /// `run`, `patch`, `restart` or `verify`.
+    pub kind: String,
 }
 
 /// An experiment, as journaled.
@@ -64,6 +73,8 @@ pub struct StepRow {
     pub experiment_id: String,
     pub index: u32,
     pub step_digest: Sha256Digest,
+    /// `run`, `patch`, `restart` or `verify`.
+    pub kind: String,
     pub state: StepState,
     /// Digest of workbench's step record (APPLIED, and FAILED when it ran).
     pub record_digest: Option<Sha256Digest>,
@@ -94,6 +105,7 @@ impl StepRow {
             experiment_id: r.text("experiment_id")?,
             index: small(r, "step_index")?,
             step_digest: digest(r, "step_digest")?,
+            kind: r.text("kind")?,
             state: StepState::parse(&r.text("state")?)?,
             record_digest: r
                 .opt_text("record_digest")?
@@ -134,10 +146,10 @@ const SELECT_RUN_UNFINISHED: &str =
      WHERE run_id = $1 AND state IN ('CREATING', 'RUNNING', 'VERIFYING', 'ROLLBACK_PENDING')
      ORDER BY n LIMIT 1";
 const SELECT_STEP: &str =
-    "SELECT experiment_id, step_index, step_digest, state, record_digest, code, updated_at_ms
+    "SELECT experiment_id, step_index, step_digest, kind, state, record_digest, code, updated_at_ms
      FROM run_steps WHERE experiment_id = $1 AND step_index = $2";
 const SELECT_STEPS: &str =
-    "SELECT experiment_id, step_index, step_digest, state, record_digest, code, updated_at_ms
+    "SELECT experiment_id, step_index, step_digest, kind, state, record_digest, code, updated_at_ms
      FROM run_steps WHERE experiment_id = $1 ORDER BY step_index";
 
 impl Phylactery {
@@ -151,6 +163,14 @@ impl Phylactery {
         }
         if e.steps.is_empty() {
             return Err(LedgerError::InvalidInput("an experiment has steps"));
+        }
+        if e.steps
+            .iter()
+            .any(|s| !matches!(s.kind.as_str(), "run" | "patch" | "restart" | "verify"))
+        {
+            return Err(LedgerError::InvalidInput(
+                "a step is run, patch, restart or verify",
+            ));
         }
         let now = self.now();
         let mut tx = self.pool().begin().await?;
@@ -182,12 +202,18 @@ impl Phylactery {
             ],
         )
         .await?;
-        for (index, d) in &e.steps {
+        for step in &e.steps {
             tx.execute(
-                "INSERT INTO run_steps (experiment_id, step_index, step_digest, state,
+                "INSERT INTO run_steps (experiment_id, step_index, step_digest, kind, state,
                     record_digest, code, updated_at_ms)
-                 VALUES ($1, $2, $3, 'PENDING', NULL, NULL, $4)",
-                &args![&e.experiment_id, i64::from(*index), d.to_string(), now.0],
+                 VALUES ($1, $2, $3, $4, 'PENDING', NULL, NULL, $5)",
+                &args![
+                    &e.experiment_id,
+                    i64::from(step.index),
+                    step.digest.to_string(),
+                    &step.kind,
+                    now.0
+                ],
             )
             .await?;
         }

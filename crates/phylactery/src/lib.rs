@@ -67,7 +67,7 @@ pub use highwater::{HighWaterMark, RollbackDetail};
 pub use ids::{AdmissionId, AttemptId, DecisionId, IntentId, MAX_NONCE_LEN, RunId, TurnId};
 pub use intent::{ClaimedIntent, DeliveryEvidence, DeliveryReport, IntentRecord, Lease};
 pub use intercom::{IntercomTaskRecord, IntercomTaskSpec, IntercomUpdate};
-pub use journal::{ExperimentRow, NewExperiment, StepRow};
+pub use journal::{ExperimentRow, NewExperiment, NewStep, StepRow};
 pub use recovery::RecoveryReport;
 pub use room::{
     NewPassage, NewRun, PassageRow, PassageSettlement, PassageState, RecordKind, RoomRefusal,

@@ -39,7 +39,11 @@ fn experiment(id: &str, n: u32, steps: u32) -> NewExperiment {
         n,
         plan_digest: Sha256Digest::of(format!("plan {id}")),
         steps: (0..steps)
-            .map(|i| (i, Sha256Digest::of(format!("step {i}"))))
+            .map(|i| NewStep {
+                index: i,
+                digest: Sha256Digest::of(format!("step {i}")),
+                kind: if i + 1 == steps { "verify" } else { "patch" }.into(),
+            })
             .collect(),
     }
 }
@@ -71,6 +75,10 @@ async fn an_experiment_runs_to_its_outcome(db: Db) {
     assert_eq!(steps.len(), 3);
     assert!(steps.iter().all(|s| s.state == StepState::Pending));
     assert_eq!(steps[2].step_digest, Sha256Digest::of("step 2"));
+    assert_eq!(
+        (steps[0].kind.as_str(), steps[2].kind.as_str()),
+        ("patch", "verify")
+    );
 
     // No step is granted before the instance exists.
     assert_eq!(
@@ -309,7 +317,7 @@ async fn the_database_alone_holds_the_rules(db: Db) {
     p.close().await;
 
     let raw = Raw::of(&cfg).await;
-    let cases: [(&'static str, &str); 8] = [
+    let cases: [(&'static str, &str); 9] = [
         (
             "UPDATE run_steps SET state = 'APPLIED', record_digest =
                 'sha256:0000000000000000000000000000000000000000000000000000000000000000'
@@ -323,6 +331,10 @@ async fn the_database_alone_holds_the_rules(db: Db) {
         (
             "UPDATE run_steps SET step_digest =
                 'sha256:1111111111111111111111111111111111111111111111111111111111111111'",
+            "ledger/immutable-identity",
+        ),
+        (
+            "UPDATE run_steps SET kind = 'run'",
             "ledger/immutable-identity",
         ),
         (

@@ -33,6 +33,7 @@ CREATE TABLE run_steps (
     experiment_id TEXT NOT NULL REFERENCES run_experiments (experiment_id),
     step_index BIGINT NOT NULL CHECK (step_index >= 0),
     step_digest TEXT NOT NULL CHECK (length(step_digest) = 71),
+    kind TEXT NOT NULL CHECK (kind IN ('run', 'patch', 'restart', 'verify')),
     state TEXT NOT NULL CHECK (state IN ('PENDING', 'GRANTED', 'STARTED', 'APPLIED', 'FAILED',
         'UNKNOWN')),
     record_digest TEXT CHECK (record_digest IS NULL OR length(record_digest) = 71),
@@ -73,7 +74,8 @@ CREATE FUNCTION run_step_transition_fn() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.experiment_id IS DISTINCT FROM OLD.experiment_id
         OR NEW.step_index IS DISTINCT FROM OLD.step_index
-        OR NEW.step_digest IS DISTINCT FROM OLD.step_digest THEN
+        OR NEW.step_digest IS DISTINCT FROM OLD.step_digest
+        OR NEW.kind IS DISTINCT FROM OLD.kind THEN
         RAISE EXCEPTION 'ledger/immutable-identity';
     END IF;
     IF NOT (

@@ -33,6 +33,7 @@ CREATE TABLE run_steps (
     experiment_id TEXT NOT NULL REFERENCES run_experiments (experiment_id),
     step_index INTEGER NOT NULL CHECK (step_index >= 0),
     step_digest TEXT NOT NULL CHECK (length(step_digest) = 71),
+    kind TEXT NOT NULL CHECK (kind IN ('run', 'patch', 'restart', 'verify')),
     state TEXT NOT NULL CHECK (state IN ('PENDING', 'GRANTED', 'STARTED', 'APPLIED', 'FAILED',
         'UNKNOWN')),
     record_digest TEXT CHECK (record_digest IS NULL OR length(record_digest) = 71),
@@ -75,7 +76,7 @@ BEGIN
 END;
 CREATE TRIGGER run_step_identity BEFORE UPDATE ON run_steps
 WHEN NEW.experiment_id IS NOT OLD.experiment_id OR NEW.step_index IS NOT OLD.step_index
-    OR NEW.step_digest IS NOT OLD.step_digest
+    OR NEW.step_digest IS NOT OLD.step_digest OR NEW.kind IS NOT OLD.kind
 BEGIN
     SELECT RAISE(ABORT, 'ledger/immutable-identity');
 END;
