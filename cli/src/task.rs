@@ -122,6 +122,30 @@ pub async fn run(command: TaskCommand) -> anyhow::Result<ExitCode> {
                     fact_detail(body)
                 );
             }
+            for x in parsed["experiments"].as_array().into_iter().flatten() {
+                println!(
+                    "  experiment {} {} on {}{}",
+                    x["n"],
+                    x["state"].as_str().unwrap_or("?"),
+                    x["instance_id"].as_str().unwrap_or("no instance"),
+                    x["code"]
+                        .as_str()
+                        .map(|c| format!(" ({c})"))
+                        .unwrap_or_default()
+                );
+                for s in x["steps"].as_array().into_iter().flatten() {
+                    println!(
+                        "    step {:<3} {:<8} {}{}",
+                        s["index"],
+                        s["kind"].as_str().unwrap_or("?"),
+                        s["state"].as_str().unwrap_or("?"),
+                        s["code"]
+                            .as_str()
+                            .map(|c| format!(" ({c})"))
+                            .unwrap_or_default()
+                    );
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         TaskCommand::Trail { run, body } => {

@@ -197,7 +197,12 @@ async fn main() {
     let mut coordinator = f.coordinator();
     let t = Instant::now();
     let x = coordinator
-        .run(&f.setup("bench-repair"), plan, &mut reach_experiment::Quiet)
+        .run(
+            &f.setup("bench-repair"),
+            plan,
+            &mut reach_experiment::Quiet,
+            &mut reach_experiment::Unjournaled,
+        )
         .await;
     let total = ms(t.elapsed());
     answering.abort();

@@ -375,3 +375,130 @@ async fn a_passage_the_fixture_cannot_answer_ends_the_run_with_its_code() {
     let t = trail(&mut packs, &last.run_id).await;
     assert!(t.records.is_empty(), "no experiment ran");
 }
+
+/// Core killed with SIGKILL the moment the repair's first mutation is journaled STARTED (it
+/// may be in the guest): after core starts again that step is UNKNOWN and never sent again,
+/// nothing after it runs, the instance is destroyed with the broker's confirmation, exactly
+/// one signed record says so, and the run ends once, with the Room's code for an unknown
+/// step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_killed_mid_step_leaves_it_unknown_and_the_instance_destroyed() {
+    use tokio_stream::StreamExt as _;
+    let mut story = start("reference", |_| {}).await;
+    let mut packs = story.bind("each-mutation").await;
+    let approver = operator(&story.f.body, &story.f.pack, |_| Verdict::Approve);
+    let mut stream = packs
+        .ask_task(core_pb::AskTaskRequest {
+            pack: story.f.pack.clone(),
+            goal: GOAL.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let (mut asked, mut events) = (false, Vec::new());
+    let started = loop {
+        let e = stream.next().await.expect("the run goes on").unwrap();
+        assert_ne!(e.kind, "ended", "{events:#?}");
+        asked |= e.kind == "hil-waiting";
+        let first_mutation = asked && e.kind == "step-started";
+        events.push(e);
+        if first_mutation {
+            break events.last().unwrap().clone();
+        }
+    };
+    let index: u32 = started
+        .text
+        .trim_start_matches("step ")
+        .trim_end_matches(" started")
+        .parse()
+        .unwrap();
+    let run = started.run_id.clone();
+    let launcher = story.f.body.body.as_mut().unwrap();
+    launcher.kill_role("core").await.unwrap();
+    drop(stream);
+    launcher.start_role("core").await.unwrap();
+
+    // Recovery settles the run by itself.
+    let view = tokio::time::timeout(std::time::Duration::from_secs(180), async {
+        loop {
+            if let Ok(v) = packs
+                .show_run(core_pb::RunRef {
+                    run_id: run.clone(),
+                })
+                .await
+                && v.get_ref().run.as_ref().unwrap().state != "open"
+            {
+                return v.into_inner();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    })
+    .await
+    .expect("the run is settled after the restart");
+    approver.abort();
+    let summary = view.run.as_ref().unwrap();
+    assert_eq!(
+        summary.end_code,
+        "room/experiment-unknown",
+        "{summary:?}\n{}",
+        story.f.body.log("core")
+    );
+    let json: serde_json::Value = serde_json::from_str(&view.json).unwrap();
+    let experiments = json["experiments"].as_array().unwrap();
+    assert_eq!(experiments.len(), 2, "{json:#}");
+    assert_eq!(experiments[0]["state"], "VERIFICATION_FAILED");
+    let x = &experiments[1];
+    assert_eq!(
+        (x["state"].as_str(), x["code"].as_str()),
+        (Some("DESTROYED"), Some("task/interrupted")),
+        "{x:#}"
+    );
+    for s in x["steps"].as_array().unwrap() {
+        let i = s["index"].as_u64().unwrap() as u32;
+        let want = match i.cmp(&index) {
+            std::cmp::Ordering::Less => "APPLIED",
+            std::cmp::Ordering::Equal => "UNKNOWN",
+            std::cmp::Ordering::Greater => "PENDING",
+        };
+        assert_eq!(s["state"], want, "step {i}: {x:#}");
+    }
+    // The instance is gone: no QEMU of it is left.
+    let instance = x["instance_id"].as_str().unwrap();
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", instance])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "QEMU of {instance} is left");
+
+    // One signed record of the interrupted experiment, and the Room's chain ends once.
+    let t = trail(&mut packs, &run).await;
+    let facts = facts(&t);
+    let k = kinds(&facts);
+    assert_eq!(k[k.len() - 2..], ["experiment", "ended"], "{k:?}");
+    assert_eq!(k.iter().filter(|k| **k == "ended").count(), 1);
+    match &facts[facts.len() - 2].body {
+        FactBody::Experiment(e) => assert_eq!((e.n, e.end.as_str()), (2, "unknown")),
+        other => panic!("{other:?}"),
+    }
+    let recs = records(&t, "execution-record");
+    assert_eq!(recs.len(), 2);
+    let unknown = &recs[1];
+    assert_eq!(unknown["destroyed"], true, "{unknown}");
+    assert_eq!(unknown["steps"][index as usize]["outcome"], "unknown");
+    assert!(records(&t, "recipe").is_empty());
+
+    // Never repeated: ward was asked about that step once, and about no step after it.
+    let asked = reach_tests::workbench::operator_ward(&story.f.body)
+        .list_hil_requests(reach_proto::ward::v1::ListHilRequestsRequest { all: true })
+        .await
+        .unwrap()
+        .into_inner()
+        .requests;
+    let this: Vec<_> = asked
+        .iter()
+        .filter(|h| h.experiment_id == format!("{run}-e2"))
+        .map(|h| h.step_index)
+        .collect();
+    assert_eq!(this, [index], "{asked:?}");
+    story.f.body.stop().await;
+}

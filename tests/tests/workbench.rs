@@ -221,6 +221,29 @@ async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
         .into_inner();
     assert_eq!(d.outcome, "destroyed");
     assert!(d.process_gone && d.overlay_deleted && d.sockets_deleted);
+    // A second destroy (recovery after a crash asks again) gets the broker's recorded
+    // confirmation, and nothing is destroyed twice; an experiment nobody knows, with no
+    // instance named, is refused.
+    let again = wb
+        .destroy_experiment(pb::DestroyExperimentRequest {
+            experiment_id: "exp-1".into(),
+            instance_id: created.instance_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (again.outcome.as_str(), again.at_unix_ms),
+        ("destroyed", d.at_unix_ms)
+    );
+    let e = wb
+        .destroy_experiment(pb::DestroyExperimentRequest {
+            experiment_id: "exp-unknown".into(),
+            instance_id: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "workbench/unknown-experiment", "{e:?}");
 
     // Only core calls the workbench: another role is refused at the handshake, the operator
     // (admitted to nothing of it) too.

@@ -8,11 +8,67 @@
 
 use std::time::Duration;
 
-use reach_experiment::{End, Execution, Quiet};
+use reach_experiment::{End, Execution, Journal, Mark, Quiet};
 use reach_plan::EffectClass;
 use reach_proto::core::v1 as core_pb;
 use reach_proto::ward::v1 as ward_pb;
 use reach_tests::workbench::{Verdict, operator, operator_ward, start};
+
+/// Every mark the coordinator journals, in order (what core writes to the Phylactery).
+#[derive(Default)]
+struct Marks(Vec<String>);
+
+impl Journal for Marks {
+    fn mark<'a>(
+        &'a mut self,
+        mark: Mark<'a>,
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send + 'a {
+        self.0.push(match mark {
+            Mark::Created { .. } => "created".to_owned(),
+            Mark::Granted { index } => format!("granted {index}"),
+            Mark::Started { index, .. } => format!("started {index}"),
+            Mark::Ran {
+                index, succeeded, ..
+            } => format!("ran {index} {succeeded}"),
+            Mark::Refused { index, code } => format!("refused {index} {code}"),
+            Mark::Unknown { index, code } => format!("unknown {index} {code}"),
+        });
+        std::future::ready(Ok(()))
+    }
+}
+
+/// A ledger that cannot make step `index`'s STARTED mark durable.
+struct FailsToStart(usize, Marks);
+
+impl Journal for FailsToStart {
+    fn mark<'a>(
+        &'a mut self,
+        mark: Mark<'a>,
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send + 'a {
+        let refuse = matches!(mark, Mark::Started { index, .. } if index == self.0);
+        // Marks records on the call; its future is already ready.
+        drop(self.1.mark(mark));
+        std::future::ready(if refuse {
+            Err("journal/unavailable".to_owned())
+        } else {
+            Ok(())
+        })
+    }
+}
+
+/// The marks of steps `0..n` each granted, started and run, in that order, after the
+/// instance was created.
+fn ran_in_order(n: usize) -> Vec<String> {
+    let mut m = vec!["created".to_owned()];
+    for i in 0..n {
+        m.extend([
+            format!("granted {i}"),
+            format!("started {i}"),
+            format!("ran {i} true"),
+        ]);
+    }
+    m
+}
 
 fn assert_destroyed(x: &Execution) {
     let d = x.destruction.as_ref().unwrap_or_else(|| panic!("{x:?}"));
@@ -46,7 +102,10 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
 
     // The operator denies the first change shown; nothing after it runs.
     let denier = operator(body, &f.pack, |_| Verdict::Deny("not on this instance"));
-    let x = experiment.run(&setup("exp-deny"), plan, &mut Quiet).await;
+    let mut marks = Marks::default();
+    let x = experiment
+        .run(&setup("exp-deny"), plan, &mut Quiet, &mut marks)
+        .await;
     denier.abort();
     let first = mutations[0];
     assert_eq!(
@@ -63,11 +122,32 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
         (0..first).collect::<Vec<_>>(),
         "only the observations before the denied step ran"
     );
+    // Each step was journaled granted, then started, before it ran; the denied one was
+    // never granted, so never started.
+    assert_eq!(marks.0, ran_in_order(first));
     assert!(
         x.steps
             .iter()
             .all(|s| s.succeeded && s.hil_request.is_none())
     );
+    assert_destroyed(&x);
+
+    // A step whose STARTED mark is not durable is never sent: the experiment ends there with
+    // the journal's code, and no step came back.
+    let mut failing = FailsToStart(0, Marks::default());
+    let x = experiment
+        .run(&setup("exp-nojournal"), plan, &mut Quiet, &mut failing)
+        .await;
+    assert_eq!(
+        x.end,
+        End::Refused {
+            index: 0,
+            code: "journal/unavailable".into()
+        },
+        "{x:?}"
+    );
+    assert!(x.steps.is_empty(), "{x:?}");
+    assert_eq!(failing.1.0, ["created", "granted 0", "started 0"]);
     assert_destroyed(&x);
 
     // Paused between steps: the operator pauses at the second change and approves it anyway;
@@ -81,7 +161,9 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
             Verdict::Approve
         }
     });
-    let x = experiment.run(&setup("exp-pause"), plan, &mut Quiet).await;
+    let x = experiment
+        .run(&setup("exp-pause"), plan, &mut Quiet, &mut Marks::default())
+        .await;
     pauser.abort();
     assert_eq!(
         x.end,
@@ -106,11 +188,15 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
         assert!(block.contains("contained-mutation"), "{block}");
         Verdict::Approve
     });
-    let x = experiment.run(&setup("exp-repair"), plan, &mut Quiet).await;
+    let mut marks = Marks::default();
+    let x = experiment
+        .run(&setup("exp-repair"), plan, &mut Quiet, &mut marks)
+        .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     approver.abort();
     assert_eq!(x.end, End::Completed, "{x:?}\n{}", body.log("workbench"));
     assert_eq!(x.steps.len(), plan.steps.len());
+    assert_eq!(marks.0, ran_in_order(plan.steps.len()));
     let asked: Vec<usize> = x
         .steps
         .iter()

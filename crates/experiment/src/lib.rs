@@ -10,9 +10,15 @@
 //! Whatever the end, the instance is destroyed and the broker's confirmation is kept in the
 //! [`Execution`].
 //!
+//! Every effect is journaled first ([`Journal`]): the instance once it exists, each grant, and
+//! each step as STARTED before it is sent to workbench, then its outcome. A step whose reply
+//! is lost (the transport failed, or workbench lost its broker mid-step) may have reached the
+//! guest: it ends the experiment [`End::Unknown`] and is never sent again.
+//!
 //! Invariants: nothing here answers a HIL request or turns a refusal into a retry; each step's
 //! grant is minted right before its execution and used once; the end's code is the one ward or
-//! workbench gave (`hil/denied`, `local-binding/paused`, `package/generation-stale`, …).
+//! workbench gave (`hil/denied`, `local-binding/paused`, `package/generation-stale`, …); no step
+//! is sent unless its STARTED mark was committed.
 
 use std::time::{Duration, Instant};
 
@@ -142,6 +148,60 @@ pub struct StepOutcome {
     pub record: Vec<u8>,
 }
 
+/// What the experiment journals as it goes. Each mark returns once it is durable; an error
+/// stops the experiment before its next effect.
+pub trait Journal: Send {
+    fn mark<'a>(
+        &'a mut self,
+        mark: Mark<'a>,
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send + 'a;
+}
+
+/// One journaled moment of an experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark<'a> {
+    /// The instance exists.
+    Created { instance_id: &'a str },
+    /// Ward minted step `index`'s grant.
+    Granted { index: usize },
+    /// Step `index` is about to be sent (`verify`: it is the plan's verifier).
+    Started { index: usize, verify: bool },
+    /// Workbench answered: the step ran, and its record.
+    Ran {
+        index: usize,
+        succeeded: bool,
+        record_digest: Sha256Digest,
+    },
+    /// Workbench refused the step with `code` before any effect.
+    Refused { index: usize, code: &'a str },
+    /// The step's outcome was lost (`code` says how): it may have reached the guest.
+    Unknown { index: usize, code: &'a str },
+}
+
+/// Journals nothing (a caller without a ledger: benches and tools).
+#[derive(Debug, Default)]
+pub struct Unjournaled;
+impl Journal for Unjournaled {
+    fn mark<'a>(
+        &'a mut self,
+        _mark: Mark<'a>,
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send + 'a {
+        std::future::ready(Ok(()))
+    }
+}
+
+/// Whether a step refused with `code` after it was sent may still have had an effect: the
+/// transport failed (`port/…`: the reply is lost) or workbench lost its broker mid-step.
+/// Every other code is a refusal before any effect (workbench writes nothing it refuses).
+pub fn outcome_lost(code: &str) -> bool {
+    code.starts_with("port/") || code == "workbench/broker-unavailable"
+}
+
+/// How many times [`Experiment::destroy`] asks before it leaves the instance to recovery.
+pub const DESTROY_TRIES: u32 = 3;
+/// How long it waits between asks.
+pub const DESTROY_RETRY: Duration = Duration::from_secs(1);
+
 /// How an experiment ended.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "end", rename_all = "kebab-case")]
@@ -154,6 +214,9 @@ pub enum End {
     Refused { index: usize, code: String },
     /// No instance could be created.
     NotCreated { code: String },
+    /// Step `index` was sent and its outcome is not known (`code`: how it was lost); nothing
+    /// after it ran, and it is never sent again.
+    Unknown { index: usize, code: String },
 }
 
 /// The broker's confirmation that the instance is gone.
@@ -168,9 +231,10 @@ pub struct Destruction {
 }
 
 impl Destruction {
-    /// Destroyed, with every part of the confirmation.
+    /// Destroyed (or reaped by the broker's start-up recovery), with every part of the
+    /// confirmation.
     pub fn confirmed(&self) -> bool {
-        self.outcome == "destroyed"
+        matches!(self.outcome.as_str(), "destroyed" | "reaped")
             && self.process_gone
             && self.overlay_deleted
             && self.sockets_deleted
@@ -206,6 +270,8 @@ pub struct Execution {
 pub trait Progress: Send {
     /// A HIL request was filed and waits for the operator.
     fn hil_filed(&mut self, _view: &ward_pb::HilRequestView) {}
+    /// Step `index` is journaled STARTED and about to be sent.
+    fn step_started(&mut self, _index: usize) {}
     /// A step ran.
     fn step_done(&mut self, _outcome: &StepOutcome) {}
 }
@@ -231,11 +297,12 @@ impl Experiment {
     }
 
     /// Runs `plan` on a fresh instance, then destroys it (see the module docs).
-    pub async fn run(
+    pub async fn run<J: Journal>(
         &mut self,
         setup: &Setup,
         plan: &StampedPlan,
         progress: &mut dyn Progress,
+        journal: &mut J,
     ) -> Execution {
         let mut timings = Timings::default();
         let started = Instant::now();
@@ -251,56 +318,44 @@ impl Experiment {
             })
             .await;
         timings.create_ms = elapsed_ms(started);
+        let not_created = |code: String, timings: Timings| Execution {
+            experiment_id: setup.experiment_id.clone(),
+            plan_digest: plan.digest,
+            instance_id: None,
+            steps: Vec::new(),
+            end: End::NotCreated { code },
+            destruction: None,
+            destroy_error: None,
+            timings,
+        };
         let instance = match created {
             Ok(r) => r.into_inner().instance_id,
-            Err(e) => {
-                return Execution {
-                    experiment_id: setup.experiment_id.clone(),
-                    plan_digest: plan.digest,
-                    instance_id: None,
-                    steps: Vec::new(),
-                    end: End::NotCreated {
-                        code: refusal_code(&e),
-                    },
-                    destruction: None,
-                    destroy_error: None,
-                    timings,
-                };
-            }
+            Err(e) => return not_created(refusal_code(&e), timings),
         };
         let mut steps = Vec::new();
-        let end = self
-            .steps(setup, plan, &instance, &mut steps, &mut timings, progress)
-            .await;
-        let started = Instant::now();
-        let destroyed = self
-            .workbench
-            .destroy_experiment(pb::DestroyExperimentRequest {
-                experiment_id: setup.experiment_id.clone(),
-                instance_id: instance.clone(),
+        let end = match journal
+            .mark(Mark::Created {
+                instance_id: &instance,
             })
-            .await;
-        timings.destroy_ms = elapsed_ms(started);
-        let (destruction, destroy_error) = match destroyed {
-            Ok(d) => {
-                let d = d.into_inner();
-                (
-                    Some(Destruction {
-                        instance_id: d.instance_id,
-                        outcome: d.outcome,
-                        process_gone: d.process_gone,
-                        overlay_deleted: d.overlay_deleted,
-                        sockets_deleted: d.sockets_deleted,
-                        at_unix_ms: d.at_unix_ms,
-                    }),
-                    None,
+            .await
+        {
+            Ok(()) => {
+                self.steps(
+                    setup,
+                    plan,
+                    &instance,
+                    &mut steps,
+                    &mut timings,
+                    progress,
+                    journal,
                 )
+                .await
             }
-            Err(e) => {
-                tracing::error!(instance, error = %e.message(), "instance destruction not confirmed");
-                (None, Some(e.message().to_owned()))
-            }
+            Err(code) => End::Refused { index: 0, code },
         };
+        let started = Instant::now();
+        let (destruction, destroy_error) = self.destroy(&setup.experiment_id, &instance).await;
+        timings.destroy_ms = elapsed_ms(started);
         Execution {
             experiment_id: setup.experiment_id.clone(),
             plan_digest: plan.digest,
@@ -313,7 +368,54 @@ impl Experiment {
         }
     }
 
-    async fn steps(
+    /// Destroys `instance` of experiment `experiment_id` through workbench, asking again
+    /// (up to [`DESTROY_TRIES`], [`DESTROY_RETRY`] apart) until the broker confirms it: the
+    /// broker's destroy is idempotent and answers a second call with its recorded
+    /// confirmation. The broker's confirmation, or the last error.
+    pub async fn destroy(
+        &mut self,
+        experiment_id: &str,
+        instance: &str,
+    ) -> (Option<Destruction>, Option<String>) {
+        let mut last = (None, None);
+        for attempt in 0..DESTROY_TRIES {
+            if attempt > 0 {
+                tokio::time::sleep(DESTROY_RETRY).await;
+            }
+            let destroyed = self
+                .workbench
+                .destroy_experiment(pb::DestroyExperimentRequest {
+                    experiment_id: experiment_id.to_owned(),
+                    instance_id: instance.to_owned(),
+                })
+                .await;
+            last = match destroyed {
+                Ok(d) => {
+                    let d = d.into_inner();
+                    let d = Destruction {
+                        instance_id: d.instance_id,
+                        outcome: d.outcome,
+                        process_gone: d.process_gone,
+                        overlay_deleted: d.overlay_deleted,
+                        sockets_deleted: d.sockets_deleted,
+                        at_unix_ms: d.at_unix_ms,
+                    };
+                    (Some(d), None)
+                }
+                Err(e) => {
+                    tracing::error!(instance, attempt, error = %e.message(), "instance destruction not confirmed");
+                    (None, Some(e.message().to_owned()))
+                }
+            };
+            if last.0.as_ref().is_some_and(Destruction::confirmed) {
+                break;
+            }
+        }
+        last
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn steps<J: Journal>(
         &mut self,
         setup: &Setup,
         plan: &StampedPlan,
@@ -321,6 +423,7 @@ impl Experiment {
         outcomes: &mut Vec<StepOutcome>,
         timings: &mut Timings,
         progress: &mut dyn Progress,
+        journal: &mut J,
     ) -> End {
         for step in &plan.steps {
             let s = StepRef {
@@ -350,11 +453,52 @@ impl Experiment {
                 Ok(g) => g.into_inner().grant,
                 Err(e) => return refused(refusal_code(&e)),
             };
+            if let Err(code) = journal.mark(Mark::Granted { index: step.index }).await {
+                return refused(code);
+            }
+            let verify = matches!(step.action, Action::Verify {});
+            // Durable before the step is sent: from here it may reach the guest.
+            if let Err(code) = journal
+                .mark(Mark::Started {
+                    index: step.index,
+                    verify,
+                })
+                .await
+            {
+                return refused(code);
+            }
+            progress.step_started(step.index);
             let executed = self.workbench.execute_step(execute_request(s, grant)).await;
             timings.steps_ms += elapsed_ms(started);
             let r = match executed {
                 Ok(r) => r.into_inner(),
-                Err(e) => return refused(refusal_code(&e)),
+                Err(e) => {
+                    let code = refusal_code(&e);
+                    let (mark, end) = if outcome_lost(&code) {
+                        (
+                            Mark::Unknown {
+                                index: step.index,
+                                code: &code,
+                            },
+                            End::Unknown {
+                                index: step.index,
+                                code: code.clone(),
+                            },
+                        )
+                    } else {
+                        (
+                            Mark::Refused {
+                                index: step.index,
+                                code: &code,
+                            },
+                            refused(code.clone()),
+                        )
+                    };
+                    // A mark that cannot be written leaves the step STARTED: recovery marks
+                    // it unknown, which is what the journal can prove.
+                    let _ = journal.mark(mark).await;
+                    return end;
+                }
             };
             let outcome = StepOutcome {
                 index: step.index,
@@ -365,6 +509,20 @@ impl Experiment {
                 record_digest: Sha256Digest::of(&r.record),
                 record: r.record,
             };
+            if let Err(code) = journal
+                .mark(Mark::Ran {
+                    index: step.index,
+                    succeeded: outcome.succeeded,
+                    record_digest: outcome.record_digest,
+                })
+                .await
+            {
+                // Ran, but the journal still says STARTED: only unknown is provable.
+                return End::Unknown {
+                    index: step.index,
+                    code,
+                };
+            }
             progress.step_done(&outcome);
             let succeeded = outcome.succeeded;
             outcomes.push(outcome);

@@ -23,6 +23,7 @@ use crate::packs::PackPort;
 use crate::ports::status as ledger_status;
 
 mod drive;
+mod journal;
 mod passage;
 mod record;
 mod signer;
@@ -160,9 +161,26 @@ impl TaskRuns {
                 .map_err(|e| Status::internal(format!("room/stored-fact: {e}")))?;
             parsed.push(fact);
         }
+        let mut experiments = Vec::new();
+        for x in self
+            .inner
+            .vault
+            .experiments(run)
+            .await
+            .map_err(ledger_status)?
+        {
+            let steps = self
+                .inner
+                .vault
+                .steps(&x.experiment_id)
+                .await
+                .map_err(ledger_status)?;
+            experiments.push(experiment_json(&x, &steps));
+        }
         let json = serde_json::to_string(&serde_json::json!({
             "run": summary_json(&row),
             "facts": parsed,
+            "experiments": experiments,
         }))
         .map_err(|e| Status::internal(e.to_string()))?;
         Ok(pb::RunView {
@@ -248,61 +266,231 @@ async fn recover_once(inner: &Inner) -> Result<(), Status> {
             .await
             .map_err(ledger_status)?;
     }
+    let mut left = Ok(());
     for run in inner.vault.runs(1000).await.map_err(ledger_status)? {
         if run.state != reach_phylactery::RunState::Open {
             continue;
         }
-        let stored = inner
-            .vault
-            .facts(&run.run_id)
-            .await
-            .map_err(ledger_status)?;
-        let mut facts = Vec::with_capacity(stored.len());
-        for f in &stored {
-            facts.push(
-                reach_room::fact::RoomFact::from_bytes(&f.bytes)
-                    .map_err(|e| Status::internal(format!("room/stored-fact: {e}")))?,
-            );
+        // One run's instance still waiting for its destruction does not hold up the others.
+        if let Err(e) = recover_run(inner, &run.run_id).await {
+            tracing::warn!(run = run.run_id, error = e.message(), "run not settled yet");
+            left = Err(e);
         }
-        let room = reach_room::room::Room::replay(&facts)
-            .map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
-        let code = "task/interrupted";
-        if let Some(fact) = room.draft(
-            now_ms(),
-            reach_room::fact::FactBody::Ended(reach_room::fact::Ended {
-                code: code.into(),
-                reason: "core restarted during the run".into(),
-            }),
-        ) {
-            let bytes = fact.canonical_bytes();
-            let signed =
-                signer::sign(&inner.ward, reach_room::fact::SignedKind::Fact, &bytes).await?;
-            inner
-                .vault
-                .fact_append(
-                    &run.run_id,
-                    &reach_phylactery::StoredFact {
-                        seq: fact.seq,
-                        digest: fact.digest(),
-                        prev_digest: fact.prev,
-                        kind: fact.body.kind().into(),
-                        bytes,
-                        signature: signed.signature,
-                        key_id: signed.key_id,
-                        at: reach_phylactery::UnixMillis(fact.at_ms),
-                    },
-                )
+    }
+    left
+}
+
+/// Settles an open run after a restart: each unfinished experiment (see
+/// [`settle_interrupted`]), then the Room's end with the code it demands (`task/interrupted`
+/// unless an unknown step demands more), then the run's row.
+async fn recover_run(inner: &Inner, run_id: &str) -> Result<(), Status> {
+    use reach_room::room::{Next, Room};
+    let stored = inner.vault.facts(run_id).await.map_err(ledger_status)?;
+    let mut facts = Vec::with_capacity(stored.len());
+    for f in &stored {
+        facts.push(
+            reach_room::fact::RoomFact::from_bytes(&f.bytes)
+                .map_err(|e| Status::internal(format!("room/stored-fact: {e}")))?,
+        );
+    }
+    let mut room =
+        Room::replay(&facts).map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
+    let id = reach_room::fact::RunId::new(run_id.to_owned())
+        .map_err(|e| Status::internal(e.to_string()))?;
+    for row in inner
+        .vault
+        .experiments(run_id)
+        .await
+        .map_err(ledger_status)?
+    {
+        if !row.state.is_terminal() {
+            settle_interrupted(inner, &id, &mut room, &row).await?;
+        }
+    }
+    let (code, reason) = match room.next() {
+        Next::End { code, reason } => (code, reason),
+        _ => (
+            journal::INTERRUPTED.to_owned(),
+            "core restarted during the run".to_owned(),
+        ),
+    };
+    if let Some(fact) = room.draft(
+        now_ms(),
+        reach_room::fact::FactBody::Ended(reach_room::fact::Ended {
+            code: code.clone(),
+            reason,
+        }),
+    ) {
+        store_fact(inner, run_id, &fact).await?;
+    }
+    inner
+        .vault
+        .run_end(run_id, &code, reach_phylactery::UnixMillis(now_ms()))
+        .await
+        .map_err(ledger_status)?;
+    tracing::info!(run = run_id, code, "open run ended after a restart");
+    Ok(())
+}
+
+/// An experiment a crash left unfinished: its STARTED steps become UNKNOWN (never sent
+/// again), the broker confirms its instance destroyed (the broker's destroy is idempotent
+/// and answers with its recorded confirmation, also for an instance its own restart
+/// reaped), and exactly one signed record is published from the journal, with the Room's
+/// Experiment fact when the Room still awaits it. While the destruction is not confirmed
+/// the experiment stays ROLLBACK_PENDING and nothing is published.
+async fn settle_interrupted(
+    inner: &Inner,
+    run: &reach_room::fact::RunId,
+    room: &mut reach_room::room::Room,
+    row: &reach_phylactery::ExperimentRow,
+) -> Result<(), Status> {
+    use reach_phylactery::{ExperimentState, RecordKind, StepState};
+    let vault = &inner.vault;
+    let mut coordinator =
+        reach_experiment::Experiment::new(inner.ward_channel.clone(), inner.workbench.clone());
+    let unconfirmed = |error: Option<String>| {
+        Status::unavailable(format!(
+            "{}: experiment {}: {}",
+            journal::DESTROY_UNCONFIRMED,
+            row.experiment_id,
+            error.unwrap_or_else(|| "the broker did not confirm".into())
+        ))
+    };
+    let destroying = std::time::Instant::now();
+    let (row, steps, destruction) =
+        if row.instance_id.is_none() && row.state == ExperimentState::Creating {
+            // Workbench may have created the instance without core learning its id.
+            match coordinator.destroy(&row.experiment_id, "").await {
+                (Some(d), _) if d.confirmed() => {
+                    let (row, steps) = journal::interrupt(vault, row)
+                        .await
+                        .map_err(ledger_status)?;
+                    journal::destroyed(vault, &row)
+                        .await
+                        .map_err(ledger_status)?;
+                    (row, steps, Some(d))
+                }
+                (_, Some(e)) if e.starts_with("workbench/unknown-experiment") => {
+                    journal::never_created(vault, row)
+                        .await
+                        .map_err(ledger_status)?;
+                    let steps = vault
+                        .steps(&row.experiment_id)
+                        .await
+                        .map_err(ledger_status)?;
+                    (row.clone(), steps, None)
+                }
+                (_, e) => return Err(unconfirmed(e)),
+            }
+        } else {
+            let (row, steps) = journal::interrupt(vault, row)
                 .await
                 .map_err(ledger_status)?;
+            let instance = row.instance_id.clone().unwrap_or_default();
+            match coordinator.destroy(&row.experiment_id, &instance).await {
+                (Some(d), _) if d.confirmed() => {
+                    journal::destroyed(vault, &row)
+                        .await
+                        .map_err(ledger_status)?;
+                    (row, steps, Some(d))
+                }
+                (_, e) => return Err(unconfirmed(e)),
+            }
+        };
+    let published = vault
+        .records(run.as_str())
+        .await
+        .map_err(ledger_status)?
+        .into_iter()
+        .find(|r| r.kind == RecordKind::ExecutionRecord && r.n == row.n);
+    let digest = match published {
+        Some(r) => r.digest,
+        None => {
+            let destroy_ms = destroying.elapsed().as_millis() as u64;
+            let rec =
+                record::interrupted_record(run, &row, &steps, destruction.as_ref(), destroy_ms);
+            let bytes = rec.canonical_bytes();
+            let digest = reach_digest::Sha256Digest::of(&bytes);
+            let signed = signer::sign(
+                &inner.ward,
+                reach_room::fact::SignedKind::ExecutionRecord,
+                &bytes,
+            )
+            .await?;
+            vault
+                .record_put(&reach_phylactery::StoredRecord {
+                    run_id: run.to_string(),
+                    kind: RecordKind::ExecutionRecord,
+                    n: row.n,
+                    digest,
+                    bytes,
+                    signature: signed.signature,
+                    key_id: signed.key_id,
+                    at: reach_phylactery::UnixMillis(now_ms()),
+                })
+                .await
+                .map_err(ledger_status)?;
+            digest
         }
-        inner
-            .vault
-            .run_end(&run.run_id, code, reach_phylactery::UnixMillis(now_ms()))
-            .await
-            .map_err(ledger_status)?;
-        tracing::info!(run = run.run_id, code, "open run ended after a restart");
+    };
+    if let reach_room::room::Next::Experiment { round, n, .. } = room.next()
+        && n == row.n
+    {
+        let unknown = steps.iter().any(|s| s.state == StepState::Unknown);
+        let body = reach_room::fact::FactBody::Experiment(reach_room::fact::ExperimentFact {
+            round,
+            n,
+            plan_digest: row.plan_digest,
+            record_digest: digest,
+            verifier_passed: false,
+            end: if unknown {
+                "unknown".into()
+            } else {
+                format!("refused:{}", journal::INTERRUPTED)
+            },
+        });
+        let fact = room
+            .draft(now_ms(), body)
+            .ok_or_else(|| Status::internal("room/not-open"))?;
+        room.apply(&fact)
+            .map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
+        store_fact(inner, run.as_str(), &fact).await?;
     }
+    tracing::info!(
+        run = run.as_str(),
+        experiment = row.experiment_id,
+        "interrupted experiment settled: instance destroyed, record published"
+    );
     Ok(())
+}
+
+/// Has ward sign `fact` and appends it to run `run_id`'s chain; the key id it was signed
+/// with.
+async fn store_fact(
+    inner: &Inner,
+    run_id: &str,
+    fact: &reach_room::fact::RoomFact,
+) -> Result<String, Status> {
+    let bytes = fact.canonical_bytes();
+    let signed = signer::sign(&inner.ward, reach_room::fact::SignedKind::Fact, &bytes).await?;
+    inner
+        .vault
+        .fact_append(
+            run_id,
+            &reach_phylactery::StoredFact {
+                seq: fact.seq,
+                digest: fact.digest(),
+                prev_digest: fact.prev,
+                kind: fact.body.kind().into(),
+                bytes,
+                signature: signed.signature,
+                key_id: signed.key_id.clone(),
+                at: reach_phylactery::UnixMillis(fact.at_ms),
+            },
+        )
+        .await
+        .map_err(ledger_status)?;
+    Ok(signed.key_id)
 }
 
 fn summary(r: &reach_phylactery::RunRow) -> pb::RunSummary {
@@ -314,6 +502,28 @@ fn summary(r: &reach_phylactery::RunRow) -> pb::RunSummary {
         opened_at_ms: r.opened_at.0,
         ended_at_ms: r.ended_at.map(|t| t.0).unwrap_or(0),
     }
+}
+
+/// An experiment and its steps as the run journal holds them.
+fn experiment_json(
+    x: &reach_phylactery::ExperimentRow,
+    steps: &[reach_phylactery::StepRow],
+) -> serde_json::Value {
+    serde_json::json!({
+        "experiment_id": x.experiment_id,
+        "n": x.n,
+        "plan_digest": x.plan_digest.to_string(),
+        "instance_id": x.instance_id,
+        "state": x.state.to_string(),
+        "code": x.code,
+        "steps": steps.iter().map(|s| serde_json::json!({
+            "index": s.index,
+            "kind": s.kind,
+            "state": s.state.to_string(),
+            "code": s.code,
+            "record_digest": s.record_digest.map(|d| d.to_string()),
+        })).collect::<Vec<_>>(),
+    })
 }
 
 fn summary_json(r: &reach_phylactery::RunRow) -> serde_json::Value {

@@ -209,13 +209,36 @@ impl WorkbenchPort for Port {
         req: Request<pb::DestroyExperimentRequest>,
     ) -> Result<Response<pb::DestroyExperimentResponse>, Status> {
         let r = req.into_inner();
-        self.experiment(&r.experiment_id, &r.instance_id)?;
+        // Known: its own instance (an empty id names it). Unknown (workbench restarted, or a
+        // second destroy): the named instance, which the broker destroys or answers with its
+        // recorded confirmation.
+        let known = self
+            .experiments
+            .lock()
+            .expect("lock")
+            .get(&r.experiment_id)
+            .map(|e| e.instance_id.clone());
+        let instance_id = match (known, r.instance_id.is_empty()) {
+            (Some(own), true) => own,
+            (Some(own), false) if own == r.instance_id => own,
+            (Some(_), false) => {
+                return Err(Status::failed_precondition(format!(
+                    "workbench/other-instance: experiment {} runs in another instance",
+                    r.experiment_id
+                )));
+            }
+            (None, true) => {
+                return Err(Status::not_found(format!(
+                    "workbench/unknown-experiment: {}",
+                    r.experiment_id
+                )));
+            }
+            (None, false) => r.instance_id,
+        };
         let d = self
             .broker
             .clone()
-            .destroy(vm::DestroyRequest {
-                instance_id: r.instance_id,
-            })
+            .destroy(vm::DestroyRequest { instance_id })
             .await?
             .into_inner();
         self.experiments

@@ -21,6 +21,7 @@ use reach_taskpack::source::Role;
 use tokio::sync::broadcast;
 use tonic::Status;
 
+use super::journal::{self, VaultJournal};
 use super::passage::{self, Outcome};
 use super::{Inner, now_ms, record, signer};
 use crate::packs::Runnable;
@@ -347,12 +348,59 @@ impl Run {
             run: self.id.to_string(),
             hil: Vec::new(),
         };
-        let execution = coordinator.run(&setup, &plan, &mut progress).await;
+        // Journaled before anything is created: a crash from here on is settled by recovery.
+        self.inner
+            .vault
+            .experiment_open(&ledger::NewExperiment {
+                experiment_id: setup.experiment_id.clone(),
+                run_id: self.id.to_string(),
+                n,
+                plan_digest: plan.digest,
+                steps: plan
+                    .steps
+                    .iter()
+                    .map(|s| ledger::NewStep {
+                        index: s.index as u32,
+                        digest: s.digest,
+                        kind: record::kind_of(&s.action).into(),
+                    })
+                    .collect(),
+            })
+            .await
+            .map_err(crate::ports::status)?;
+        let mut marks = VaultJournal::new(self.inner.vault.clone(), setup.experiment_id.clone());
+        let execution = coordinator
+            .run(&setup, &plan, &mut progress, &mut marks)
+            .await;
         self.hil_requests
             .extend(progress.hil.iter().map(|(_, id)| id.clone()));
         let forbidden: Vec<&str> = self.inner.forbidden.iter().map(String::as_str).collect();
         let rec =
             record::execution_record(&self.id, n, &plan, &execution, &progress.hil, &forbidden);
+        let passed = rec.verifier.as_ref().is_some_and(|v| v.passed);
+        let destroyed = execution
+            .destruction
+            .as_ref()
+            .is_some_and(|d| d.confirmed());
+        if execution.instance_id.is_some() && !destroyed {
+            // The instance may still exist: nothing is published for it and the run stays
+            // open (ROLLBACK_PENDING) until recovery has the broker confirm its destruction.
+            journal::settle(&self.inner.vault, &setup.experiment_id, &execution, passed)
+                .await
+                .map_err(crate::ports::status)?;
+            self.emit(
+                "rollback-pending",
+                format!(
+                    "instance destruction not confirmed: {}",
+                    execution.destroy_error.clone().unwrap_or_default()
+                ),
+                "",
+            );
+            return Err(Status::unavailable(format!(
+                "{}: experiment {n}'s instance is not confirmed destroyed",
+                journal::DESTROY_UNCONFIRMED
+            )));
+        }
         let bytes = rec.canonical_bytes();
         let digest = Sha256Digest::of(&bytes);
         let signed = signer::sign(&self.inner.ward, SignedKind::ExecutionRecord, &bytes).await?;
@@ -370,7 +418,9 @@ impl Run {
             })
             .await
             .map_err(crate::ports::status)?;
-        let passed = rec.verifier.as_ref().is_some_and(|v| v.passed);
+        journal::settle(&self.inner.vault, &setup.experiment_id, &execution, passed)
+            .await
+            .map_err(crate::ports::status)?;
         self.emit(
             "destroyed",
             match &execution.destruction {
@@ -501,26 +551,7 @@ impl Run {
     }
 
     async fn store(&mut self, fact: RoomFact) -> Result<(), Status> {
-        let bytes = fact.canonical_bytes();
-        let signed = signer::sign(&self.inner.ward, SignedKind::Fact, &bytes).await?;
-        self.key_id.clone_from(&signed.key_id);
-        self.inner
-            .vault
-            .fact_append(
-                self.id.as_str(),
-                &ledger::StoredFact {
-                    seq: fact.seq,
-                    digest: fact.digest(),
-                    prev_digest: fact.prev,
-                    kind: fact.body.kind().into(),
-                    bytes,
-                    signature: signed.signature,
-                    key_id: signed.key_id,
-                    at: ledger::UnixMillis(fact.at_ms),
-                },
-            )
-            .await
-            .map_err(crate::ports::status)?;
+        self.key_id = super::store_fact(&self.inner, self.id.as_str(), &fact).await?;
         let (kind, text) = describe(&fact.body);
         self.emit(kind, text, "");
         self.facts.push(fact);
@@ -567,6 +598,16 @@ impl reach_experiment::Progress for Progress {
                 view.id, view.step_index, view.effect_class, view.id, view.id
             ),
             hil_request_id: view.id.clone(),
+            code: String::new(),
+        });
+    }
+
+    fn step_started(&mut self, index: usize) {
+        let _ = self.events.send(pb::TaskEvent {
+            run_id: self.run.clone(),
+            kind: "step-started".into(),
+            text: format!("step {index} started"),
+            hil_request_id: String::new(),
             code: String::new(),
         });
     }

@@ -3,7 +3,8 @@
 //! verifier's checks, the broker's destruction confirmation, timings), and the recipe.
 
 use reach_digest::Sha256Digest;
-use reach_experiment::{End, Execution};
+use reach_experiment::{Destruction, End, Execution};
+use reach_phylactery::{ExperimentRow, StepRow, StepState};
 use reach_plan::{Action, StampedPlan};
 use reach_room::fact::{RoomFact, RunId};
 use reach_room::recipe::{Disclosure, Links, Recipe, RecipeFormat, RecipePatch};
@@ -24,6 +25,7 @@ pub fn end_text(end: &End) -> String {
         End::StepFailed { .. } => "step-failed".into(),
         End::Refused { code, .. } => format!("refused:{code}"),
         End::NotCreated { code } => format!("not-created:{code}"),
+        End::Unknown { .. } => "unknown".into(),
     }
 }
 
@@ -37,7 +39,7 @@ fn redact(text: &str, forbidden: &[&str]) -> String {
     t
 }
 
-fn kind_of(a: &Action) -> &'static str {
+pub fn kind_of(a: &Action) -> &'static str {
     match a {
         Action::Run { .. } => "run",
         Action::Patch { .. } => "patch",
@@ -72,6 +74,7 @@ pub fn execution_record(
                     format!("refused:{code}")
                 }
             }
+            (None, End::Unknown { index: i, .. }) if *i == index => "unknown".to_owned(),
             (None, _) => "not-run".to_owned(),
         };
         let record: Value = ran
@@ -131,6 +134,7 @@ pub fn execution_record(
         });
     }
     let destroyed = x.destruction.as_ref().is_some_and(|d| d.confirmed());
+    let destroy_confirmation = confirmation(x.destruction.as_ref(), x.destroy_error.as_deref());
     ExecutionRecord {
         format: RecordFormat::V1,
         room: run.clone(),
@@ -144,20 +148,79 @@ pub fn execution_record(
         steps,
         verifier,
         destroyed,
-        destroy_confirmation: match (&x.destruction, &x.destroy_error) {
-            (Some(d), _) => format!(
-                "{} process_gone={} overlay_deleted={} sockets_deleted={} at={}",
-                d.outcome, d.process_gone, d.overlay_deleted, d.sockets_deleted, d.at_unix_ms
-            ),
-            (None, Some(e)) => redact(e, forbidden),
-            (None, None) => "no instance".into(),
-        },
+        destroy_confirmation: redact(&destroy_confirmation, forbidden),
         timings_ms: RecordTimings {
             create: x.timings.create_ms,
             steps: x.timings.steps_ms,
             hil_wait: x.timings.hil_wait_ms,
             verifier: verifier_ms,
             destroy: x.timings.destroy_ms,
+        },
+    }
+}
+
+/// The broker's confirmation as a record states it, or why there is none.
+fn confirmation(d: Option<&Destruction>, error: Option<&str>) -> String {
+    match (d, error) {
+        (Some(d), _) => format!(
+            "{} process_gone={} overlay_deleted={} sockets_deleted={} at={}",
+            d.outcome, d.process_gone, d.overlay_deleted, d.sockets_deleted, d.at_unix_ms
+        ),
+        (None, Some(e)) => e.to_owned(),
+        (None, None) => "no instance".into(),
+    }
+}
+
+/// The signed record of an experiment a crash interrupted, from its journal alone: each
+/// step as the journal left it (UNKNOWN: it may have reached the guest), no observation and
+/// no verifier result (their bytes went with the process), and the broker's confirmation with
+/// how long recovery's destroy took.
+pub fn interrupted_record(
+    run: &RunId,
+    row: &ExperimentRow,
+    steps: &[StepRow],
+    destruction: Option<&Destruction>,
+    destroy_ms: u64,
+) -> ExecutionRecord {
+    ExecutionRecord {
+        format: RecordFormat::V1,
+        room: run.clone(),
+        n: row.n,
+        instance: row.instance_id.clone().unwrap_or_default(),
+        plan_digest: row.plan_digest,
+        resources: Resources {
+            steps_run: steps
+                .iter()
+                .filter(|s| matches!(s.state, StepState::Applied | StepState::Failed))
+                .count() as u32,
+            hil_requests: 0,
+        },
+        steps: steps
+            .iter()
+            .map(|s| StepRecord {
+                index: s.index as usize,
+                step_digest: s.step_digest,
+                kind: s.kind.clone(),
+                outcome: match (s.state, s.code.as_deref()) {
+                    (StepState::Applied, _) => "ok".to_owned(),
+                    (StepState::Failed, Some(code)) => format!("refused:{code}"),
+                    (StepState::Failed, None) => "failed".to_owned(),
+                    (StepState::Unknown | StepState::Started, _) => "unknown".to_owned(),
+                    (StepState::Pending | StepState::Granted, _) => "not-run".to_owned(),
+                },
+                hil_request: None,
+                observation: None,
+            })
+            .collect(),
+        verifier: None,
+        destroyed: destruction.is_some_and(Destruction::confirmed),
+        destroy_confirmation: confirmation(destruction, None),
+        timings_ms: RecordTimings {
+            create: 0,
+            steps: 0,
+            hil_wait: 0,
+            verifier: 0,
+            destroy: destroy_ms,
         },
     }
 }

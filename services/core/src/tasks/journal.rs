@@ -1,0 +1,187 @@
+//! The run journal of one experiment in the Phylactery (`run_experiments`, `run_steps`): the
+//! coordinator's marks as checked transitions, the experiment's end once its instance is
+//! gone, and after a restart the settling of what a crash left unfinished.
+//!
+//! Invariants: a step is STARTED in the ledger before it is sent; a STARTED step whose
+//! outcome was not journaled becomes UNKNOWN and is never sent again; an experiment with an
+//! UNKNOWN step, or whose destruction is not confirmed, is ROLLBACK_PENDING until the broker
+//! confirms the instance destroyed (or reaped), then DESTROYED.
+
+use reach_experiment::{End, Execution, Journal, Mark};
+use reach_phylactery::{
+    ExperimentRow, ExperimentState as X, LedgerError, Phylactery, StepRow, StepState as S,
+};
+
+/// Journals an experiment's marks in the Phylactery.
+pub struct VaultJournal {
+    vault: Phylactery,
+    experiment_id: String,
+    verifying: bool,
+}
+
+impl VaultJournal {
+    pub fn new(vault: Phylactery, experiment_id: String) -> Self {
+        VaultJournal {
+            vault,
+            experiment_id,
+            verifying: false,
+        }
+    }
+}
+
+/// A ledger refusal as an `area/reason` code (what an experiment's end may carry).
+pub fn code_of(e: &LedgerError) -> String {
+    let code = e.code();
+    if code.contains('/') && !code.contains(char::is_whitespace) {
+        code.to_owned()
+    } else {
+        "journal/unavailable".to_owned()
+    }
+}
+
+impl Journal for VaultJournal {
+    async fn mark<'a>(&'a mut self, mark: Mark<'a>) -> Result<(), String> {
+        {
+            let id = self.experiment_id.as_str();
+            let v = &self.vault;
+            let moved = match mark {
+                Mark::Created { instance_id } => v
+                    .experiment_move(id, X::Running, Some(instance_id), None)
+                    .await
+                    .map(drop),
+                Mark::Granted { index } => v
+                    .step_move(id, index as u32, S::Granted, None, None)
+                    .await
+                    .map(drop),
+                Mark::Started { index, verify } => {
+                    if verify && !self.verifying {
+                        if let Err(e) = v.experiment_move(id, X::Verifying, None, None).await {
+                            return Err(code_of(&e));
+                        }
+                        self.verifying = true;
+                    }
+                    v.step_move(id, index as u32, S::Started, None, None)
+                        .await
+                        .map(drop)
+                }
+                Mark::Ran {
+                    index,
+                    succeeded,
+                    record_digest,
+                } => {
+                    let to = if succeeded { S::Applied } else { S::Failed };
+                    v.step_move(id, index as u32, to, Some(record_digest), None)
+                        .await
+                        .map(drop)
+                }
+                Mark::Refused { index, code } => v
+                    .step_move(id, index as u32, S::Failed, None, Some(code))
+                    .await
+                    .map(drop),
+                Mark::Unknown { index, code } => v
+                    .step_move(id, index as u32, S::Unknown, None, Some(code))
+                    .await
+                    .map(drop),
+            };
+            moved.map_err(|e| code_of(&e))
+        }
+    }
+}
+
+/// Why an experiment is left ROLLBACK_PENDING: its instance's destruction is not confirmed.
+pub const DESTROY_UNCONFIRMED: &str = "workbench/destroy-unconfirmed";
+
+/// Journals how experiment `id` ended, once `x` came back: the state its end and the
+/// verifier (`passed`) prove, or ROLLBACK_PENDING while the instance may still exist. Returns
+/// the row as journaled.
+pub async fn settle(
+    vault: &Phylactery,
+    id: &str,
+    x: &Execution,
+    passed: bool,
+) -> Result<ExperimentRow, LedgerError> {
+    let row = vault
+        .experiment(id)
+        .await?
+        .ok_or(LedgerError::InvalidInput("the experiment was never opened"))?;
+    let confirmed = x.destruction.as_ref().is_some_and(|d| d.confirmed());
+    if x.instance_id.is_some() && !confirmed {
+        return to(vault, &row, X::RollbackPending, Some(DESTROY_UNCONFIRMED)).await;
+    }
+    let verifying = row.state == X::Verifying;
+    match &x.end {
+        End::Unknown { code, .. } => {
+            let pending = to(vault, &row, X::RollbackPending, Some(code)).await?;
+            to(vault, &pending, X::Destroyed, None).await
+        }
+        End::NotCreated { code } => to(vault, &row, X::Refused, Some(code)).await,
+        End::Refused { code, .. } if verifying => {
+            to(vault, &row, X::VerificationFailed, Some(code)).await
+        }
+        End::Refused { code, .. } => to(vault, &row, X::Refused, Some(code)).await,
+        End::StepFailed { .. } if verifying => to(vault, &row, X::VerificationFailed, None).await,
+        End::StepFailed { .. } => to(vault, &row, X::Failed, None).await,
+        End::Completed => {
+            let row = if verifying {
+                row
+            } else {
+                to(vault, &row, X::Verifying, None).await?
+            };
+            let end = if passed {
+                X::Succeeded
+            } else {
+                X::VerificationFailed
+            };
+            to(vault, &row, end, None).await
+        }
+    }
+}
+
+async fn to(
+    vault: &Phylactery,
+    row: &ExperimentRow,
+    state: X,
+    code: Option<&str>,
+) -> Result<ExperimentRow, LedgerError> {
+    if row.state == state {
+        return Ok(row.clone());
+    }
+    vault
+        .experiment_move(&row.experiment_id, state, None, code)
+        .await
+}
+
+/// After a restart, the first half of settling an unfinished experiment: every STARTED step
+/// becomes UNKNOWN (`task/interrupted`: it may have reached the guest; it is never sent
+/// again) and the experiment ROLLBACK_PENDING. Returns its steps as journaled.
+pub async fn interrupt(
+    vault: &Phylactery,
+    row: &ExperimentRow,
+) -> Result<(ExperimentRow, Vec<StepRow>), LedgerError> {
+    let id = row.experiment_id.as_str();
+    for s in vault.steps(id).await? {
+        if s.state == S::Started {
+            vault
+                .step_move(id, s.index, S::Unknown, None, Some(INTERRUPTED))
+                .await?;
+        }
+    }
+    let row = to(vault, row, X::RollbackPending, Some(INTERRUPTED)).await?;
+    Ok((row, vault.steps(id).await?))
+}
+
+/// What a crash leaves an experiment's interrupted steps and its run.
+pub const INTERRUPTED: &str = "task/interrupted";
+
+/// The second half: the instance is confirmed gone.
+pub async fn destroyed(vault: &Phylactery, row: &ExperimentRow) -> Result<(), LedgerError> {
+    to(vault, row, X::Destroyed, None).await.map(drop)
+}
+
+/// An experiment interrupted while its instance was being created, of which workbench knows
+/// nothing: no instance is known to exist, so it ends REFUSED (`task/interrupted`).
+pub async fn never_created(vault: &Phylactery, row: &ExperimentRow) -> Result<(), LedgerError> {
+    to(vault, row, X::Refused, Some(INTERRUPTED))
+        .await
+        .map(drop)
+}
