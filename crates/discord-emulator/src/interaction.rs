@@ -8,13 +8,16 @@
 //! has already been acknowledged"), which is what makes the interaction id the deduplication key
 //! of an interaction reply. Unknown ids and wrong tokens are 10062 ("Unknown interaction"), and
 //! so is a first callback after the 3-second response window
-//! ([`crate::INTERACTION_RESPONSE_WINDOW`], shortened by a test's script); a read or an edit of
-//! the original before any callback is 10008 ("Unknown Message").
+//! ([`crate::INTERACTION_RESPONSE_WINDOW`], shortened by a test's script), judged when the
+//! callback arrives. A read or an edit of the original before any callback is what
+//! [`crate::EarlyOriginal`] says: Discord's documentation is silent, and client libraries report
+//! 10015 ("Unknown Webhook") where one might expect 10008 ("Unknown Message"), so tests run both.
 //!
 //! A deferred acknowledgement (type 5) creates the original response as a LOADING placeholder
 //! with no content; `PATCH …/messages/@original` then sets its content (and clears LOADING).
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};
@@ -76,6 +79,8 @@ pub(crate) struct Received<'a> {
     pub(crate) query: &'a str,
     pub(crate) body: &'a [u8],
     pub(crate) authorization_sent: bool,
+    /// When the request arrived: a callback's response window is judged then.
+    pub(crate) arrived: Instant,
 }
 
 pub(crate) fn handle(inner: &Inner, route: Route, req: Received<'_>) -> Reply {
@@ -127,7 +132,7 @@ fn callback(inner: &Inner, id: &str, token: &str, req: &Received<'_>) -> Reply {
     let window = state
         .interaction_window
         .unwrap_or(INTERACTION_RESPONSE_WINDOW);
-    if record.created.elapsed() > window {
+    if req.arrived.saturating_duration_since(record.created) > window {
         return unknown_interaction();
     }
     let kind = body.get("type").and_then(Value::as_u64);
@@ -225,7 +230,7 @@ fn original(inner: &Inner, application: &str, token: &str) -> Reply {
     };
     match record.original.and_then(|m| state.messages.get(&m)) {
         Some(m) => respond(200, message_json(m, "reach", false)),
-        None => error(404, 10008, "Unknown Message"),
+        None => state.early_original.error(),
     }
 }
 
@@ -251,7 +256,7 @@ fn edit(inner: &Inner, application: &str, token: &str, req: &Received<'_>) -> Re
         return reply;
     }
     let Some(message_id) = record.original else {
-        return error(404, 10008, "Unknown Message");
+        return state.early_original.error();
     };
     let Some(content) = webhook_content(&body) else {
         return error(400, 50035, "Invalid Form Body");

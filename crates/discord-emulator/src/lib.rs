@@ -37,8 +37,8 @@ use tokio::task::JoinHandle;
 pub const REST_HOST: &str = "discord.emulator.test";
 /// Dispatches kept per session for RESUME replay.
 const MAX_REPLAY_LOG: usize = 4096;
-/// First snowflake handed out (a realistic 2024-era id, so ids sort like Discord's).
-const FIRST_SNOWFLAKE: u64 = 1_250_000_000_000_000_000;
+/// Discord's epoch in Unix milliseconds (2015-01-01T00:00:00Z).
+const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
 
 /// How the emulator is set up.
 #[derive(Clone, Debug)]
@@ -55,7 +55,9 @@ pub struct EmulatorConfig {
     pub heartbeat_interval: Duration,
     /// How long a nonce sent with `enforce_nonce` deduplicates.
     pub nonce_window: Duration,
-    /// Whether channel reads include each message's nonce.
+    /// Whether channel reads include each message's nonce. Off by default, as documented:
+    /// Discord gives the nonce only in the MESSAGE_CREATE event, so reconciliation must not
+    /// need it.
     pub nonce_in_reads: bool,
     /// Serve the gateway as `wss://` (TLS with the run's CA, name [`REST_HOST`]) instead of
     /// plain `ws://127.0.0.1`.
@@ -82,7 +84,7 @@ impl Default for EmulatorConfig {
             default_guild_id: 1_100_000_000_000_000_100,
             heartbeat_interval: Duration::from_millis(200),
             nonce_window: Duration::from_secs(300),
-            nonce_in_reads: true,
+            nonce_in_reads: false,
             gateway_tls: false,
             rest_listen: None,
             tls_names: None,
@@ -224,6 +226,33 @@ pub enum Fault {
         /// Discord error code.
         code: u64,
     },
+    /// Interaction callbacks only: take the callback as of its arrival (the response window is
+    /// judged then) but commit it only `after` this long, then answer — a request that Discord
+    /// is slow to process, which a later request (an edit of `@original`) can overtake.
+    LandLate {
+        /// The delay before the callback commits.
+        after: Duration,
+    },
+}
+
+/// What a read or an edit of an interaction's `@original` answers before any callback has
+/// landed. Discord documents neither; client libraries report 10015.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EarlyOriginal {
+    /// 404 10015 "Unknown Webhook" (the default: what libraries report Discord answers).
+    #[default]
+    UnknownWebhook,
+    /// 404 10008 "Unknown Message".
+    UnknownMessage,
+}
+
+impl EarlyOriginal {
+    pub(crate) fn error(self) -> rest::Reply {
+        match self {
+            Self::UnknownWebhook => rest::error(404, 10015, "Unknown Webhook"),
+            Self::UnknownMessage => rest::error(404, 10008, "Unknown Message"),
+        }
+    }
 }
 
 /// Counters of the gateway side.
@@ -279,6 +308,8 @@ pub(crate) struct State {
     pub(crate) follow_up_faults: VecDeque<Fault>,
     /// The response window when a test shortened it ([`Emulator::set_interaction_window`]).
     pub(crate) interaction_window: Option<Duration>,
+    /// What `@original` answers before any callback ([`Emulator::set_early_original`]).
+    pub(crate) early_original: EarlyOriginal,
     pub(crate) faults: VecDeque<Fault>,
     pub(crate) nonces: HashMap<String, (u64, Instant)>,
     pub(crate) sessions: HashMap<String, SessionState>,
@@ -293,7 +324,8 @@ pub(crate) struct State {
 pub(crate) struct Inner {
     pub(crate) config: EmulatorConfig,
     pub(crate) state: Mutex<State>,
-    pub(crate) next_id: AtomicU64,
+    /// The last id [`Inner::snowflake`] handed out.
+    pub(crate) last_id: AtomicU64,
     pub(crate) resume_url: String,
 }
 
@@ -302,8 +334,21 @@ impl Inner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A new id, as Discord mints them: milliseconds since Discord's epoch in the top 42 bits
+    /// (so an id tells when it was made, which is how an interaction token's age is known),
+    /// strictly greater than every id before it.
     pub(crate) fn snowflake(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+            .saturating_sub(DISCORD_EPOCH_MS)
+            << 22;
+        let next = |last: u64| now.max(last + 1);
+        let last = self
+            .last_id
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| Some(next(l)))
+            .unwrap_or_else(|l| l);
+        next(last)
     }
 
     /// Send a dispatch to the current session: number it, log it for replay, and deliver it
@@ -455,7 +500,7 @@ impl Emulator {
         let inner = Arc::new(Inner {
             config,
             state: Mutex::new(State::default()),
-            next_id: AtomicU64::new(FIRST_SNOWFLAKE),
+            last_id: AtomicU64::new(0),
             resume_url,
         });
         let tasks = vec![
@@ -686,6 +731,12 @@ impl Emulator {
     /// shorten the window instead of waiting out three seconds.
     pub fn set_interaction_window(&self, window: Duration) {
         self.inner.lock().interaction_window = Some(window);
+    }
+
+    /// What a read or an edit of `@original` answers from now on before any callback has
+    /// landed (default [`EarlyOriginal::UnknownWebhook`]).
+    pub fn set_early_original(&self, early: EarlyOriginal) {
+        self.inner.lock().early_original = early;
     }
 
     /// Every Get Channel Messages request received, in order (a reconciliation's reads).

@@ -89,7 +89,7 @@ pub(crate) fn before_commit(fault: Option<&Fault>) -> Option<Reply> {
         Fault::ServerError { status } => error(*status, 0, "500: Internal Server Error"),
         Fault::Reject { status, code } => error(*status, *code, "Rejected"),
         Fault::DropBeforeCommit => Err(DropConnection),
-        Fault::CommitThenDrop => return None,
+        Fault::CommitThenDrop | Fault::LandLate { .. } => return None,
     })
 }
 
@@ -108,11 +108,43 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
             Ok(b) => b.to_bytes(),
             Err(_) => return error(413, 40005, "Request entity too large"),
         };
+        let arrived = Instant::now();
+        // A callback scripted to land late is judged as of its arrival, committed after the
+        // delay (in its own task, so a client that gives up does not stop it), then answered.
+        let late = matches!(route, crate::interaction::Route::Callback { .. })
+            .then(|| {
+                let mut state = inner.lock();
+                match state.callback_faults.front() {
+                    Some(Fault::LandLate { after }) => {
+                        let after = *after;
+                        state.callback_faults.pop_front();
+                        Some(after)
+                    }
+                    _ => None,
+                }
+            })
+            .flatten();
+        if let Some(after) = late {
+            let inner = Arc::clone(&inner);
+            let task = tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let request = crate::interaction::Received {
+                    method: &method,
+                    query: &query,
+                    body: &body,
+                    authorization_sent,
+                    arrived,
+                };
+                crate::interaction::handle(&inner, route, request)
+            });
+            return task.await.unwrap_or(Err(DropConnection));
+        }
         let request = crate::interaction::Received {
             method: &method,
             query: &query,
             body: &body,
             authorization_sent,
+            arrived,
         };
         return crate::interaction::handle(&inner, route, request);
     }

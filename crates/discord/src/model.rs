@@ -13,6 +13,32 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Snowflake(pub u64);
 
+/// Discord's epoch (2015-01-01T00:00:00Z) in Unix milliseconds: a snowflake's top 42 bits
+/// count milliseconds from it.
+pub const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
+
+/// How long an interaction's token authorizes its webhook (callback, `@original`, follow-ups):
+/// Discord documents 15 minutes from the interaction's creation.
+pub const INTERACTION_TOKEN_LIFETIME: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+impl Snowflake {
+    /// When Discord minted this id, in Unix milliseconds (its top 42 bits).
+    pub const fn created_at_ms(self) -> u64 {
+        (self.0 >> 22) + DISCORD_EPOCH_MS
+    }
+
+    /// Whether an interaction with this id still has a live token at `now_ms` (Unix ms), with
+    /// `margin` to spare: created no later than now (plus the margin, for clock skew) and at
+    /// most [`INTERACTION_TOKEN_LIFETIME`] less `margin` ago.
+    pub fn token_alive_at(self, now_ms: u64, margin: std::time::Duration) -> bool {
+        let margin = margin.as_millis() as u64;
+        let created = self.created_at_ms();
+        let lifetime = INTERACTION_TOKEN_LIFETIME.as_millis() as u64;
+        created <= now_ms.saturating_add(margin)
+            && now_ms.saturating_sub(created) < lifetime.saturating_sub(margin)
+    }
+}
+
 impl fmt::Debug for Snowflake {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)

@@ -248,8 +248,9 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
 
     /// One edit of a deferred interaction's original response:
     /// `PATCH /webhooks/{application}/{token}/messages/@original`. Classified like a Create
-    /// Message: 2xx with the message is sent; 10008 (Unknown Message) means the deferred
-    /// acknowledgement has not landed, so nothing was edited.
+    /// Message: 2xx with the message is sent; 10008 (Unknown Message), or 10015 (Unknown
+    /// Webhook) while the token is alive, means the deferred acknowledgement has not landed, so
+    /// nothing was edited ([`original_not_yet`]).
     pub async fn edit_original(
         &self,
         application: Snowflake,
@@ -344,7 +345,14 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
                 return Reconciliation::Inconclusive { reason: u.reason() };
             }
         };
-        judge_original(response.status.as_u16(), &response.body, expected, edit)
+        let token_alive = interaction_id.token_alive_at(unix_ms(), TOKEN_MARGIN);
+        judge_original(
+            response.status.as_u16(),
+            &response.body,
+            expected,
+            edit,
+            token_alive,
+        )
     }
 
     /// The exact URL of the channel-read page after `after` (what a read's decision binds).
@@ -564,7 +572,17 @@ fn read_bounds() -> Bounds {
 ///   land any more; inconclusive, so nothing is sent again.
 /// * 200 with other content: inconclusive (nothing of ours can explain it; never resend).
 /// * 404 10008 (Unknown Message): Discord holds no response at all: absent.
-pub fn judge_original(status: u16, body: &[u8], expected: &str, edit: bool) -> Reconciliation {
+/// * 404 10015 (Unknown Webhook): what Discord answers for an interaction no callback has
+///   landed for yet, and for a token that is wrong or expired. With the token still alive
+///   (`token_alive`: the interaction is younger than its 15-minute lifetime, by its snowflake),
+///   no callback landed, so no reply exists: absent. Past it, nothing is proved.
+pub fn judge_original(
+    status: u16,
+    body: &[u8],
+    expected: &str,
+    edit: bool,
+    token_alive: bool,
+) -> Reconciliation {
     let json: Option<Value> = serde_json::from_slice(body).ok();
     let code = json
         .as_ref()
@@ -597,6 +615,10 @@ pub fn judge_original(status: u16, body: &[u8], expected: &str, edit: bool) -> R
             }
         }
         (404, Some(UNKNOWN_MESSAGE)) => Reconciliation::ProvedAbsent,
+        (404, Some(UNKNOWN_WEBHOOK)) if token_alive => Reconciliation::ProvedAbsent,
+        (404, Some(UNKNOWN_WEBHOOK)) => Reconciliation::Inconclusive {
+            reason: "discord/token-expired".into(),
+        },
         (status, _) => Reconciliation::Inconclusive {
             reason: format!("discord/read-status-{status}"),
         },
@@ -605,6 +627,31 @@ pub fn judge_original(status: u16, body: &[u8], expected: &str, edit: bool) -> R
 
 /// Discord's "Unknown Message": the interaction has no original response.
 pub const UNKNOWN_MESSAGE: u64 = 10008;
+/// Discord's "Unknown Webhook": no webhook for this interaction token — before any callback
+/// has landed (as client libraries report Discord answers an early `@original`), or for a
+/// token that is wrong or expired. What it proves depends on the token's age.
+pub const UNKNOWN_WEBHOOK: u64 = 10015;
+/// How close to the end of an interaction token's lifetime its answers stop proving anything
+/// (clock skew between this host and Discord, and the request's own time in flight).
+pub const TOKEN_MARGIN: Duration = Duration::from_secs(30);
+
+/// Whether an interaction's webhook answer of `code` means only that no callback has landed
+/// yet (so an edit of `@original` may be tried again): 10008 always, 10015 while the
+/// interaction's token is alive at `now_ms`.
+pub fn original_not_yet(code: Option<u64>, interaction_id: Snowflake, now_ms: u64) -> bool {
+    match code {
+        Some(UNKNOWN_MESSAGE) => true,
+        Some(UNKNOWN_WEBHOOK) => interaction_id.token_alive_at(now_ms, TOKEN_MARGIN),
+        _ => false,
+    }
+}
+
+/// This host's clock in Unix milliseconds.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
 /// Discord's "Interaction has already been acknowledged".
 const ALREADY_ACKNOWLEDGED: u64 = 40060;
 

@@ -10,9 +10,10 @@ use reach_discord::Snowflake;
 use reach_discord::model::InteractionToken;
 use reach_discord::rest::{
     CallbackOutcome, CreateOutcome, DeferredAck, FLAG_LOADING, FLAG_SUPPRESS_EMBEDS, FollowUp,
-    InteractionReply, OriginalEdit, ReadGate, Reconciliation, judge_original,
+    InteractionReply, OriginalEdit, ReadGate, Reconciliation, TOKEN_MARGIN, judge_original,
+    original_not_yet, unix_ms,
 };
-use reach_discord_emulator::{Emulator, Fault, User};
+use reach_discord_emulator::{EarlyOriginal, Emulator, Fault, User};
 
 /// Admits up to `budget` reads and records each destination.
 struct Gate {
@@ -263,17 +264,34 @@ async fn a_deferred_interaction_is_answered_by_editing_its_original() {
     let em = emulator().await;
     let rest = rest(&em);
     let (id, token) = ask(&em);
-    // Before any acknowledgement there is nothing to edit: 10008, nothing changed.
-    let early = rest
-        .edit_original(app(&em), &edit("too early"), &token)
-        .await;
-    assert_eq!(
-        early,
-        CreateOutcome::KnownRejected {
-            status: 404,
-            code: Some(10008)
-        }
-    );
+    // Before any acknowledgement there is nothing to edit: 10015 by default (what libraries
+    // report Discord answers) or 10008, nothing changed either way; and what the adapter reads
+    // as "not yet" while the token lives.
+    for (early, code) in [
+        (EarlyOriginal::UnknownMessage, 10008),
+        (EarlyOriginal::UnknownWebhook, 10015),
+    ] {
+        em.set_early_original(early);
+        let out = rest
+            .edit_original(app(&em), &edit("too early"), &token)
+            .await;
+        assert_eq!(
+            out,
+            CreateOutcome::KnownRejected {
+                status: 404,
+                code: Some(code)
+            }
+        );
+        assert!(original_not_yet(Some(code), id, unix_ms()), "{code}");
+        assert!(em.bot_messages(CHANNEL).is_empty());
+    }
+    // The emulator's ids tell their time, as Discord's do: this interaction's token is alive
+    // now, and would not be sixteen minutes on.
+    let later = unix_ms() + 16 * 60 * 1000;
+    assert!(id.token_alive_at(unix_ms(), TOKEN_MARGIN));
+    assert!(!id.token_alive_at(later, TOKEN_MARGIN));
+    assert!(!original_not_yet(Some(10015), id, later));
+    assert!(original_not_yet(Some(10008), id, later));
     let ack = rest
         .defer_interaction(&DeferredAck { interaction_id: id }, &token)
         .await;
@@ -307,11 +325,11 @@ async fn a_deferred_interaction_is_answered_by_editing_its_original() {
     assert_eq!(seen[0].content, "the answer <@42>");
     assert_eq!(seen[0].flags, FLAG_SUPPRESS_EMBEDS, "LOADING is cleared");
     let edits = em.edit_requests();
-    assert_eq!(edits.len(), 2);
-    assert_eq!(edits[1].interaction_id, Some(id.0));
-    assert!(!edits[1].authorization_sent, "an edit needs no bot token");
+    assert_eq!(edits.len(), 3);
+    assert_eq!(edits[2].interaction_id, Some(id.0));
+    assert!(!edits[2].authorization_sent, "an edit needs no bot token");
     assert_eq!(
-        edits[1].body["allowed_mentions"]["parse"],
+        edits[2].body["allowed_mentions"]["parse"],
         serde_json::json!([])
     );
 }
@@ -421,31 +439,48 @@ fn original_reads_are_judged_by_content() {
     let loading = br#"{"id":"9","content":"","flags":128}"#;
     let other = br#"{"id":"9","content":"theirs","flags":0}"#;
     assert_eq!(
-        judge_original(200, ours, "ours", true),
+        judge_original(200, ours, "ours", true, true),
         Reconciliation::Found {
             message_id: Snowflake(9)
         }
     );
     assert_eq!(
-        judge_original(200, loading, "ours", true),
+        judge_original(200, loading, "ours", true, true),
         Reconciliation::ProvedAbsent
     );
     assert!(matches!(
-        judge_original(200, loading, "ours", false),
+        judge_original(200, loading, "ours", false, true),
         Reconciliation::Inconclusive { .. }
     ));
     assert_eq!(
-        judge_original(200, other, "ours", true),
+        judge_original(200, other, "ours", true, true),
         Reconciliation::Inconclusive {
             reason: "discord/original-differs".into()
         }
     );
     assert_eq!(
-        judge_original(404, br#"{"code":10008}"#, "ours", false),
+        judge_original(404, br#"{"code":10008}"#, "ours", false, true),
+        Reconciliation::ProvedAbsent
+    );
+    // 10015 proves absence only while the token lives: past it, a wrong or expired token
+    // answers the same whether or not a reply exists.
+    assert_eq!(
+        judge_original(404, br#"{"code":10015}"#, "ours", true, true),
         Reconciliation::ProvedAbsent
     );
     assert_eq!(
-        judge_original(503, b"", "ours", true),
+        judge_original(404, br#"{"code":10015}"#, "ours", false, false),
+        Reconciliation::Inconclusive {
+            reason: "discord/token-expired".into()
+        }
+    );
+    assert_eq!(
+        judge_original(404, br#"{"code":10008}"#, "ours", true, false),
+        Reconciliation::ProvedAbsent,
+        "an unknown message is known to be absent whatever the token's age"
+    );
+    assert_eq!(
+        judge_original(503, b"", "ours", true, true),
         Reconciliation::Inconclusive {
             reason: "discord/read-status-503".into()
         }

@@ -10,9 +10,10 @@
 //!
 //! A slow answer's interaction is acknowledged first ([`defer`], type 5, when core hands out an
 //! `InteractionDeferral`); the answer then edits `@original` instead of calling back
-//! (`DeliveryIntent.interaction_deferred`). An edit refused with 10008 found no original yet
-//! (the acknowledgement has not landed): Discord accepted nothing, so the same edit is tried
-//! again a bounded number of times. An UNKNOWN edit is reconciled like a callback, by reading
+//! (`DeliveryIntent.interaction_deferred`). An edit refused with 10008, or with 10015 while the
+//! interaction's token is alive (what Discord reportedly answers before any callback), found no
+//! original yet (the acknowledgement has not landed): Discord accepted nothing, so the same edit
+//! is tried again a bounded number of times. An UNKNOWN edit is reconciled like a callback, by reading
 //! `@original` and comparing its content with ours.
 
 use std::time::Duration;
@@ -23,7 +24,7 @@ use reach_discord::delivery::{
     deferral_attempt_id, interaction_callback_url, token_placeholder,
 };
 use reach_discord::model::InteractionToken;
-use reach_discord::rest::{CallbackOutcome, UNKNOWN_MESSAGE};
+use reach_discord::rest::{CallbackOutcome, original_not_yet, unix_ms};
 use reach_discord::seal::{SealBinding, SealError, SealKeyring, SealedToken};
 use reach_proto::core::v1::{DeliveryIntent, DeliveryOutcome, InteractionDeferral};
 
@@ -117,8 +118,8 @@ fn open_token(
     Ok((application_id, interaction_id, token))
 }
 
-/// Edits of a deferred interaction's original tried while Discord answers 10008 (the
-/// acknowledgement has not landed yet), [`EDIT_RETRY`] apart: about three seconds.
+/// Edits of a deferred interaction's original tried while Discord answers that the
+/// acknowledgement has not landed yet ([`original_not_yet`]), [`EDIT_RETRY`] apart: about three seconds.
 const MAX_EARLY_EDITS: u32 = 10;
 const EDIT_RETRY: Duration = Duration::from_millis(300);
 
@@ -289,12 +290,11 @@ async fn send_webhook(
             Webhook::Edit(edit) => gate.rest.edit_original(app, edit, &callback.token).await,
             Webhook::FollowUp(f) => gate.rest.execute_follow_up(app, f, &callback.token).await,
         };
-        // No original yet: the acknowledgement has not landed. Nothing was edited.
-        if let CreateOutcome::KnownRejected {
-            code: Some(UNKNOWN_MESSAGE),
-            ..
-        } = outcome
+        // No original yet: the acknowledgement has not landed (10008, or 10015 while the token
+        // is alive). Nothing was edited.
+        if let CreateOutcome::KnownRejected { code, .. } = outcome
             && matches!(webhook, Webhook::Edit(_))
+            && original_not_yet(code, callback.reply.interaction_id, unix_ms())
             && early + 1 < MAX_EARLY_EDITS
         {
             early += 1;
