@@ -664,6 +664,28 @@ impl Emulator {
         id
     }
 
+    /// A message is deleted (by its author or a moderator); MESSAGE_DELETE is dispatched.
+    /// Replies to it keep their reference; a reply created after it is a normal message.
+    /// Returns whether the message existed.
+    pub fn delete_message(&self, channel_id: u64, id: u64) -> bool {
+        let mut state = self.inner.lock();
+        if state
+            .messages
+            .get(&id)
+            .is_none_or(|m| m.channel_id != channel_id)
+        {
+            return false;
+        }
+        let guild = self.guild_of(&state, channel_id);
+        state.messages.remove(&id);
+        let mut d = json!({"id": id.to_string(), "channel_id": channel_id.to_string()});
+        if let Some(g) = guild {
+            d["guild_id"] = json!(g.to_string());
+        }
+        self.inner.dispatch(&mut state, "MESSAGE_DELETE", d);
+        true
+    }
+
     /// Every message in a channel, oldest first (users' and the bot's).
     pub fn messages(&self, channel_id: u64) -> Vec<EmulatedMessage> {
         self.inner

@@ -230,6 +230,26 @@ fn create(inner: &Inner, channel: u64, body: &[u8]) -> Reply {
                 .or_else(|| v.as_u64().map(|n| n.to_string()))
         })
         .and_then(|s| s.parse::<u64>().ok());
+    // A reply to a message that is gone (deleted, or never in this channel): refused unless
+    // `fail_if_not_exists` is false, and then Discord sends a normal message with no reference.
+    let reply_to = match reply_to {
+        Some(r)
+            if state
+                .messages
+                .get(&r)
+                .is_none_or(|m| m.channel_id != channel) =>
+        {
+            let fail = body
+                .pointer("/message_reference/fail_if_not_exists")
+                .and_then(Value::as_bool)
+                .unwrap_or(true);
+            if fail {
+                return error(400, 50035, "Invalid Form Body");
+            }
+            None
+        }
+        r => r,
+    };
     // Discord pings nobody when allowed_mentions parses nothing; mentions are still listed.
     let id = inner.snowflake();
     let guild_id = state

@@ -375,7 +375,7 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
     ) -> Reconciliation {
         let ours = |m: &ReadMessage| match m.message.nonce.as_deref() {
             Some(n) => n == message.nonce.as_str(),
-            None => m.message.content == message.content && m.reply_to == message.reply_to,
+            None => m.message.content == message.content && same_reference(m, message.reply_to),
         };
         self.find_in_channel(message.channel_id, after, gate, ours)
             .await
@@ -623,6 +623,16 @@ pub fn judge_original(
             reason: format!("discord/read-status-{status}"),
         },
     }
+}
+
+/// Whether a read message's reference could be that of a Create Message replying to
+/// `reply_to`. Reads carry no nonce (Discord gives it only in MESSAGE_CREATE), so a reply is
+/// known by its content and its reference; but a reply sent with `fail_if_not_exists: false`
+/// to a question deleted before it landed comes back as a normal message with no reference.
+/// So: the same reference, or none at all on a message that answers no interaction; a
+/// reference to another message never matches.
+fn same_reference(m: &ReadMessage, reply_to: Option<Snowflake>) -> bool {
+    m.reply_to == reply_to || (m.reply_to.is_none() && m.interaction_id.is_none())
 }
 
 /// Discord's "Unknown Message": the interaction has no original response.

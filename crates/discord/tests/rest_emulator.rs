@@ -221,6 +221,48 @@ async fn reconciliation_without_nonces_in_reads_matches_content_and_reference() 
     );
 }
 
+/// Discord sends a reply whose question was deleted before it landed as a normal message (type
+/// 0, no reference) when `fail_if_not_exists` is false, as every reply of Reach's is: reads
+/// without nonces must still find it, and must not take another question's reply for it.
+#[tokio::test]
+async fn a_reply_to_a_deleted_question_is_a_normal_message_and_is_still_found() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let q = question(&em);
+    let other = question(&em);
+    // Another question's reply with the same text: its reference names that question.
+    let theirs = reply(other, "nonce-theirs", "the same answer");
+    assert!(matches!(
+        rest.create_message(&theirs).await,
+        CreateOutcome::KnownSent { .. }
+    ));
+    assert!(em.delete_message(CHANNEL, q));
+    assert!(!em.delete_message(CHANNEL, q), "already gone");
+    // Before ours lands, the other question's reply (same text, its own reference) is not ours.
+    let msg = reply(q, "nonce-deleted", "the same answer");
+    assert_eq!(
+        rest.reconcile(&msg, Snowflake(q), &mut Gate::open()).await,
+        Reconciliation::ProvedAbsent
+    );
+    em.script_next_create(Fault::CommitThenDrop);
+    assert!(matches!(
+        rest.create_message(&msg).await,
+        CreateOutcome::Unknown { .. }
+    ));
+    let ours = em
+        .bot_messages(CHANNEL)
+        .into_iter()
+        .find(|m| m.nonce.as_deref() == Some("nonce-deleted"))
+        .expect("the reply landed");
+    assert_eq!(ours.reply_to, None, "no reference to a deleted question");
+    assert_eq!(
+        rest.reconcile(&msg, Snowflake(q), &mut Gate::open()).await,
+        Reconciliation::Found {
+            message_id: Snowflake(ours.id)
+        }
+    );
+}
+
 #[tokio::test]
 async fn reconciliation_pages_through_a_busy_channel() {
     let em = emulator().await;
