@@ -338,3 +338,62 @@ async fn a_gate_busy_with_rate_limited_messages_still_answers_an_ask_in_time() {
     }
     body.stop().await;
 }
+
+/// Discord's 429 is waited out exactly: a short `retry_after` holds the next try back at least
+/// that long, and one longer than a delivery's lease holds is never cut short — the reply is
+/// settled rate-limited after that one request, and nothing more is sent (each early request
+/// would be another 429, counted toward Discord's invalid-request ban).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_is_waited_out_and_never_cut_short() {
+    const LIMITED: u64 = 1_100_000_000_000_000_302;
+    let (body, em) = TestBody::start_with_discord(LIMITED).await;
+    let mut operator = body.operator_after_genesis("rate limits").await;
+    let bot = em.config().bot_user_id;
+    let asker = User::human(1_100_000_000_000_000_720, "asker");
+    let tries = |q: u64| -> Vec<Instant> {
+        em.create_requests()
+            .into_iter()
+            .filter(|c| {
+                c.body["message_reference"]["message_id"]
+                    .as_str()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    == Some(q)
+            })
+            .map(|c| c.received_at)
+            .collect()
+    };
+
+    em.script_next_create(Fault::RateLimit { retry_after: 1.5 });
+    let q1 = em.post_user_message(
+        LIMITED,
+        &asker,
+        &format!("<@{bot}> How does a port authenticate a call?"),
+    );
+    trail_until(&mut operator, &q1.to_string(), "KNOWN_SENT", WAIT).await;
+    let t = tries(q1);
+    assert_eq!(t.len(), 2, "one 429, then the reply");
+    let waited = t[1] - t[0];
+    assert!(waited >= Duration::from_millis(1_500), "{waited:?}");
+
+    em.script_next_create(Fault::RateLimit { retry_after: 30.0 });
+    let q2 = em.post_user_message(
+        LIMITED,
+        &asker,
+        &format!("<@{bot}> How do I rotate the trust root?"),
+    );
+    let trail = trail_until(&mut operator, &q2.to_string(), "KNOWN_REJECTED", WAIT).await;
+    assert!(trail.contains("rate-limited"), "{trail}");
+    // Past the point where a capped wait would have tried again.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        tries(q2).len(),
+        1,
+        "no request before Discord's retry_after"
+    );
+    assert!(
+        !em.bot_messages(LIMITED)
+            .iter()
+            .any(|m| m.reply_to == Some(q2))
+    );
+    body.stop().await;
+}

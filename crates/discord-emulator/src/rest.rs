@@ -73,15 +73,32 @@ pub(crate) fn respond(status: u16, body: Value) -> Reply {
 pub(crate) fn before_commit(fault: Option<&Fault>) -> Option<Reply> {
     Some(match fault? {
         Fault::RateLimit { retry_after } => {
+            // Discord's RatelimitedResponse (an Error: `code` and `message` required) with the
+            // route's bucket headers, as the OpenAPI spec's ClientRatelimitedResponse lists.
             let r = respond(
                 429,
-                json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false}),
+                json!({"message": "You are being rate limited.", "code": 0,
+                    "retry_after": retry_after, "global": false}),
             );
             r.map(|mut r| {
-                if let Ok(v) =
-                    http::HeaderValue::from_str(&format!("{}", retry_after.ceil() as u64))
-                {
-                    r.headers_mut().insert("retry-after", v);
+                let reset = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_secs_f64()
+                    + retry_after;
+                let headers = [
+                    ("retry-after", format!("{}", retry_after.ceil() as u64)),
+                    ("x-ratelimit-limit", "5".to_owned()),
+                    ("x-ratelimit-remaining", "0".to_owned()),
+                    ("x-ratelimit-reset", format!("{reset:.3}")),
+                    ("x-ratelimit-reset-after", format!("{retry_after:.3}")),
+                    ("x-ratelimit-bucket", "emulated-route".to_owned()),
+                    ("x-ratelimit-scope", "user".to_owned()),
+                ];
+                for (name, value) in headers {
+                    if let Ok(v) = http::HeaderValue::from_str(&value) {
+                        r.headers_mut().insert(name, v);
+                    }
                 }
                 r
             })

@@ -164,8 +164,13 @@ pub async fn defer(gate: Gate<'_>, key: Option<&SealKeyring>, d: InteractionDefe
         tries += 1;
         let outcome = rest.defer_interaction(&ack, &token).await;
         match outcome {
-            CallbackOutcome::RateLimited { retry_after, .. } if tries < MAX_UNACCEPTED_TRIES => {
-                tokio::time::sleep(retry_after.min(Duration::from_secs(1))).await;
+            // Waited out exactly, and only when the acknowledgement can still land inside
+            // Discord's 3-second window (from the interaction's snowflake): a try Discord
+            // would refuse anyway is not sent.
+            CallbackOutcome::RateLimited { retry_after, .. }
+                if tries < MAX_UNACCEPTED_TRIES && fits_window(ack.interaction_id, retry_after) =>
+            {
+                tokio::time::sleep(retry_after).await;
             }
             CallbackOutcome::NotSent { .. } if tries < MAX_UNACCEPTED_TRIES => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -181,6 +186,18 @@ pub async fn defer(gate: Gate<'_>, key: Option<&SealKeyring>, d: InteractionDefe
         }
     }
 }
+
+/// Whether a try of interaction `id`'s first response after `wait` still lands inside
+/// Discord's response window, with [`WINDOW_MARGIN`] to spare for its time in flight.
+fn fits_window(id: Snowflake, wait: Duration) -> bool {
+    let deadline = id.created_at_ms() + RESPONSE_WINDOW.as_millis() as u64;
+    unix_ms() + (wait + WINDOW_MARGIN).as_millis() as u64 <= deadline
+}
+
+/// Discord's window for an interaction's first response.
+const RESPONSE_WINDOW: Duration = Duration::from_secs(3);
+/// What a retried acknowledgement leaves for its own time in flight.
+const WINDOW_MARGIN: Duration = Duration::from_millis(300);
 
 /// Sends one claimed interaction intent. Returns it when its outcome is UNKNOWN.
 pub async fn deliver(

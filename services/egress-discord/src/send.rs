@@ -19,7 +19,10 @@ use tonic::transport::Channel;
 /// Sends of one attempt that Discord provably did not accept (429, nothing sent) before giving up.
 pub(crate) const MAX_UNACCEPTED_TRIES: u32 = 3;
 
-/// The longest 429 `retry_after` a delivery waits before its next try.
+/// The longest 429 `retry_after` a delivery waits out before its next try: two such waits
+/// stay inside the 15-second lease. A longer one is never cut short (a request sent before
+/// Discord said to would be another 429, and those count toward its invalid-request ban): the
+/// intent is settled rate-limited at once, with nothing more sent.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// The pause before the next try of a send that never left.
 const NOT_SENT_PAUSE: Duration = Duration::from_millis(200);
@@ -170,7 +173,7 @@ pub(crate) enum Next {
 }
 
 /// What a verdict leads to: the one decision of the discipline, kept apart from its effects.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Step {
     /// Wait this long, then send the same bytes again.
     Again(Duration),
@@ -198,12 +201,13 @@ fn judge(verdict: &Verdict, unaccepted: u32) -> Step {
             let code = code.map(|c| c.to_string()).unwrap_or_default();
             settled(DeliveryOutcome::KnownRejected, (*status).into(), &code, "")
         }
-        Verdict::RateLimited { retry_after } if tries_left => {
-            Step::Again((*retry_after).min(MAX_RETRY_AFTER))
+        Verdict::RateLimited { retry_after } if tries_left && *retry_after <= MAX_RETRY_AFTER => {
+            Step::Again(*retry_after)
         }
         Verdict::NotSent { .. } if tries_left => Step::Again(NOT_SENT_PAUSE),
-        // The trail shows why it was never accepted: 429s outlasted the tries, or no byte left
-        // (a refused destination, a failed connect).
+        // The trail shows why it was never accepted: 429s outlasted the tries or asked for a
+        // longer wait than the lease holds, or no byte left (a refused destination, a failed
+        // connect).
         Verdict::RateLimited { .. } => {
             settled(DeliveryOutcome::KnownRejected, 429, "rate-limited", "")
         }
@@ -304,21 +308,25 @@ mod tests {
     }
 
     #[test]
-    fn a_429_waits_at_most_the_cap_and_outlasting_the_tries_is_a_rejection() {
+    fn a_429_is_waited_out_exactly_or_not_at_all_and_outlasting_the_tries_is_a_rejection() {
+        let rejected = settled(DeliveryOutcome::KnownRejected, 429, "rate-limited", "");
+        // Longer than the lease holds: nothing more is sent, never a try cut short.
         let long = Verdict::RateLimited {
             retry_after: Duration::from_secs(60),
         };
-        assert_eq!(judge(&long, 0), Step::Again(MAX_RETRY_AFTER));
+        assert_eq!(judge(&long, 0), rejected);
+        assert_eq!(sends_until_settled(&long), (1, rejected.clone()));
+        let cap = Verdict::RateLimited {
+            retry_after: MAX_RETRY_AFTER,
+        };
+        assert_eq!(judge(&cap, 0), Step::Again(MAX_RETRY_AFTER));
         let short = Verdict::RateLimited {
             retry_after: Duration::from_millis(30),
         };
         assert_eq!(judge(&short, 1), Step::Again(Duration::from_millis(30)));
-        let (sends, step) = sends_until_settled(&long);
+        let (sends, step) = sends_until_settled(&short);
         assert_eq!(sends, MAX_UNACCEPTED_TRIES);
-        assert_eq!(
-            step,
-            settled(DeliveryOutcome::KnownRejected, 429, "rate-limited", "")
-        );
+        assert_eq!(step, rejected);
     }
 
     #[test]
