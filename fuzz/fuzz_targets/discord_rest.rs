@@ -20,6 +20,8 @@ struct Input<'a> {
     retry_after: Option<&'a str>,
     expected: &'a str,
     edit: bool,
+    /// Whether the interaction's token is still alive (10015 proves absence only then).
+    token_alive: bool,
     body: &'a [u8],
 }
 
@@ -34,6 +36,7 @@ fn input(data: &[u8]) -> Option<Input<'_>> {
         retry_after,
         expected: "The answer.",
         edit: head[2] & 1 != 0,
+        token_alive: head[2] & 4 != 0,
         body,
     })
 }
@@ -97,9 +100,23 @@ fuzz_target!(|data: &[u8]| {
             assert!(!(200..300).contains(&status));
         }
     }
-    match judge_original(status, input.body, input.expected, input.edit) {
+    let judged = judge_original(
+        status,
+        input.body,
+        input.expected,
+        input.edit,
+        input.token_alive,
+    );
+    match judged {
         Reconciliation::Found { .. } => assert_eq!(status, 200),
-        Reconciliation::ProvedAbsent => assert!(status == 200 || status == 404),
+        Reconciliation::ProvedAbsent => {
+            assert!(status == 200 || status == 404);
+            // An expired token's 10015 proves nothing.
+            let code = serde_json::from_slice::<serde_json::Value>(input.body)
+                .ok()
+                .and_then(|v| v.get("code").and_then(serde_json::Value::as_u64));
+            assert!(input.token_alive || status != 404 || code != Some(10015));
+        }
         Reconciliation::Inconclusive { reason } => reason_ok(&reason),
     }
     // A channel read page: each element is read as a message object.

@@ -14,7 +14,11 @@ use reach_passage::quarantine::{Answer, PassagePayload, quarantine};
 const UNDER_REVIEW: &str = r#"{"format":"reach.plan.candidate.v1","diagnosis":"d","steps":[{"kind":"run","profile":"show-config","args":[]},{"kind":"patch","target":"etc/app.conf","edits":[{"op":"replace","line":"accept = localhost","with":"accept = *"}]},{"kind":"verify"}]}"#;
 
 fn payload(answer: &str) -> PassagePayload {
-    let role = if answer == "candidate" { "solver" } else { "reviewer" };
+    let role = if answer == "candidate" {
+        "solver"
+    } else {
+        "reviewer"
+    };
     PassagePayload::from_bytes(
         serde_json::json!({
             "schema": "reach.room.passage/1",
@@ -47,7 +51,10 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(a.bytes(), trimmed.as_bytes(), "accepted other bytes");
             match a {
                 Answer::Candidate { bytes, candidate } => {
-                    assert_eq!(reach_plan::Candidate::parse(&bytes).as_ref(), Ok(&candidate));
+                    assert_eq!(
+                        reach_plan::Candidate::parse(&bytes).as_ref(),
+                        Ok(&candidate)
+                    );
                 }
                 Answer::Review { bytes, review } => {
                     let again = reach_plan::Review::parse(&bytes).expect("parses again");

@@ -229,6 +229,9 @@ impl Fixture {
     /// the variant in order; a finding's `quote` is the whole value at `at`.
     pub fn read_candidate(&self, candidate: &str) -> Result<Review, Refusal> {
         let bad = || Refusal::CandidateMalformed;
+        // Only what the Room's quarantine admits is a candidate under review: anything else
+        // is refused, never read leniently (a finding could not quote it).
+        reach_plan::Candidate::parse(candidate.as_bytes()).map_err(|_| bad())?;
         let c: Value = serde_json::from_str(candidate).map_err(|_| bad())?;
         if c["format"] != CANDIDATE_FORMAT {
             return Err(bad());

@@ -321,7 +321,7 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
     } else if too_large {
         (None, Err(Refusal::RequestTooLarge))
     } else {
-        match parse_request(&body) {
+        match read_request(&body) {
             Err(r) => (None, Err(r)),
             Ok(chat) => (
                 inner.fixture.role_of(&chat.system),
@@ -373,14 +373,19 @@ fn tokens(bytes: usize) -> u64 {
 }
 
 /// The parts of a chat completions request the fixture reads.
-struct Chat {
-    model: String,
-    system: String,
-    user: String,
-    stream: bool,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatRequest {
+    pub model: String,
+    /// The first message's content: it must be a `system` message.
+    pub system: String,
+    /// The second and last message's content: it must be a `user` message.
+    pub user: String,
+    pub stream: bool,
 }
 
-fn parse_request(body: &[u8]) -> Result<Chat, Refusal> {
+/// Reads a request body as the server does: `fixture/bad-request` unless it is a chat
+/// completions request the fixture takes (see [`Refusal::BadRequest`]).
+pub fn read_request(body: &[u8]) -> Result<ChatRequest, Refusal> {
     let bad = || Refusal::BadRequest;
     let v: Value = serde_json::from_slice(body).map_err(|_| bad())?;
     let model = v["model"]
@@ -414,7 +419,7 @@ fn parse_request(body: &[u8]) -> Result<Chat, Refusal> {
     if messages.len() != 2 {
         return Err(bad());
     }
-    Ok(Chat {
+    Ok(ChatRequest {
         model: model.to_owned(),
         system: content(0, "system")?,
         user: content(1, "user")?,
@@ -454,12 +459,12 @@ mod tests {
         let ok = json!({"model": "m", "messages": [{"role": "system", "content": "s"},
             {"role": "user", "content": "u"}], "max_tokens": 10, "temperature": 0, "n": 1,
             "stream": false});
-        let chat = parse_request(ok.to_string().as_bytes()).ok().unwrap();
+        let chat = read_request(ok.to_string().as_bytes()).ok().unwrap();
         assert_eq!((chat.system.as_str(), chat.user.as_str()), ("s", "u"));
         let refused = |f: &dyn Fn(&mut Value)| {
             let mut v = ok.clone();
             f(&mut v);
-            parse_request(v.to_string().as_bytes()).err()
+            read_request(v.to_string().as_bytes()).err()
         };
         assert_eq!(refused(&|_| {}), None);
         assert_eq!(
@@ -484,7 +489,7 @@ mod tests {
         ] {
             assert_eq!(refused(f), Some(Refusal::BadRequest));
         }
-        assert_eq!(parse_request(b"{").err(), Some(Refusal::BadRequest));
+        assert_eq!(read_request(b"{").err(), Some(Refusal::BadRequest));
     }
 
     #[test]

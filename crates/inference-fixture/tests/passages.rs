@@ -214,5 +214,17 @@ fn missing_altered_or_unadmitted_evidence_is_refused_and_nothing_advances() {
                     && f["quote"] == "etc/unrelated.conf"),
             "{review}"
         );
+        // A candidate the Room's quarantine would refuse (an unknown field, found by fuzzing:
+        // fuzz/fuzz_targets/fixture_passage.rs) is refused, never reviewed: a finding's quote
+        // could not be checked against it.
+        let steps = c["steps"].as_array_mut().unwrap();
+        let j = steps.iter().position(|s| s["kind"] == "run").unwrap();
+        steps[j]["'profile"] = "show-config".into();
+        let candidate = serde_json::to_string(&c).unwrap();
+        assert!(reach_plan::Candidate::parse(candidate.as_bytes()).is_err());
+        assert_eq!(
+            fixture.read_candidate(&candidate).unwrap_err(),
+            Refusal::CandidateMalformed
+        );
     }
 }
