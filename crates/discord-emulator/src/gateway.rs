@@ -1,5 +1,8 @@
 //! The Gateway v10 side: HELLO, IDENTIFY (token checked), READY with the resume URL,
-//! HEARTBEAT/ACK, RESUME with replay, INVALID_SESSION, RECONNECT, and dispatches.
+//! HEARTBEAT/ACK, RESUME with replay, INVALID_SESSION, RECONNECT, and dispatches. As on Discord,
+//! frames that are not dispatches carry `"s": null, "t": null`; a second IDENTIFY or RESUME on
+//! one connection is closed 4005, and a RESUME past the session's sequence 4007 (the session is
+//! gone: identify anew).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +54,11 @@ pub(crate) async fn serve(
     }
 }
 
+/// A frame that is not a dispatch: `s` and `t` are null, as Discord sends them.
+fn control(op: u64, d: Value) -> String {
+    json!({"op": op, "d": d, "s": null, "t": null}).to_string()
+}
+
 fn close(code: u16, reason: &str) -> Message {
     Message::Close(Some(CloseFrame {
         code: CloseCode::from(code),
@@ -66,8 +74,11 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         return;
     };
     let conn_id = CONN_IDS.fetch_add(1, Ordering::Relaxed);
-    let hello = json!({"op": 10, "d": {"heartbeat_interval": inner.config.heartbeat_interval.as_millis() as u64}});
-    if ws.send(Message::text(hello.to_string())).await.is_err() {
+    let hello = control(
+        10,
+        json!({"heartbeat_interval": inner.config.heartbeat_interval.as_millis() as u64}),
+    );
+    if ws.send(Message::text(hello)).await.is_err() {
         return;
     }
     // Reading and writing are independent, as on Discord's side: a client that is slow to read
@@ -94,7 +105,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                         if out.send(Message::text(text)).is_err() { break; }
                     }
                     Ctl::Reconnect => {
-                        let _ = out.send(Message::text(json!({"op": 7, "d": null}).to_string()));
+                        let _ = out.send(Message::text(control(7, Value::Null)));
                     }
                     Ctl::Drop => {
                         abrupt = true;
@@ -108,7 +119,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                                 state.current_session = None;
                             }
                         }
-                        let _ = out.send(Message::text(json!({"op": 9, "d": false}).to_string()));
+                        let _ = out.send(Message::text(control(9, Value::Bool(false))));
                     }
                 }
             }
@@ -137,9 +148,14 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                             state.counts.heartbeats += 1;
                             !state.stop_acking
                         };
-                        if ack && out.send(Message::text(json!({"op": 11}).to_string())).is_err() {
+                        if ack && out.send(Message::text(control(11, Value::Null))).is_err() {
                             break;
                         }
+                    }
+                    // One session per connection: a second IDENTIFY or RESUME is 4005.
+                    2 | 6 if session_id.is_some() => {
+                        let _ = out.send(close(4005, "Already authenticated."));
+                        break;
                     }
                     2 => {
                         if !token_ok(&inner, &d) {
@@ -157,9 +173,13 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                             break;
                         }
                         match resume(&inner, &d, conn_id, &tx) {
-                            Some(id) => session_id = Some(id),
-                            None => {
-                                let _ = out.send(Message::text(json!({"op": 9, "d": false}).to_string()));
+                            Resume::Resumed(id) => session_id = Some(id),
+                            Resume::Unknown => {
+                                let _ = out.send(Message::text(control(9, Value::Bool(false))));
+                            }
+                            Resume::BadSeq => {
+                                let _ = out.send(close(4007, "Invalid seq."));
+                                break;
                             }
                         }
                     }
@@ -220,17 +240,39 @@ fn identify(inner: &Inner, d: &Value, conn_id: u64, tx: &mpsc::UnboundedSender<C
     id
 }
 
-fn resume(
-    inner: &Inner,
-    d: &Value,
-    conn_id: u64,
-    tx: &mpsc::UnboundedSender<Ctl>,
-) -> Option<String> {
-    let id = d.get("session_id").and_then(Value::as_str)?.to_owned();
+/// What a RESUME found.
+enum Resume {
+    Resumed(String),
+    /// No such session: INVALID_SESSION (op 9, not resumable).
+    Unknown,
+    /// A sequence the session never reached: close 4007, and the session is gone.
+    BadSeq,
+}
+
+fn resume(inner: &Inner, d: &Value, conn_id: u64, tx: &mpsc::UnboundedSender<Ctl>) -> Resume {
+    let Some(id) = d
+        .get("session_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return Resume::Unknown;
+    };
     let seq = d.get("seq").and_then(Value::as_u64).unwrap_or(0);
     let mut state = inner.lock();
+    let Some(reached) = state.sessions.get(&id).map(|s| s.seq) else {
+        return Resume::Unknown;
+    };
+    if seq > reached {
+        state.sessions.remove(&id);
+        if state.current_session.as_ref() == Some(&id) {
+            state.current_session = None;
+        }
+        return Resume::BadSeq;
+    }
     let redeliver = std::mem::take(&mut state.redeliver_on_resume);
-    let session = state.sessions.get_mut(&id)?;
+    let Some(session) = state.sessions.get_mut(&id) else {
+        return Resume::Unknown;
+    };
     let from = seq.saturating_sub(redeliver);
     for (s, text) in &session.log {
         if *s > from {
@@ -241,5 +283,5 @@ fn resume(
     state.counts.resumes += 1;
     state.current_session = Some(id.clone());
     inner.dispatch(&mut state, "RESUMED", json!({}));
-    Some(id)
+    Resume::Resumed(id)
 }
