@@ -11,6 +11,10 @@
 //! socket's write half and two atomics with the reader, so a slow consumer of events (the
 //! reader awaiting channel capacity) cannot delay a heartbeat. Its lateness is recorded.
 //!
+//! **Architecture Invariant:** every IDENTIFY is counted against the day's allowance
+//! ([`crate::identify`]): past it the client waits, and failing sessions back off
+//! exponentially, so an outage never spends the session starts Discord resets a token for.
+//!
 //! **Architecture Invariant:** `ws://` is accepted only for a loopback IP literal (the
 //! emulator); every other gateway, including a `resume_gateway_url` from READY, is `wss://` and
 //! dialed through destination admission and the pinned connector.
@@ -41,6 +45,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use crate::identify::{IdentifyAllowance, IdentifyBudget};
 use crate::model::{BotToken, INTERACTION_APPLICATION_COMMAND, InteractionCreate, MessageCreate};
 
 /// Gateway API version this client speaks.
@@ -265,6 +270,8 @@ pub struct GatewayConfig<R = StaticResolver> {
     pub reconnect_delay: Backoff,
     /// Wait before re-IDENTIFY after INVALID_SESSION (Discord: 1 to 5 s).
     pub reidentify_delay: Backoff,
+    /// How many IDENTIFYs the client sends per day at most ([`crate::identify`]).
+    pub identify_allowance: IdentifyAllowance,
 }
 
 impl GatewayConfig<StaticResolver> {
@@ -283,6 +290,7 @@ impl GatewayConfig<StaticResolver> {
                 min: Duration::from_millis(10),
                 max: Duration::from_millis(50),
             },
+            identify_allowance: IdentifyAllowance::default(),
         }
     }
 }
@@ -404,11 +412,39 @@ async fn run<R: Resolver + 'static>(
     let mut session: Option<Session> = None;
     // The last sequence number seen; kept across connections for RESUME.
     let seq = Arc::new(AtomicU64::new(0));
+    let mut budget = IdentifyBudget::new(config.identify_allowance);
     loop {
         if *stop.borrow() {
             return;
         }
+        if session.is_none() {
+            let wait = budget.wait_for_allowance(Instant::now());
+            if !wait.is_zero() {
+                tracing::warn!(
+                    wait_s = wait.as_secs(),
+                    "IDENTIFY allowance spent; waiting rather than risk the token's reset"
+                );
+                let event = GatewayEvent::Reconnecting {
+                    reason: "identify-budget",
+                    resume: false,
+                };
+                if events.send(event).await.is_err() {
+                    return;
+                }
+                tokio::select! {
+                    _ = sleep(wait) => {}
+                    _ = stop.changed() => return,
+                }
+            }
+        }
+        let began = Instant::now();
+        let identifies = counters.identifies.load(Ordering::Relaxed);
         let ended = connection(&config, &mut session, &seq, &events, &mut stop, &counters).await;
+        if counters.identifies.load(Ordering::Relaxed) > identifies {
+            budget.identified(began);
+            // READY sets the session; how long it then lasted says whether the gateway works.
+            budget.session_ended(session.is_some().then(|| began.elapsed()));
+        }
         let delay = match ended {
             Ended::Stop => return,
             Ended::Fatal(code) => {
@@ -440,6 +476,12 @@ async fn run<R: Resolver + 'static>(
                 }
                 config.reidentify_delay.pick()
             }
+        };
+        // The next connection identifies: sessions that keep failing back off exponentially.
+        let delay = if session.is_none() {
+            budget.failure_backoff(delay)
+        } else {
+            delay
         };
         tokio::select! {
             _ = sleep(delay) => {}

@@ -30,6 +30,8 @@ pub mod delivery;
 pub mod edge;
 #[cfg(feature = "net")]
 pub mod gateway;
+#[cfg(feature = "net")]
+pub mod identify;
 pub mod model;
 pub mod render;
 #[cfg(feature = "net")]

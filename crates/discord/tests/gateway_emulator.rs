@@ -324,3 +324,51 @@ async fn wss_gateway_without_a_road_is_never_dialed() {
     assert_eq!(em.gateway_counts().connections, 0);
     handle.shutdown().await;
 }
+
+/// Past its IDENTIFY allowance the client waits for the window rather than identify again
+/// (Discord resets a token past 1,000 a day): here 2 per 1.5 s, sessions invalidated at once.
+#[tokio::test]
+async fn identifies_past_the_allowance_wait_for_the_window() {
+    use reach_discord::identify::IdentifyAllowance;
+    let em = emulator().await;
+    let url = GatewayUrl::parse(&em.gateway_url()).expect("url");
+    let mut config = GatewayConfig::loopback(url, token(&em), gateway::intents(false));
+    let window = std::time::Duration::from_millis(1_500);
+    config.identify_allowance = IdentifyAllowance {
+        per_window: 2,
+        window,
+    };
+    let started = tokio::time::Instant::now();
+    let (handle, mut rx) = gateway::spawn(config);
+    ready(&mut rx).await;
+    assert!(em.invalidate_session());
+    ready(&mut rx).await;
+    assert_eq!(em.gateway_counts().identifies, 2);
+    assert!(em.invalidate_session());
+    let e = next_matching(&mut rx, "the budget's wait", |e| {
+        matches!(e, GatewayEvent::Reconnecting { .. })
+            && *e
+                != GatewayEvent::Reconnecting {
+                    reason: "invalid-session",
+                    resume: false,
+                }
+    })
+    .await;
+    assert_eq!(
+        e,
+        GatewayEvent::Reconnecting {
+            reason: "identify-budget",
+            resume: false
+        }
+    );
+    assert_eq!(em.gateway_counts().identifies, 2, "no third IDENTIFY yet");
+    ready(&mut rx).await;
+    assert_eq!(em.gateway_counts().identifies, 3);
+    assert!(
+        started.elapsed() >= window,
+        "the third IDENTIFY waited for the first to leave the window: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(handle.stats().identifies, 3);
+    handle.shutdown().await;
+}

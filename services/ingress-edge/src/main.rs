@@ -117,6 +117,7 @@ fn main() -> std::process::ExitCode {
                 wss: Some(wss),
                 reconnect_delay: RECONNECT_DELAY,
                 reidentify_delay: REIDENTIFY_DELAY,
+                identify_allowance: Default::default(),
             })
         } else {
             gateway::spawn(GatewayConfig::loopback(url, token, intents))
