@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::{Ctl, Inner, SessionState};
+use crate::{Ctl, INTENT_MESSAGE_CONTENT, Inner, KNOWN_INTENTS, SessionState};
 
 static CONN_IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -163,6 +163,17 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                             let _ = out.send(close(4004, "Authentication failed."));
                             break;
                         }
+                        let intents = d.get("intents").and_then(Value::as_u64);
+                        let Some(intents) = intents.filter(|i| i & !KNOWN_INTENTS == 0) else {
+                            let _ = out.send(close(4013, "Invalid intent(s)."));
+                            break;
+                        };
+                        if intents & INTENT_MESSAGE_CONTENT != 0
+                            && !inner.config.message_content_enabled
+                        {
+                            let _ = out.send(close(4014, "Disallowed intent(s)."));
+                            break;
+                        }
                         let id = identify(&inner, &d, conn_id, &tx);
                         session_id = Some(id);
                     }
@@ -218,13 +229,15 @@ fn identify(inner: &Inner, d: &Value, conn_id: u64, tx: &mpsc::UnboundedSender<C
     let id = format!("session-{:016x}", inner.snowflake());
     let mut state = inner.lock();
     state.counts.identifies += 1;
-    state.counts.last_intents = d.get("intents").and_then(Value::as_u64).unwrap_or(0);
+    let intents = d.get("intents").and_then(Value::as_u64).unwrap_or(0);
+    state.counts.last_intents = intents;
     state.sessions.insert(
         id.clone(),
         SessionState {
             seq: 0,
             log: Default::default(),
             conn: Some((conn_id, tx.clone())),
+            intents,
         },
     );
     state.current_session = Some(id.clone());

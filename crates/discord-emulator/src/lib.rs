@@ -59,6 +59,10 @@ pub struct EmulatorConfig {
     /// Discord gives the nonce only in the MESSAGE_CREATE event, so reconciliation must not
     /// need it.
     pub nonce_in_reads: bool,
+    /// Whether the application has the privileged MESSAGE_CONTENT intent enabled (in the
+    /// developer portal, or approved for a verified bot): an IDENTIFY asking for it without
+    /// is closed 4014, as on Discord.
+    pub message_content_enabled: bool,
     /// Serve the gateway as `wss://` (TLS with the run's CA, name [`REST_HOST`]) instead of
     /// plain `ws://127.0.0.1`.
     pub gateway_tls: bool,
@@ -85,6 +89,7 @@ impl Default for EmulatorConfig {
             heartbeat_interval: Duration::from_millis(200),
             nonce_window: Duration::from_secs(300),
             nonce_in_reads: false,
+            message_content_enabled: true,
             gateway_tls: false,
             rest_listen: None,
             tls_names: None,
@@ -291,6 +296,8 @@ pub(crate) struct SessionState {
     pub(crate) seq: u64,
     pub(crate) log: VecDeque<(u64, String)>,
     pub(crate) conn: Option<(u64, mpsc::UnboundedSender<Ctl>)>,
+    /// The intents IDENTIFY asked for: what the session's dispatches carry.
+    pub(crate) intents: u64,
 }
 
 #[derive(Debug, Default)]
@@ -360,6 +367,9 @@ impl Inner {
         let Some(session) = state.sessions.get_mut(&id) else {
             return;
         };
+        let Some(d) = under_intents(session.intents, self.config.bot_user_id, t, d) else {
+            return;
+        };
         session.seq += 1;
         let text = json!({"op": 0, "s": session.seq, "t": t, "d": d}).to_string();
         session.log.push_back((session.seq, text.clone()));
@@ -380,6 +390,47 @@ impl Inner {
             .as_ref()
             .map(|(_, tx)| tx.clone())
     }
+}
+
+/// Gateway intents the emulator honours (Discord's bits).
+pub const INTENT_GUILD_MESSAGES: u64 = 1 << 9;
+/// DIRECT_MESSAGES.
+pub const INTENT_DIRECT_MESSAGES: u64 = 1 << 12;
+/// MESSAGE_CONTENT (privileged).
+pub const INTENT_MESSAGE_CONTENT: u64 = 1 << 15;
+/// Every intent bit Discord defines (0 through 25, less the unused 22 and 23).
+pub const KNOWN_INTENTS: u64 = ((1 << 26) - 1) & !(1 << 22) & !(1 << 23);
+
+/// What a session with `intents` receives of a dispatch, as Discord sends it: no guild message
+/// event without GUILD_MESSAGES, no DM without DIRECT_MESSAGES, and without MESSAGE_CONTENT a
+/// message's `content` (and embeds, attachments, components) empty unless it mentions the bot,
+/// is a DM, or is the bot's own. `None`: not sent at all.
+fn under_intents(intents: u64, bot: u64, t: &str, mut d: Value) -> Option<Value> {
+    if !matches!(t, "MESSAGE_CREATE" | "MESSAGE_UPDATE") {
+        return Some(d);
+    }
+    let dm = d.get("guild_id").is_none();
+    let needed = if dm {
+        INTENT_DIRECT_MESSAGES
+    } else {
+        INTENT_GUILD_MESSAGES
+    };
+    if intents & needed == 0 {
+        return None;
+    }
+    let bot_id = bot.to_string();
+    let own = d.pointer("/author/id").and_then(Value::as_str) == Some(bot_id.as_str());
+    let mentioned = d
+        .get("mentions")
+        .and_then(Value::as_array)
+        .is_some_and(|m| m.iter().any(|u| u["id"].as_str() == Some(bot_id.as_str())));
+    if intents & INTENT_MESSAGE_CONTENT == 0 && !(dm || own || mentioned) {
+        d["content"] = json!("");
+        for k in ["embeds", "attachments", "components"] {
+            d[k] = json!([]);
+        }
+    }
+    Some(d)
 }
 
 pub(crate) fn message_json(m: &EmulatedMessage, author_name: &str, with_nonce: bool) -> Value {

@@ -372,3 +372,57 @@ async fn identifies_past_the_allowance_wait_for_the_window() {
     assert_eq!(handle.stats().identifies, 3);
     handle.shutdown().await;
 }
+
+/// Without the privileged MESSAGE_CONTENT intent (Reach's default) Discord sends a guild
+/// message's content only when it mentions the bot: the mention trigger still reads its
+/// question, and nothing else's text reaches the edge. Asking for the intent while the
+/// application does not have it enabled is fatal (4014), never retried.
+#[tokio::test]
+async fn without_message_content_only_mentions_carry_their_text() {
+    use reach_discord_emulator::EmulatorConfig;
+    let em = emulator().await;
+    let (handle, mut rx) = gateway(&em);
+    ready(&mut rx).await;
+    let bot = em.config().bot_user_id;
+    let user = User::human(42, "ada");
+    let chatter = em.post_user_message(CHANNEL, &user, "just chatting");
+    let mention = em.post_user_message(CHANNEL, &user, &format!("<@{bot}> how do I deploy?"));
+    let content = |want: u64| move |e: &GatewayEvent| message_id(e) == Some(Snowflake(want));
+    let GatewayEvent::MessageCreate { message, .. } =
+        next_matching(&mut rx, "the chatter", content(chatter)).await
+    else {
+        unreachable!()
+    };
+    assert_eq!(message.content, "", "no content without the intent");
+    let GatewayEvent::MessageCreate { message, .. } =
+        next_matching(&mut rx, "the mention", content(mention)).await
+    else {
+        unreachable!()
+    };
+    assert_eq!(message.content, format!("<@{bot}> how do I deploy?"));
+    handle.shutdown().await;
+
+    let em = reach_discord_emulator::Emulator::start(EmulatorConfig {
+        message_content_enabled: false,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("start");
+    let url = GatewayUrl::parse(&em.gateway_url()).expect("url");
+    let (handle, mut rx) = gateway::spawn(GatewayConfig::loopback(
+        url,
+        token(&em),
+        gateway::intents(true),
+    ));
+    let e = next_matching(&mut rx, "Fatal", |e| {
+        matches!(e, GatewayEvent::Fatal { .. })
+    })
+    .await;
+    assert_eq!(e, GatewayEvent::Fatal { code: 4014 });
+    assert_eq!(
+        em.gateway_counts().identifies,
+        0,
+        "no session for a disallowed intent"
+    );
+    handle.shutdown().await;
+}
