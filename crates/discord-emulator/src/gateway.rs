@@ -243,7 +243,11 @@ fn identify(inner: &Inner, d: &Value, conn_id: u64, tx: &mpsc::UnboundedSender<C
     state.current_session = Some(id.clone());
     let ready = json!({
         "v": 10,
-        "user": {"id": inner.config.bot_user_id.to_string(), "username": "reach", "bot": true},
+        "user": {
+            "id": inner.config.bot_user_id.to_string(), "username": "reach", "discriminator": "0",
+            "global_name": null, "avatar": null, "bot": true, "mfa_enabled": false,
+            "verified": true, "flags": 0,
+        },
         "guilds": [],
         "session_id": id,
         "resume_gateway_url": inner.resume_url,

@@ -170,6 +170,7 @@ fn callback(inner: &Inner, id: &str, token: &str, req: &Received<'_>) -> Reply {
         reply_to: None,
         flags,
         interaction_id: Some(id),
+        interaction_user: Some(record.user_id),
     };
     let json = message_json(&message, "reach", false);
     state.messages.insert(message_id, message);
@@ -322,6 +323,7 @@ fn follow_up(inner: &Inner, application: &str, token: &str, req: &Received<'_>) 
         reply_to: None,
         flags: body.get("flags").and_then(Value::as_u64).unwrap_or(0),
         interaction_id: Some(id),
+        interaction_user: Some(record.user_id),
     };
     let json = message_json(&message, "reach", false);
     state.messages.insert(message_id, message);

@@ -145,6 +145,8 @@ pub struct EmulatedMessage {
     pub flags: u64,
     /// The interaction this message answers (an interaction callback's response).
     pub interaction_id: Option<u64>,
+    /// Who ran that interaction (`interaction_metadata.user`).
+    pub interaction_user: Option<u64>,
 }
 
 /// One Create Message request as received, before any fault or deduplication.
@@ -196,6 +198,8 @@ pub(crate) struct InteractionRecord {
     pub(crate) created: Instant,
     /// The message of the accepted callback (the interaction's original response).
     pub(crate) original: Option<u64>,
+    /// Who ran the command.
+    pub(crate) user_id: u64,
 }
 
 /// One Get Channel Messages request as received (failed reads included).
@@ -433,14 +437,36 @@ fn under_intents(intents: u64, bot: u64, t: &str, mut d: Value) -> Option<Value>
     Some(d)
 }
 
+/// A guild member as Discord sends it in a dispatch (`user` only where the event does).
+pub(crate) fn member_json(user: Option<Value>) -> Value {
+    let mut m = json!({"roles": [], "joined_at": "2025-01-01T00:00:00.000000+00:00",
+        "deaf": false, "mute": false, "flags": 0, "nick": null, "avatar": null,
+        "premium_since": null, "pending": false});
+    if let Some(u) = user {
+        m["user"] = u;
+    }
+    m
+}
+
+/// A user object as Discord sends it: a migrated username has discriminator "0".
+pub(crate) fn user_json(id: u64, name: &str, bot: bool) -> Value {
+    json!({"id": id.to_string(), "username": name, "discriminator": "0",
+        "global_name": null, "avatar": null, "bot": bot, "public_flags": 0})
+}
+
 pub(crate) fn message_json(m: &EmulatedMessage, author_name: &str, with_nonce: bool) -> Value {
     let mut v = json!({
         "id": m.id.to_string(),
         "type": if m.reply_to.is_some() { 19 } else { 0 },
         "channel_id": m.channel_id.to_string(),
-        "author": {"id": m.author_id.to_string(), "username": author_name, "bot": m.author_bot},
+        "author": user_json(m.author_id, author_name, m.author_bot),
         "content": m.content,
-        "mentions": m.mentions.iter().map(|id| json!({"id": id.to_string(), "username": "user"})).collect::<Vec<_>>(),
+        "mentions": m.mentions.iter().map(|id| user_json(*id, "user", false)).collect::<Vec<_>>(),
+        "mention_everyone": false,
+        "mention_roles": [],
+        "attachments": [],
+        "components": [],
+        "edited_timestamp": null,
         "embeds": [],
         "flags": m.flags,
         "timestamp": "2025-01-01T00:00:00.000000+00:00",
@@ -458,7 +484,16 @@ pub(crate) fn message_json(m: &EmulatedMessage, author_name: &str, with_nonce: b
             json!({"message_id": r.to_string(), "channel_id": m.channel_id.to_string()});
     }
     if let Some(i) = m.interaction_id {
-        v["interaction_metadata"] = json!({"id": i.to_string(), "type": 2});
+        // Discord: a slash command's response is type 20 (CHAT_INPUT_COMMAND) and names the
+        // interaction, its user, and who installed the app (guild install: key "0").
+        v["type"] = json!(20);
+        let user = m.interaction_user.unwrap_or(0);
+        let mut owners = json!({});
+        if let Some(g) = m.guild_id {
+            owners["0"] = json!(g.to_string());
+        }
+        v["interaction_metadata"] = json!({"id": i.to_string(), "type": 2,
+            "user": user_json(user, "user", false), "authorizing_integration_owners": owners});
     }
     v
 }
@@ -665,10 +700,11 @@ impl Emulator {
             reply_to: None,
             flags: 0,
             interaction_id: None,
+            interaction_user: None,
         };
         let mut d = message_json(&message, &author.name, true);
         if let Some(g) = message.guild_id {
-            d["member"] = json!({"roles": []});
+            d["member"] = member_json(None);
             d["guild_id"] = json!(g.to_string());
         }
         state.messages.insert(id, message);
@@ -688,10 +724,11 @@ impl Emulator {
                 channel_id,
                 created: Instant::now(),
                 original: None,
+                user_id: user.id,
             },
         );
         let guild = self.guild_of(&state, channel_id);
-        let user_json = json!({"id": user.id.to_string(), "username": user.name, "bot": user.bot});
+        let user_json = user_json(user.id, &user.name, user.bot);
         let mut d = json!({
             "id": id.to_string(),
             "application_id": self.inner.config.application_id.to_string(),
@@ -704,12 +741,25 @@ impl Emulator {
                 "options": [{"name": "question", "type": 3, "value": text}],
             },
         });
+        // Who installed the app, by context: a guild install (key "0") or the user's (key "1").
+        d["entitlements"] = json!([]);
+        d["locale"] = json!("en-US");
+        d["app_permissions"] = json!("2048");
+        d["channel"] = json!({"id": channel_id.to_string(),
+            "type": if guild.is_some() { 0 } else { 1 }});
         match guild {
             Some(g) => {
                 d["guild_id"] = json!(g.to_string());
-                d["member"] = json!({"user": user_json, "roles": []});
+                d["guild_locale"] = json!("en-US");
+                d["member"] = member_json(Some(user_json));
+                d["authorizing_integration_owners"] = json!({"0": g.to_string()});
+                d["context"] = json!(0);
             }
-            None => d["user"] = user_json,
+            None => {
+                d["authorizing_integration_owners"] = json!({"1": user.id.to_string()});
+                d["user"] = user_json;
+                d["context"] = json!(1);
+            }
         }
         self.inner.dispatch(&mut state, "INTERACTION_CREATE", d);
         id

@@ -3,61 +3,11 @@
 //! 4007 for a RESUME past the session's sequence (and the session gone after it), and a RESUME
 //! at the right sequence replaying nothing it already sent.
 
-use std::time::Duration;
+mod common;
 
-use futures_util::{SinkExt, StreamExt};
+use common::*;
 use reach_discord_emulator::{Emulator, EmulatorConfig, User};
-use serde_json::{Value, json};
-use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{WebSocketStream, client_async};
-
-type Ws = WebSocketStream<TcpStream>;
-
-async fn connect(addr: std::net::SocketAddr) -> Ws {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let (ws, _) = client_async(format!("ws://{addr}/?v=10&encoding=json"), tcp)
-        .await
-        .unwrap();
-    ws
-}
-
-/// The next frame: a JSON payload, or the close code.
-async fn next(ws: &mut Ws) -> Result<Value, u16> {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(5), ws.next())
-            .await
-            .expect("a frame within 5 s");
-        match m {
-            Some(Ok(Message::Text(t))) => return Ok(serde_json::from_str(t.as_str()).unwrap()),
-            Some(Ok(Message::Close(Some(f)))) => return Err(f.code.into()),
-            Some(Ok(_)) => continue,
-            other => panic!("the connection ended without a close frame: {other:?}"),
-        }
-    }
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::text(v.to_string())).await.unwrap();
-}
-
-fn identify(em: &Emulator) -> Value {
-    json!({"op": 2, "d": {"token": em.config().token, "intents": 1 << 9 | 1 << 15,
-        "properties": {"os": "linux", "browser": "contract", "device": "contract"}}})
-}
-
-/// Frames up to and including the first dispatch named `t`.
-async fn until_dispatch(ws: &mut Ws, t: &str) -> Vec<Value> {
-    let mut seen = Vec::new();
-    loop {
-        let v = next(ws).await.expect("no close");
-        let done = v["t"] == t;
-        seen.push(v);
-        if done {
-            return seen;
-        }
-    }
-}
+use serde_json::json;
 
 #[tokio::test]
 async fn the_gateway_speaks_discords_contract() {
@@ -72,7 +22,7 @@ async fn the_gateway_speaks_discords_contract() {
         hello.as_object().unwrap().contains_key("s"),
         "s is present, null: {hello}"
     );
-    send(&mut ws, identify(&em)).await;
+    send(&mut ws, identify(&em, 1 << 9 | 1 << 15)).await;
     let ready = until_dispatch(&mut ws, "READY").await.pop().unwrap();
     assert_eq!(ready["op"], 0);
     assert_eq!(ready["s"], 1);
@@ -93,7 +43,7 @@ async fn the_gateway_speaks_discords_contract() {
         .unwrap();
     assert_eq!(created["s"], 2);
     // One session per connection.
-    send(&mut ws, identify(&em)).await;
+    send(&mut ws, identify(&em, 1 << 9 | 1 << 15)).await;
     assert_eq!(next(&mut ws).await, Err(4005));
 
     // RESUME at the sequence reached replays nothing already seen and says RESUMED.
