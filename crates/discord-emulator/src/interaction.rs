@@ -183,13 +183,18 @@ fn callback(inner: &Inner, id: &str, token: &str, req: &Received<'_>) -> Reply {
         return Err(DropConnection);
     }
     if req.query.split('&').any(|p| p == "with_response=true") {
-        return respond(
-            200,
-            json!({
-                "interaction": {"id": id.to_string(), "type": 2, "response_message_id": message_id.to_string()},
-                "resource": {"type": kind, "message": json},
-            }),
-        );
+        // A resource (the message) only for a type 4: a deferral names its loading message
+        // and carries none, as Discord documents.
+        let deferred = kind == Some(DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE);
+        let mut body = json!({
+            "interaction": {"id": id.to_string(), "type": 2,
+                "response_message_id": message_id.to_string(),
+                "response_message_loading": deferred, "response_message_ephemeral": false},
+        });
+        if !deferred {
+            body["resource"] = json!({"type": kind, "message": json});
+        }
+        return respond(200, body);
     }
     let mut r = Response::new(Full::new(Bytes::new()));
     *r.status_mut() = StatusCode::NO_CONTENT;

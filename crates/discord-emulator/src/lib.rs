@@ -149,6 +149,21 @@ pub struct EmulatedMessage {
     pub interaction_user: Option<u64>,
 }
 
+/// One REST response the emulator sent (a dropped connection sends none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestResponse {
+    /// The request's method.
+    pub method: String,
+    /// The request's path (`/api/v10/...`), tokens included.
+    pub path: String,
+    /// The request's query, without `?`.
+    pub query: String,
+    /// The status answered.
+    pub status: u16,
+    /// The body answered.
+    pub body: Vec<u8>,
+}
+
 /// One Create Message request as received, before any fault or deduplication.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CreateRequest {
@@ -321,6 +336,8 @@ pub(crate) struct State {
     pub(crate) interaction_window: Option<Duration>,
     /// What `@original` answers before any callback ([`Emulator::set_early_original`]).
     pub(crate) early_original: EarlyOriginal,
+    /// Every REST response sent, in order.
+    pub(crate) responses: Vec<RestResponse>,
     pub(crate) faults: VecDeque<Fault>,
     pub(crate) nonces: HashMap<String, (u64, Instant)>,
     pub(crate) sessions: HashMap<String, SessionState>,
@@ -451,7 +468,8 @@ pub(crate) fn member_json(user: Option<Value>) -> Value {
 /// A user object as Discord sends it: a migrated username has discriminator "0".
 pub(crate) fn user_json(id: u64, name: &str, bot: bool) -> Value {
     json!({"id": id.to_string(), "username": name, "discriminator": "0",
-        "global_name": null, "avatar": null, "bot": bot, "public_flags": 0})
+        "global_name": null, "avatar": null, "bot": bot, "public_flags": 0, "flags": 0,
+        "primary_guild": null})
 }
 
 pub(crate) fn message_json(m: &EmulatedMessage, author_name: &str, with_nonce: bool) -> Value {
@@ -480,8 +498,12 @@ pub(crate) fn message_json(m: &EmulatedMessage, author_name: &str, with_nonce: b
         v["nonce"] = json!(n);
     }
     if let Some(r) = m.reply_to {
-        v["message_reference"] =
-            json!({"message_id": r.to_string(), "channel_id": m.channel_id.to_string()});
+        // Type 0: DEFAULT, a reply.
+        v["message_reference"] = json!({"type": 0, "message_id": r.to_string(),
+            "channel_id": m.channel_id.to_string()});
+        if let Some(g) = m.guild_id {
+            v["message_reference"]["guild_id"] = json!(g.to_string());
+        }
     }
     if let Some(i) = m.interaction_id {
         // Discord: a slash command's response is type 20 (CHAT_INPUT_COMMAND) and names the
@@ -805,6 +827,11 @@ impl Emulator {
             .into_iter()
             .filter(|m| m.author_id == bot)
             .collect()
+    }
+
+    /// Every REST response sent, in order (what a contract test checks against the spec).
+    pub fn responses(&self) -> Vec<RestResponse> {
+        self.inner.lock().responses.clone()
     }
 
     /// Every Create Message request received, in order.

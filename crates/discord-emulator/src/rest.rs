@@ -36,7 +36,7 @@ pub(crate) async fn serve(listener: TcpListener, tls: Arc<ServerConfig>, inner: 
             let Ok(stream) = acceptor.accept(tcp).await else {
                 return;
             };
-            let service = service_fn(move |req| handle(Arc::clone(&inner), req));
+            let service = service_fn(move |req| recorded(Arc::clone(&inner), req));
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
@@ -112,6 +112,28 @@ pub(crate) fn before_commit(fault: Option<&Fault>) -> Option<Reply> {
 
 pub(crate) fn error(status: u16, code: u64, message: &str) -> Reply {
     respond(status, json!({"message": message, "code": code}))
+}
+
+/// Handles one request and records what was answered ([`crate::Emulator::responses`]).
+async fn recorded(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
+    let method = req.method().to_string();
+    let path = req.uri().path().to_owned();
+    let query = req.uri().query().unwrap_or("").to_owned();
+    let response = handle(Arc::clone(&inner), req).await?;
+    let (parts, body) = response.into_parts();
+    let bytes = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    inner.lock().responses.push(crate::RestResponse {
+        method,
+        path,
+        query,
+        status: parts.status.as_u16(),
+        body: bytes.to_vec(),
+    });
+    Ok(Response::from_parts(parts, Full::new(bytes)))
 }
 
 async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {

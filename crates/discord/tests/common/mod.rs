@@ -98,3 +98,12 @@ pub fn rest_with_base(
         connector,
     })
 }
+
+/// A read gate that admits every read (a test's stand-in for ward's redeemed decisions).
+pub struct OpenGate;
+
+impl reach_discord::rest::ReadGate for OpenGate {
+    async fn admit(&mut self, _url: &str, _after: Snowflake) -> Result<(), String> {
+        Ok(())
+    }
+}
