@@ -231,8 +231,8 @@ fn original(inner: &Inner, application: &str, token: &str) -> Reply {
     if application != inner.config.application_id.to_string() {
         return error(404, 10015, "Unknown Webhook");
     }
-    let Some((_, record)) = found else {
-        return error(404, 10015, "Unknown Webhook");
+    let Some((_, record)) = found.filter(|(_, r)| token_alive(&state, r)) else {
+        return invalid_token();
     };
     match record.original.and_then(|m| state.messages.get(&m)) {
         Some(m) => respond(200, message_json(m, "reach", false)),
@@ -254,8 +254,8 @@ fn edit(inner: &Inner, application: &str, token: &str, req: &Received<'_>) -> Re
     if application != inner.config.application_id.to_string() {
         return error(404, 10015, "Unknown Webhook");
     }
-    let Some((_, record)) = found else {
-        return error(404, 10015, "Unknown Webhook");
+    let Some((_, record)) = found.filter(|(_, r)| token_alive(&state, r)) else {
+        return invalid_token();
     };
     let fault = state.edit_faults.pop_front();
     if let Some(reply) = before_commit(fault.as_ref()) {
@@ -300,9 +300,12 @@ fn follow_up(inner: &Inner, application: &str, token: &str, req: &Received<'_>) 
     if application != inner.config.application_id.to_string() {
         return error(404, 10015, "Unknown Webhook");
     }
-    let Some((id, record)) = found.filter(|(_, r)| r.original.is_some()) else {
-        return error(404, 10015, "Unknown Webhook");
+    let Some((id, record)) = found.filter(|(_, r)| token_alive(&state, r)) else {
+        return invalid_token();
     };
+    if record.original.is_none() {
+        return state.early_original.error();
+    }
     let fault = state.follow_up_faults.pop_front();
     if let Some(reply) = before_commit(fault.as_ref()) {
         return reply;
@@ -337,10 +340,17 @@ fn follow_up(inner: &Inner, application: &str, token: &str, req: &Received<'_>) 
     if fault == Some(Fault::CommitThenDrop) {
         return Err(DropConnection);
     }
-    if req.query.split('&').any(|p| p == "wait=true") {
-        return respond(200, json);
-    }
-    let mut r = Response::new(Full::new(Bytes::new()));
-    *r.status_mut() = StatusCode::NO_CONTENT;
-    Ok(r)
+    // An interaction's follow-up always waits: the created message, `wait` or not.
+    respond(200, json)
+}
+
+/// A token that names no interaction, or one past its lifetime: 401 50027.
+fn invalid_token() -> Reply {
+    error(401, 50027, "Invalid Webhook Token")
+}
+
+/// Whether an interaction's token still authorizes its webhook ([`crate::TOKEN_LIFETIME`],
+/// shortened by a test's script).
+fn token_alive(state: &crate::State, record: &InteractionRecord) -> bool {
+    record.created.elapsed() < state.token_lifetime.unwrap_or(crate::TOKEN_LIFETIME)
 }

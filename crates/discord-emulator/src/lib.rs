@@ -37,6 +37,8 @@ use tokio::task::JoinHandle;
 pub const REST_HOST: &str = "discord.emulator.test";
 /// Dispatches kept per session for RESUME replay.
 const MAX_REPLAY_LOG: usize = 4096;
+/// How long an interaction's token authorizes its webhook, as Discord documents.
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(15 * 60);
 /// Discord's epoch in Unix milliseconds (2015-01-01T00:00:00Z).
 const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
 
@@ -338,6 +340,11 @@ pub(crate) struct State {
     pub(crate) early_original: EarlyOriginal,
     /// Every REST response sent, in order.
     pub(crate) responses: Vec<RestResponse>,
+    /// Channels that exist: added, or where a user posted or ran a command.
+    pub(crate) known_channels: std::collections::HashSet<u64>,
+    /// An interaction token's lifetime when a test shortened it
+    /// ([`Emulator::set_token_lifetime`]).
+    pub(crate) token_lifetime: Option<Duration>,
     pub(crate) faults: VecDeque<Fault>,
     pub(crate) nonces: HashMap<String, (u64, Instant)>,
     pub(crate) sessions: HashMap<String, SessionState>,
@@ -692,10 +699,15 @@ impl Emulator {
 
     /// Put a channel in a guild (`Some`) or make it a DM channel (`None`).
     pub fn add_channel(&self, channel_id: u64, guild_id: Option<u64>) {
-        self.inner
-            .lock()
-            .channel_guilds
-            .insert(channel_id, guild_id);
+        let mut state = self.inner.lock();
+        state.channel_guilds.insert(channel_id, guild_id);
+        state.known_channels.insert(channel_id);
+    }
+
+    /// An interaction's token authorizes its webhook for [`TOKEN_LIFETIME`] (15 minutes)
+    /// after INTERACTION_CREATE, then answers 401 50027; a test may shorten it.
+    pub fn set_token_lifetime(&self, lifetime: Duration) {
+        self.inner.lock().token_lifetime = Some(lifetime);
     }
 
     fn guild_of(&self, state: &State, channel: u64) -> Option<u64> {
@@ -710,6 +722,7 @@ impl Emulator {
     pub fn post_user_message(&self, channel_id: u64, author: &User, content: &str) -> u64 {
         let id = self.inner.snowflake();
         let mut state = self.inner.lock();
+        state.known_channels.insert(channel_id);
         let message = EmulatedMessage {
             id,
             channel_id,
@@ -739,6 +752,7 @@ impl Emulator {
     pub fn post_interaction(&self, channel_id: u64, user: &User, command: &str, text: &str) -> u64 {
         let id = self.inner.snowflake();
         let mut state = self.inner.lock();
+        state.known_channels.insert(channel_id);
         state.interactions.insert(
             id,
             InteractionRecord {

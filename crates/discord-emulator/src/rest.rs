@@ -136,7 +136,34 @@ async fn recorded(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
     Ok(Response::from_parts(parts, Full::new(bytes)))
 }
 
+/// Whether a request with a body says what it is: Discord reads JSON only under
+/// `Content-Type: application/json` (or a form encoding), never by guessing.
+fn body_typed(req: &Request<Incoming>) -> bool {
+    if !matches!(*req.method(), Method::POST | Method::PATCH | Method::PUT) {
+        return true;
+    }
+    req.headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .is_some_and(|t| {
+            matches!(
+                t.as_str(),
+                "application/json" | "application/x-www-form-urlencoded" | "multipart/form-data"
+            )
+        })
+}
+
 async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
+    if !body_typed(&req) {
+        return error(400, 50109, "The request body contains invalid JSON.");
+    }
     // Interaction callbacks and the interaction webhook are authorized by the interaction's
     // token in the path, not by the bot token, as on Discord.
     if let Some(route) = crate::interaction::route(req.uri().path()) {
@@ -227,6 +254,9 @@ fn create(inner: &Inner, channel: u64, body: &[u8]) -> Reply {
         body: body.clone(),
         received_at: Instant::now(),
     });
+    if !state.known_channels.contains(&channel) {
+        return error(404, 10003, "Unknown Channel");
+    }
     let fault = state.faults.pop_front();
     if let Some(reply) = before_commit(fault.as_ref()) {
         return reply;
@@ -330,9 +360,13 @@ fn list(inner: &Inner, channel: u64, query: &str) -> Reply {
         query: query.to_owned(),
     });
     let unavailable = state.reads_unavailable;
+    let known = state.known_channels.contains(&channel);
     drop(state);
     if unavailable {
         return error(503, 0, "503: Service Unavailable");
+    }
+    if !known {
+        return error(404, 10003, "Unknown Channel");
     }
     let mut after = 0u64;
     let mut limit = 50usize;

@@ -68,3 +68,41 @@ async fn the_gateway_speaks_discords_contract() {
     assert_eq!(invalid["d"], false);
     assert!(invalid["s"].is_null() && invalid["t"].is_null());
 }
+
+/// REST as Discord answers it: a body is read only under a JSON (or form) Content-Type, and a
+/// channel that does not exist is 404 10003, for a write or a read.
+#[tokio::test]
+async fn rest_refuses_untyped_bodies_and_unknown_channels() {
+    let em = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let channel = 1_100_000_000_000_000_960u64;
+    let unknown = 1_100_000_000_000_000_961u64;
+    em.add_channel(channel, Some(em.config().default_guild_id));
+    let body = json!({"content": "hello", "allowed_mentions": {"parse": []}});
+    let path = |c: u64| format!("/api/v10/channels/{c}/messages");
+    let (status, out) = https_typed(&em, "POST", &path(channel), true, Some(&body), None).await;
+    let out: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!((status, out["code"].as_u64()), (400, Some(50109)));
+    let (status, out) = https_typed(
+        &em,
+        "POST",
+        &path(channel),
+        true,
+        Some(&body),
+        Some("text/plain"),
+    )
+    .await;
+    let out: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!((status, out["code"].as_u64()), (400, Some(50109)));
+    assert!(em.bot_messages(channel).is_empty(), "nothing created");
+    let (status, _) = https(&em, "POST", &path(channel), true, Some(&body)).await;
+    assert_eq!(status, 200);
+    for method in ["POST", "GET"] {
+        let (status, out) = https(&em, method, &path(unknown), true, Some(&body)).await;
+        let out: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            (status, out["code"].as_u64()),
+            (404, Some(10003)),
+            "{method}"
+        );
+    }
+}

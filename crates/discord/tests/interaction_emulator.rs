@@ -569,3 +569,65 @@ async fn an_unknown_follow_up_is_reconciled_from_the_channel() {
         }
     );
 }
+
+/// An interaction's token lives 15 minutes (shortened here): past it, and for a token that
+/// names no interaction, its webhook answers 401 50027 — never read as "no original yet", and
+/// a read of `@original` then proves nothing. A Create Message to a channel that does not
+/// exist is 10003, known rejected.
+#[tokio::test]
+async fn an_expired_or_unknown_token_is_50027_and_proves_nothing() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    em.set_token_lifetime(std::time::Duration::from_millis(300));
+    let (id, token) = ask(&em);
+    let ack = rest
+        .defer_interaction(&DeferredAck { interaction_id: id }, &token)
+        .await;
+    assert!(matches!(
+        ack,
+        CallbackOutcome::Acknowledged | CallbackOutcome::Sent { .. }
+    ));
+    let bogus = InteractionToken("not-a-token".into());
+    let invalid = CreateOutcome::KnownRejected {
+        status: 401,
+        code: Some(50027),
+    };
+    assert_eq!(
+        rest.edit_original(app(&em), &edit("x"), &bogus).await,
+        invalid
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(
+        rest.edit_original(app(&em), &edit("too late"), &token)
+            .await,
+        invalid
+    );
+    assert!(!original_not_yet(Some(50027), id, unix_ms()));
+    assert_eq!(
+        rest.reconcile_interaction(
+            app(&em),
+            id,
+            &token,
+            "too late",
+            true,
+            &mut Gate::with_budget(1)
+        )
+        .await,
+        Reconciliation::Inconclusive {
+            reason: "discord/read-status-401".into()
+        }
+    );
+    let nowhere = reach_discord::rest::CreateMessage {
+        channel_id: Snowflake(1_100_000_000_000_000_999),
+        content: "hello".into(),
+        nonce: reach_discord::rest::Nonce::new("n-nowhere").unwrap(),
+        reply_to: None,
+    };
+    assert_eq!(
+        rest.create_message(&nowhere).await,
+        CreateOutcome::KnownRejected {
+            status: 404,
+            code: Some(10003)
+        }
+    );
+}

@@ -77,6 +77,26 @@ pub async fn https(
     bot_token: bool,
     body: Option<&Value>,
 ) -> (u16, Vec<u8>) {
+    https_typed(
+        em,
+        method,
+        path_and_query,
+        bot_token,
+        body,
+        Some("application/json"),
+    )
+    .await
+}
+
+/// As [`https`], with the body's Content-Type given (`None`: no header).
+pub async fn https_typed(
+    em: &Emulator,
+    method: &str,
+    path_and_query: &str,
+    bot_token: bool,
+    body: Option<&Value>,
+    content_type: Option<&str>,
+) -> (u16, Vec<u8>) {
     let config = rustls::ClientConfig::builder()
         .with_root_certificates(em.root_store())
         .with_no_client_auth();
@@ -86,9 +106,12 @@ pub async fn https(
     let mut tls = connector.connect(name, tcp).await.unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
     let mut head = format!(
-        "{method} {path_and_query} HTTP/1.1\r\nHost: {REST_HOST}\r\nUser-Agent: DiscordBot (contract, 1)\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "{method} {path_and_query} HTTP/1.1\r\nHost: {REST_HOST}\r\nUser-Agent: DiscordBot (contract, 1)\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
+    if let Some(t) = content_type {
+        head.push_str(&format!("Content-Type: {t}\r\n"));
+    }
     if bot_token {
         head.push_str(&format!("Authorization: Bot {}\r\n", em.config().token));
     }
