@@ -287,11 +287,12 @@ async fn a_long_ask_answer_is_one_callback_then_follow_ups() {
     body.stop().await;
 }
 
-/// A gate whose every message worker is held by Discord's rate limits (each Create Message
-/// answered 429 twice, a retry after seconds) still answers an `/ask` inside Discord's
-/// 3-second window: the interaction lane claims only interaction work, and an answer committed
-/// inside the budget is claimed before older messages. The rate-limited replies still land,
-/// each once.
+/// A gate whose every message worker is held by Discord's rate limits (the channel's Create
+/// Messages answered 429 sixteen times, each a retry after half a second, and the adapter
+/// sending one request at a time into the channel's bucket) still answers an `/ask` inside
+/// Discord's 3-second window: the interaction lane claims only interaction work, and an answer
+/// committed inside the budget is claimed before older messages. The rate-limited replies
+/// still land, each once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gate_busy_with_rate_limited_messages_still_answers_an_ask_in_time() {
     const BUSY: u64 = 1_100_000_000_000_000_301;
@@ -300,7 +301,7 @@ async fn a_gate_busy_with_rate_limited_messages_still_answers_an_ask_in_time() {
     let _operator = body.operator_after_genesis("busy gate").await;
     let bot = em.config().bot_user_id;
     for _ in 0..2 * HELD {
-        em.script_next_create(Fault::RateLimit { retry_after: 2.5 });
+        em.script_next_create(Fault::RateLimit { retry_after: 0.5 });
     }
     let questions: Vec<u64> = (0..HELD as u64)
         .map(|k| {

@@ -261,6 +261,62 @@ pub enum Fault {
     },
 }
 
+/// Discord's REST limits as the emulator enforces them: each route (method and path) allows
+/// `per_route` requests per `window`, and the bot `global_per_second` requests a second
+/// (interaction routes excepted). Every response carries the route's bucket headers; a request
+/// past a limit is answered 429 (`global: true` for the global one) and not handled. The
+/// defaults are high enough that only a test that lowers them meets a limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimits {
+    pub per_route: u32,
+    pub window: Duration,
+    pub global_per_second: u32,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        Self {
+            per_route: 10_000,
+            window: Duration::from_secs(1),
+            global_per_second: 10_000,
+        }
+    }
+}
+
+/// A counting window: when it opened and how many requests it has seen.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    opened: Instant,
+    used: u32,
+}
+
+impl Window {
+    /// Counts one request at `now` against `limit` per `length`: `Err(wait)` when spent.
+    fn take(
+        slot: &mut Option<Window>,
+        now: Instant,
+        length: Duration,
+        limit: u32,
+    ) -> Result<(u32, Duration), Duration> {
+        let w = slot.get_or_insert(Window {
+            opened: now,
+            used: 0,
+        });
+        if now.duration_since(w.opened) >= length {
+            *w = Window {
+                opened: now,
+                used: 0,
+            };
+        }
+        let reset_after = length.saturating_sub(now.duration_since(w.opened));
+        if w.used >= limit {
+            return Err(reset_after);
+        }
+        w.used += 1;
+        Ok((limit - w.used, reset_after))
+    }
+}
+
 /// What a read or an edit of an interaction's `@original` answers before any callback has
 /// landed. Discord documents neither; client libraries report 10015.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -340,6 +396,10 @@ pub(crate) struct State {
     pub(crate) early_original: EarlyOriginal,
     /// Every REST response sent, in order.
     pub(crate) responses: Vec<RestResponse>,
+    /// The limits in force ([`Emulator::set_rate_limits`]) and their windows.
+    pub(crate) rate_limits: RateLimits,
+    pub(crate) route_windows: HashMap<String, Option<Window>>,
+    pub(crate) global_window: Option<Window>,
     /// Channels that exist: added, or where a user posted or ran a command.
     pub(crate) known_channels: std::collections::HashSet<u64>,
     /// An interaction token's lifetime when a test shortened it
@@ -367,6 +427,50 @@ pub(crate) struct Inner {
 impl Inner {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts one REST request on `route` (and globally when `global`): its bucket headers to
+    /// add to the response, or the 429 that answers it instead.
+    pub(crate) fn rate_limit(
+        &self,
+        route: &str,
+        global: bool,
+    ) -> Result<http::HeaderMap, Box<rest::Response429>> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let limits = state.rate_limits;
+        if global
+            && let Err(wait) = Window::take(
+                &mut state.global_window,
+                now,
+                Duration::from_secs(1),
+                limits.global_per_second,
+            )
+        {
+            return Err(Box::new(rest::too_many(
+                wait,
+                true,
+                route,
+                limits.per_route,
+                0,
+            )));
+        }
+        let slot = state.route_windows.entry(route.to_owned()).or_default();
+        match Window::take(slot, now, limits.window, limits.per_route) {
+            Ok((remaining, reset_after)) => Ok(rest::bucket_headers(
+                route,
+                limits.per_route,
+                remaining,
+                reset_after,
+            )),
+            Err(wait) => Err(Box::new(rest::too_many(
+                wait,
+                false,
+                route,
+                limits.per_route,
+                0,
+            ))),
+        }
     }
 
     /// A new id, as Discord mints them: milliseconds since Discord's epoch in the top 42 bits
@@ -895,6 +999,14 @@ impl Emulator {
     /// shorten the window instead of waiting out three seconds.
     pub fn set_interaction_window(&self, window: Duration) {
         self.inner.lock().interaction_window = Some(window);
+    }
+
+    /// The REST limits from now on (default [`RateLimits::default`], effectively none).
+    pub fn set_rate_limits(&self, limits: RateLimits) {
+        let mut state = self.inner.lock();
+        state.rate_limits = limits;
+        state.route_windows.clear();
+        state.global_window = None;
     }
 
     /// What a read or an edit of `@original` answers from now on before any callback has

@@ -2,7 +2,7 @@
 //! and scripted faults, and the channel message listing.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -72,42 +72,85 @@ pub(crate) fn respond(status: u16, body: Value) -> Reply {
 /// commit; a `CommitThenDrop` drops the connection after the commit).
 pub(crate) fn before_commit(fault: Option<&Fault>) -> Option<Reply> {
     Some(match fault? {
-        Fault::RateLimit { retry_after } => {
-            // Discord's RatelimitedResponse (an Error: `code` and `message` required) with the
-            // route's bucket headers, as the OpenAPI spec's ClientRatelimitedResponse lists.
-            let r = respond(
-                429,
-                json!({"message": "You are being rate limited.", "code": 0,
-                    "retry_after": retry_after, "global": false}),
-            );
-            r.map(|mut r| {
-                let reset = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .as_secs_f64()
-                    + retry_after;
-                let headers = [
-                    ("retry-after", format!("{}", retry_after.ceil() as u64)),
-                    ("x-ratelimit-limit", "5".to_owned()),
-                    ("x-ratelimit-remaining", "0".to_owned()),
-                    ("x-ratelimit-reset", format!("{reset:.3}")),
-                    ("x-ratelimit-reset-after", format!("{retry_after:.3}")),
-                    ("x-ratelimit-bucket", "emulated-route".to_owned()),
-                    ("x-ratelimit-scope", "user".to_owned()),
-                ];
-                for (name, value) in headers {
-                    if let Ok(v) = http::HeaderValue::from_str(&value) {
-                        r.headers_mut().insert(name, v);
-                    }
-                }
-                r
-            })
-        }
+        Fault::RateLimit { retry_after } => Ok(too_many(
+            Duration::from_secs_f64(retry_after.max(0.0)),
+            false,
+            "scripted",
+            5,
+            0,
+        )),
         Fault::ServerError { status } => error(*status, 0, "500: Internal Server Error"),
         Fault::Reject { status, code } => error(*status, *code, "Rejected"),
         Fault::DropBeforeCommit => Err(DropConnection),
         Fault::CommitThenDrop | Fault::LandLate { .. } => return None,
     })
+}
+
+/// A response the emulator builds whole (a 429).
+pub(crate) type Response429 = Response<Full<Bytes>>;
+
+/// The bucket headers of `route` (Discord's X-RateLimit-*; the bucket id is a digest of the
+/// route, as Discord's is opaque).
+pub(crate) fn bucket_headers(
+    route: &str,
+    limit: u32,
+    remaining: u32,
+    reset_after: Duration,
+) -> http::HeaderMap {
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        + reset_after;
+    let bucket: u64 = route.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let mut h = http::HeaderMap::new();
+    for (name, value) in [
+        ("x-ratelimit-limit", limit.to_string()),
+        ("x-ratelimit-remaining", remaining.to_string()),
+        ("x-ratelimit-reset", format!("{:.3}", reset.as_secs_f64())),
+        (
+            "x-ratelimit-reset-after",
+            format!("{:.3}", reset_after.as_secs_f64()),
+        ),
+        ("x-ratelimit-bucket", format!("{bucket:016x}")),
+    ] {
+        if let Ok(v) = http::HeaderValue::from_str(&value) {
+            h.insert(name, v);
+        }
+    }
+    h
+}
+
+/// Discord's 429: its RatelimitedResponse body (an Error, so `code` and `message`), the
+/// route's bucket headers, `Retry-After`, and for the global limit `X-RateLimit-Global`.
+pub(crate) fn too_many(
+    wait: Duration,
+    global: bool,
+    route: &str,
+    limit: u32,
+    remaining: u32,
+) -> Response429 {
+    let secs = wait.as_secs_f64();
+    let body = json!({"message": "You are being rate limited.", "code": 0,
+        "retry_after": (secs * 1000.0).ceil() / 1000.0, "global": global});
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    let headers = r.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    headers.extend(bucket_headers(route, limit, remaining, wait));
+    let scope = if global { "global" } else { "user" };
+    headers.insert("x-ratelimit-scope", http::HeaderValue::from_static(scope));
+    if global {
+        headers.insert("x-ratelimit-global", http::HeaderValue::from_static("true"));
+    }
+    if let Ok(v) = http::HeaderValue::from_str(&secs.ceil().to_string()) {
+        headers.insert("retry-after", v);
+    }
+    r
 }
 
 pub(crate) fn error(status: u16, code: u64, message: &str) -> Reply {
@@ -119,7 +162,16 @@ async fn recorded(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
     let method = req.method().to_string();
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or("").to_owned();
-    let response = handle(Arc::clone(&inner), req).await?;
+    // Interaction routes are authorized by their token and outside the bot's global limit.
+    let global = crate::interaction::route(&path).is_none();
+    let response = match inner.rate_limit(&format!("{method} {path}"), global) {
+        Err(limited) => *limited,
+        Ok(headers) => {
+            let mut response = handle(Arc::clone(&inner), req).await?;
+            response.headers_mut().extend(headers);
+            response
+        }
+    };
     let (parts, body) = response.into_parts();
     let bytes = body
         .collect()

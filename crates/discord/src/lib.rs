@@ -33,6 +33,8 @@ pub mod gateway;
 #[cfg(feature = "net")]
 pub mod identify;
 pub mod model;
+#[cfg(feature = "net")]
+pub mod ratelimit;
 pub mod render;
 #[cfg(feature = "net")]
 pub mod rest;

@@ -30,8 +30,10 @@ use reach_destination::{
     Purpose, Resolver, TcpDialer,
 };
 use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::model::{BotToken, InteractionToken, MessageCreate, Snowflake};
+use crate::ratelimit::{RateLimits, Route};
 
 /// The production base URL.
 pub const DISCORD_API_BASE: &str = "https://discord.com/api/v10";
@@ -90,6 +92,8 @@ pub struct RestClient<R, D = TcpDialer> {
     config: RestConfig<R, D>,
     base: Destination,
     base_path: String,
+    /// What Discord's bucket headers and 429s said ([`crate::ratelimit`]).
+    limits: RateLimits,
 }
 
 /// The adapter could not be built.
@@ -110,6 +114,7 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
             config,
             base,
             base_path,
+            limits: RateLimits::default(),
         })
     }
 
@@ -159,6 +164,17 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         auth: Auth,
         bounds: &Bounds,
     ) -> Result<BoundedResponse, Unanswered> {
+        // A route Discord said is spent (or a global limit) is not tried before its reset:
+        // answered rate-limited, nothing sent. Interaction webhooks (token in the path) are
+        // outside the bot's global limit.
+        let route = Route::of(&method, path);
+        let global = auth == Auth::Bot;
+        let _turn = self.limits.turn(&route).await;
+        let wait = self.limits.wait_before(&route, global, Instant::now());
+        if wait > MAX_INLINE_WAIT {
+            return Err(Unanswered::Limited(wait));
+        }
+        tokio::time::sleep(wait).await;
         let (admitted, stream) = self
             .open()
             .await
@@ -166,10 +182,30 @@ impl<R: Resolver, D: Dialer> RestClient<R, D> {
         let request = self
             .request(&admitted, method, path, Bytes::from(body), auth)
             .map_err(|_| Unanswered::NotSent("discord/request-build".into()))?;
-        fetch(stream, request, bounds).await.map_err(|e| match e {
+        let response = fetch(stream, request, bounds).await.map_err(|e| match e {
             ReturnError::Request(e) => Unanswered::NotSent(e.code().to_owned()),
             e => Unanswered::Lost(e.code()),
-        })
+        })?;
+        let status = response.status.as_u16();
+        let (retry_after, body_global) = if status == 429 {
+            let v: Option<Value> = serde_json::from_slice(&response.body).ok();
+            let field = |k: &str| v.as_ref().and_then(|v| v.get(k)).cloned();
+            (
+                field("retry_after").and_then(|r| r.as_f64()),
+                field("global").and_then(|g| g.as_bool()).unwrap_or(false),
+            )
+        } else {
+            (None, false)
+        };
+        self.limits.observe(
+            &route,
+            status,
+            &response.headers,
+            retry_after,
+            body_global,
+            Instant::now(),
+        );
+        Ok(response)
     }
 
     /// One Create Message attempt: `POST /channels/{id}/messages`.
@@ -493,12 +529,15 @@ enum Auth {
 enum Unanswered {
     NotSent(String),
     Lost(String),
+    /// Not sent: the route (or the global limit) is spent for this long.
+    Limited(Duration),
 }
 
 impl Unanswered {
     fn reason(self) -> String {
         match self {
             Unanswered::NotSent(r) | Unanswered::Lost(r) => r,
+            Unanswered::Limited(_) => "discord/rate-limited".into(),
         }
     }
 }
@@ -508,6 +547,10 @@ impl From<Unanswered> for CreateOutcome {
         match u {
             Unanswered::NotSent(reason) => CreateOutcome::NotSent { reason },
             Unanswered::Lost(reason) => CreateOutcome::Unknown { reason },
+            Unanswered::Limited(retry_after) => CreateOutcome::RateLimited {
+                retry_after,
+                global: false,
+            },
         }
     }
 }
@@ -517,6 +560,10 @@ impl From<Unanswered> for CallbackOutcome {
         match u {
             Unanswered::NotSent(reason) => CallbackOutcome::NotSent { reason },
             Unanswered::Lost(reason) => CallbackOutcome::Unknown { reason },
+            Unanswered::Limited(retry_after) => CallbackOutcome::RateLimited {
+                retry_after,
+                global: false,
+            },
         }
     }
 }
@@ -634,6 +681,10 @@ pub fn judge_original(
 fn same_reference(m: &ReadMessage, reply_to: Option<Snowflake>) -> bool {
     m.reply_to == reply_to || (m.reply_to.is_none() && m.interaction_id.is_none())
 }
+
+/// The longest wait for a spent bucket the adapter sits out before sending; a longer one is
+/// answered rate-limited, unsent.
+const MAX_INLINE_WAIT: Duration = Duration::from_secs(5);
 
 /// Discord's "Unknown Message": the interaction has no original response.
 pub const UNKNOWN_MESSAGE: u64 = 10008;

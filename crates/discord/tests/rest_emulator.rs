@@ -10,7 +10,7 @@ use reach_discord::Snowflake;
 use reach_discord::rest::{
     CreateMessage, CreateOutcome, Nonce, ReadGate, Reconciliation, RestError,
 };
-use reach_discord_emulator::{Emulator, EmulatorConfig, Fault, REST_HOST, User};
+use reach_discord_emulator::{Emulator, EmulatorConfig, Fault, REST_HOST, RateLimits, User};
 use serde_json::json;
 
 fn reply(question: u64, nonce: &str, content: &str) -> CreateMessage {
@@ -414,4 +414,114 @@ async fn the_bot_reply_is_dispatched_with_our_nonce() {
     };
     assert_eq!(message.nonce.as_deref(), Some("nonce-gateway"));
     handle.shutdown().await;
+}
+
+/// Discord's bucket headers are kept: a request into a spent bucket is not sent (a 429 earned
+/// is another strike toward Discord's invalid-request ban) — a short reset is waited out
+/// first, a long one answered rate-limited unsent. Requests on one route go one at a time.
+/// A global 429 holds the bot's other routes as well.
+#[tokio::test]
+async fn a_spent_bucket_or_a_global_limit_is_waited_out_without_a_request() {
+    let em = emulator().await;
+    let rest = rest(&em);
+    let q = question(&em);
+    let in_channel = |channel: u64, nonce: &str| CreateMessage {
+        channel_id: Snowflake(channel),
+        ..reply(q, nonce, "x")
+    };
+    let sends = |channel: u64| {
+        em.create_requests()
+            .iter()
+            .filter(|c| c.channel_id == channel)
+            .map(|c| c.received_at)
+            .collect::<Vec<_>>()
+    };
+    // A short reset: the third request waits for it, then is sent and accepted.
+    let short = 1_100_000_000_000_000_201;
+    em.add_channel(short, None);
+    let window = Duration::from_millis(700);
+    em.set_rate_limits(RateLimits {
+        per_route: 2,
+        window,
+        global_per_second: 10_000,
+    });
+    let m: Vec<CreateMessage> = (0..3)
+        .map(|k| in_channel(short, &format!("nonce-short-{k}")))
+        .collect();
+    let (a, b, c) = tokio::join!(
+        rest.create_message(&m[0]),
+        rest.create_message(&m[1]),
+        rest.create_message(&m[2]),
+    );
+    for out in [a, b, c] {
+        assert!(matches!(out, CreateOutcome::KnownSent { .. }), "{out:?}");
+    }
+    let t = sends(short);
+    assert_eq!(t.len(), 3);
+    assert!(
+        t[2] - t[0] >= window - Duration::from_millis(50),
+        "{:?}",
+        t[2] - t[0]
+    );
+    assert!(
+        em.responses().iter().all(|r| r.status != 429),
+        "no 429 earned"
+    );
+
+    // A long reset: answered rate-limited for it, nothing sent.
+    em.set_rate_limits(RateLimits {
+        per_route: 2,
+        window: Duration::from_secs(30),
+        global_per_second: 10_000,
+    });
+    for k in 0..2 {
+        let out = rest
+            .create_message(&reply(q, &format!("nonce-long-{k}"), "x"))
+            .await;
+        assert!(matches!(out, CreateOutcome::KnownSent { .. }), "{out:?}");
+    }
+    let out = rest.create_message(&reply(q, "nonce-long-2", "x")).await;
+    let CreateOutcome::RateLimited { retry_after, .. } = out else {
+        panic!("the spent bucket was not kept: {out:?}")
+    };
+    assert!(retry_after > Duration::from_secs(5), "{retry_after:?}");
+    assert_eq!(sends(CHANNEL).len(), 2, "nothing sent into a spent bucket");
+    assert!(
+        em.responses().iter().all(|r| r.status != 429),
+        "no 429 earned"
+    );
+
+    // The global limit: Discord's 429 says `global`, and every bot route then waits.
+    let other = 1_100_000_000_000_000_202;
+    em.add_channel(other, None);
+    em.set_rate_limits(RateLimits {
+        per_route: 10_000,
+        window,
+        global_per_second: 1,
+    });
+    assert!(matches!(
+        rest.create_message(&in_channel(other, "nonce-global-0"))
+            .await,
+        CreateOutcome::KnownSent { .. }
+    ));
+    let out = rest
+        .create_message(&in_channel(other, "nonce-global-1"))
+        .await;
+    assert!(
+        matches!(out, CreateOutcome::RateLimited { global: true, .. }),
+        "{out:?}"
+    );
+    let third = em.create_requests().len();
+    let started = tokio::time::Instant::now();
+    assert!(matches!(
+        rest.create_message(&in_channel(short, "nonce-global-2"))
+            .await,
+        CreateOutcome::KnownSent { .. }
+    ));
+    assert_eq!(em.create_requests().len(), third + 1);
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "another route waited out the global limit first: {:?}",
+        started.elapsed()
+    );
 }
