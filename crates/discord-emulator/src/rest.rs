@@ -212,7 +212,19 @@ fn body_typed(req: &Request<Incoming>) -> bool {
         })
 }
 
+/// Whether the request names its client as Discord requires of every HTTP API client:
+/// `User-Agent: DiscordBot ($url, $versionNumber)`.
+fn agent_named(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("DiscordBot (") && v.ends_with(')'))
+}
+
 async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
+    if !agent_named(&req) {
+        return error(400, 0, "400: Bad Request");
+    }
     if !body_typed(&req) {
         return error(400, 50109, "The request body contains invalid JSON.");
     }

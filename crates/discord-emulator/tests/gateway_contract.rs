@@ -69,10 +69,11 @@ async fn the_gateway_speaks_discords_contract() {
     assert!(invalid["s"].is_null() && invalid["t"].is_null());
 }
 
-/// REST as Discord answers it: a body is read only under a JSON (or form) Content-Type, and a
-/// channel that does not exist is 404 10003, for a write or a read.
+/// REST as Discord answers it: a client names itself in its User-Agent, a body is read only
+/// under a JSON (or form) Content-Type, and a channel that does not exist is 404 10003, for a
+/// write or a read.
 #[tokio::test]
-async fn rest_refuses_untyped_bodies_and_unknown_channels() {
+async fn rest_refuses_unnamed_clients_untyped_bodies_and_unknown_channels() {
     let em = Emulator::start(EmulatorConfig::default()).await.unwrap();
     let channel = 1_100_000_000_000_000_960u64;
     let unknown = 1_100_000_000_000_000_961u64;
@@ -96,6 +97,13 @@ async fn rest_refuses_untyped_bodies_and_unknown_channels() {
     assert!(em.bot_messages(channel).is_empty(), "nothing created");
     let (status, _) = https(&em, "POST", &path(channel), true, Some(&body)).await;
     assert_eq!(status, 200);
+    // Every HTTP API client names itself: `DiscordBot ($url, $version)`.
+    for agent in [None, Some("curl/8.0")] {
+        let (status, _) = https_agent(&em, &path(channel), agent).await;
+        assert_eq!(status, 400, "{agent:?}");
+    }
+    let named = https_agent(&em, &path(channel), Some("DiscordBot (x, 1)")).await;
+    assert_eq!(named.0, 200);
     for method in ["POST", "GET"] {
         let (status, out) = https(&em, method, &path(unknown), true, Some(&body)).await;
         let out: serde_json::Value = serde_json::from_slice(&out).unwrap();

@@ -77,15 +77,8 @@ pub async fn https(
     bot_token: bool,
     body: Option<&Value>,
 ) -> (u16, Vec<u8>) {
-    https_typed(
-        em,
-        method,
-        path_and_query,
-        bot_token,
-        body,
-        Some("application/json"),
-    )
-    .await
+    let json = Some("application/json");
+    https_typed(em, method, path_and_query, bot_token, body, json).await
 }
 
 /// As [`https`], with the body's Content-Type given (`None`: no header).
@@ -97,6 +90,45 @@ pub async fn https_typed(
     body: Option<&Value>,
     content_type: Option<&str>,
 ) -> (u16, Vec<u8>) {
+    let agent = Some("DiscordBot (contract, 1)");
+    let request = Request {
+        method,
+        path_and_query,
+        bot_token,
+        body,
+        content_type,
+        agent,
+    };
+    exchange(em, request).await
+}
+
+/// A bot-authorized GET with the User-Agent given (`None`: no header).
+pub async fn https_agent(
+    em: &Emulator,
+    path_and_query: &str,
+    agent: Option<&str>,
+) -> (u16, Vec<u8>) {
+    let request = Request {
+        method: "GET",
+        path_and_query,
+        bot_token: true,
+        body: None,
+        content_type: None,
+        agent,
+    };
+    exchange(em, request).await
+}
+
+struct Request<'a> {
+    method: &'a str,
+    path_and_query: &'a str,
+    bot_token: bool,
+    body: Option<&'a Value>,
+    content_type: Option<&'a str>,
+    agent: Option<&'a str>,
+}
+
+async fn exchange(em: &Emulator, r: Request<'_>) -> (u16, Vec<u8>) {
     let config = rustls::ClientConfig::builder()
         .with_root_certificates(em.root_store())
         .with_no_client_auth();
@@ -104,15 +136,19 @@ pub async fn https_typed(
     let tcp = TcpStream::connect(em.rest_addr()).await.unwrap();
     let name = rustls_pki_types::ServerName::try_from(REST_HOST).unwrap();
     let mut tls = connector.connect(name, tcp).await.unwrap();
-    let body = body.map(Value::to_string).unwrap_or_default();
+    let body = r.body.map(Value::to_string).unwrap_or_default();
     let mut head = format!(
-        "{method} {path_and_query} HTTP/1.1\r\nHost: {REST_HOST}\r\nUser-Agent: DiscordBot (contract, 1)\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "{} {} HTTP/1.1\r\nHost: {REST_HOST}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        r.method,
+        r.path_and_query,
         body.len()
     );
-    if let Some(t) = content_type {
-        head.push_str(&format!("Content-Type: {t}\r\n"));
+    for (name, value) in [("Content-Type", r.content_type), ("User-Agent", r.agent)] {
+        if let Some(v) = value {
+            head.push_str(&format!("{name}: {v}\r\n"));
+        }
     }
-    if bot_token {
+    if r.bot_token {
         head.push_str(&format!("Authorization: Bot {}\r\n", em.config().token));
     }
     head.push_str("\r\n");
