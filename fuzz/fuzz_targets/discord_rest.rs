@@ -1,7 +1,9 @@
 //! Discord REST returns and error bodies (crates/discord `rest::classify`,
-//! `classify_callback`, `judge_original`, and the channel read's message objects).
+//! `classify_callback`, `judge_original`, `ratelimit::RateLimits::observe`, and the channel
+//! read's message objects).
 //!
-//! Promised: a 2xx is never a rejection or a rate limit; a 429 waits at most an hour; a 4xx
+//! Promised: a 2xx is never a rejection or a rate limit; a 429, or a bucket's headers, waits at
+//! most an hour; a 4xx
 //! keeps its status; every reason is a secret-free `discord/...` code; the classification
 //! depends on the status and body only as the table says.
 #![no_main]
@@ -11,6 +13,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use reach_discord::MessageCreate;
 use reach_discord::delivery::{CreateOutcome, Reconciliation};
+use reach_discord::ratelimit::{RateLimits, Route};
 use reach_discord::rest::{CallbackOutcome, classify, classify_callback, judge_original};
 
 /// Bytes: status (2, big-endian), flags (1: bit 0 edit, bit 1 send a `retry-after` header
@@ -60,7 +63,10 @@ fuzz_target!(|data: &[u8]| {
         .retry_after
         .and_then(|v| http::HeaderValue::from_str(v).ok())
     {
-        headers.insert("retry-after", v);
+        headers.insert("retry-after", v.clone());
+        // The same line as the bucket headers the rate-limit state reads.
+        headers.insert("x-ratelimit-reset-after", v.clone());
+        headers.insert("x-ratelimit-remaining", v);
     }
     match classify(status, &headers, input.body) {
         CreateOutcome::KnownSent { .. } => assert!((200..300).contains(&status)),
@@ -118,6 +124,24 @@ fuzz_target!(|data: &[u8]| {
             assert!(input.token_alive || status != 404 || code != Some(10015));
         }
         Reconciliation::Inconclusive { reason } => reason_ok(&reason),
+    }
+    // What the rate-limit state learns from this return never parks a route past an hour,
+    // nor panics on any header or body value.
+    let limits = RateLimits::default();
+    let route = Route::of(&http::Method::POST, "/channels/1/messages");
+    let body: Option<serde_json::Value> = serde_json::from_slice(input.body).ok();
+    let field = |k: &str| body.as_ref().and_then(|b| b.get(k)).cloned();
+    let now = tokio::time::Instant::now();
+    limits.observe(
+        &route,
+        status,
+        &headers,
+        field("retry_after").and_then(|v| v.as_f64()),
+        field("global").and_then(|v| v.as_bool()).unwrap_or(false),
+        now,
+    );
+    for global in [false, true] {
+        assert!(limits.wait_before(&route, global, now) <= Duration::from_secs(3600));
     }
     // A channel read page: each element is read as a message object.
     if let Ok(values) = serde_json::from_slice::<Vec<serde_json::Value>>(input.body) {
