@@ -171,6 +171,7 @@ fn callback(inner: &Inner, id: &str, token: &str, req: &Received<'_>) -> Reply {
         flags,
         interaction_id: Some(id),
         interaction_user: Some(record.user_id),
+        webhook_id: Some(inner.config.application_id),
     };
     let json = message_json(&message, "reach", false);
     state.messages.insert(message_id, message);
@@ -332,6 +333,7 @@ fn follow_up(inner: &Inner, application: &str, token: &str, req: &Received<'_>) 
         flags: body.get("flags").and_then(Value::as_u64).unwrap_or(0),
         interaction_id: Some(id),
         interaction_user: Some(record.user_id),
+        webhook_id: Some(inner.config.application_id),
     };
     let json = message_json(&message, "reach", false);
     state.messages.insert(message_id, message);

@@ -149,6 +149,9 @@ pub struct EmulatedMessage {
     pub interaction_id: Option<u64>,
     /// Who ran that interaction (`interaction_metadata.user`).
     pub interaction_user: Option<u64>,
+    /// The webhook that sent it: an interaction's response and follow-ups come from the
+    /// application's webhook (`webhook_id` = the application id).
+    pub webhook_id: Option<u64>,
 }
 
 /// One REST response the emulator sent (a dropped connection sends none).
@@ -616,6 +619,9 @@ pub(crate) fn message_json(m: &EmulatedMessage, author_name: &str, with_nonce: b
             v["message_reference"]["guild_id"] = json!(g.to_string());
         }
     }
+    if let Some(w) = m.webhook_id {
+        v["webhook_id"] = json!(w.to_string());
+    }
     if let Some(i) = m.interaction_id {
         // Discord: a slash command's response is type 20 (CHAT_INPUT_COMMAND) and names the
         // interaction, its user, and who installed the app (guild install: key "0").
@@ -840,6 +846,7 @@ impl Emulator {
             flags: 0,
             interaction_id: None,
             interaction_user: None,
+            webhook_id: None,
         };
         let mut d = message_json(&message, &author.name, true);
         if let Some(g) = message.guild_id {

@@ -403,6 +403,7 @@ fn create(inner: &Inner, channel: u64, body: &[u8]) -> Reply {
         flags: body.get("flags").and_then(Value::as_u64).unwrap_or(0),
         interaction_id: None,
         interaction_user: None,
+        webhook_id: None,
     };
     let json = message_json(&message, "reach", true);
     state.messages.insert(id, message);

@@ -120,6 +120,10 @@ async fn what_the_emulator_emits_parses_as_twilight_reads_discord() {
     .await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     let response: Value = serde_json::from_slice(&body).unwrap();
+    // A command's response is Discord's: type 20, sent by the application's webhook.
+    let message = &response["resource"]["message"];
+    assert_eq!(message["type"], 20, "{message}");
+    assert_eq!(message["webhook_id"], app.to_string(), "{message}");
     f.message(
         "callback with_response: resource.message",
         response["resource"]["message"].to_string().as_bytes(),

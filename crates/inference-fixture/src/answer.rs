@@ -293,12 +293,24 @@ impl Fixture {
         } else {
             ("reject", &spec.reject_summary)
         };
-        Ok(Review {
+        let mut review = Review {
             format: REVIEW_FORMAT,
             verdict,
-            findings,
+            findings: Vec::new(),
             summary: summary.clone(),
-        })
+        };
+        // The Room reads at most MAX_REVIEW_BYTES of a review: the first findings that fit
+        // stand (the verdict is a rejection either way).
+        let mut total = serde_json::to_vec(&review).map_err(|_| bad())?.len();
+        for f in findings {
+            let more = serde_json::to_vec(&f).map_err(|_| bad())?.len() + 1;
+            if total + more > reach_plan::MAX_REVIEW_BYTES {
+                break;
+            }
+            total += more;
+            review.findings.push(f);
+        }
+        Ok(review)
     }
 }
 

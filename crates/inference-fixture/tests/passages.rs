@@ -228,3 +228,38 @@ fn missing_altered_or_unadmitted_evidence_is_refused_and_nothing_advances() {
         );
     }
 }
+
+/// A candidate whose one edit several reviewer rules flag, each finding quoting its 37 KB line
+/// (found by fuzzing: `fuzz/fuzz_targets/fixture_passage.rs`, mode byte first): the review
+/// keeps the findings that fit what the Room reads, still rejects, and still quotes exactly.
+#[test]
+fn a_review_never_exceeds_what_the_room_reads() {
+    let input = include_bytes!("data/review-over-the-bound");
+    let (mode, text) = input.split_first().unwrap();
+    let fixtures: Vec<Fixture> = packs()
+        .iter()
+        .flat_map(|p| {
+            p.sources()
+                .answers
+                .variants
+                .iter()
+                .map(|v| Fixture::new(p.sources(), v).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let fixture = &fixtures[usize::from(mode >> 2) % fixtures.len()];
+    let text = std::str::from_utf8(text).unwrap();
+    let review = fixture.read_candidate(text).unwrap();
+    assert_eq!(review.verdict, "reject");
+    assert!(!review.findings.is_empty());
+    let bytes = serde_json::to_vec(&review).unwrap();
+    assert!(
+        bytes.len() <= reach_plan::MAX_REVIEW_BYTES,
+        "{}",
+        bytes.len()
+    );
+    reach_plan::Review::parse(&bytes)
+        .unwrap()
+        .check_quotes(text.as_bytes())
+        .unwrap();
+}
