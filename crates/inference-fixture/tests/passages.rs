@@ -229,37 +229,59 @@ fn missing_altered_or_unadmitted_evidence_is_refused_and_nothing_advances() {
     }
 }
 
-/// A candidate whose one edit several reviewer rules flag, each finding quoting its 37 KB line
-/// (found by fuzzing: `fuzz/fuzz_targets/fixture_passage.rs`, mode byte first): the review
-/// keeps the findings that fit what the Room reads, still rejects, and still quotes exactly.
+/// A candidate whose flagged edit is repeated until its findings, each quoting the edit's line,
+/// would pass the 64 KiB the Room reads of a review (found by fuzzing with one 37 KB line:
+/// `fuzz/corpus/fixture_passage/review-over-the-bound`): the review keeps the findings that fit,
+/// still rejects, and still quotes exactly. Checked for every pack and variant with a flagged
+/// edit; at least one must reach the bound.
 #[test]
 fn a_review_never_exceeds_what_the_room_reads() {
-    let input = include_bytes!("data/review-over-the-bound");
-    let (mode, text) = input.split_first().unwrap();
-    let fixtures: Vec<Fixture> = packs()
-        .iter()
-        .flat_map(|p| {
-            p.sources()
-                .answers
-                .variants
+    let mut bounded = 0;
+    for pack in packs() {
+        let answers = &pack.sources().answers;
+        for variant in &answers.variants {
+            let fixture = Fixture::new(pack.sources(), variant).unwrap();
+            for entry in answers
+                .solver
                 .iter()
-                .map(|v| Fixture::new(p.sources(), v).unwrap())
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    let fixture = &fixtures[usize::from(mode >> 2) % fixtures.len()];
-    let text = std::str::from_utf8(text).unwrap();
-    let review = fixture.read_candidate(text).unwrap();
-    assert_eq!(review.verdict, "reject");
-    assert!(!review.findings.is_empty());
-    let bytes = serde_json::to_vec(&review).unwrap();
-    assert!(
-        bytes.len() <= reach_plan::MAX_REVIEW_BYTES,
-        "{}",
-        bytes.len()
-    );
-    reach_plan::Review::parse(&bytes)
-        .unwrap()
-        .check_quotes(text.as_bytes())
-        .unwrap();
+                .filter(|a| a.variants.contains(variant))
+            {
+                let review = fixture.read_candidate(&entry.candidate).unwrap();
+                // A finding on an edit: `steps[i].edits[j].<key>`.
+                let Some((i, j)) = review.findings.iter().find_map(|f| {
+                    let rest = f.at.strip_prefix("steps[")?;
+                    let (i, rest) = rest.split_once("].edits[")?;
+                    let (j, _) = rest.split_once(']')?;
+                    Some((i.parse::<usize>().ok()?, j.parse::<usize>().ok()?))
+                }) else {
+                    continue;
+                };
+                let mut c: serde_json::Value = serde_json::from_str(&entry.candidate).unwrap();
+                let edit = c["steps"][i]["edits"][j].clone();
+                let size = serde_json::to_vec(&edit).unwrap().len() + 1;
+                let base = entry.candidate.len();
+                let copies = (reach_plan::MAX_CANDIDATE_BYTES - base - 512) / size;
+                let edits = c["steps"][i]["edits"].as_array_mut().unwrap();
+                edits.extend(std::iter::repeat_n(edit, copies));
+                let candidate = serde_json::to_string(&c).unwrap();
+                assert!(reach_plan::Candidate::parse(candidate.as_bytes()).is_ok());
+                let review = fixture.read_candidate(&candidate).unwrap();
+                assert_eq!(review.verdict, "reject");
+                let bytes = serde_json::to_vec(&review).unwrap();
+                assert!(
+                    bytes.len() <= reach_plan::MAX_REVIEW_BYTES,
+                    "{}",
+                    bytes.len()
+                );
+                reach_plan::Review::parse(&bytes)
+                    .unwrap()
+                    .check_quotes(candidate.as_bytes())
+                    .unwrap();
+                if review.findings.len() <= copies {
+                    bounded += 1;
+                }
+            }
+        }
+    }
+    assert!(bounded > 0, "no pack's review reached the bound");
 }
