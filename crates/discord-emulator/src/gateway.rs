@@ -2,7 +2,8 @@
 //! HEARTBEAT/ACK, RESUME with replay, INVALID_SESSION, RECONNECT, and dispatches. As on Discord,
 //! frames that are not dispatches carry `"s": null, "t": null`; a second IDENTIFY or RESUME on
 //! one connection is closed 4005, and a RESUME past the session's sequence 4007 (the session is
-//! gone: identify anew).
+//! gone: identify anew). Each IDENTIFY spends a session start ([`crate::SessionStartLimit`]);
+//! one past the limit terminates the bot's sessions and resets its token, as Discord documents.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -111,6 +112,12 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                         abrupt = true;
                         break;
                     }
+                    Ctl::Close(code, reason) => {
+                        // The session was removed by whoever sent this.
+                        session_id = None;
+                        let _ = out.send(close(code, reason));
+                        break;
+                    }
                     Ctl::Invalidate => {
                         if let Some(id) = session_id.take() {
                             let mut state = inner.lock();
@@ -174,6 +181,23 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                             let _ = out.send(close(4014, "Disallowed intent(s)."));
                             break;
                         }
+                        // An IDENTIFY that would start a session spends a session start; past
+                        // the limit the token is reset and this IDENTIFY refused with the rest.
+                        if inner.start_session().is_err() {
+                            let _ = out.send(close(4004, "Authentication failed."));
+                            break;
+                        }
+                        let outage = {
+                            let mut state = inner.lock();
+                            if state.identify_outage {
+                                state.counts.identifies += 1;
+                            }
+                            state.identify_outage
+                        };
+                        if outage {
+                            abrupt = true;
+                            break;
+                        }
                         let id = identify(&inner, &d, conn_id, &tx);
                         session_id = Some(id);
                     }
@@ -222,7 +246,9 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
 }
 
 fn token_ok(inner: &Inner, d: &Value) -> bool {
-    d.get("token").and_then(Value::as_str) == Some(inner.config.token.as_str())
+    d.get("token")
+        .and_then(Value::as_str)
+        .is_some_and(|t| inner.token_valid(t))
 }
 
 fn identify(inner: &Inner, d: &Value, conn_id: u64, tx: &mpsc::UnboundedSender<Ctl>) -> String {

@@ -1,6 +1,6 @@
 //! A loopback-only Discord emulator speaking the real wire protocols: Gateway v10 over
-//! WebSocket (plain `ws://127.0.0.1`) and REST v10 Create Message / channel read over HTTPS
-//! with a CA minted for the run. Tests and `reach demo` start it in-process with
+//! WebSocket (plain `ws://127.0.0.1`) and REST v10 Create Message / channel read / Get Gateway
+//! Bot over HTTPS with a CA minted for the run. Tests and `reach demo` start it in-process with
 //! [`Emulator::start`] and drive it through the control API; it records every message it
 //! created, so a test asserts what a Discord user would see.
 //!
@@ -79,6 +79,54 @@ pub struct EmulatorConfig {
     /// identify first (`wss://{name}`), then READY's `resume_gateway_url`. Only a test inside
     /// its own network namespace sets it; `tls_names` must name both.
     pub gateway_listen: Option<[(String, SocketAddr); 2]>,
+    /// The session start limit IDENTIFY spends and `GET /gateway/bot` reports (Discord's
+    /// default: 1,000 a day); a test makes it small.
+    pub session_start_limit: SessionStartLimit,
+    /// The gateway URL `GET /gateway/bot` names instead of [`Emulator::gateway_url`]: a test
+    /// that a client does not let a REST answer move its gateway connection.
+    pub gateway_bot_url: Option<String>,
+}
+
+/// Discord's session start limit as the emulator keeps it, per bot token: `total` IDENTIFYs
+/// per `window`, which opens at the first IDENTIFY after the last one closed. An IDENTIFY when
+/// none remains is what Discord's Gateway docs ("Identifying") say happens past the limit: all
+/// the bot's sessions are terminated and its token is reset — from then on the token is refused
+/// by the Gateway (4004) and REST (401). Which close code the terminated sessions get is
+/// undocumented; the emulator closes them, and the refused IDENTIFY, with 4004 ("Authentication
+/// failed"), the documented code for a token that is no longer valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionStartLimit {
+    /// Session starts per window.
+    pub total: u32,
+    /// The window (Discord: a day).
+    pub window: Duration,
+    /// What `GET /gateway/bot` reports as `max_concurrency` (IDENTIFYs per 5 s across shard
+    /// buckets; not enforced).
+    pub max_concurrency: u32,
+}
+
+impl Default for SessionStartLimit {
+    fn default() -> Self {
+        Self {
+            total: 1_000,
+            window: Duration::from_secs(24 * 60 * 60),
+            max_concurrency: 1,
+        }
+    }
+}
+
+/// A scripted answer to the next `GET /gateway/bot`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GatewayBotFault {
+    /// Answer this status with a Discord error body.
+    Reject {
+        /// Status code.
+        status: u16,
+        /// Discord error code.
+        code: u64,
+    },
+    /// Answer 200 with this body, whatever it is.
+    Body(String),
 }
 
 impl Default for EmulatorConfig {
@@ -96,6 +144,8 @@ impl Default for EmulatorConfig {
             rest_listen: None,
             tls_names: None,
             gateway_listen: None,
+            session_start_limit: SessionStartLimit::default(),
+            gateway_bot_url: None,
         }
     }
 }
@@ -294,6 +344,18 @@ pub(crate) struct Window {
 }
 
 impl Window {
+    /// What a window allows at `now` without counting anything: (remaining, reset_after). A
+    /// window not yet opened (or closed) allows `limit` and would reset `length` after opening.
+    fn peek(slot: Option<Window>, now: Instant, length: Duration, limit: u32) -> (u32, Duration) {
+        match slot {
+            Some(w) if now.duration_since(w.opened) < length => (
+                limit.saturating_sub(w.used),
+                length.saturating_sub(now.duration_since(w.opened)),
+            ),
+            _ => (limit, length),
+        }
+    }
+
     /// Counts one request at `now` against `limit` per `length`: `Err(wait)` when spent.
     fn take(
         slot: &mut Option<Window>,
@@ -347,7 +409,8 @@ pub struct GatewayCounts {
     pub connections: u64,
     /// WebSocket connections accepted on the resume URL.
     pub resume_connections: u64,
-    /// IDENTIFY payloads with a valid token.
+    /// IDENTIFY payloads that spent a session start (a valid token and intents, and one
+    /// remaining), whether READY followed or an outage dropped the connection first.
     pub identifies: u64,
     /// IDENTIFY or RESUME payloads with a wrong token.
     pub bad_tokens: u64,
@@ -360,6 +423,9 @@ pub struct GatewayCounts {
     pub heartbeat_late_max: Duration,
     /// Intents of the last IDENTIFY.
     pub last_intents: u64,
+    /// IDENTIFYs with a valid token when none remained of the session start limit: each reset
+    /// the token, as on Discord.
+    pub session_start_refusals: u64,
 }
 
 /// Control messages to a live gateway connection.
@@ -369,6 +435,8 @@ pub(crate) enum Ctl {
     Reconnect,
     Drop,
     Invalidate,
+    /// Close the connection with this code (the session is already gone).
+    Close(u16, &'static str),
 }
 
 #[derive(Debug)]
@@ -416,6 +484,13 @@ pub(crate) struct State {
     pub(crate) stop_acking: bool,
     pub(crate) redeliver_on_resume: u64,
     pub(crate) reads_unavailable: bool,
+    /// The session start window of each bot token ([`SessionStartLimit`]).
+    pub(crate) session_starts: HashMap<String, Option<Window>>,
+    /// The session start limit was exceeded: the configured token is no longer valid.
+    pub(crate) token_reset: bool,
+    pub(crate) gateway_bot_faults: VecDeque<GatewayBotFault>,
+    /// While set, every IDENTIFY (counted) is answered by dropping the connection before READY.
+    pub(crate) identify_outage: bool,
 }
 
 #[derive(Debug)]
@@ -425,11 +500,54 @@ pub(crate) struct Inner {
     /// The last id [`Inner::snowflake`] handed out.
     pub(crate) last_id: AtomicU64,
     pub(crate) resume_url: String,
+    /// The URL to IDENTIFY at ([`Emulator::gateway_url`]).
+    pub(crate) gateway_url: String,
 }
 
 impl Inner {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `token` is the bot's and has not been reset.
+    pub(crate) fn token_valid(&self, token: &str) -> bool {
+        token == self.config.token && !self.lock().token_reset
+    }
+
+    /// The bot token's session start limit now: (`remaining`, `reset_after`).
+    pub(crate) fn session_starts_left(&self) -> (u32, Duration) {
+        let limit = self.config.session_start_limit;
+        let state = self.lock();
+        let slot = state
+            .session_starts
+            .get(&self.config.token)
+            .copied()
+            .flatten();
+        Window::peek(slot, Instant::now(), limit.window, limit.total)
+    }
+
+    /// One IDENTIFY with the bot's token spends a session start. When none remains, as on
+    /// Discord: every session of the bot is terminated and its token reset (`Err`; the
+    /// IDENTIFY is closed 4004).
+    pub(crate) fn start_session(&self) -> Result<(), ()> {
+        let limit = self.config.session_start_limit;
+        let mut state = self.lock();
+        let slot = state
+            .session_starts
+            .entry(self.config.token.clone())
+            .or_default();
+        if Window::take(slot, Instant::now(), limit.window, limit.total).is_ok() {
+            return Ok(());
+        }
+        state.counts.session_start_refusals += 1;
+        state.token_reset = true;
+        state.current_session = None;
+        for (_, session) in state.sessions.drain() {
+            if let Some((_, tx)) = session.conn {
+                let _ = tx.send(Ctl::Close(4004, "Authentication failed."));
+            }
+        }
+        Err(())
     }
 
     /// Counts one REST request on `route` (and globally when `global`): its bucket headers to
@@ -722,11 +840,19 @@ impl Emulator {
         } else {
             format!("ws://{resume_addr}")
         };
+        let gateway_url = if let Some([(name, _), _]) = &config.gateway_listen {
+            wss_url(name, gateway_addr.port())
+        } else if config.gateway_tls {
+            format!("wss://{REST_HOST}:{}", gateway_addr.port())
+        } else {
+            format!("ws://{gateway_addr}")
+        };
         let inner = Arc::new(Inner {
             config,
             state: Mutex::new(State::default()),
             last_id: AtomicU64::new(0),
             resume_url,
+            gateway_url,
         });
         let tasks = vec![
             tokio::spawn(gateway::serve(
@@ -766,13 +892,7 @@ impl Emulator {
     /// The URL to IDENTIFY at (`ws://127.0.0.1:port`, or `wss://discord.emulator.test:port`
     /// with [`EmulatorConfig::gateway_tls`]).
     pub fn gateway_url(&self) -> String {
-        if let Some([(name, _), _]) = &self.inner.config.gateway_listen {
-            wss_url(name, self.gateway_addr.port())
-        } else if self.inner.config.gateway_tls {
-            format!("wss://{REST_HOST}:{}", self.gateway_addr.port())
-        } else {
-            format!("ws://{}", self.gateway_addr)
-        }
+        self.inner.gateway_url.clone()
     }
 
     /// The `resume_gateway_url` READY announces.
@@ -1075,6 +1195,28 @@ impl Emulator {
     /// Gateway counters.
     pub fn gateway_counts(&self) -> GatewayCounts {
         self.inner.lock().counts
+    }
+
+    /// The session start limit's `remaining` and `reset_after` now, as `GET /gateway/bot`
+    /// would answer them.
+    pub fn session_starts_left(&self) -> (u32, Duration) {
+        self.inner.session_starts_left()
+    }
+
+    /// Whether the bot's token was reset (an IDENTIFY past the session start limit).
+    pub fn token_was_reset(&self) -> bool {
+        self.inner.lock().token_reset
+    }
+
+    /// Script the answer to the next `GET /gateway/bot` (queued in order).
+    pub fn script_next_gateway_bot(&self, fault: GatewayBotFault) {
+        self.inner.lock().gateway_bot_faults.push_back(fault);
+    }
+
+    /// Start (or end) a gateway outage: every IDENTIFY still spends a session start, and its
+    /// connection is then dropped before READY.
+    pub fn set_identify_outage(&self, outage: bool) {
+        self.inner.lock().identify_outage = outage;
     }
 
     /// Whether a gateway connection is attached to the current session.

@@ -1,5 +1,6 @@
 //! The REST v10 side over HTTPS: Create Message with `nonce`/`enforce_nonce` deduplication
-//! and scripted faults, and the channel message listing.
+//! and scripted faults, the channel message listing, and Get Gateway Bot with the bot's
+//! session start limit.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -283,13 +284,20 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    if auth.as_deref() != Some(format!("Bot {}", inner.config.token).as_str()) {
+    let token = auth.as_deref().and_then(|a| a.strip_prefix("Bot "));
+    if !token.is_some_and(|t| inner.token_valid(t)) {
         return error(401, 0, "401: Unauthorized");
     }
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or("").to_owned();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    if segments.as_slice() == ["api", "v10", "gateway", "bot"] {
+        return match method {
+            Method::GET => gateway_bot(&inner),
+            _ => error(405, 0, "405: Method Not Allowed"),
+        };
+    }
     let channel = match segments.as_slice() {
         ["api", "v10", "channels", id, "messages"] => id.parse::<u64>().ok(),
         _ => None,
@@ -456,4 +464,43 @@ fn list(inner: &Inner, channel: u64, query: &str) -> Reply {
         .collect();
     page.reverse();
     respond(200, Value::Array(page))
+}
+
+/// Get Gateway Bot: the gateway URL, one shard, and the bot's session start limit as Discord
+/// documents it (`reset_after` in milliseconds, rounded up so a client that waits it out is never
+/// early), or a scripted answer.
+fn gateway_bot(inner: &Inner) -> Reply {
+    if let Some(fault) = inner.lock().gateway_bot_faults.pop_front() {
+        return match fault {
+            crate::GatewayBotFault::Reject { status, code } => error(status, code, "Rejected"),
+            crate::GatewayBotFault::Body(body) => {
+                let mut r = Response::new(Full::new(Bytes::from(body)));
+                r.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                Ok(r)
+            }
+        };
+    }
+    let limit = inner.config.session_start_limit;
+    let (remaining, reset_after) = inner.session_starts_left();
+    let url = inner
+        .config
+        .gateway_bot_url
+        .clone()
+        .unwrap_or_else(|| inner.gateway_url.clone());
+    respond(
+        200,
+        json!({
+            "url": url,
+            "shards": 1,
+            "session_start_limit": {
+                "total": limit.total,
+                "remaining": remaining,
+                "reset_after": reset_after.as_micros().div_ceil(1000) as u64,
+                "max_concurrency": limit.max_concurrency,
+            },
+        }),
+    )
 }
