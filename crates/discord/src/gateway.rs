@@ -11,9 +11,17 @@
 //! socket's write half and two atomics with the reader, so a slow consumer of events (the
 //! reader awaiting channel capacity) cannot delay a heartbeat. Its lateness is recorded.
 //!
-//! **Architecture Invariant:** every IDENTIFY is counted against the day's allowance
-//! ([`crate::identify`]): past it the client waits, and failing sessions back off
-//! exponentially, so an outage never spends the session starts Discord resets a token for.
+//! **Architecture Invariant:** every IDENTIFY is counted against Discord's own figure,
+//! `session_start_limit` from `GET /gateway/bot` ([`crate::session_limit`]), read before the
+//! first IDENTIFY, when a tenth or less remains, and after its `reset_after` ([`crate::identify`]):
+//! none is sent while `remaining` is 0, and failing sessions back off exponentially, so neither an
+//! outage nor a restart spends the session starts Discord resets a token for. When the figure
+//! cannot be read (a refused, malformed or lost answer, or no reader configured) the conservative
+//! allowance governs, and the log says so.
+//!
+//! **Architecture Invariant:** the `url` `GET /gateway/bot` answers is used only when it names
+//! the configured gateway (scheme, host and port): a REST answer never redirects the gateway
+//! connection.
 //!
 //! **Architecture Invariant:** `ws://` is accepted only for a loopback IP literal (the
 //! emulator); every other gateway, including a `resume_gateway_url` from READY, is `wss://` and
@@ -45,8 +53,9 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::identify::{IdentifyAllowance, IdentifyBudget};
+use crate::identify::{IdentifyAllowance, IdentifyBasis, IdentifyBudget, SessionLimitRefusal};
 use crate::model::{BotToken, INTERACTION_APPLICATION_COMMAND, InteractionCreate, MessageCreate};
+use crate::session_limit::{READ_TIMEOUT, SessionLimitReader};
 
 /// Gateway API version this client speaks.
 pub const GATEWAY_VERSION: u8 = 10;
@@ -215,6 +224,15 @@ impl GatewayUrl {
     pub fn is_secure(&self) -> bool {
         self.secure
     }
+
+    /// The gateway `GET /gateway/bot` named (`answered`), if it is this one: the same scheme,
+    /// host and port (its path may differ). Anything else — another host, port or scheme, or a
+    /// URL this client refuses — is `None`, and the client keeps the configured gateway.
+    pub fn same_gateway(&self, answered: &str) -> Option<GatewayUrl> {
+        let answered = GatewayUrl::parse(answered).ok()?;
+        (answered.secure == self.secure && answered.host == self.host && answered.port == self.port)
+            .then_some(answered)
+    }
 }
 
 /// How `wss://` gateways are dialed: destination admission (controlled resolution, the
@@ -270,8 +288,12 @@ pub struct GatewayConfig<R = StaticResolver> {
     pub reconnect_delay: Backoff,
     /// Wait before re-IDENTIFY after INVALID_SESSION (Discord: 1 to 5 s).
     pub reidentify_delay: Backoff,
-    /// How many IDENTIFYs the client sends per day at most ([`crate::identify`]).
+    /// The conservative allowance the client budgets IDENTIFYs by without Discord's figure, and
+    /// their spacing ([`crate::identify`]).
     pub identify_allowance: IdentifyAllowance,
+    /// Where Discord's `session_start_limit` is read (`GET /gateway/bot`); `None`: the
+    /// conservative allowance alone.
+    pub session_limit: Option<SessionLimitReader<R>>,
 }
 
 impl GatewayConfig<StaticResolver> {
@@ -290,7 +312,12 @@ impl GatewayConfig<StaticResolver> {
                 min: Duration::from_millis(10),
                 max: Duration::from_millis(50),
             },
-            identify_allowance: IdentifyAllowance::default(),
+            // The emulator does not rate IDENTIFYs; its tests need not wait 5 s between two.
+            identify_allowance: IdentifyAllowance {
+                spacing: Duration::ZERO,
+                ..IdentifyAllowance::default()
+            },
+            session_limit: None,
         }
     }
 }
@@ -308,6 +335,7 @@ struct Counters {
     zombies: AtomicU64,
     max_lateness_us: AtomicU64,
     dispatches: AtomicU64,
+    session_limit_reads: AtomicU64,
 }
 
 /// A snapshot of the client's counters.
@@ -329,6 +357,8 @@ pub struct GatewayStats {
     pub max_heartbeat_lateness: Duration,
     /// Dispatches received (all types).
     pub dispatches: u64,
+    /// Reads of `GET /gateway/bot` attempted.
+    pub session_limit_reads: u64,
 }
 
 /// A running client. Dropping it does not stop the client; call [`GatewayHandle::shutdown`].
@@ -336,6 +366,7 @@ pub struct GatewayStats {
 pub struct GatewayHandle {
     stop: watch::Sender<bool>,
     counters: Arc<Counters>,
+    basis: Arc<std::sync::Mutex<IdentifyBasis>>,
     task: JoinHandle<()>,
 }
 
@@ -354,7 +385,14 @@ impl GatewayHandle {
                 c.max_lateness_us.load(Ordering::Relaxed),
             ),
             dispatches: c.dispatches.load(Ordering::Relaxed),
+            session_limit_reads: c.session_limit_reads.load(Ordering::Relaxed),
         }
+    }
+
+    /// What the client budgets its IDENTIFYs by: Discord's figure as last read, or the
+    /// conservative allowance (and why).
+    pub fn identify_basis(&self) -> IdentifyBasis {
+        self.basis.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Close the connection (code 1000, which ends the session) and wait for the task.
@@ -372,11 +410,19 @@ pub fn spawn<R: Resolver + 'static>(
     let (tx, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
     let (stop, stop_rx) = watch::channel(false);
     let counters = Arc::new(Counters::default());
-    let task = tokio::spawn(run(config, tx, stop_rx, Arc::clone(&counters)));
+    let basis = Arc::new(std::sync::Mutex::new(IdentifyBasis::Allowance));
+    let task = tokio::spawn(run(
+        config,
+        tx,
+        stop_rx,
+        Arc::clone(&counters),
+        Arc::clone(&basis),
+    ));
     (
         GatewayHandle {
             stop,
             counters,
+            basis,
             task,
         },
         rx,
@@ -408,24 +454,83 @@ async fn run<R: Resolver + 'static>(
     events: mpsc::Sender<GatewayEvent>,
     mut stop: watch::Receiver<bool>,
     counters: Arc<Counters>,
+    basis: Arc<std::sync::Mutex<IdentifyBasis>>,
 ) {
     let mut session: Option<Session> = None;
     // The last sequence number seen; kept across connections for RESUME.
     let seq = Arc::new(AtomicU64::new(0));
     let mut budget = IdentifyBudget::new(config.identify_allowance);
+    // Where IDENTIFY goes: the configured gateway, or the same gateway as Discord names it.
+    let mut identify_url = config.url.clone();
     loop {
         if *stop.borrow() {
             return;
         }
         if session.is_none() {
-            let wait = budget.wait_for_allowance(Instant::now());
-            if !wait.is_zero() {
-                tracing::warn!(
-                    wait_s = wait.as_secs(),
-                    "IDENTIFY allowance spent; waiting rather than risk the token's reset"
-                );
+            if let Some(reader) = &config.session_limit
+                && budget.wants_read(Instant::now())
+            {
+                counters.session_limit_reads.fetch_add(1, Ordering::Relaxed);
+                let read = tokio::select! {
+                    read = timeout(READ_TIMEOUT, reader.read()) => read.unwrap_or_else(|_| {
+                        Err(SessionLimitRefusal::Unread("discord/gateway-bot-timeout".into()))
+                    }),
+                    _ = stop.changed() => return,
+                };
+                let now = Instant::now();
+                let next = match read {
+                    Ok(bot) => {
+                        budget.observe(bot.limit, now);
+                        let l = bot.limit;
+                        tracing::info!(
+                            total = l.total,
+                            remaining = l.remaining,
+                            reset_after_ms = l.reset_after.as_millis() as u64,
+                            max_concurrency = l.max_concurrency,
+                            "Discord's session start limit read; IDENTIFYs are budgeted by it"
+                        );
+                        match config.url.same_gateway(&bot.url) {
+                            Some(same) => identify_url = same,
+                            None => tracing::warn!(
+                                configured = ?config.url,
+                                "GET /gateway/bot names another gateway; the configured one is kept"
+                            ),
+                        }
+                        Some(IdentifyBasis::Discord(l))
+                    }
+                    Err(refusal) => {
+                        budget.read_refused(&refusal, now);
+                        if budget.figure(now).is_some() {
+                            tracing::warn!(code = %refusal, "Discord's session start limit not read again; its last figure holds until its reset");
+                            None
+                        } else {
+                            let a = config.identify_allowance;
+                            tracing::warn!(
+                                code = %refusal,
+                                per_window = a.per_window,
+                                window_s = a.window.as_secs(),
+                                "Discord's session start limit not read; IDENTIFYs are budgeted by the conservative default"
+                            );
+                            Some(IdentifyBasis::Fallback(refusal))
+                        }
+                    }
+                };
+                if let Some(next) = next {
+                    *basis.lock().unwrap_or_else(|p| p.into_inner()) = next;
+                }
+            }
+            if let Some(hold) = budget.hold(Instant::now()) {
+                let wait = hold.wait();
+                match hold {
+                    crate::identify::Hold::Spacing(_) => {}
+                    _ => tracing::warn!(
+                        reason = hold.reason(),
+                        wait_ms = wait.as_millis() as u64,
+                        "no IDENTIFY until the budget allows one; waiting rather than risk the token's reset"
+                    ),
+                }
                 let event = GatewayEvent::Reconnecting {
-                    reason: "identify-budget",
+                    reason: hold.reason(),
                     resume: false,
                 };
                 if events.send(event).await.is_err() {
@@ -435,11 +540,22 @@ async fn run<R: Resolver + 'static>(
                     _ = sleep(wait) => {}
                     _ = stop.changed() => return,
                 }
+                // Ask again: after a reset, Discord's figure is read before identifying.
+                continue;
             }
         }
         let began = Instant::now();
         let identifies = counters.identifies.load(Ordering::Relaxed);
-        let ended = connection(&config, &mut session, &seq, &events, &mut stop, &counters).await;
+        let ended = connection(
+            &config,
+            &identify_url,
+            &mut session,
+            &seq,
+            &events,
+            &mut stop,
+            &counters,
+        )
+        .await;
         if counters.identifies.load(Ordering::Relaxed) > identifies {
             budget.identified(began);
             // READY sets the session; how long it then lasted says whether the gateway works.
@@ -599,6 +715,7 @@ struct Beat {
 
 async fn connection<R: Resolver>(
     config: &GatewayConfig<R>,
+    identify_url: &GatewayUrl,
     session: &mut Option<Session>,
     seq: &Arc<AtomicU64>,
     events: &mpsc::Sender<GatewayEvent>,
@@ -607,7 +724,7 @@ async fn connection<R: Resolver>(
 ) -> Ended {
     let url = session
         .as_ref()
-        .map_or(&config.url, |s| &s.resume_url)
+        .map_or(identify_url, |s| &s.resume_url)
         .clone();
     let ws = match timeout(CONNECT_TIMEOUT, dial(config, &url)).await {
         Ok(Ok(ws)) => ws,

@@ -1,7 +1,9 @@
 //! The Discord adapters of Reach.
 //!
 //! - `gateway`: the Gateway v10 client of ingress-edge (HELLO, IDENTIFY, heartbeat on its own
-//!   task, RESUME, INVALID_SESSION, RECONNECT), emitting typed [`model::GatewayEvent`]s.
+//!   task, RESUME, INVALID_SESSION, RECONNECT), emitting typed [`model::GatewayEvent`]s, with
+//!   its IDENTIFY budget (`identify`) by Discord's `session_start_limit`, which `session_limit`
+//!   reads from `GET /gateway/bot`.
 //! - [`edge`]: the pure admission filter turning an event into an [`edge::EdgeEvent`] for
 //!   core's admission port, or a typed [`edge::EdgeRefusal`].
 //! - `rest`: the REST v10 Create Message adapter of egress-discord, with the intent's nonce
@@ -13,8 +15,9 @@
 //!
 //! - `seal`: sealing of the interaction token to egress-discord's key (feature `seal`).
 //!
-//! `gateway` and `rest` exist only with the `net` feature (ingress-edge, egress-discord);
-//! without it the crate has no network code, so core links no HTTP or WebSocket client.
+//! `gateway`, `identify`, `session_limit` and `rest` exist only with the `net` feature
+//! (ingress-edge, egress-discord); without it the crate has no network code, so core links no
+//! HTTP or WebSocket client.
 //!
 //! **Architecture Invariant:** nothing here touches the ledger, a database or another role.
 //! Deduplication of events and the decision to (re)send belong to core's ledger; this crate
@@ -40,6 +43,8 @@ pub mod render;
 pub mod rest;
 #[cfg(feature = "seal")]
 pub mod seal;
+#[cfg(feature = "net")]
+pub mod session_limit;
 
 pub use model::{
     Author, BotToken, GatewayEvent, InteractionCreate, InvalidToken, MessageCreate, Snowflake,

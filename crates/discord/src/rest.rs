@@ -45,7 +45,7 @@ pub const MAX_RECONCILE_PAGES: usize = 20;
 /// adapter does not sleep; the caller (egress-discord) schedules the read.
 pub const RECONCILE_SETTLE: Duration = Duration::from_secs(60);
 /// `User-Agent` Discord requires from bots (`DiscordBot ($url, $version)`).
-const USER_AGENT_VALUE: &str = "DiscordBot (https://reach.invalid, 1)";
+pub(crate) const USER_AGENT_VALUE: &str = "DiscordBot (https://reach.invalid, 1)";
 
 pub use crate::delivery::{
     CreateMessage, CreateOutcome, DeferredAck, FLAG_LOADING, FLAG_SUPPRESS_EMBEDS, FollowUp,

@@ -1,5 +1,6 @@
 //! The Gateway v10 client against the emulator: identify, heartbeat, resume with redelivery,
-//! INVALID_SESSION, RECONNECT, zombie detection, a refused token.
+//! INVALID_SESSION, RECONNECT, zombie detection, a refused token, and the IDENTIFY budget by
+//! Discord's `session_start_limit` across restarts and outages.
 
 mod common;
 
@@ -337,6 +338,7 @@ async fn identifies_past_the_allowance_wait_for_the_window() {
     config.identify_allowance = IdentifyAllowance {
         per_window: 2,
         window,
+        spacing: std::time::Duration::ZERO,
     };
     let started = tokio::time::Instant::now();
     let (handle, mut rx) = gateway::spawn(config);
@@ -424,5 +426,189 @@ async fn without_message_content_only_mentions_carry_their_text() {
         0,
         "no session for a disallowed intent"
     );
+    handle.shutdown().await;
+}
+
+fn is_reconnecting(e: &GatewayEvent) -> bool {
+    matches!(e, GatewayEvent::Reconnecting { .. })
+}
+
+/// The case the 100 session starts kept back for restarts could not cover: an earlier process
+/// spent the window, and the restarted client — its own count empty — reads Discord's figure
+/// and waits out `reset_after` instead of identifying (which would reset the token). The
+/// emulator refuses any IDENTIFY with none remaining, so an early one cannot go unnoticed,
+/// however the run is scheduled.
+#[tokio::test]
+async fn a_restarted_client_waits_for_reset_after_when_an_earlier_process_spent_the_limit() {
+    use reach_discord::identify::IdentifyBasis;
+    let em = limited_emulator(2, std::time::Duration::from_secs(3)).await;
+    let (earlier, mut rx) = budgeted_gateway(&em);
+    ready(&mut rx).await;
+    assert!(em.invalidate_session());
+    ready(&mut rx).await;
+    earlier.shutdown().await;
+    assert_eq!(em.session_starts_left().0, 0);
+
+    let (handle, mut rx) = budgeted_gateway(&em);
+    let first = next_matching(&mut rx, "the first event", |_| true).await;
+    assert_eq!(
+        first,
+        GatewayEvent::Reconnecting {
+            reason: "session-start-limit",
+            resume: false
+        }
+    );
+    assert_eq!(
+        em.gateway_counts().identifies,
+        2,
+        "no IDENTIFY while none remains"
+    );
+    match handle.identify_basis() {
+        IdentifyBasis::Discord(l) => assert_eq!((l.total, l.remaining), (2, 0)),
+        other => panic!("{other:?}"),
+    }
+    // Past reset_after it reads the figure again and identifies.
+    ready(&mut rx).await;
+    let counts = em.gateway_counts();
+    assert_eq!((counts.identifies, counts.session_start_refusals), (3, 0));
+    assert!(!em.token_was_reset());
+    assert!(handle.stats().session_limit_reads >= 2);
+    handle.shutdown().await;
+}
+
+/// What the conservative default alone did (the client before it read Discord's figure): the
+/// same restart identifies at once, and Discord resets the token.
+#[tokio::test]
+async fn without_discords_figure_a_restart_spends_a_session_start_that_is_not_there() {
+    let em = limited_emulator(1, std::time::Duration::from_secs(3600)).await;
+    let (earlier, mut rx) = budgeted_gateway(&em);
+    ready(&mut rx).await;
+    earlier.shutdown().await;
+    let (handle, mut rx) = gateway(&em);
+    let e = next_matching(&mut rx, "Fatal", |e| {
+        matches!(e, GatewayEvent::Fatal { .. })
+    })
+    .await;
+    assert_eq!(e, GatewayEvent::Fatal { code: 4004 });
+    assert_eq!(em.gateway_counts().session_start_refusals, 1);
+    assert!(em.token_was_reset());
+    handle.shutdown().await;
+}
+
+/// Through an outage in which every IDENTIFY is spent and dropped before READY, and across
+/// restarts (each process with a fresh count), the emulator never sees an IDENTIFY with no
+/// session start remaining: the window's starts are used, then waited for.
+#[tokio::test]
+async fn restarts_and_outages_never_drive_remaining_below_zero() {
+    let em = limited_emulator(3, std::time::Duration::from_secs(1)).await;
+    em.set_identify_outage(true);
+    for until in [2, 5, 8] {
+        let (handle, _events) = budgeted_gateway(&em);
+        eventually(&format!("{until} IDENTIFYs"), || {
+            em.gateway_counts().identifies >= until
+        })
+        .await;
+        handle.shutdown().await;
+    }
+    em.set_identify_outage(false);
+    let (handle, mut rx) = budgeted_gateway(&em);
+    ready(&mut rx).await;
+    let counts = em.gateway_counts();
+    assert_eq!(counts.session_start_refusals, 0, "{counts:?}");
+    assert!(!em.token_was_reset());
+    assert!(counts.identifies >= 9, "{counts:?}");
+    handle.shutdown().await;
+}
+
+/// A 401, a malformed body, or an answer past the reader's bounds: the client says why, budgets
+/// by the conservative allowance (here one IDENTIFY per hour), and still identifies within it —
+/// never in a loop, and without asking again before `READ_RETRY`.
+#[tokio::test]
+async fn a_refused_or_malformed_gateway_bot_answer_falls_back_to_the_conservative_default() {
+    use reach_discord::identify::{IdentifyAllowance, IdentifyBasis};
+    use reach_discord_emulator::GatewayBotFault;
+    let huge = format!(r#"{{"url":"{}"}}"#, "x".repeat(64 * 1024));
+    let cases = [
+        (
+            GatewayBotFault::Reject {
+                status: 401,
+                code: 0,
+            },
+            "discord/gateway-bot-status-401",
+        ),
+        (
+            GatewayBotFault::Body(r#"{"url":"wss://gateway.discord.gg","shards":1}"#.into()),
+            "discord/gateway-bot-malformed: session_start_limit",
+        ),
+        (
+            GatewayBotFault::Body(
+                r#"{"url":"wss://g","shards":1,"session_start_limit":{"total":1000,"remaining":-5,"reset_after":1,"max_concurrency":1}}"#.into(),
+            ),
+            "discord/gateway-bot-malformed: remaining",
+        ),
+        (GatewayBotFault::Body(huge), "discord/gateway-bot-unread: bounded/"),
+    ];
+    for (fault, code) in cases {
+        let em = emulator().await;
+        em.script_next_gateway_bot(fault);
+        let url = GatewayUrl::parse(&em.gateway_url()).expect("url");
+        let mut config = GatewayConfig::loopback(url, token(&em), gateway::intents(false));
+        config.session_limit = Some(session_limit_reader(&em));
+        config.identify_allowance = IdentifyAllowance {
+            per_window: 1,
+            window: std::time::Duration::from_secs(3600),
+            spacing: std::time::Duration::ZERO,
+        };
+        let (handle, mut rx) = gateway::spawn(config);
+        ready(&mut rx).await;
+        match handle.identify_basis() {
+            IdentifyBasis::Fallback(refusal) => {
+                assert!(refusal.to_string().starts_with(code), "{refusal}")
+            }
+            other => panic!("{code}: {other:?}"),
+        }
+        assert!(em.invalidate_session());
+        let e = next_matching(&mut rx, "the hold", |e| {
+            is_reconnecting(e)
+                && *e
+                    != GatewayEvent::Reconnecting {
+                        reason: "invalid-session",
+                        resume: false,
+                    }
+        })
+        .await;
+        assert_eq!(
+            e,
+            GatewayEvent::Reconnecting {
+                reason: "identify-budget",
+                resume: false
+            },
+            "{code}"
+        );
+        assert_eq!(em.gateway_counts().identifies, 1, "{code}");
+        assert_eq!(handle.stats().session_limit_reads, 1, "{code}");
+        handle.shutdown().await;
+    }
+}
+
+/// `GET /gateway/bot` naming another gateway does not move the connection: the client
+/// identifies at the configured one, and nothing dials the other.
+#[tokio::test]
+async fn a_gateway_bot_url_naming_another_gateway_is_not_followed() {
+    use reach_discord::identify::IdentifyBasis;
+    use reach_discord_emulator::{Emulator, EmulatorConfig};
+    let trap = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let em = Emulator::start(EmulatorConfig {
+        gateway_bot_url: Some(format!("ws://{}", trap.local_addr().unwrap())),
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("start");
+    let (handle, mut rx) = budgeted_gateway(&em);
+    ready(&mut rx).await;
+    assert!(matches!(handle.identify_basis(), IdentifyBasis::Discord(_)));
+    assert_eq!(em.gateway_counts().connections, 1);
+    let dialed = tokio::time::timeout(std::time::Duration::ZERO, trap.accept()).await;
+    assert!(dialed.is_err(), "the other gateway was dialed");
     handle.shutdown().await;
 }

@@ -1,7 +1,8 @@
 //! Discord's own OpenAPI spec (REST v10, `../shared/reference/discord-api-spec/openapi.json`)
 //! as an oracle: every request body Reach's adapter sends in a mention and `/ask` round trip,
-//! and every REST response the emulator answers with, must validate against its operation's
-//! schema. A field Reach stops sending, or one the emulator drops, fails here.
+//! and every REST response the emulator answers with (ingress-edge's `GET /gateway/bot`
+//! included), must validate against its operation's schema. A field Reach stops sending, or one
+//! the emulator drops, fails here.
 
 mod common;
 
@@ -81,6 +82,13 @@ async fn what_reach_sends_and_the_emulator_answers_follow_discords_spec() {
     let app = Snowflake(em.config().application_id);
     let bot = em.config().bot_user_id;
     let ada = User::human(42, "ada");
+
+    // ingress-edge's session start limit, as its reader reads it.
+    let bot_gateway = session_limit_reader(&em)
+        .read()
+        .await
+        .expect("GET /gateway/bot");
+    assert_eq!(bot_gateway.limit.total, 1000);
 
     // A mention's reply, and the read that reconciles it.
     let q = em.post_user_message(CHANNEL, &ada, &format!("<@{bot}> how do I deploy?"));
@@ -241,5 +249,5 @@ async fn what_reach_sends_and_the_emulator_answers_follow_discords_spec() {
     );
     // Nothing passes by checking nothing: every operation of the round trip was checked.
     assert_eq!(checked["request"].len(), 4, "{checked:?}");
-    assert_eq!(checked["response"].len(), 6, "{checked:?}");
+    assert_eq!(checked["response"].len(), 7, "{checked:?}");
 }

@@ -524,3 +524,37 @@ fn gateway_url_table() {
     "#]]
     .assert_eq(&out);
 }
+
+/// The gateway `GET /gateway/bot` names is used only when it is the configured one (scheme,
+/// host, port): a REST answer never moves the gateway connection.
+#[test]
+fn gateway_bot_url_table() {
+    let configured = GatewayUrl::parse("wss://gateway.discord.gg/?v=10&encoding=json").unwrap();
+    let mut out = String::new();
+    for answered in [
+        "wss://gateway.discord.gg",
+        "wss://GATEWAY.discord.gg",
+        "wss://gateway.discord.gg:443/",
+        "wss://gateway.discord.gg:8443",
+        "wss://gateway.discord.gg.example",
+        "wss://evil.example",
+        "ws://gateway.discord.gg",
+        "ws://127.0.0.1:443",
+        "not a url",
+    ] {
+        let r = configured.same_gateway(answered).map(|u| u.connect_url());
+        writeln!(out, "{answered:<34} {r:?}").unwrap();
+    }
+    expect![[r#"
+        wss://gateway.discord.gg           Some("wss://gateway.discord.gg/?v=10&encoding=json")
+        wss://GATEWAY.discord.gg           Some("wss://gateway.discord.gg/?v=10&encoding=json")
+        wss://gateway.discord.gg:443/      Some("wss://gateway.discord.gg/?v=10&encoding=json")
+        wss://gateway.discord.gg:8443      None
+        wss://gateway.discord.gg.example   None
+        wss://evil.example                 None
+        ws://gateway.discord.gg            None
+        ws://127.0.0.1:443                 None
+        not a url                          None
+    "#]]
+    .assert_eq(&out);
+}

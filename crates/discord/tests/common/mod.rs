@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reach_destination::{
-    Admission, AdmissionPolicy, Host, PinnedConnector, RecordingDialer, StaticResolver,
+    Admission, AdmissionPolicy, Host, PinnedConnector, RecordingDialer, StaticResolver, TcpDialer,
 };
 use reach_discord::gateway::{self, GatewayConfig, GatewayEvent, GatewayHandle, GatewayUrl};
 use reach_discord::rest::{RestClient, RestConfig, RestError};
+use reach_discord::session_limit::SessionLimitReader;
 use reach_discord::{BotToken, Snowflake};
 use reach_discord_emulator::{Emulator, EmulatorConfig, REST_HOST};
 use tokio::sync::mpsc;
@@ -38,6 +39,43 @@ pub fn gateway(em: &Emulator) -> (GatewayHandle, mpsc::Receiver<GatewayEvent>) {
         token(em),
         gateway::intents(false),
     ))
+}
+
+/// A reader of the emulator's `GET /gateway/bot`, its REST host admitted as an exact local road.
+pub fn session_limit_reader(em: &Emulator) -> SessionLimitReader<StaticResolver> {
+    let host = Host::Name(REST_HOST.to_owned());
+    let policy = AdmissionPolicy::default().with_local_road(host, em.rest_addr());
+    let resolver = StaticResolver::new().with(REST_HOST, [em.rest_addr().ip()]);
+    SessionLimitReader::new(
+        &format!("{}/gateway/bot", em.rest_base_url()),
+        token(em),
+        Arc::new(Admission::new(policy, resolver)),
+        PinnedConnector::new(em.root_store(), TcpDialer),
+    )
+    .expect("session limit reader")
+}
+
+/// A gateway client that budgets its IDENTIFYs by the emulator's `session_start_limit`, as
+/// ingress-edge's does.
+pub fn budgeted_gateway(em: &Emulator) -> (GatewayHandle, mpsc::Receiver<GatewayEvent>) {
+    let url = GatewayUrl::parse(&em.gateway_url()).expect("gateway url");
+    let mut config = GatewayConfig::loopback(url, token(em), gateway::intents(false));
+    config.session_limit = Some(session_limit_reader(em));
+    gateway::spawn(config)
+}
+
+/// An emulator whose session start limit is `total` per `window`.
+pub async fn limited_emulator(total: u32, window: Duration) -> Emulator {
+    Emulator::start(EmulatorConfig {
+        session_start_limit: reach_discord_emulator::SessionStartLimit {
+            total,
+            window,
+            max_concurrency: 1,
+        },
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("start emulator")
 }
 
 /// The next event matching `pred`, skipping others.
