@@ -18,13 +18,15 @@ use reach_clock::Clock;
 use reach_digest::Sha256Digest;
 use tokio::process::Command;
 
+use crate::agent::ExecBounds;
 use crate::agent::{Agent, ExecOutcome, FileContent, FileStat};
 use crate::journal::{Confirmation, InstanceRecord, InstanceState, Journal, OrphanRecord};
 use crate::machine::{Disks, Machine};
 use crate::manifest::{Artifact, ImageManifest, KERNEL_FILE};
+use crate::observe;
 use crate::prepared::PreparedManifest;
 use crate::probe::{self, Accel};
-use crate::profile::{ProfileSet, SERVICE_RESTART};
+use crate::profile::{Confinement, ProfileSet, SERVICE_RESTART};
 use crate::refusal::BrokerError;
 use crate::spec::guest_path;
 use crate::{host, manifest};
@@ -731,8 +733,17 @@ impl Broker {
         let set = own.as_deref().unwrap_or(&self.cfg.profiles);
         let (argv, p) = set.argv(profile, args)?;
         let bounds = p.bounds();
-        self.with_agent(id, async |a| Ok(a.exec(&argv, bounds).await?))
-            .await
+        let confined = p.confinement == Confinement::ReadOnly;
+        self.with_agent(id, async |a| {
+            let o = a.exec(&argv, bounds).await?;
+            if !(confined && observe::no_session(o.exit_code, &o.stderr)) {
+                return Ok(o);
+            }
+            // Nothing ran: start the instance's observation session, then ask once more.
+            start_session(a).await?;
+            Ok(a.exec(&argv, bounds).await?)
+        })
+        .await
     }
 
     /// The instance's network as its running QEMU process shows it (`/proc/<pid>/cmdline`),
@@ -939,6 +950,28 @@ struct Teardown {
     sockets_deleted: bool,
     killed: bool,
     stop: Duration,
+}
+
+/// Starts the instance's observation session ([`observe`]): the one read-only sandbox every
+/// observation of the instance runs in.
+async fn start_session(a: &mut Agent) -> Result<(), BrokerError> {
+    let unit = observe::unit_name(host::nanos() as u64);
+    let bounds = ExecBounds {
+        timeout: Duration::from_secs(60),
+        max_output: 4096,
+    };
+    let o = a.exec(&observe::start_argv(&unit), bounds).await?;
+    if o.exit_code == Some(0) {
+        return Ok(());
+    }
+    Err(BrokerError::Agent(crate::agent::AgentError::Guest(
+        format!(
+            "the observation session {unit} did not start (exit {:?}{}): {}",
+            o.exit_code,
+            if o.timed_out { ", timed out" } else { "" },
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+    )))
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ pub mod instance;
 pub mod journal;
 pub mod machine;
 pub mod manifest;
+pub mod observe;
 pub mod prepared;
 pub mod probe;
 pub mod profile;

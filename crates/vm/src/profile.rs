@@ -9,9 +9,10 @@
 //! refuses what is not on the instance's list.
 //!
 //! **Architecture Invariant:** a [`Confinement::ReadOnly`] profile never runs bare. Its argv
-//! is always wrapped by [`confined_argv`], the one place that builds the sandbox: a transient
-//! systemd unit with a read-only view of the whole filesystem and IP traffic only to and from
-//! the guest's loopback, so an observation is kernel-enforced, never merely declared.
+//! is always wrapped by [`confined_argv`]: it runs inside the instance's observation session,
+//! a systemd unit with a read-only view of the whole filesystem and IP traffic only to and
+//! from the guest's loopback ([`crate::observe`]), so an observation is kernel-enforced, never
+//! merely declared.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -54,56 +55,11 @@ impl Confinement {
     }
 }
 
-/// systemd's transient-unit runner, present in every image (`systemd-sysv` is mandatory).
-pub const SYSTEMD_RUN: &str = "/usr/bin/systemd-run";
-
-/// The sandbox properties of a [`Confinement::ReadOnly`] run. `ProtectSystem=strict` and
-/// `ReadOnlyPaths=/` make every mount read-only (API filesystems included); `IPAddressDeny`
-/// with `IPAddressAllow=localhost` lets IP reach only the guest's loopback (a guest with
-/// network `none` has nothing else; this holds even where it would). Unix sockets stay
-/// usable: reading a service's state asks its manager over one, and what a manager does
-/// on request is what the verifier's no-mutation check catches.
-pub const READ_ONLY_PROPERTIES: [&str; 12] = [
-    "ProtectSystem=strict",
-    "ProtectHome=read-only",
-    "ReadOnlyPaths=/",
-    "PrivateDevices=yes",
-    "ProtectKernelTunables=yes",
-    "ProtectKernelModules=yes",
-    "ProtectKernelLogs=yes",
-    "ProtectControlGroups=yes",
-    "NoNewPrivileges=yes",
-    "IPAddressDeny=any",
-    "IPAddressAllow=localhost",
-    "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
-];
-
-/// `argv` wrapped in the read-only sandbox: a transient service whose standard streams are
-/// the caller's (`--pipe`), waited for (`--wait`: systemd-run exits with the command's exit
-/// status), collected when it ends, and stopped by systemd after `timeout` even if the
-/// caller is gone.
+/// `argv` confined read-only: run as a child of the instance's observation session, the one
+/// read-only sandbox of the instance ([`crate::observe`]), bounded by `timeout` there too.
+/// The broker starts the session when a client finds none.
 pub fn confined_argv(argv: &[String], timeout: Duration) -> Vec<String> {
-    let mut v: Vec<String> = [
-        SYSTEMD_RUN,
-        "--quiet",
-        "--wait",
-        "--pipe",
-        "--collect",
-        "--service-type=exec",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    for p in READ_ONLY_PROPERTIES {
-        v.push(format!("--property={p}"));
-    }
-    v.push(format!(
-        "--property=RuntimeMaxSec={}",
-        timeout.as_secs().max(1)
-    ));
-    v.push("--".to_owned());
-    v.extend(argv.iter().cloned());
-    v
+    crate::observe::client_argv(argv, timeout)
 }
 
 impl CommandProfile {
@@ -272,13 +228,18 @@ mod tests {
         p.slots = vec![a(&["svc", "svc@-"])];
         let s = ProfileSet::new([p]);
         let (argv, _) = s.argv("status", &a(&["svc@-"])).unwrap();
-        assert_eq!(argv[0], SYSTEMD_RUN);
-        assert!(argv.contains(&"--property=ReadOnlyPaths=/".to_owned()));
-        assert!(argv.contains(&"--property=RuntimeMaxSec=30".to_owned()));
-        let dashes = argv.iter().position(|a| a == "--").unwrap();
+        assert_eq!(argv[..3], ["/bin/sh", "-c", crate::observe::CLIENT]);
+        // The deadline (30 s, the server's grace added), then the command.
         assert_eq!(
-            argv[dashes + 1..],
-            ["/usr/bin/systemctl", "is-active", "--", "svc@-"]
+            argv[3..],
+            [
+                "reach-observe",
+                "32",
+                "/usr/bin/systemctl",
+                "is-active",
+                "--",
+                "svc@-"
+            ]
         );
         for bad in [a(&["other"]), a(&[])] {
             let e = s.argv("status", &bad).unwrap_err();

@@ -15,8 +15,8 @@ pub const SPEC_FORMAT: &str = "reach.vm.image-spec.v1";
 
 /// Packages every image carries whatever the spec says: the kernel for direct boot, the
 /// guest agent the broker talks to, systemd as init (the agent and services are units), and
-/// the system bus, without which `systemd-run --wait --pipe` (the read-only sandbox of an
-/// observation, `crate::profile::confined_argv`) cannot follow its unit.
+/// the system bus, without which `systemd-run` cannot start the unit of an instance's
+/// observation session (the read-only sandbox every observation runs in, `crate::observe`).
 pub const MANDATORY_PACKAGES: [&str; 4] = [
     "dbus",
     "linux-image-cloud-amd64",
