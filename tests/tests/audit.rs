@@ -334,8 +334,26 @@ fn the_receipt_compares_the_live_firewall_with_the_ruleset_file() {
     for (i, r) in m.roles.iter().enumerate() {
         scribe.arg(format!("--uid={}={}", r.name, 64_300 + i));
     }
-    for (i, d) in m.destinations.iter().enumerate() {
-        scribe.arg(format!("--address={}=11.0.1.{}", d.name, i + 1));
+    // Each host at one address (destinations on the same host, such as discord.com's REST
+    // and session limit, share it), and every destination rendered with its host's address.
+    let mut hosts: Vec<(String, String)> = Vec::new();
+    for d in &m.destinations {
+        let host = d
+            .url
+            .trim_start_matches("https://")
+            .split([':', '/'])
+            .next()
+            .unwrap()
+            .to_owned();
+        let addr = match hosts.iter().find(|(h, _)| *h == host) {
+            Some((_, a)) => a.clone(),
+            None => {
+                let a = format!("11.0.1.{}", hosts.len() + 1);
+                hosts.push((host, a.clone()));
+                a
+            }
+        };
+        scribe.arg(format!("--address={}={addr}", d.name));
     }
     assert!(scribe.status().unwrap().success());
 
@@ -344,20 +362,6 @@ fn the_receipt_compares_the_live_firewall_with_the_ruleset_file() {
     // each destination's host at the address the ruleset was rendered with.
     let etc = std::path::PathBuf::from("/etc/netns").join(&ns);
     std::fs::create_dir_all(&etc).unwrap();
-    let hosts: Vec<(String, String)> = m
-        .destinations
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let host = d
-                .url
-                .trim_start_matches("https://")
-                .split([':', '/'])
-                .next()
-                .unwrap();
-            (host.to_owned(), format!("11.0.1.{}", i + 1))
-        })
-        .collect();
     let write_hosts = |hosts: &[(String, String)]| {
         let text: String = hosts.iter().map(|(h, a)| format!("{a} {h}\n")).collect();
         std::fs::write(etc.join("hosts"), text).unwrap();
@@ -418,7 +422,7 @@ fn the_receipt_compares_the_live_firewall_with_the_ruleset_file() {
     assert!(
         resolved
             .2
-            .starts_with("4 destinations resolve only to addresses the live firewall admits"),
+            .starts_with("5 destinations resolve only to addresses the live firewall admits"),
         "{resolved:?}"
     );
     let moved: Vec<(String, String)> = hosts

@@ -173,6 +173,22 @@ async fn the_gateway_over_wss_identifies_resumes_and_answers_once() {
         counts.resume_connections >= 1 && counts.resumes >= 1,
         "{counts:?}"
     );
+    // Before it identified, ingress-edge read Discord's session start limit (its one REST
+    // request, on its own road), and spent only what it identified.
+    let gateway_bot: Vec<u16> = em
+        .responses()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path == "/api/v10/gateway/bot")
+        .map(|r| r.status)
+        .collect();
+    assert!(
+        !gateway_bot.is_empty() && gateway_bot.iter().all(|s| *s == 200),
+        "{gateway_bot:?}"
+    );
+    assert_eq!(
+        u64::from(em.session_starts_left().0),
+        1_000 - counts.identifies
+    );
     let to_q1 = em
         .bot_messages(CHANNEL)
         .into_iter()

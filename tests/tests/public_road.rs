@@ -262,6 +262,10 @@ fn public_road(manifest: &mut reach_manifest::Manifest, ca_file: &std::path::Pat
             "ingress-edge" => {
                 let url = role.settings.get("gateway_url").and_then(|u| u.as_str());
                 assert_eq!(url, Some("wss://gateway.discord.gg"));
+                role.settings.insert(
+                    "gateway_bot_url".into(),
+                    format!("{REST_BASE_URL}/gateway/bot").into(),
+                );
             }
             _ => continue,
         }
@@ -324,6 +328,17 @@ async fn road() {
     };
     assert!(asked("discord.com"), "{:?}", dns.queries());
     assert!(asked(GATEWAY_HOST), "{:?}", dns.queries());
+    // ingress-edge read Discord's session start limit over the same road before identifying.
+    let gateway_bot: Vec<u16> = em
+        .responses()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path == "/api/v10/gateway/bot")
+        .map(|r| r.status)
+        .collect();
+    assert!(
+        !gateway_bot.is_empty() && gateway_bot.iter().all(|s| *s == 200),
+        "{gateway_bot:?}"
+    );
 
     // The connection drops: ingress-edge resumes at READY's resume_gateway_url, a new name
     // resolved and admitted like the first, and the next question is answered once.

@@ -17,7 +17,8 @@ pub struct DiscordEndpoints {
     pub guild_id: u64,
     pub channels: Vec<u64>,
     pub rest_base_url: String,
-    /// An exact local road for the REST host (the loopback emulator).
+    /// An exact local road for the REST host (the loopback emulator): egress-discord's, and
+    /// ingress-edge's for its one `GET /gateway/bot`.
     pub rest_road: SocketAddr,
     /// The host name of the local roads (REST and a `wss://` gateway share it).
     pub rest_host: String,
@@ -52,9 +53,13 @@ pub fn configure(
                 );
                 let channels = d.channels.iter().map(|c| c.to_string().into()).collect();
                 s.insert("channels".into(), toml::Value::Array(channels));
-                if !d.gateway_roads.is_empty() {
-                    s.insert("roads".into(), roads(&d.rest_host, &d.gateway_roads, &ca));
-                }
+                // Discord's session start limit is read from the REST host: its road, and the
+                // gateway's when it is wss:// (the same host name).
+                let bot = format!("{}/gateway/bot", d.rest_base_url.trim_end_matches('/'));
+                s.insert("gateway_bot_url".into(), bot.into());
+                let mut addrs = vec![d.rest_road];
+                addrs.extend(&d.gateway_roads);
+                s.insert("roads".into(), roads(&d.rest_host, &addrs, &ca));
             }
             "egress-discord" => {
                 s.insert("rest_base_url".into(), d.rest_base_url.clone().into());

@@ -40,6 +40,8 @@ fn binding(m: &Manifest) -> FirewallBinding {
         ("model-provider", "11.0.0.4"),
         ("discord-gateway", "11.0.0.5"),
         ("corpus-source", "11.0.0.6"),
+        // discord.com, as discord-rest.
+        ("discord-session-limit", "11.0.0.2"),
     ]
     .into();
     for (d, a) in addrs {
@@ -166,6 +168,7 @@ fn ruleset_text() {
         		ip daddr @special_v4 counter drop comment "special-purpose"
         		ip6 daddr @special_v6 counter drop comment "special-purpose"
         		ip daddr 11.0.0.5 tcp dport 443 accept comment "discord-gateway"
+        		ip daddr 11.0.0.2 tcp dport 443 accept comment "discord-session-limit"
         		counter drop
         	}
 
@@ -377,6 +380,7 @@ fn ruleset_in_a_namespace_admits_only_the_roles_destinations() {
     let discord = uid_of(&m, "egress-discord");
     let provider = uid_of(&m, "egress-provider");
     let core = uid_of(&m, "core");
+    let edge = uid_of(&m, "ingress-edge");
 
     // Without the ruleset every host answers: the probes can tell arrival from a drop.
     for (addr, port) in [
@@ -425,6 +429,10 @@ fn ruleset_in_a_namespace_admits_only_the_roles_destinations() {
         (discord, "11.0.0.4", 443, Outcome::Blocked),
         (provider, "11.0.0.4", 443, Outcome::Reached),
         (provider, "11.0.0.2", 443, Outcome::Blocked),
+        // ingress-edge reaches discord.com's address (its session limit) on 443 only.
+        (edge, "11.0.0.2", 443, Outcome::Reached),
+        (edge, "11.0.0.2", 80, Outcome::Blocked),
+        (edge, "11.0.0.4", 443, Outcome::Blocked),
         // A role without egress reaches nothing.
         (core, "11.0.0.2", 443, Outcome::Blocked),
         (core, "11.0.0.4", 443, Outcome::Blocked),

@@ -2,7 +2,9 @@
 //! against the admitted application, guilds, channels, trigger, size and adapter revision, then
 //! calls core's admission port. It holds the bot credential and no database credential; a
 //! resumed or redelivered event is admitted again under the same event id, and core's ledger
-//! answers it with the committed status.
+//! answers it with the committed status. Its one REST request is `GET /api/v10/gateway/bot`
+//! (`gateway_bot_url`), for Discord's session start limit, by which the client budgets
+//! IDENTIFYs.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -13,7 +15,9 @@ use reach_destination::roads::Roads;
 use reach_destination::{AdmissionPolicy, PinnedConnector, TcpDialer};
 use reach_discord::edge::{self, EdgePolicy};
 use reach_discord::gateway::{self, Backoff, GatewayConfig, GatewayEvent, GatewayUrl, WssDialer};
+use reach_discord::identify::IdentifyAllowance;
 use reach_discord::seal::{self, SealBinding, SealPublicKey};
+use reach_discord::session_limit::SessionLimitReader;
 use reach_discord::{BotToken, Snowflake};
 use reach_manifest::CredentialKind;
 use reach_proto::core::v1::AdmitRequest;
@@ -29,6 +33,12 @@ const REIDENTIFY_DELAY: Backoff = Backoff {
     min: Duration::from_secs(1),
     max: Duration::from_secs(5),
 };
+/// The loopback emulator's (a `ws://` gateway): short waits, and no IDENTIFY spacing, which it
+/// does not enforce.
+const LOOPBACK_DELAY: Backoff = Backoff {
+    min: Duration::from_millis(10),
+    max: Duration::from_millis(50),
+};
 
 /// Admissions in flight to core at once.
 const MAX_IN_FLIGHT: usize = 64;
@@ -40,6 +50,9 @@ const DEFAULT_MAX_QUESTION_BYTES: usize = 1_000;
 #[serde(deny_unknown_fields)]
 struct Settings {
     gateway_url: String,
+    /// `https://<REST host>/api/v10/gateway/bot`: where Discord's session start limit is read
+    /// (the manifest's `discord-session-limit` destination), and nothing else.
+    gateway_bot_url: String,
     application_id: Snowflake,
     bot_user_id: Snowflake,
     guilds: BTreeSet<Snowflake>,
@@ -49,8 +62,9 @@ struct Settings {
     /// The privileged Message Content intent, off unless the manifest enables it.
     #[serde(default)]
     message_content: bool,
-    /// Where a `wss://` gateway may be dialed: public Discord through the named name servers,
-    /// or an exact local road with its CA (the emulator). Unused for a loopback `ws://` one.
+    /// Where a `wss://` gateway and `gateway_bot_url` may be dialed: public Discord through the
+    /// named name servers, or exact local roads with their CA (the emulator). A loopback `ws://`
+    /// gateway needs none.
     #[serde(default)]
     roads: Roads,
 }
@@ -74,7 +88,7 @@ fn main() -> std::process::ExitCode {
             return Ok(());
         }
         let settings: Settings = role.config.settings.clone().try_into().context(
-            "ingress-edge settings (gateway_url, application_id, bot_user_id, guilds, channels)",
+            "ingress-edge settings (gateway_url, gateway_bot_url, application_id, bot_user_id, guilds, channels)",
         )?;
         let token = BotToken::from_bytes(
             role.credential(CredentialKind::DiscordBot)
@@ -96,32 +110,52 @@ fn main() -> std::process::ExitCode {
         };
         let core = AdmissionClient::new(role.client("core.admission")?);
         let intents = gateway::intents(settings.message_content);
-        let (handle, mut events) = if url.is_secure() {
-            // Every wss:// gateway, including READY's resume URL, passes destination admission.
-            let roads = &settings.roads;
-            let wss = WssDialer {
-                admission: Arc::new(
-                    roads
-                        .admission(AdmissionPolicy::default())
-                        .context("ingress-edge roads")?,
-                ),
-                connector: PinnedConnector::new(
-                    roads.roots().context("ingress-edge roads")?,
-                    TcpDialer,
-                ),
-            };
-            gateway::spawn(GatewayConfig {
-                url,
-                token,
-                intents,
-                wss: Some(wss),
-                reconnect_delay: RECONNECT_DELAY,
-                reidentify_delay: REIDENTIFY_DELAY,
-                identify_allowance: Default::default(),
-            })
-        } else {
-            gateway::spawn(GatewayConfig::loopback(url, token, intents))
-        };
+        // Every wss:// gateway, including READY's resume URL, and the session limit's one GET
+        // pass destination admission on the role's roads.
+        let roads = &settings.roads;
+        let admission = Arc::new(
+            roads
+                .admission(AdmissionPolicy::default())
+                .context("ingress-edge roads")?,
+        );
+        let connector =
+            PinnedConnector::new(roads.roots().context("ingress-edge roads")?, TcpDialer);
+        let session_limit = SessionLimitReader::new(
+            &settings.gateway_bot_url,
+            token.clone(),
+            Arc::clone(&admission),
+            connector.clone(),
+        )
+        .map_err(|e| anyhow::anyhow!("gateway_bot_url: {e}"))?;
+        let secure = url.is_secure();
+        let (handle, mut events) = gateway::spawn(GatewayConfig {
+            url,
+            token,
+            intents,
+            wss: secure.then(|| WssDialer {
+                admission,
+                connector,
+            }),
+            reconnect_delay: if secure {
+                RECONNECT_DELAY
+            } else {
+                LOOPBACK_DELAY
+            },
+            reidentify_delay: if secure {
+                REIDENTIFY_DELAY
+            } else {
+                LOOPBACK_DELAY
+            },
+            identify_allowance: if secure {
+                IdentifyAllowance::default()
+            } else {
+                IdentifyAllowance {
+                    spacing: Duration::ZERO,
+                    ..IdentifyAllowance::default()
+                }
+            },
+            session_limit: Some(session_limit),
+        });
         let stop = role.shutdown_signal();
         let policy = Arc::new(policy);
         let seal_key = Arc::new(seal_key);
