@@ -33,6 +33,9 @@ pub const IDENTIFY_SPACING: Duration = Duration::from_secs(5);
 /// How long after a refused read of Discord's figure the client asks again (a 429's longer
 /// `retry_after` is waited out instead). The conservative allowance governs meanwhile.
 pub const READ_RETRY: Duration = Duration::from_secs(60);
+/// A figure with none remaining holds at least this long, whatever its `reset_after`: an answer
+/// of 0 remaining that resets "now" again and again cannot make the client ask in a loop.
+pub const MIN_SPENT_HOLD: Duration = Duration::from_secs(1);
 /// Discord's figure is read again before each IDENTIFY once `remaining` is at most
 /// `total / LOW_REMAINING_DIVISOR` (at least 1): near the end, another process spending the same
 /// token must not surprise the client.
@@ -298,12 +301,18 @@ impl IdentifyBudget {
         self.figure.as_ref().filter(|f| now < f.resets_at)
     }
 
-    /// Discord's figure, read at `now`: from here the budget goes by it.
+    /// Discord's figure, read at `now`: from here the budget goes by it (one with none
+    /// remaining for at least [`MIN_SPENT_HOLD`]).
     pub fn observe(&mut self, limit: SessionStartLimit, now: Instant) {
+        let hold = if limit.remaining == 0 {
+            limit.reset_after.max(MIN_SPENT_HOLD)
+        } else {
+            limit.reset_after
+        };
         self.figure = Some(Figure {
             read: limit,
             remaining: limit.remaining,
-            resets_at: now + limit.reset_after,
+            resets_at: now + hold,
             identified_since_read: 0,
         });
         self.read_again_at = None;
@@ -551,12 +560,19 @@ mod tests {
             b.hold(t0 + secs(3)),
             Some(Hold::SessionStartLimit(secs(97)))
         );
-        // A read that still says 0 (Discord's clock is a little behind ours) waits again.
+        // A read that still says 0 (Discord's clock is a little behind ours) waits again —
+        // at least MIN_SPENT_HOLD, however soon it says the reset is.
         b.observe(limit(1000, 0, 2), t0 + secs(100));
         assert_eq!(
             b.hold(t0 + secs(100)),
             Some(Hold::SessionStartLimit(secs(2)))
         );
+        b.observe(limit(1000, 0, 0), t0 + secs(102));
+        assert_eq!(
+            b.hold(t0 + secs(102)),
+            Some(Hold::SessionStartLimit(MIN_SPENT_HOLD))
+        );
+        assert!(!b.wants_read(t0 + secs(102)));
     }
 
     #[test]
