@@ -165,6 +165,7 @@ async fn main() {
         if r.succeeded { "passed" } else { "failed" },
         c.accel
     );
+    println!("  baseline checks: {}", checks(&r.record));
     println!(
         "experiment create {:.0} ms (ready {} ms) → verify {:.0} ms → destroy {:.0} ms: {:.0} ms",
         create_ms,
@@ -220,5 +221,51 @@ async fn main() {
         total - parts,
         100.0 * (total - parts) / total
     );
+    for o in &x.steps {
+        let record: serde_json::Value = serde_json::from_slice(&o.record).unwrap_or_default();
+        if !record["outcome"]["report"]["checks"].is_array() {
+            continue;
+        }
+        println!(
+            "verifier of the repair: {} ms, {}; checks: {}",
+            record["outcome"]["report"]["elapsed_ms"],
+            if o.succeeded { "passed" } else { "failed" },
+            checks(&o.record)
+        );
+    }
     f.body.stop().await;
+}
+
+/// Each check of a verifier step record and its wall time, in the seed's order, with each
+/// observation of its last attempt: `name ms [profile ms, …]`.
+fn checks(record: &[u8]) -> String {
+    let v: serde_json::Value = serde_json::from_slice(record).unwrap_or_default();
+    v["outcome"]["report"]["checks"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    let obs: Vec<String> = c["observations"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|o| {
+                            format!(
+                                "{} {}",
+                                o["profile"].as_str().unwrap_or("?"),
+                                o["elapsed_ms"]
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "{} {} [{}]",
+                        c["name"].as_str().unwrap_or("?"),
+                        c["elapsed_ms"],
+                        obs.join(", ")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_else(|| format!("(no checks in {})", String::from_utf8_lossy(record)))
 }
