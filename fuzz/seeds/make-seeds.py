@@ -130,6 +130,23 @@ put("plan_candidate", "one-step", b"\2" + j({"format": "reach.plan.candidate.v1"
 put("plan_candidate", "indexed-tag", b"\0" + j({"format": "reach.plan.candidate.v1", "diagnosis": "d", "steps": [{"kind": 2, "service": "svc"}]}).encode())
 put("plan_candidate", "built", b"\1" + bytes(range(1, 80)))
 
+# plan_patch_policy: policy, 0, pre-image, 0, target selector (the policy's sorted targets),
+# edits (the test pack's policy and baselines: applied, refused, another file, no newline).
+policy = re.search(r'pub const POLICY: &str = r#"(.*?)"#;', src, re.S).group(1)
+app = "# app configuration\nlisten = 127.0.0.1\naccept = localhost\nlog = info\n"
+lim = "max_clients = 10\nmax_queue = 100\n"
+def pp(name, pre, sel, edits):
+    put("plan_patch_policy", name, policy.encode() + b"\0" + pre.encode() + b"\0" + bytes([sel]) + j(edits).encode())
+pp("repair", app, 0, [{"op": "replace", "line": "accept = localhost", "with": "accept = localhost, example.test"}])
+pp("append", app, 0, [{"op": "append", "with": "# note"}])
+pp("wildcard", app, 0, [{"op": "replace", "line": "accept = localhost", "with": "accept = *"}])
+pp("limits", lim, 2, [{"op": "replace", "line": "max_queue = 100", "with": "max_queue = 200"}, {"op": "delete", "line": "max_clients = 10"}])
+pp("absent", "", 1, [{"op": "append", "with": "anything"}])
+pp("other-file", app, 9, [{"op": "append", "with": "# note"}])
+pp("no-final-newline", "accept = localhost", 0, [{"op": "append", "with": "listen = 127.0.0.1"}])
+pp("twice", app + "accept = localhost\n", 0, [{"op": "delete", "line": "accept = localhost"}])
+put("plan_patch_policy", "policy-only", policy)
+
 # taskpack_archive: mode 1, edits of the test pack's archive (offset 3 BE, xor).
 put("taskpack_archive", "intact", b"\1")
 put("taskpack_archive", "header", b"\1" + struct.pack(">I", (100 << 8) | 0x01) + struct.pack(">I", (600 << 8) | 0x20))
