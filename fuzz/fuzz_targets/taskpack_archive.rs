@@ -6,7 +6,8 @@
 //! Promised: `read` accepts only what `write` would have written, so read → write gives the
 //! very same bytes; no archive over `MAX_ARCHIVE_BYTES` is read; every install refusal is one
 //! of `InstallRefusal`'s codes; an archive that installs has facts equal to those derived
-//! from its own sources.
+//! from its own sources; an edited signed archive is never parsed (`package/schema`) before
+//! its files match their signed digests.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -87,6 +88,12 @@ fuzz_target!(|data: &[u8]| {
             if data == built() {
                 panic!("the test pack's own archive does not install: {r}");
             }
+            // Edits of a signed archive never reach the source parser: a file that differs
+            // from its signed digest is refused first.
+            assert!(
+                mode % 2 == 0 || r.code() != "package/schema",
+                "an edited signed archive was parsed before it was verified: {r}"
+            );
         }
     }
 });

@@ -3,12 +3,14 @@
 //! [`conform`] is pure: it reads no file and no clock (the time is a parameter), so core can
 //! call it on the bytes an operator sent and store the archive inertly.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use reach_digest::Sha256Digest;
 use reach_plan::{BindingTerms, CommandProfile, PackRef, Vocabulary, compile};
 use serde::Serialize;
 
 use crate::archive::{self, ArchiveError};
-use crate::facts::{Facts, first_difference};
+use crate::facts::{Facts, FileFact, first_difference};
 use crate::sign::{FactsSignature, PublicKey, SignatureRefusal, Signer, TrustedKeys};
 use crate::source::{
     FixtureKind, ImageVariant, PackFiles, SourceError, Sources, TASK_PROFILE_FILE,
@@ -335,17 +337,36 @@ pub fn archive_name(archive: &[u8]) -> Result<String, InstallRefusal> {
     Ok(archive::read(archive)?.facts.name)
 }
 
+/// The first file fact where the signed facts and the archived bytes differ (`files.PATH` when
+/// only one names the file, else `files.PATH.sha256`), or `None`.
+fn files_differ(
+    signed: &BTreeMap<String, FileFact>,
+    archived: &BTreeMap<String, FileFact>,
+) -> Option<String> {
+    let paths: BTreeSet<&String> = signed.keys().chain(archived.keys()).collect();
+    paths
+        .into_iter()
+        .find_map(|p| match (signed.get(p), archived.get(p)) {
+            (Some(s), Some(a)) if s == a => None,
+            (Some(s), Some(a)) if s.sha256 == a.sha256 => Some(format!("files.{p}.bytes")),
+            (Some(_), Some(_)) => Some(format!("files.{p}.sha256")),
+            _ => Some(format!("files.{p}")),
+        })
+}
+
 /// Conformance at install. The checks, in order (the first that fails is the refusal):
 ///
 /// 1. the archive's structure (`package/archive-malformed`);
 /// 2. `facts.sig`: its key is trusted (`package/unknown-signer`) and its signature verifies
 ///    over `facts.json`'s bytes (`package/bad-signature`);
-/// 3. the sources under `src/` parse (`package/schema`, `verifier/check-missing`,
+/// 3. every file's bytes match the digest the signed facts give it, before any is parsed
+///    (`package/facts-mismatch`, naming the file);
+/// 4. the sources under `src/` parse (`package/schema`, `verifier/check-missing`,
 ///    `verifier/mutation-not-admitted`) and the facts derived from them equal `facts.json`
 ///    byte for byte (`package/facts-mismatch`, naming the first differing fact);
-/// 4. the version is newer than `installed_version` (`package/rollback`);
-/// 5. the pack has not expired at `now_unix_s` (`package/expired`);
-/// 6. the refusal corpus, under every image variant (`package/conformance-failed`).
+/// 5. the version is newer than `installed_version` (`package/rollback`);
+/// 6. the pack has not expired at `now_unix_s` (`package/expired`);
+/// 7. the refusal corpus, under every image variant (`package/conformance-failed`).
 pub fn conform(
     archive: &[u8],
     trusted: &TrustedKeys,
@@ -358,6 +379,16 @@ pub fn conform(
         reason: e.to_string(),
     })?;
     let signer = trusted.verify(&contents.facts_json, &sig)?;
+    // Verify before parse: the signed facts name every file's digest, so a file that differs
+    // from them is refused before any of it is read as TOML.
+    let signed: Facts = serde_json::from_slice(&contents.facts_json).map_err(|_| {
+        InstallRefusal::FactsMismatch {
+            fact: "$ (the signed facts are not reach.taskpack.facts.v1)".to_owned(),
+        }
+    })?;
+    if let Some(fact) = files_differ(&signed.files, &Facts::files_of(&contents.files)) {
+        return Err(InstallRefusal::FactsMismatch { fact });
+    }
 
     let sources = Sources::parse(&contents.files)?;
     let facts = Facts::derive(&contents.files, &sources);

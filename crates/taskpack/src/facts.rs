@@ -189,18 +189,7 @@ impl Facts {
                 .pack
                 .expires_unix_s()
                 .expect("parsed sources have a valid expiry"),
-            files: files
-                .iter()
-                .map(|(p, b)| {
-                    (
-                        p.to_owned(),
-                        FileFact {
-                            sha256: Sha256Digest::of(b),
-                            bytes: b.len() as u64,
-                        },
-                    )
-                })
-                .collect(),
+            files: Self::files_of(files),
             profile_digest: Sha256Digest::of(task_profile),
             thematic_profile: profile.thematic_profile.clone(),
             hil_minimum: profile.hil_minimum,
@@ -241,6 +230,22 @@ impl Facts {
     }
 
     /// The canonical bytes: what `facts.json` holds and the signature covers.
+    /// What the facts say of `files`: each one's sha256 and length, by pack path.
+    pub fn files_of(files: &PackFiles) -> BTreeMap<String, FileFact> {
+        files
+            .iter()
+            .map(|(p, b)| {
+                (
+                    p.to_owned(),
+                    FileFact {
+                        sha256: Sha256Digest::of(b),
+                        bytes: b.len() as u64,
+                    },
+                )
+            })
+            .collect()
+    }
+
     pub fn canonical_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("facts serialize")
     }

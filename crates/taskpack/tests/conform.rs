@@ -5,7 +5,9 @@ mod common;
 use common::*;
 use reach_plan::EffectClass;
 use reach_taskpack::archive;
-use reach_taskpack::{Facts, FactsSignature, InstallRefusal, Sources, build, build_files, conform};
+use reach_taskpack::{
+    Facts, FactsSignature, InstallRefusal, PackFiles, Sources, build, build_files, conform,
+};
 
 fn install(archive: &[u8]) -> Result<reach_taskpack::VerifiedPack, InstallRefusal> {
     conform(archive, &trusted(), None, NOW)
@@ -114,6 +116,16 @@ fn a_tampered_source_byte_is_a_facts_mismatch() {
     let at = a.windows(6).position(|w| w == b"# app-").unwrap() + 2;
     a[at] = b'A';
     expect_test::expect!["package/facts-mismatch: facts.json differs from the facts derived from the archive's sources at `files.README.md.sha256`"].assert_eq(&refusal(&a));
+}
+
+#[test]
+fn a_tampered_toml_byte_is_refused_before_it_is_parsed() {
+    let mut a = built();
+    // The `=` of a TOML key: parsed, the file would be `package/schema`; the signed digest
+    // refuses it before it is read.
+    let at = a.windows(9).position(|w| w == b"version =").unwrap() + 8;
+    a[at] = b' ';
+    expect_test::expect!["package/facts-mismatch: facts.json differs from the facts derived from the archive's sources at `files.pack.toml.sha256`"].assert_eq(&refusal(&a));
 }
 
 #[test]
@@ -228,6 +240,14 @@ fn an_expired_pack_is_refused() {
         }));
 }
 
+/// The unedited test pack's facts with `files`' digests: what a signer who signed edited
+/// sources without deriving their facts again would sign.
+fn signed_over(files: &PackFiles) -> Vec<u8> {
+    let mut facts = build_files(test_pack_files(), &key()).unwrap().facts;
+    facts.files = Facts::files_of(files);
+    facts.canonical_bytes()
+}
+
 #[test]
 fn an_unknown_key_in_a_source_is_a_schema_refusal_naming_its_path() {
     let files = edited("command-profiles.toml", |t| {
@@ -236,12 +256,9 @@ fn an_unknown_key_in_a_source_is_a_schema_refusal_naming_its_path() {
             "shell = \"/bin/sh\"\nargs = [{ one_of = [\"/etc/app.d\"",
         )
     });
-    // Signed facts of the unedited pack: the sources are refused before facts compare.
-    let facts = build_files(test_pack_files(), &key())
-        .unwrap()
-        .facts
-        .canonical_bytes();
-    let a = craft(&files, &facts, &key());
+    // A trusted signer signed the edited files' digests (with the unedited pack's other
+    // facts), so the sources are read: they are refused before the facts compare.
+    let a = craft(&files, &signed_over(&files), &key());
     expect_test::expect!["package/schema: command-profiles.toml: profiles[2].shell: unknown key"]
         .assert_eq(&refusal(&a));
 }
@@ -283,11 +300,7 @@ fn a_verifier_missing_a_check_is_refused() {
                 .unwrap();
         format!("{}{}", &t[..start], &t[end..])
     });
-    let facts = build_files(test_pack_files(), &key())
-        .unwrap()
-        .facts
-        .canonical_bytes();
-    let a = craft(&files, &facts, &key());
+    let a = craft(&files, &signed_over(&files), &key());
     expect_test::expect!["verifier/check-missing: verifier.toml: the check `relay-refused` is missing (a verifier has all seven: service-healthy, local-delivery, listener-scope, relay-refused, control-files-unchanged, network-none, verifier-no-mutation)"].assert_eq(&refusal(&a));
     let e = build_files(files, &key()).unwrap_err();
     assert_eq!(e.code(), "verifier/check-missing");
