@@ -11,14 +11,30 @@ export CARGO_TERM_COLOR=never
 # cargo-fuzz, installed by scripts/setup-test-host.sh into a cache outside the clone.
 export PATH="${REACH_TOOLS:-/var/tmp/reach-tools}/bin:$PATH"
 
-fuzz_bin_dir="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release"
+# The build profile: `release` for a campaign (optimized, as libFuzzer is meant to run) or
+# `dev` for the smoke run (unoptimized, fuzz/Cargo.toml's [profile.dev]: a cold build takes
+# about a third of the release one's time, and each execution is 10-30 times slower).
+fuzz_profile=${REACH_FUZZ_PROFILE:-release}
+fuzz_set_profile() {
+  fuzz_profile=$1
+  case $fuzz_profile in
+    release) fuzz_bin_dir="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release" ;;
+    dev) fuzz_bin_dir="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/debug" ;;
+    *) echo "fuzz: profile is release or dev, not '$fuzz_profile'" >&2; return 1 ;;
+  esac
+}
+fuzz_set_profile "$fuzz_profile"
 
 fuzz_build() {
   if ! command -v cargo-fuzz >/dev/null 2>&1; then
     echo "fuzz: cargo-fuzz is not installed (scripts/setup-test-host.sh installs it)" >&2
     return 1
   fi
-  cargo fuzz build --sanitizer none
+  if [ "$fuzz_profile" = dev ]; then
+    cargo fuzz build --sanitizer none --dev
+  else
+    cargo fuzz build --sanitizer none
+  fi
 }
 
 fuzz_targets() {

@@ -15,10 +15,21 @@ export REACH_TEST_DATABASE_URL
 # The container end-to-end test must run here (setup installed rootless Podman), not skip.
 export REACH_REQUIRE_PODMAN=1
 
-# Every fuzz target builds and runs for a short budget on its corpus (issue #36): about
-# 20 s each, in its own target dir. Before the tests, so cargo test's summary closes the log.
-bash scripts/fuzz-smoke.sh
+# Every fuzz target builds (in its own target dir), then runs for a short budget on its
+# corpus (issue #36). The runs are single-threaded, so they go beside the role binaries'
+# build; their log is printed when both are done, before the tests, so cargo test's summary
+# closes the log.
+bash scripts/fuzz-smoke.sh --build
+smoke_log=$(mktemp)
+bash scripts/fuzz-smoke.sh --run >"$smoke_log" 2>&1 &
+smoke=$!
+trap 'kill "$smoke" 2>/dev/null || true; rm -f "$smoke_log"' EXIT
 
 # Role binaries first: the cross-service tests start them as separate processes.
 cargo build --workspace --bins
+smoke_rc=0
+wait "$smoke" || smoke_rc=$?
+cat "$smoke_log"
+[ "$smoke_rc" = 0 ] || exit "$smoke_rc"
+
 cargo test --workspace --no-fail-fast "$@"

@@ -92,6 +92,15 @@ ia("not-found", 200, j({"jsonrpc": "2.0", "id": "task-1/poll/1", "error": {"code
 ia("message", 200, j({"jsonrpc": "2.0", "id": "task-1/send", "result": {"message": {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "hi"}]}}}))
 ia("overloaded", 503, "")
 
+# intercom_receipt: form (0 JSON, 1 TOML), the receipt.
+rc = lambda name, form, doc: put("intercom_receipt", name, bytes([form]) + doc.encode())
+rc("resend", 0, j({"peer": "https://peer.test/a2a", "binding": "a2a/1.0 jsonrpc", "resend": {"kind": "same-message-resolves-to-original-task", "max_resends": 2}}))
+rc("none", 0, j({"peer": "https://peer.test/a2a", "binding": "a2a/1.0 jsonrpc", "resend": {"kind": "none"}}))
+rc("bare", 0, j({"peer": "https://peer.test/a2a", "binding": "a2a/1.0 jsonrpc"}))
+rc("dedup", 0, j({"peer": "https://peer.test/a2a", "binding": "a2a/1.0 jsonrpc", "dedup": True}))
+rc("toml", 1, 'peer = "https://peer.test/a2a"\nbinding = "a2a/1.0 jsonrpc"\n[resend]\nkind = "same-message-resolves-to-original-task"\nmax_resends = 1\n')
+rc("toml-old", 1, 'peer = "https://peer.test/a2a"\nbinding = "a2a/0.3 jsonrpc"\n')
+
 # corpus_archive: mode, archive.
 def targz(entries):
     b = io.BytesIO()

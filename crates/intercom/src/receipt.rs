@@ -6,11 +6,20 @@
 //! without duplicate work for that redelivery." An Agent Card proves none of this; only the
 //! receipt does, and it names the one peer (destination) it was issued for.
 
-use serde::Deserialize;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 
 /// How the peer treats a repeated SendMessage with the same message id and payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "kind", deny_unknown_fields)]
+#[serde(
+    rename_all = "kebab-case",
+    tag = "kind",
+    deny_unknown_fields,
+    remote = "Self"
+)]
 pub enum ResendGuarantee {
     /// No guarantee: an ambiguous send stays UNCERTAIN and is never resent (the default).
     #[default]
@@ -22,7 +31,7 @@ pub enum ResendGuarantee {
 
 /// An enrollment receipt for one peer.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct EnrollmentReceipt {
     /// The peer's exact A2A endpoint URL (`https://authority/path`) this receipt covers.
     pub peer: String,
@@ -30,6 +39,56 @@ pub struct EnrollmentReceipt {
     pub binding: String,
     #[serde(default)]
     pub resend: ResendGuarantee,
+}
+
+// Both are read only from a table (a JSON object, a TOML table). serde's derive (here the
+// inherent `deserialize` that `remote = "Self"` generates) also reads a struct, and an
+// internally tagged enum, from a sequence of its fields in order (`["peer", "binding"]`),
+// which is no receipt an operator writes; the fuzz target `intercom_receipt` found it.
+
+/// A type read from a table by its derived reading.
+trait Tabled<'de>: Sized {
+    const EXPECTING: &'static str;
+    fn derived<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error>;
+}
+
+impl<'de> Tabled<'de> for EnrollmentReceipt {
+    const EXPECTING: &'static str = "a receipt table (peer, binding, resend)";
+    fn derived<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        EnrollmentReceipt::deserialize(d)
+    }
+}
+
+impl<'de> Tabled<'de> for ResendGuarantee {
+    const EXPECTING: &'static str = "a resend table (kind, max_resends)";
+    fn derived<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        ResendGuarantee::deserialize(d)
+    }
+}
+
+/// Visits a map only; anything else is refused as not `T`'s table.
+struct Table<T>(PhantomData<T>);
+
+impl<'de, T: Tabled<'de>> Visitor<'de> for Table<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(T::EXPECTING)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::derived(de::value::MapAccessDeserializer::new(map))
+    }
+}
+
+impl<'de> Deserialize<'de> for EnrollmentReceipt {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(Table(PhantomData))
+    }
+}
+
+impl<'de> Deserialize<'de> for ResendGuarantee {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(Table(PhantomData))
+    }
 }
 
 /// The binding a receipt must name for Intercom to use it.
@@ -101,6 +160,29 @@ mod tests {
                 r#"{"peer":"https://p.test/a2a","binding":"a2a/1.0 jsonrpc","dedup":true}"#
             )
             .is_err()
+        );
+        // Only tables: not a sequence of the fields in order (the fuzz target's find), for
+        // the receipt or its resend.
+        for doc in [
+            r#"["", "a"]"#,
+            r#"["https://p.test/a2a", "a2a/1.0 jsonrpc"]"#,
+            r#"{"peer":"https://p.test/a2a","binding":"a2a/1.0 jsonrpc","resend":["none"]}"#,
+            r#"{"peer":"https://p.test/a2a","binding":"a2a/1.0 jsonrpc",
+                "resend":["same-message-resolves-to-original-task", 2]}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<EnrollmentReceipt>(doc).is_err(),
+                "accepted {doc}"
+            );
+        }
+        let toml: EnrollmentReceipt = toml::from_str(
+            "peer = \"https://p.test/a2a\"\nbinding = \"a2a/1.0 jsonrpc\"\n\
+             [resend]\nkind = \"none\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            toml,
+            EnrollmentReceipt::without_resend("https://p.test/a2a")
         );
     }
 }
