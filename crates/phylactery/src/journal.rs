@@ -13,7 +13,10 @@
 //! - `run_steps` ([`StepRow`]): [`Phylactery::step_move`] follows [`StepState::can_become`],
 //!   and grants and starts a step only while its experiment runs steps. STARTED is committed
 //!   before the step is sent: a STARTED step found after a restart may have reached the guest,
-//!   is marked UNKNOWN and is never sent again.
+//!   is marked UNKNOWN and is never sent again. [`Phylactery::step_ran`] writes an outcome with
+//!   workbench's step record (its digest is `record_digest`; PostgreSQL checks it), so a run
+//!   resumed after a restart retains what its applied steps observed
+//!   ([`Phylactery::step_record`]).
 //!
 //! # Rules
 //!
@@ -119,6 +122,9 @@ impl StepRow {
         })
     }
 }
+
+/// The largest step record the journal stores.
+pub const MAX_STEP_RECORD: usize = 1 << 20;
 
 // The states in which an instance may still exist are CREATING, RUNNING, VERIFYING and
 // ROLLBACK_PENDING ("unfinished").
@@ -299,6 +305,55 @@ impl Phylactery {
         record_digest: Option<Sha256Digest>,
         code: Option<&str>,
     ) -> Result<StepRow> {
+        self.step_write(experiment_id, index, to, record_digest, None, code)
+            .await
+    }
+
+    /// Moves STARTED step `index` to APPLIED (`succeeded`) or FAILED with workbench's step
+    /// `record`, stored with its digest so that a run resumed after a restart retains what the
+    /// step observed. Refused as [`Phylactery::step_move`] is.
+    pub async fn step_ran(
+        &self,
+        experiment_id: &str,
+        index: u32,
+        succeeded: bool,
+        record: &[u8],
+    ) -> Result<StepRow> {
+        if record.len() > MAX_STEP_RECORD {
+            return Err(LedgerError::InvalidInput("a step record is at most 1 MiB"));
+        }
+        let to = if succeeded {
+            StepState::Applied
+        } else {
+            StepState::Failed
+        };
+        let digest = Sha256Digest::of(record);
+        self.step_write(experiment_id, index, to, Some(digest), Some(record), None)
+            .await
+    }
+
+    /// The step record stored with step `index`'s outcome, `None` when there is none.
+    pub async fn step_record(&self, experiment_id: &str, index: u32) -> Result<Option<Vec<u8>>> {
+        let row = self
+            .pool()
+            .fetch_optional(
+                "SELECT record FROM run_steps
+                 WHERE experiment_id = $1 AND step_index = $2 AND record IS NOT NULL",
+                &args![experiment_id, i64::from(index)],
+            )
+            .await?;
+        row.map(|r| r.bytes("record")).transpose()
+    }
+
+    async fn step_write(
+        &self,
+        experiment_id: &str,
+        index: u32,
+        to: StepState,
+        record_digest: Option<Sha256Digest>,
+        record: Option<&[u8]>,
+        code: Option<&str>,
+    ) -> Result<StepRow> {
         if to == StepState::Applied && record_digest.is_none() {
             return Err(LedgerError::InvalidInput(
                 "an applied step names its record",
@@ -329,13 +384,14 @@ impl Phylactery {
         let changed = tx
             .execute(
                 "UPDATE run_steps SET state = $1, record_digest = $2, code = $3,
-                    updated_at_ms = $4
-                 WHERE experiment_id = $5 AND step_index = $6 AND state = $7",
+                    updated_at_ms = $4, record = $5
+                 WHERE experiment_id = $6 AND step_index = $7 AND state = $8",
                 &args![
                     to.as_str(),
                     record_digest.map(|d| d.to_string()),
                     code,
                     now.0,
+                    record.map(<[u8]>::to_vec),
                     experiment_id,
                     i64::from(index),
                     step.state.as_str()

@@ -8,9 +8,9 @@
 //! # Records
 //!
 //! - `task_runs` ([`RunRow`]): one row per run (`run-<hex>`, minted by core), the pack and the
-//!   pack generation it runs under, the goal's digest, and its [`RunState`]: `open` until
-//!   [`Phylactery::run_conclude`] or [`Phylactery::run_end`] moves it, once, to `concluded` or
-//!   `ended` (with its end code).
+//!   pack generation it runs under, the goal and its digest (the text kept so core can resume
+//!   the run), and its [`RunState`]: `open` until [`Phylactery::run_conclude`] or
+//!   [`Phylactery::run_end`] moves it, once, to `concluded` or `ended` (with its end code).
 //! - `room_facts` ([`StoredFact`]): the Room's signed facts, a hash chain per run.
 //!   [`Phylactery::fact_append`] checks, in one transaction, that the run is open
 //!   (`room/run-not-open`, `room/run-missing`), that the fact's seq is the next one (0 first,
@@ -94,6 +94,9 @@ pub struct NewRun {
     /// The pack's generation the run was admitted under.
     pub pack_generation: u64,
     pub goal_digest: Sha256Digest,
+    /// The goal's text (1 to 4000 bytes; its digest is `goal_digest`), kept so that core can
+    /// resume the run after a restart.
+    pub goal: String,
     /// The time in the run's Opened fact.
     pub opened_at: UnixMillis,
 }
@@ -105,6 +108,8 @@ pub struct RunRow {
     pub pack: String,
     pub pack_generation: u64,
     pub goal_digest: Sha256Digest,
+    /// `None` for a run opened before the ledger kept goals (version 13/15).
+    pub goal: Option<String>,
     pub state: RunState,
     /// Only for an ended run.
     pub end_code: Option<String>,
@@ -120,6 +125,7 @@ impl RunRow {
             pack: r.text("pack")?,
             pack_generation: unsigned(r, "pack_generation")?,
             goal_digest: digest(r, "goal_digest")?,
+            goal: r.opt_text("goal")?,
             state: RunState::parse(&r.text("state")?)?,
             end_code: r.opt_text("end_code")?,
             opened_at: UnixMillis(r.int("opened_at_ms")?),
@@ -422,14 +428,14 @@ impl RoomRefusal {
     }
 }
 
-const SELECT_RUN: &str = "SELECT run_id, pack, pack_generation, goal_digest, state, end_code,
-        opened_at_ms, ended_at_ms FROM task_runs WHERE run_id = $1";
+const SELECT_RUN: &str = "SELECT run_id, pack, pack_generation, goal_digest, goal, state,
+        end_code, opened_at_ms, ended_at_ms FROM task_runs WHERE run_id = $1";
 /// PostgreSQL: the run's row is locked for the transaction (SQLite's `BEGIN IMMEDIATE` already
 /// holds the one write lock).
-const SELECT_RUN_LOCKED: &str = "SELECT run_id, pack, pack_generation, goal_digest, state,
-        end_code, opened_at_ms, ended_at_ms FROM task_runs WHERE run_id = $1 FOR UPDATE";
-const SELECT_RUNS: &str = "SELECT run_id, pack, pack_generation, goal_digest, state, end_code,
-        opened_at_ms, ended_at_ms FROM task_runs
+const SELECT_RUN_LOCKED: &str = "SELECT run_id, pack, pack_generation, goal_digest, goal,
+        state, end_code, opened_at_ms, ended_at_ms FROM task_runs WHERE run_id = $1 FOR UPDATE";
+const SELECT_RUNS: &str = "SELECT run_id, pack, pack_generation, goal_digest, goal, state,
+        end_code, opened_at_ms, ended_at_ms FROM task_runs
      ORDER BY opened_at_ms DESC, run_id DESC LIMIT $1";
 
 const SELECT_LAST_FACT: &str = "SELECT seq, digest FROM room_facts WHERE run_id = $1
@@ -463,18 +469,27 @@ impl Phylactery {
                 "a run names its pack (1 to 256 bytes)",
             ));
         }
+        if run.goal.is_empty() || run.goal.len() > 4000 {
+            return Err(LedgerError::InvalidInput("a run's goal is 1 to 4000 bytes"));
+        }
+        if Sha256Digest::of(run.goal.as_bytes()) != run.goal_digest {
+            return Err(LedgerError::InvalidInput(
+                "a run's goal_digest is its goal's digest",
+            ));
+        }
         let inserted = self
             .pool()
             .execute(
-                "INSERT INTO task_runs (run_id, pack, pack_generation, goal_digest, state,
+                "INSERT INTO task_runs (run_id, pack, pack_generation, goal_digest, goal, state,
                     end_code, opened_at_ms, ended_at_ms)
-                 VALUES ($1, $2, $3, $4, 'open', NULL, $5, NULL)
+                 VALUES ($1, $2, $3, $4, $5, 'open', NULL, $6, NULL)
                  ON CONFLICT (run_id) DO NOTHING",
                 &args![
                     &run.run_id,
                     &run.pack,
                     signed(run.pack_generation)?,
                     run.goal_digest.to_string(),
+                    &run.goal,
                     run.opened_at.0
                 ],
             )
@@ -491,6 +506,7 @@ impl Phylactery {
             pack: run.pack.clone(),
             pack_generation: run.pack_generation,
             goal_digest: run.goal_digest,
+            goal: Some(run.goal.clone()),
             state: RunState::Open,
             end_code: None,
             opened_at: run.opened_at,

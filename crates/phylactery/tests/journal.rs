@@ -26,6 +26,7 @@ async fn with_run(p: &Phylactery) {
         pack: "app-local".into(),
         pack_generation: 3,
         goal_digest: Sha256Digest::of("goal"),
+        goal: "goal".into(),
         opened_at: T0,
     })
     .await
@@ -91,7 +92,27 @@ async fn an_experiment_runs_to_its_outcome(db: Db) {
         .unwrap();
     assert_eq!(running.instance_id.as_deref(), Some("inst-1"));
     apply(&p, 0).await;
-    apply(&p, 1).await;
+    // Step 1's record is kept with its outcome, for a run resumed after a restart.
+    p.step_move(EXP, 1, StepState::Granted, None, None)
+        .await
+        .unwrap();
+    p.step_move(EXP, 1, StepState::Started, None, None)
+        .await
+        .unwrap();
+    let ran = p.step_ran(EXP, 1, true, b"{\"step\":1}").await.unwrap();
+    assert_eq!(
+        (ran.state, ran.record_digest),
+        (StepState::Applied, Some(Sha256Digest::of(b"{\"step\":1}")))
+    );
+    assert_eq!(
+        p.step_record(EXP, 1).await.unwrap().as_deref(),
+        Some(&b"{\"step\":1}"[..])
+    );
+    assert_eq!(p.step_record(EXP, 0).await.unwrap(), None, "digest only");
+    assert_eq!(
+        code(p.step_ran(EXP, 1, true, b"again").await),
+        "journal/invalid-transition"
+    );
     // A step never runs twice, and never skips a state.
     assert_eq!(
         code(p.step_move(EXP, 1, StepState::Started, None, None).await),
@@ -133,7 +154,25 @@ async fn an_experiment_runs_to_its_outcome(db: Db) {
     p.run_conclude(RUN, T0).await.unwrap();
     let steps = p.steps(EXP).await.unwrap();
     assert!(steps.iter().all(|s| s.state == StepState::Applied));
-    assert_eq!(steps[1].record_digest, record(1));
+    assert_eq!(steps[2].record_digest, record(2));
+    // The goal is kept beside its digest, so core can resume the run.
+    assert_eq!(
+        p.run(RUN).await.unwrap().unwrap().goal.as_deref(),
+        Some("goal")
+    );
+    let mut other = NewRun {
+        run_id: "run-other".into(),
+        pack: "app-local".into(),
+        pack_generation: 3,
+        goal_digest: Sha256Digest::of("goal"),
+        goal: "another goal".into(),
+        opened_at: T0,
+    };
+    assert_eq!(code(p.run_open(&other).await), "ledger/invalid-input");
+    other.goal = String::new();
+    other.goal_digest = Sha256Digest::of("");
+    assert_eq!(code(p.run_open(&other).await), "ledger/invalid-input");
+    assert_eq!(p.run("run-other").await.unwrap(), None, "nothing written");
     p.close().await;
 }
 
@@ -317,7 +356,11 @@ async fn the_database_alone_holds_the_rules(db: Db) {
     p.close().await;
 
     let raw = Raw::of(&cfg).await;
-    let cases: [(&'static str, &str); 9] = [
+    let cases: [(&'static str, &str); 10] = [
+        (
+            "UPDATE task_runs SET goal = 'another goal'",
+            "ledger/immutable-identity",
+        ),
         (
             "UPDATE run_steps SET state = 'APPLIED', record_digest =
                 'sha256:0000000000000000000000000000000000000000000000000000000000000000'

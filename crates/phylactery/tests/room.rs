@@ -22,6 +22,7 @@ fn new_run(id: &str, at: UnixMillis) -> NewRun {
         pack: "app-local".into(),
         pack_generation: 3,
         goal_digest: Sha256Digest::of(format!("goal {id}")),
+        goal: format!("goal {id}"),
         opened_at: at,
     }
 }

@@ -78,6 +78,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "run_journal",
         sql: include_str!("../../migrations/sqlite/0012_run_journal.sql"),
     },
+    Migration {
+        version: 13,
+        name: "run_resume",
+        sql: include_str!("../../migrations/sqlite/0013_run_resume.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -150,6 +155,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 14,
         name: "run_journal",
         sql: include_str!("../../migrations/postgres/0014_run_journal.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "run_resume",
+        sql: include_str!("../../migrations/postgres/0015_run_resume.sql"),
     },
 ];
 

@@ -174,6 +174,11 @@ impl From<&Vec<u8>> for Value {
         Value::Bytes(Some(v.clone()))
     }
 }
+impl From<Option<Vec<u8>>> for Value {
+    fn from(v: Option<Vec<u8>>) -> Self {
+        Value::Bytes(v)
+    }
+}
 impl From<Option<&str>> for Value {
     fn from(v: Option<&str>) -> Self {
         Value::Text(v.map(str::to_owned))
