@@ -111,6 +111,21 @@ impl Story {
         packs
     }
 
+    /// Asks for [`GOAL`] under the pack's binding: the run's live events.
+    pub async fn ask_stream(
+        &self,
+        packs: &mut PacksClient<Channel>,
+    ) -> tonic::Streaming<core_pb::TaskEvent> {
+        packs
+            .ask_task(core_pb::AskTaskRequest {
+                pack: self.f.pack.clone(),
+                goal: GOAL.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
     /// Asks for `goal` and follows the run to its end: every event, in order.
     pub async fn ask(
         &self,
@@ -136,4 +151,25 @@ impl Story {
         }
         events
     }
+}
+
+/// `reach task show` of `run` once it has left `open` (polled every 50 ms), or `None` after
+/// `within`.
+pub async fn settled(
+    packs: &mut PacksClient<Channel>,
+    run: &str,
+    within: std::time::Duration,
+) -> Option<core_pb::RunView> {
+    tokio::time::timeout(within, async {
+        loop {
+            if let Ok(v) = packs.show_run(core_pb::RunRef { run_id: run.into() }).await
+                && v.get_ref().run.as_ref().is_some_and(|r| r.state != "open")
+            {
+                return v.into_inner();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .ok()
 }

@@ -65,6 +65,12 @@ pub struct Fixture {
     pub plan: StampedPlan,
     pub prepared: String,
     pub image: String,
+    /// The pack's own witnesses that nothing changed: each verifier observation compared with
+    /// a snapshot (`same_as`), as its profile and arguments.
+    pub witnesses: Vec<(String, Vec<String>)>,
+    /// The pack's vocabulary and its fixture's repair candidate, to stamp the repair again.
+    vocabulary: reach_plan::Vocabulary,
+    repair: String,
 }
 
 /// Starts the fixture (see the module docs).
@@ -131,16 +137,22 @@ pub async fn start_with(
         .iter()
         .find(|a| a.id == "repair")
         .unwrap();
-    let plan = reach_plan::compile(
-        &verified.vocabulary(),
-        &BindingTerms {
-            hil: HilMode::EachMutation,
-            generation: 1,
-        },
-        repair.candidate.as_bytes(),
-    )
-    .unwrap();
+    let vocabulary = verified.vocabulary();
+    let plan = stamp(&vocabulary, &repair.candidate, 1);
+    let repair = repair.candidate.clone();
+    let witnesses = verified
+        .sources()
+        .verifier
+        .checks
+        .iter()
+        .flat_map(|c| &c.observe)
+        .filter(|o| o.same_as.is_some())
+        .map(|o| (o.profile.clone(), o.args.clone()))
+        .collect();
     Fixture {
+        vocabulary,
+        repair,
+        witnesses,
         body,
         archive: built.archive,
         pack: verified.name().to_owned(),
@@ -150,7 +162,21 @@ pub async fn start_with(
     }
 }
 
+/// The repair `candidate` stamped each-mutation at pack generation `generation`.
+fn stamp(vocabulary: &reach_plan::Vocabulary, candidate: &str, generation: u64) -> StampedPlan {
+    let terms = BindingTerms {
+        hil: HilMode::EachMutation,
+        generation,
+    };
+    reach_plan::compile(vocabulary, &terms, candidate.as_bytes()).unwrap()
+}
+
 impl Fixture {
+    /// The fixture's repair stamped at pack generation `generation` (after a reactivation).
+    pub fn plan_at(&self, generation: u64) -> StampedPlan {
+        stamp(&self.vocabulary, &self.repair, generation)
+    }
+
     /// The operator's `core.packs` client, after the fixture's pack was installed, activated
     /// and bound each-mutation through it (core states the standing to ward itself).
     pub async fn install_and_bind(&self) -> PacksClient<Channel> {
@@ -247,6 +273,35 @@ pub async fn guest_digest(body: &TestBody, instance: &str, path: &str) -> Sha256
         .unwrap()
         .into_inner();
     Sha256Digest::of(&f.content)
+}
+
+/// What the pack's `witnesses` print in the guest now (stdout, in order), each run through
+/// the broker with the workbench's certificate as the observation it is.
+pub async fn witness(
+    body: &TestBody,
+    instance: &str,
+    witnesses: &[(String, Vec<String>)],
+) -> Vec<Vec<u8>> {
+    let mut vm = VmBrokerClient::new(reach_port::connect_lazy(
+        body.socket("vm-broker.instances"),
+        &body.material("workbench"),
+        body.manifest.principal("vm-broker"),
+    ));
+    let mut out = Vec::new();
+    for (profile, args) in witnesses {
+        let r = vm
+            .exec(vm_pb::ExecRequest {
+                instance_id: instance.to_owned(),
+                profile: profile.clone(),
+                args: args.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(r.exited && r.exit_code == 0, "{profile}: {r:?}");
+        out.push(r.stdout);
+    }
+    out
 }
 
 /// What a step grant is minted for.
@@ -349,6 +404,11 @@ pub enum Verdict {
     Deny(&'static str),
     /// `reach bind pause PACK` first, then approve: the pause must still stop the step.
     PauseThenApprove,
+    /// `reach pack revoke PACK` first, then approve: the revocation must still stop the step.
+    RevokeThenApprove,
+    /// `reach pack revoke PACK` and `reach pack activate PACK` (a new generation) first, then
+    /// approve: the step, stamped under the old generation, must not run.
+    ReactivateThenApprove,
 }
 
 /// An operator at `reach hil watch`: each request as printed (its whole block) goes to
@@ -395,6 +455,15 @@ pub fn operator(
                     Verdict::Deny(reason) => run(&["hil", "deny", &id, "--reason", reason]).await,
                     Verdict::PauseThenApprove => {
                         run(&["bind", "pause", &pack]).await;
+                        run(&["hil", "approve", &id]).await;
+                    }
+                    Verdict::RevokeThenApprove => {
+                        run(&["pack", "revoke", &pack]).await;
+                        run(&["hil", "approve", &id]).await;
+                    }
+                    Verdict::ReactivateThenApprove => {
+                        run(&["pack", "revoke", &pack]).await;
+                        run(&["pack", "activate", &pack]).await;
                         run(&["hil", "approve", &id]).await;
                     }
                 }

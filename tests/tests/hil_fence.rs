@@ -421,6 +421,12 @@ async fn core_fences_ward_and_the_operator_answers_with_reach_hil() {
         mint_code(&mut core, &observe(0, 4, p1)).await,
         "local-binding/profile-changed"
     );
+    // Nor does a step stamped at the new generation under the new profile mint before the
+    // binding accepts that profile: ward holds the bound profile beside the active one.
+    assert_eq!(
+        mint_code(&mut core, &observe(0, 4, p2)).await,
+        "local-binding/profile-changed"
+    );
     let e = packs
         .accept_profile(pb::AcceptProfileRequest {
             pack: PACK.into(),

@@ -13,7 +13,7 @@
 
 use reach_proto::core::v1 as core_pb;
 use reach_room::fact::{FactBody, RoomFact, SignedKind};
-use reach_tests::tasks::{GOAL, start};
+use reach_tests::tasks::{GOAL, settled, start};
 use reach_tests::workbench::{Verdict, operator};
 
 fn facts(trail: &core_pb::RunTrailResponse) -> Vec<RoomFact> {
@@ -41,6 +41,20 @@ async fn trail(
         .await
         .unwrap()
         .into_inner()
+}
+
+/// The run's summary and `reach task show`'s JSON.
+async fn show(
+    packs: &mut reach_proto::core::v1::packs_client::PacksClient<tonic::transport::Channel>,
+    run: &str,
+) -> (core_pb::RunSummary, serde_json::Value) {
+    let v = packs
+        .show_run(core_pb::RunRef { run_id: run.into() })
+        .await
+        .unwrap()
+        .into_inner();
+    let json = serde_json::from_str(&v.json).unwrap();
+    (v.run.unwrap(), json)
 }
 
 fn records(trail: &core_pb::RunTrailResponse, kind: &str) -> Vec<serde_json::Value> {
@@ -387,14 +401,7 @@ async fn core_killed_mid_step_leaves_it_unknown_and_the_instance_destroyed() {
     let mut story = start("reference", |_| {}).await;
     let mut packs = story.bind("each-mutation").await;
     let approver = operator(&story.f.body, &story.f.pack, |_| Verdict::Approve);
-    let mut stream = packs
-        .ask_task(core_pb::AskTaskRequest {
-            pack: story.f.pack.clone(),
-            goal: GOAL.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = story.ask_stream(&mut packs).await;
     let (mut asked, mut events) = (false, Vec::new());
     let started = loop {
         let e = stream.next().await.expect("the run goes on").unwrap();
@@ -419,22 +426,9 @@ async fn core_killed_mid_step_leaves_it_unknown_and_the_instance_destroyed() {
     launcher.start_role("core").await.unwrap();
 
     // Recovery settles the run by itself.
-    let view = tokio::time::timeout(std::time::Duration::from_secs(180), async {
-        loop {
-            if let Ok(v) = packs
-                .show_run(core_pb::RunRef {
-                    run_id: run.clone(),
-                })
-                .await
-                && v.get_ref().run.as_ref().unwrap().state != "open"
-            {
-                return v.into_inner();
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        }
-    })
-    .await
-    .expect("the run is settled after the restart");
+    let view = settled(&mut packs, &run, std::time::Duration::from_secs(180))
+        .await
+        .expect("the run is settled after the restart");
     approver.abort();
     let summary = view.run.as_ref().unwrap();
     assert_eq!(
@@ -500,5 +494,235 @@ async fn core_killed_mid_step_leaves_it_unknown_and_the_instance_destroyed() {
         .map(|h| h.step_index)
         .collect();
     assert_eq!(this, [index], "{asked:?}");
+    story.f.body.stop().await;
+}
+
+/// Issue #29 item 5 and #30 item 2: core is killed while a mutation waits for the operator,
+/// the operator approves it while core is down, and core, restarted, resumes the run on the
+/// same instance: the answer given meanwhile is honoured (ward returns the request already
+/// filed, with its answer), no step applied before the restart is sent again, the experiment
+/// is not admitted again, and the run concludes with one signed record per experiment and a
+/// recipe naming every request, the one answered during the outage included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_given_while_core_is_down_is_honoured_when_it_returns() {
+    use tokio_stream::StreamExt as _;
+    let mut story = start("reference", |_| {}).await;
+    let mut packs = story.bind("each-mutation").await;
+    let reach = reach_launcher::default_bin_dir().join("reach");
+    let state = story.f.body.layout.root().to_owned();
+    let answer = async |id: &str| {
+        let out = tokio::process::Command::new(&reach)
+            .args(["hil", "approve", id, "--state"])
+            .arg(&state)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let mut stream = story.ask_stream(&mut packs).await;
+    // The first mutation is approved while core runs; core dies while the second waits.
+    let mut waiting = Vec::new();
+    let mut events = Vec::new();
+    let second = loop {
+        let e = stream.next().await.expect("the run goes on").unwrap();
+        assert_ne!(e.kind, "ended", "{events:#?}");
+        events.push(e.clone());
+        if e.kind == "hil-waiting" {
+            waiting.push(e.hil_request_id.clone());
+            if waiting.len() == 2 {
+                break e;
+            }
+            answer(&e.hil_request_id).await;
+        }
+    };
+    let run = second.run_id.clone();
+    let launcher = story.f.body.body.as_mut().unwrap();
+    launcher.kill_role("core").await.unwrap();
+    drop(stream);
+    answer(&second.hil_request_id).await;
+    launcher.start_role("core").await.unwrap();
+    let approver = operator(&story.f.body, &story.f.pack, |_| Verdict::Approve);
+
+    let view = settled(&mut packs, &run, std::time::Duration::from_secs(900))
+        .await
+        .expect("the resumed run ends");
+    approver.abort();
+    let summary = view.run.as_ref().unwrap();
+    assert_eq!(
+        summary.state,
+        "concluded",
+        "{summary:?}\n{}",
+        story.f.body.log("core")
+    );
+    assert!(
+        story
+            .f
+            .body
+            .log("core")
+            .contains("open run resumed after a restart"),
+        "{}",
+        story.f.body.log("core")
+    );
+
+    // Every step of the repair ran once, the instance was the one created before the restart.
+    let json: serde_json::Value = serde_json::from_str(&view.json).unwrap();
+    let experiments = json["experiments"].as_array().unwrap();
+    assert_eq!(experiments.len(), 2, "not admitted again: {json:#}");
+    let x = &experiments[1];
+    assert_eq!(x["state"], "SUCCEEDED", "{x:#}");
+    for s in x["steps"].as_array().unwrap() {
+        assert_eq!(s["state"], "APPLIED", "{x:#}");
+    }
+
+    // Each mutation was filed once: the filing after the restart returned the request filed
+    // before it, with the answer given while core was down.
+    let asked = reach_tests::workbench::operator_ward(&story.f.body)
+        .list_hil_requests(reach_proto::ward::v1::ListHilRequestsRequest { all: true })
+        .await
+        .unwrap()
+        .into_inner()
+        .requests;
+    let filed: Vec<_> = asked
+        .iter()
+        .filter(|h| h.experiment_id == format!("{run}-e2"))
+        .collect();
+    let mut indexes: Vec<u32> = filed.iter().map(|h| h.step_index).collect();
+    indexes.dedup();
+    assert_eq!(indexes.len(), filed.len(), "{asked:?}");
+    assert!(filed.iter().all(|h| h.state == "approved"), "{filed:?}");
+    assert!(filed.iter().any(|h| h.id == second.hil_request_id));
+
+    // One signed record per experiment, the Room's chain concluded once, and the record and
+    // recipe name the requests answered before and during the outage.
+    let t = trail(&mut packs, &run).await;
+    let k = kinds(&facts(&t));
+    assert_eq!(k.iter().filter(|k| **k == "experiment").count(), 2, "{k:?}");
+    assert_eq!(k.last(), Some(&"concluded"), "{k:?}");
+    let recs = records(&t, "execution-record");
+    assert_eq!(recs.len(), 2);
+    let named: Vec<&str> = recs[1]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["hil_request"].as_str())
+        .collect();
+    assert!(named.contains(&waiting[0].as_str()), "{:#}", recs[1]);
+    assert!(
+        named.contains(&second.hil_request_id.as_str()),
+        "{:#}",
+        recs[1]
+    );
+    assert!(
+        recs[1]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["outcome"] == "ok"),
+        "{:#}",
+        recs[1]
+    );
+    let recipe = records(&t, "recipe");
+    assert_eq!(recipe.len(), 1);
+    let linked = recipe[0]["links"]["hil_requests"].as_array().unwrap();
+    assert_eq!(linked.len(), filed.len(), "{:#}", recipe[0]);
+    story.f.body.stop().await;
+}
+
+/// Issue #30 item 4: the broker is gone when a denied experiment's instance is to be
+/// destroyed, so workbench cannot confirm the destruction. The experiment is ROLLBACK_PENDING
+/// and the run stays open with nothing final published (no Experiment fact, record or end)
+/// until, after the broker and core start again, recovery has the broker confirm the instance
+/// gone: then exactly one signed record and one end, and no QEMU of it is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfirmed_destruction_publishes_nothing_final_until_a_restart_confirms_it() {
+    use tokio_stream::StreamExt as _;
+    let mut story = start("reference", |_| {}).await;
+    let mut packs = story.bind("each-mutation").await;
+    let mut stream = story.ask_stream(&mut packs).await;
+    let mut events = Vec::new();
+    let waiting = loop {
+        let e = stream.next().await.expect("the run goes on").unwrap();
+        assert_ne!(e.kind, "ended", "{events:#?}");
+        events.push(e.clone());
+        if e.kind == "hil-waiting" {
+            break e;
+        }
+    };
+    let run = waiting.run_id.clone();
+    // The broker goes away, then the operator denies: the experiment ends and its instance
+    // cannot be confirmed destroyed.
+    let launcher = story.f.body.body.as_mut().unwrap();
+    launcher.kill_role("vm-broker").await.unwrap();
+    let out = tokio::process::Command::new(reach_launcher::default_bin_dir().join("reach"))
+        .args([
+            "hil",
+            "deny",
+            &waiting.hil_request_id,
+            "--reason",
+            "not now",
+        ])
+        .arg("--state")
+        .arg(story.f.body.layout.root())
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    while let Some(e) = stream.next().await {
+        events.push(e.unwrap());
+    }
+    let kinds_seen: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    assert!(kinds_seen.contains(&"rollback-pending"), "{events:#?}");
+    assert!(!kinds_seen.contains(&"ended"), "{events:#?}");
+
+    let (summary, json) = show(&mut packs, &run).await;
+    assert_eq!(summary.state, "open", "{summary:?}");
+    let x = &json["experiments"][1];
+    assert_eq!(
+        (x["state"].as_str(), x["code"].as_str()),
+        (
+            Some("ROLLBACK_PENDING"),
+            Some("workbench/destroy-unconfirmed")
+        ),
+        "{json:#}"
+    );
+    let instance = x["instance_id"].as_str().unwrap().to_owned();
+    let t = trail(&mut packs, &run).await;
+    let k = kinds(&facts(&t));
+    assert_eq!(k.last(), Some(&"chair-decision"), "nothing final: {k:?}");
+    assert_eq!(records(&t, "execution-record").len(), 1, "only VM1's");
+    assert!(records(&t, "recipe").is_empty());
+
+    // Core and the broker start again; recovery settles the run once the broker confirms.
+    let launcher = story.f.body.body.as_mut().unwrap();
+    launcher.kill_role("core").await.unwrap();
+    launcher.start_role("vm-broker").await.unwrap();
+    launcher.start_role("core").await.unwrap();
+    let view = settled(&mut packs, &run, std::time::Duration::from_secs(300))
+        .await
+        .unwrap_or_else(|| panic!("the run is settled\n{}", story.f.body.log("core")));
+    let (summary, json): (_, serde_json::Value) =
+        (view.run.unwrap(), serde_json::from_str(&view.json).unwrap());
+    assert_eq!(summary.end_code, "task/interrupted", "{summary:?}");
+    assert_eq!(json["experiments"][1]["state"], "DESTROYED", "{json:#}");
+    let t = trail(&mut packs, &run).await;
+    let k = kinds(&facts(&t));
+    assert_eq!(k[k.len() - 2..], ["experiment", "ended"], "{k:?}");
+    assert_eq!(k.iter().filter(|k| **k == "ended").count(), 1);
+    let recs = records(&t, "execution-record");
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[1]["destroyed"], true, "{}", recs[1]);
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", &instance])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "QEMU of {instance} is left");
     story.f.body.stop().await;
 }

@@ -5,7 +5,9 @@
 //! `reach image prepare --pack` (shared VM image cache), and core's readiness reports the
 //! binding runnable from it. Grants that are forged, reused, for another step, another
 //! instance or a stale generation execute nothing (asserted at the guest through the
-//! broker); the repair passes the verifier; another role is refused at the handshake.
+//! broker); the repair passes the verifier; a grant outstanding when its loop stops, replayed,
+//! executes nothing (a fresh experiment needs a grant of its own); another role is refused at
+//! the handshake.
 
 use reach_plan::Action;
 use reach_proto::core::v1 as core_pb;
@@ -211,6 +213,18 @@ async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
         .unwrap_err();
     assert_eq!(code(&e), "package/generation-stale", "{e:?}");
 
+    // A grant still outstanding when its loop stops (minted at the current generation, never
+    // redeemed) gives that loop no authority back once the instance is destroyed.
+    let plan3 = f.plan_at(3);
+    let g3 = |experiment, instance| Grant {
+        experiment,
+        instance,
+        plan: &plan3,
+        step: 0,
+        generation: 3,
+    };
+    let outstanding = mint(&mut ward, &f.pack, g3("exp-1", inst)).await;
+
     let d = wb
         .destroy_experiment(pb::DestroyExperimentRequest {
             experiment_id: "exp-1".into(),
@@ -244,6 +258,45 @@ async fn core_drives_a_repair_through_workbench_ward_and_the_broker() {
         .await
         .unwrap_err();
     assert_eq!(code(&e), "workbench/unknown-experiment", "{e:?}");
+
+    // Replayed after the stop, the outstanding grant executes nothing: not on the destroyed
+    // instance, and not on a fresh experiment's new instance, which needs a grant of its own.
+    let e = wb
+        .execute_step(execute("exp-1", inst, &plan3, 0, outstanding.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "workbench/unknown-experiment", "{e:?}");
+    let fresh = wb
+        .create_experiment(pb::CreateExperimentRequest {
+            experiment_id: "exp-2".into(),
+            pack_archive: f.archive.clone(),
+            pack_generation: 3,
+            variant: String::new(),
+            image_digest: f.prepared.clone(),
+            network: "none".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let inst2 = fresh.instance_id.as_str();
+    let e = wb
+        .execute_step(execute("exp-2", inst2, &plan3, 0, outstanding))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "grant/other-experiment", "{e:?}");
+    let own = mint(&mut ward, &f.pack, g3("exp-2", inst2)).await;
+    let r = wb
+        .execute_step(execute("exp-2", inst2, &plan3, 0, own))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.succeeded);
+    wb.destroy_experiment(pb::DestroyExperimentRequest {
+        experiment_id: "exp-2".into(),
+        instance_id: fresh.instance_id.clone(),
+    })
+    .await
+    .unwrap();
 
     // Only core calls the workbench: another role is refused at the handshake, the operator
     // (admitted to nothing of it) too.

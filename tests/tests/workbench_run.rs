@@ -3,16 +3,69 @@
 //! every mutation (each-mutation binding) — the operator is a person at `reach hil watch`,
 //! answering with `reach hil approve|deny`, the real CLI on ward's port. A denial ends the
 //! experiment at that step with `hil/denied` and nothing after it runs; a pause between steps
-//! stops the next one even after its approval (`local-binding/paused`); after a resume a fresh
-//! run passes the verifier; every instance is destroyed with the broker's confirmation.
+//! stops the next one even after its approval (`local-binding/paused`), and so do a revocation
+//! (`package/revoked`) and a reactivation (`package/generation-stale`); after a resume a fresh
+//! run passes the verifier; every instance is destroyed with the broker's confirmation. What a
+//! refused step would have changed is read in the guest before destruction, with the pack's
+//! own witnesses.
 
 use std::time::Duration;
 
-use reach_experiment::{End, Execution, Journal, Mark, Quiet};
+use reach_experiment::{End, Execution, Journal, Mark, Progress, Quiet};
 use reach_plan::EffectClass;
 use reach_proto::core::v1 as core_pb;
 use reach_proto::ward::v1 as ward_pb;
-use reach_tests::workbench::{Verdict, operator, operator_ward, start};
+use reach_tests::workbench::{Fixture, Verdict, operator, operator_ward, start, witness};
+
+/// Reads the pack's witnesses in the guest (its verifier's snapshot observations: state
+/// digests, the service's invocation) when step `at`'s HIL request is filed, before that step
+/// can run, and again when the experiment ends, before its instance is destroyed.
+struct Witness<'f> {
+    f: &'f Fixture,
+    at: usize,
+    before: Option<Vec<Vec<u8>>>,
+    after: Option<Vec<Vec<u8>>>,
+}
+
+impl<'f> Witness<'f> {
+    fn at(f: &'f Fixture, at: usize) -> Self {
+        Self {
+            f,
+            at,
+            before: None,
+            after: None,
+        }
+    }
+
+    /// Whether the guest read the same at both moments.
+    fn unchanged(&self) -> bool {
+        let before = self.before.as_ref().expect("step's request filed");
+        before == self.after.as_ref().expect("the experiment ended")
+    }
+
+    fn read(&self, instance: &str) -> Vec<Vec<u8>> {
+        // The coordinator calls its progress synchronously: the step waits for this read.
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(witness(
+                &self.f.body,
+                instance,
+                &self.f.witnesses,
+            ))
+        })
+    }
+}
+
+impl Progress for Witness<'_> {
+    fn hil_filed(&mut self, view: &ward_pb::HilRequestView) {
+        if view.step_index as usize == self.at {
+            self.before = Some(self.read(&view.instance_id));
+        }
+    }
+
+    fn ending(&mut self, instance_id: &str, _end: &End) {
+        self.after = Some(self.read(instance_id));
+    }
+}
 
 /// Every mark the coordinator journals, in order (what core writes to the Phylactery).
 #[derive(Default)]
@@ -102,12 +155,13 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
 
     // The operator denies the first change shown; nothing after it runs.
     let denier = operator(body, &f.pack, |_| Verdict::Deny("not on this instance"));
+    let first = mutations[0];
     let mut marks = Marks::default();
+    let mut seen = Witness::at(&f, first);
     let x = experiment
-        .run(&setup("exp-deny"), plan, &mut Quiet, &mut marks)
+        .run(&setup("exp-deny"), plan, &mut seen, &mut marks)
         .await;
     denier.abort();
-    let first = mutations[0];
     assert_eq!(
         x.end,
         End::Refused {
@@ -130,6 +184,8 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
             .iter()
             .all(|s| s.succeeded && s.hil_request.is_none())
     );
+    // In the guest, right before destruction: the denied patch changed nothing.
+    assert!(seen.unchanged(), "the guest changed after the denial");
     assert_destroyed(&x);
 
     // A step whose STARTED mark is not durable is never sent: the experiment ends there with
@@ -161,8 +217,9 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
             Verdict::Approve
         }
     });
+    let mut seen = Witness::at(&f, second);
     let x = experiment
-        .run(&setup("exp-pause"), plan, &mut Quiet, &mut Marks::default())
+        .run(&setup("exp-pause"), plan, &mut seen, &mut Marks::default())
         .await;
     pauser.abort();
     assert_eq!(
@@ -174,6 +231,8 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
         "{x:?}"
     );
     assert_eq!(x.steps.len(), second, "{x:?}");
+    // In the guest: the restart stopped by the pause did not run.
+    assert!(seen.unchanged(), "the guest changed after the pause");
     assert_destroyed(&x);
     // Resume needs no reactivation; the next run is a fresh instance with fresh answers.
     packs
@@ -189,14 +248,20 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
         Verdict::Approve
     });
     let mut marks = Marks::default();
+    let mut seen = Witness::at(&f, second);
     let x = experiment
-        .run(&setup("exp-repair"), plan, &mut Quiet, &mut marks)
+        .run(&setup("exp-repair"), plan, &mut seen, &mut marks)
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     approver.abort();
     assert_eq!(x.end, End::Completed, "{x:?}\n{}", body.log("workbench"));
     assert_eq!(x.steps.len(), plan.steps.len());
     assert_eq!(marks.0, ran_in_order(plan.steps.len()));
+    // The witness sees an approved restart: the same reading would have caught the pause's.
+    assert!(
+        !seen.unchanged(),
+        "the restart left no trace in the witnesses"
+    );
     let asked: Vec<usize> = x
         .steps
         .iter()
@@ -221,5 +286,66 @@ async fn the_operator_answers_each_mutation_and_a_denial_ends_the_experiment() {
         .collect();
     assert_eq!(repair.len(), mutations.len(), "{repair:?}");
     assert!(repair.iter().all(|h| h.state == "approved"), "{repair:?}");
+
+    // Revoked mid-run: the operator revokes the pack as the first change is shown, then
+    // approves it; the change does not run (in the guest) and the run ends with the blocker.
+    let revoker = operator(body, &f.pack, |_| Verdict::RevokeThenApprove);
+    let mut seen = Witness::at(&f, first);
+    let x = experiment
+        .run(&setup("exp-revoke"), plan, &mut seen, &mut Marks::default())
+        .await;
+    revoker.abort();
+    assert_eq!(
+        x.end,
+        End::Refused {
+            index: first,
+            code: "package/revoked".into()
+        },
+        "{x:?}"
+    );
+    assert_eq!(x.steps.len(), first, "{x:?}");
+    assert!(seen.unchanged(), "the guest changed after the revocation");
+    assert_destroyed(&x);
+
+    // Reactivated mid-run: active again (generation 3), a repair stamped at 3 starts; at its
+    // first change the operator revokes and reactivates (generation 5) and approves. The step
+    // was stamped under 3: it does not run.
+    let status = packs
+        .activate_pack(core_pb::ActivatePackRequest {
+            name: f.pack.clone(),
+            version: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.generation, 3, "{status:?}");
+    let plan3 = f.plan_at(3);
+    let reactivator = operator(body, &f.pack, |_| Verdict::ReactivateThenApprove);
+    let mut seen = Witness::at(&f, first);
+    let x = experiment
+        .run(
+            &setup("exp-reactivate"),
+            &plan3,
+            &mut seen,
+            &mut Marks::default(),
+        )
+        .await;
+    reactivator.abort();
+    assert_eq!(
+        x.end,
+        End::Refused {
+            index: first,
+            code: "package/generation-stale".into()
+        },
+        "{x:?}\n{}",
+        body.log("ward")
+    );
+    assert_eq!(
+        x.steps.len(),
+        first,
+        "the observations stamped at 3 ran first: {x:?}"
+    );
+    assert!(seen.unchanged(), "the guest changed after the reactivation");
+    assert_destroyed(&x);
     f.body.stop().await;
 }

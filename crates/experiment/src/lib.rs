@@ -166,11 +166,12 @@ pub enum Mark<'a> {
     Granted { index: usize },
     /// Step `index` is about to be sent (`verify`: it is the plan's verifier).
     Started { index: usize, verify: bool },
-    /// Workbench answered: the step ran, and its record.
+    /// Workbench answered: the step ran, and its record (`record_digest` is its digest).
     Ran {
         index: usize,
         succeeded: bool,
         record_digest: Sha256Digest,
+        record: &'a [u8],
     },
     /// Workbench refused the step with `code` before any effect.
     Refused { index: usize, code: &'a str },
@@ -274,6 +275,8 @@ pub trait Progress: Send {
     fn step_started(&mut self, _index: usize) {}
     /// A step ran.
     fn step_done(&mut self, _outcome: &StepOutcome) {}
+    /// The experiment ended with `end`; `instance_id` is destroyed next.
+    fn ending(&mut self, _instance_id: &str, _end: &End) {}
 }
 
 /// Reports nothing.
@@ -353,19 +356,112 @@ impl Experiment {
             }
             Err(code) => End::Refused { index: 0, code },
         };
+        self.ended(setup, plan, &instance, steps, end, timings, progress)
+            .await
+    }
+
+    /// The end of an experiment that has an instance: reported, the instance destroyed (its
+    /// confirmation or the last error kept), and the whole `Execution`.
+    #[allow(clippy::too_many_arguments)]
+    async fn ended(
+        &mut self,
+        setup: &Setup,
+        plan: &StampedPlan,
+        instance: &str,
+        steps: Vec<StepOutcome>,
+        end: End,
+        mut timings: Timings,
+        progress: &mut dyn Progress,
+    ) -> Execution {
+        progress.ending(instance, &end);
         let started = Instant::now();
-        let (destruction, destroy_error) = self.destroy(&setup.experiment_id, &instance).await;
+        let (destruction, destroy_error) = self.destroy(&setup.experiment_id, instance).await;
         timings.destroy_ms = elapsed_ms(started);
         Execution {
             experiment_id: setup.experiment_id.clone(),
             plan_digest: plan.digest,
-            instance_id: Some(instance),
+            instance_id: Some(instance.to_owned()),
             steps,
             end,
             destruction,
             destroy_error,
             timings,
         }
+    }
+
+    /// Resumes `plan` on its `instance` after core restarted while the experiment waited
+    /// between steps: `done` are the steps the journal holds APPLIED, in order from the first,
+    /// with their records, and none of them is sent again. Each of them that needed the
+    /// operator's answer is filed again, which ward answers with the request already filed
+    /// (so the record names it); the next step's filing likewise returns the request filed
+    /// before the restart, with any answer the operator gave meanwhile. Then as
+    /// [`Experiment::run`]: the remaining steps, the end, the destruction.
+    pub async fn resume<J: Journal>(
+        &mut self,
+        setup: &Setup,
+        plan: &StampedPlan,
+        instance: &str,
+        mut done: Vec<StepOutcome>,
+        progress: &mut dyn Progress,
+        journal: &mut J,
+    ) -> Execution {
+        let mut timings = Timings::default();
+        let mut end = None;
+        for o in &mut done {
+            let Some(step) = plan.steps.get(o.index).filter(|s| s.hil_required) else {
+                continue;
+            };
+            let s = StepRef {
+                experiment_id: &setup.experiment_id,
+                instance_id: instance,
+                pack_name: &setup.pack_name,
+                plan,
+                step,
+            };
+            match self.ward.file_hil_request(filing(s)).await {
+                Ok(v) if v.get_ref().state == "approved" => {
+                    o.hil_request = Some(v.into_inner().id);
+                }
+                Ok(v) => {
+                    // An applied step whose request is not approved: the journal and ward
+                    // disagree, and nothing more may run.
+                    end = Some(End::Refused {
+                        index: o.index,
+                        code: format!("hil/{}", v.get_ref().state),
+                    });
+                    break;
+                }
+                Err(e) => {
+                    end = Some(End::Refused {
+                        index: o.index,
+                        code: refusal_code(&e),
+                    });
+                    break;
+                }
+            }
+        }
+        let in_order = done.iter().enumerate().all(|(i, o)| o.index == i);
+        let end = match end {
+            Some(end) => end,
+            None if !in_order => End::Refused {
+                index: done.len(),
+                code: "journal/resume-out-of-order".into(),
+            },
+            None => {
+                self.steps(
+                    setup,
+                    plan,
+                    instance,
+                    &mut done,
+                    &mut timings,
+                    progress,
+                    journal,
+                )
+                .await
+            }
+        };
+        self.ended(setup, plan, instance, done, end, timings, progress)
+            .await
     }
 
     /// Destroys `instance` of experiment `experiment_id` through workbench, asking again
@@ -414,6 +510,8 @@ impl Experiment {
         last
     }
 
+    /// Takes the plan's steps from the first that is not in `outcomes` (a resumed
+    /// experiment's applied steps), in order.
     #[allow(clippy::too_many_arguments)]
     async fn steps<J: Journal>(
         &mut self,
@@ -425,7 +523,7 @@ impl Experiment {
         progress: &mut dyn Progress,
         journal: &mut J,
     ) -> End {
-        for step in &plan.steps {
+        for step in plan.steps.iter().skip(outcomes.len()) {
             let s = StepRef {
                 experiment_id: &setup.experiment_id,
                 instance_id: instance,
@@ -514,6 +612,7 @@ impl Experiment {
                     index: step.index,
                     succeeded: outcome.succeeded,
                     record_digest: outcome.record_digest,
+                    record: &outcome.record,
                 })
                 .await
             {

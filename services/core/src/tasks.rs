@@ -102,13 +102,17 @@ impl TaskRuns {
     }
 
     /// After a restart: a passage left SUBMITTING may or may not have reached the runtime
-    /// (marked `unknown`, never resent), and a run left open ends `task/interrupted` with a
-    /// signed fact — nothing of it is replayed (exact restart replay is issue #30's).
+    /// (marked `unknown`, never resent). An open run that can go on exactly is resumed
+    /// (`drive::Run::resume`: between facts, or between the steps of an experiment on its
+    /// live instance); any other is settled — its unfinished experiment destroyed and
+    /// recorded, then its end (`task/interrupted` unless the Room demands another).
     pub fn recover(&self) {
         let inner = self.inner.clone();
         tokio::spawn(async move {
+            // A run resumed by one attempt is driven already: never twice.
+            let mut resumed = std::collections::HashSet::new();
             for attempt in 0..60 {
-                match recover_once(&inner).await {
+                match recover_once(&inner, &mut resumed).await {
                     Ok(()) => return,
                     Err(e) => {
                         tracing::warn!(attempt, error = e.message(), "task-run recovery");
@@ -253,7 +257,10 @@ impl TaskRuns {
     }
 }
 
-async fn recover_once(inner: &Inner) -> Result<(), Status> {
+async fn recover_once(
+    inner: &Arc<Inner>,
+    resumed: &mut std::collections::HashSet<String>,
+) -> Result<(), Status> {
     for p in inner
         .vault
         .passages_unsettled()
@@ -271,6 +278,21 @@ async fn recover_once(inner: &Inner) -> Result<(), Status> {
         if run.state != reach_phylactery::RunState::Open {
             continue;
         }
+        if resumed.contains(&run.run_id) {
+            continue;
+        }
+        match resume_run(inner, &run).await {
+            Ok(true) => {
+                resumed.insert(run.run_id.clone());
+                continue;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(run = run.run_id, error = e.message(), "run not resumed yet");
+                left = Err(e);
+                continue;
+            }
+        }
         // One run's instance still waiting for its destruction does not hold up the others.
         if let Err(e) = recover_run(inner, &run.run_id).await {
             tracing::warn!(run = run.run_id, error = e.message(), "run not settled yet");
@@ -278,6 +300,36 @@ async fn recover_once(inner: &Inner) -> Result<(), Status> {
         }
     }
     left
+}
+
+/// Drives open run `row` on from where core left it, when it can be resumed exactly and its
+/// binding has a free slot; `false` when it is to be settled instead.
+async fn resume_run(inner: &Arc<Inner>, row: &reach_phylactery::RunRow) -> Result<bool, Status> {
+    let stored = inner
+        .vault
+        .facts(&row.run_id)
+        .await
+        .map_err(ledger_status)?;
+    let mut facts = Vec::with_capacity(stored.len());
+    for f in &stored {
+        facts.push(
+            reach_room::fact::RoomFact::from_bytes(&f.bytes)
+                .map_err(|e| Status::internal(format!("room/stored-fact: {e}")))?,
+        );
+    }
+    let key_id = stored.last().map(|f| f.key_id.clone()).unwrap_or_default();
+    let Some(run) = drive::Run::resume(inner.clone(), row, facts, key_id).await? else {
+        return Ok(false);
+    };
+    let Ok(slot) = RunSlot::take(inner, run.pack(), run.max_concurrent_runs()) else {
+        return Ok(false);
+    };
+    tracing::info!(run = row.run_id, "open run resumed after a restart");
+    tokio::spawn(async move {
+        run.drive().await;
+        drop(slot);
+    });
+    Ok(true)
 }
 
 /// Settles an open run after a restart: each unfinished experiment (see
@@ -307,12 +359,38 @@ async fn recover_run(inner: &Inner, run_id: &str) -> Result<(), Status> {
             settle_interrupted(inner, &id, &mut room, &row).await?;
         }
     }
-    let (code, reason) = match room.next() {
-        Next::End { code, reason } => (code, reason),
-        _ => (
+    let interrupted = || {
+        (
             journal::INTERRUPTED.to_owned(),
             "core restarted during the run".to_owned(),
-        ),
+        )
+    };
+    let (code, reason) = match room.next() {
+        Next::End { code, reason } => (code, reason),
+        // The Room's end is signed already: only the run's row is left to match it.
+        Next::Done(reach_room::room::End::Ended { code }) => (code, String::new()),
+        Next::Done(reach_room::room::End::Concluded { .. }) => {
+            return conclude_row(inner, run_id).await;
+        }
+        // The recipe was signed and stored before the crash: it is concluded, not redone.
+        Next::Conclude => match inner.vault.recipe(run_id).await.map_err(ledger_status)? {
+            Some(recipe) => {
+                let fact = room
+                    .draft(
+                        now_ms(),
+                        reach_room::fact::FactBody::Concluded(reach_room::fact::Concluded {
+                            recipe_digest: recipe.digest,
+                        }),
+                    )
+                    .ok_or_else(|| Status::internal("room/not-open"))?;
+                room.apply(&fact)
+                    .map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
+                store_fact(inner, run_id, &fact).await?;
+                return conclude_row(inner, run_id).await;
+            }
+            None => interrupted(),
+        },
+        _ => interrupted(),
     };
     if let Some(fact) = room.draft(
         now_ms(),
@@ -329,6 +407,17 @@ async fn recover_run(inner: &Inner, run_id: &str) -> Result<(), Status> {
         .await
         .map_err(ledger_status)?;
     tracing::info!(run = run_id, code, "open run ended after a restart");
+    Ok(())
+}
+
+/// The run's row concluded after a restart, its Room concluded already.
+async fn conclude_row(inner: &Inner, run_id: &str) -> Result<(), Status> {
+    inner
+        .vault
+        .run_conclude(run_id, reach_phylactery::UnixMillis(now_ms()))
+        .await
+        .map_err(ledger_status)?;
+    tracing::info!(run = run_id, "open run concluded after a restart");
     Ok(())
 }
 

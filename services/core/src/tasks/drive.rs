@@ -43,6 +43,18 @@ pub struct Run {
     hil_requests: Vec<String>,
     /// The key id ward signed this run's facts with.
     key_id: String,
+    /// The experiment a restart interrupted between steps, resumed on its instance.
+    resumed: Option<Resumed>,
+}
+
+/// An experiment core restarted in the middle of, while it waited between steps (for the
+/// operator's answer, or for its next grant): its instance still exists, and the steps
+/// before `done.len()` are journaled APPLIED with their records.
+struct Resumed {
+    n: u32,
+    instance_id: String,
+    state: ledger::ExperimentState,
+    done: Vec<reach_experiment::StepOutcome>,
 }
 
 impl std::fmt::Debug for Run {
@@ -74,6 +86,7 @@ impl Run {
                 pack: pack.name().to_owned(),
                 pack_generation: runnable.generation,
                 goal_digest,
+                goal: goal.clone(),
                 opened_at: ledger::UnixMillis(now_ms()),
             })
             .await
@@ -114,9 +127,223 @@ impl Run {
             records: Vec::new(),
             hil_requests: Vec::new(),
             key_id: String::new(),
+            resumed: None,
         };
         run.store(opened).await?;
         Ok(run)
+    }
+
+    /// The open run `row` as core left it, to be driven on after a restart, or `None` when it
+    /// cannot be resumed exactly (recovery then settles it and ends it). Resumable is a run
+    /// whose goal the ledger kept, under the same binding (generation and HIL mode) as it
+    /// opened, within its wall budget, every passage of which is in its Room (none was in
+    /// flight or answered unrecorded: resuming never infers one again), and whose Room awaits
+    /// a turn, a passage, the Chair or the conclusion with every experiment finished, or awaits
+    /// an experiment that is either not journaled yet or journaled RUNNING on a live instance
+    /// with its steps APPLIED (with their records) up to the first PENDING one. Nothing
+    /// committed is redone: a plan is compiled again from the admitted candidate and must have
+    /// the journaled digest, an experiment is not admitted again, no applied step is sent
+    /// again, and the operator's answers given meanwhile stand (ward returns the request
+    /// already filed).
+    pub async fn resume(
+        inner: Arc<Inner>,
+        row: &ledger::RunRow,
+        facts: Vec<RoomFact>,
+        key_id: String,
+    ) -> Result<Option<Run>, Status> {
+        let Some(goal) = row.goal.clone() else {
+            return Ok(None);
+        };
+        let room =
+            Room::replay(&facts).map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
+        if room.over_wall(now_ms()).is_some() {
+            return Ok(None);
+        }
+        let vault = &inner.vault;
+        let in_room: std::collections::HashSet<&str> = facts
+            .iter()
+            .filter_map(|f| match &f.body {
+                FactBody::Passage(p) => Some(p.attempt_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        if vault
+            .passages(&row.run_id)
+            .await
+            .map_err(crate::ports::status)?
+            .iter()
+            .any(|p| !in_room.contains(p.attempt_id.as_str()))
+        {
+            return Ok(None);
+        }
+        let experiments = vault
+            .experiments(&row.run_id)
+            .await
+            .map_err(crate::ports::status)?;
+        let all_finished = experiments.iter().all(|x| x.state.is_terminal());
+        let next = room.next();
+        // Which experiment the Room awaits, and its journal row if it has one.
+        let (n, journaled) = match &next {
+            Next::Experiment { n, .. } => (*n, experiments.iter().find(|x| x.n == *n)),
+            Next::OpenTurn { .. }
+            | Next::SolverPassage { .. }
+            | Next::ReviewerPassage { .. }
+            | Next::Chair { .. }
+            | Next::Conclude
+                if all_finished =>
+            {
+                (u32::MAX, None)
+            }
+            _ => return Ok(None),
+        };
+        if journaled.is_none() && !all_finished {
+            return Ok(None);
+        }
+        let runnable = match inner.packs.runnable(&row.pack).await {
+            Ok(r) => r,
+            // A role not up yet is asked again; a binding no longer runnable is not resumed.
+            Err(e) if e.code() == tonic::Code::Unavailable => return Err(e),
+            Err(_) => return Ok(None),
+        };
+        let opened = room
+            .opened()
+            .ok_or_else(|| Status::internal("room/not-opened"))?;
+        if runnable.generation != opened.pack_generation || runnable.hil != opened.hil_mode {
+            return Ok(None);
+        }
+        // The admitted plan, compiled again, when the Room awaits its experiment.
+        let plan = match &next {
+            Next::Experiment { plan_digest, .. } => {
+                let Some(candidate) = room.admitted_candidate() else {
+                    return Ok(None);
+                };
+                let Ok(plan) = reach_plan::compile(
+                    &runnable.pack.vocabulary(),
+                    &BindingTerms {
+                        hil: runnable.hil,
+                        generation: runnable.generation,
+                    },
+                    candidate.as_bytes(),
+                ) else {
+                    return Ok(None);
+                };
+                if plan.digest != *plan_digest {
+                    return Ok(None);
+                }
+                Some(plan)
+            }
+            _ => None,
+        };
+        let resumed = match (journaled, &plan) {
+            (None, _) => None,
+            (Some(x), Some(plan)) => match Self::resumable(vault, x, plan).await? {
+                Some(r) => Some(r),
+                None => return Ok(None),
+            },
+            (Some(_), None) => return Ok(None),
+        };
+        // The experiments before, as their signed records say.
+        let mut records = Vec::new();
+        let mut hil_requests = Vec::new();
+        for r in vault
+            .records(&row.run_id)
+            .await
+            .map_err(crate::ports::status)?
+        {
+            if r.kind != ledger::RecordKind::ExecutionRecord || r.n >= n {
+                continue;
+            }
+            let rec = ExecutionRecord::from_bytes(&r.bytes)
+                .ok_or_else(|| Status::internal("room/stored-record"))?;
+            hil_requests.extend(rec.steps.iter().filter_map(|s| s.hil_request.clone()));
+            records.push((rec, r.digest));
+        }
+        let (events, _) = broadcast::channel(256);
+        Ok(Some(Run {
+            inner,
+            id: RunId::new(row.run_id.clone()).map_err(|e| Status::internal(e.to_string()))?,
+            runnable,
+            goal,
+            room,
+            facts,
+            events,
+            plan,
+            records,
+            hil_requests,
+            key_id,
+            resumed,
+        }))
+    }
+
+    /// Experiment `x` of `plan` as the journal holds it, when it can go on on its instance:
+    /// RUNNING, its steps APPLIED with their records up to the first PENDING one.
+    async fn resumable(
+        vault: &ledger::Phylactery,
+        x: &ledger::ExperimentRow,
+        plan: &StampedPlan,
+    ) -> Result<Option<Resumed>, Status> {
+        let (ledger::ExperimentState::Running, Some(instance_id)) = (x.state, &x.instance_id)
+        else {
+            return Ok(None);
+        };
+        if plan.digest != x.plan_digest {
+            return Ok(None);
+        }
+        let steps = vault
+            .steps(&x.experiment_id)
+            .await
+            .map_err(crate::ports::status)?;
+        if steps.len() != plan.steps.len() {
+            return Ok(None);
+        }
+        let applied = steps
+            .iter()
+            .take_while(|s| s.state == ledger::StepState::Applied)
+            .count();
+        if steps[applied..]
+            .iter()
+            .any(|s| s.state != ledger::StepState::Pending)
+        {
+            return Ok(None);
+        }
+        let mut done = Vec::with_capacity(applied);
+        for (s, step) in steps[..applied].iter().zip(&plan.steps) {
+            let record = vault
+                .step_record(&x.experiment_id, s.index)
+                .await
+                .map_err(crate::ports::status)?;
+            let (Some(record), Some(record_digest)) = (record, s.record_digest) else {
+                return Ok(None);
+            };
+            if s.step_digest != step.digest {
+                return Ok(None);
+            }
+            done.push(reach_experiment::StepOutcome {
+                index: step.index,
+                step_digest: step.digest,
+                effect_class: reach_experiment::class_text(step.effect_class),
+                succeeded: true,
+                hil_request: None,
+                record_digest,
+                record,
+            });
+        }
+        Ok(Some(Resumed {
+            n: x.n,
+            instance_id: instance_id.clone(),
+            state: x.state,
+            done,
+        }))
+    }
+
+    /// The pack the run is bound to.
+    pub fn pack(&self) -> &str {
+        self.runnable.pack.name()
+    }
+
+    /// How many runs its binding lets run at once.
+    pub fn max_concurrent_runs(&self) -> u32 {
+        self.runnable.max_concurrent_runs
     }
 
     /// Drives the Room to its end; a failure to record ends the run with its code.
@@ -132,6 +359,16 @@ impl Run {
                         .next()
                         .unwrap_or("task/failed")
                         .to_owned();
+                    if code == journal::DESTROY_UNCONFIRMED {
+                        // An instance may still exist: nothing final is published, and the run
+                        // stays open until recovery has the broker confirm the destruction.
+                        tracing::error!(
+                            run = self.id.as_str(),
+                            code,
+                            "run left open: rollback pending"
+                        );
+                        break;
+                    }
                     tracing::warn!(run = self.id.as_str(), code, "run ended by a failure");
                     let _ = self.end(&code, s.message()).await;
                     break;
@@ -348,6 +585,35 @@ impl Run {
             run: self.id.to_string(),
             hil: Vec::new(),
         };
+        if let Some(r) = self.resumed.take().filter(|r| r.n == n) {
+            self.emit(
+                "experiment",
+                format!(
+                    "experiment {n} resumed after a restart on instance {}, at step {}",
+                    r.instance_id,
+                    r.done.len()
+                ),
+                "",
+            );
+            let mut marks = VaultJournal::resumed(
+                self.inner.vault.clone(),
+                setup.experiment_id.clone(),
+                r.state,
+            );
+            let execution = coordinator
+                .resume(
+                    &setup,
+                    &plan,
+                    &r.instance_id,
+                    r.done,
+                    &mut progress,
+                    &mut marks,
+                )
+                .await;
+            return self
+                .recorded(round, n, &setup, &plan, execution, &progress)
+                .await;
+        }
         // Journaled before anything is created: a crash from here on is settled by recovery.
         self.inner
             .vault
@@ -372,11 +638,34 @@ impl Run {
         let execution = coordinator
             .run(&setup, &plan, &mut progress, &mut marks)
             .await;
+        self.recorded(round, n, &setup, &plan, execution, &progress)
+            .await
+    }
+
+    /// The experiment's end: its record signed and stored once the instance is confirmed
+    /// destroyed, the journal settled, and the Room's Experiment fact.
+    async fn recorded(
+        &mut self,
+        round: u32,
+        n: u32,
+        setup: &Setup,
+        plan: &StampedPlan,
+        execution: reach_experiment::Execution,
+        progress: &Progress,
+    ) -> Result<(), Status> {
+        // A resumed experiment's steps applied before the restart name their requests first.
+        let before: Vec<String> = execution
+            .steps
+            .iter()
+            .filter_map(|o| o.hil_request.clone())
+            .filter(|id| !progress.hil.iter().any(|(_, h)| h == id))
+            .collect();
+        self.hil_requests.extend(before);
         self.hil_requests
             .extend(progress.hil.iter().map(|(_, id)| id.clone()));
         let forbidden: Vec<&str> = self.inner.forbidden.iter().map(String::as_str).collect();
         let rec =
-            record::execution_record(&self.id, n, &plan, &execution, &progress.hil, &forbidden);
+            record::execution_record(&self.id, n, plan, &execution, &progress.hil, &forbidden);
         let passed = rec.verifier.as_ref().is_some_and(|v| v.passed);
         let destroyed = execution
             .destruction

@@ -27,6 +27,15 @@ impl VaultJournal {
             verifying: false,
         }
     }
+
+    /// For an experiment resumed in `state` (VERIFYING once its verifier started).
+    pub fn resumed(vault: Phylactery, experiment_id: String, state: X) -> Self {
+        VaultJournal {
+            vault,
+            experiment_id,
+            verifying: state == X::Verifying,
+        }
+    }
 }
 
 /// A ledger refusal as an `area/reason` code (what an experiment's end may carry).
@@ -64,16 +73,17 @@ impl Journal for VaultJournal {
                         .await
                         .map(drop)
                 }
+                // The record is kept with the outcome: a run resumed after a restart
+                // retains what the step observed.
                 Mark::Ran {
                     index,
                     succeeded,
-                    record_digest,
-                } => {
-                    let to = if succeeded { S::Applied } else { S::Failed };
-                    v.step_move(id, index as u32, to, Some(record_digest), None)
-                        .await
-                        .map(drop)
-                }
+                    record,
+                    ..
+                } => v
+                    .step_ran(id, index as u32, succeeded, record)
+                    .await
+                    .map(drop),
                 Mark::Refused { index, code } => v
                     .step_move(id, index as u32, S::Failed, None, Some(code))
                     .await
