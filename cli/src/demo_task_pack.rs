@@ -51,7 +51,7 @@ pub fn default_pack_dir() -> anyhow::Result<PathBuf> {
 
 /// What the host lacks to build the pack's environment, each with how to get it; empty when
 /// it lacks nothing (or nothing needs building).
-fn missing_for_build() -> Vec<String> {
+pub(crate) fn missing_for_build() -> Vec<String> {
     let mut missing = Vec::new();
     if !nix::unistd::geteuid().is_root() {
         missing.push(
@@ -81,11 +81,29 @@ fn on_path(tool: &str) -> bool {
         .any(|d| Path::new(d).join(tool).is_file())
 }
 
-pub async fn run(
+/// The pack built and signed with a fresh key, and its image and prepared system pinned from
+/// the cache (built there first when missing).
+pub(crate) struct Prepared {
+    pub pack_dir: PathBuf,
+    pub key: reach_taskpack::PackKey,
+    pub built: reach_taskpack::BuiltPack,
+    pub cache: PathBuf,
+    pub pins: crate::image::PackPins,
+}
+
+/// What [`prepare`] found missing before it started anything: the gate, and how to get it.
+pub(crate) struct Missing {
+    pub cache: PathBuf,
+    pub gates: Vec<String>,
+}
+
+/// Builds the pack and pins its prepared system; `Err(Missing)` when this host can build
+/// neither nor find them in the cache, before anything is started.
+pub(crate) async fn prepare(
+    heading: &str,
     pack_dir: Option<PathBuf>,
     cache: Option<PathBuf>,
-    interactive: bool,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Result<Prepared, Missing>> {
     let pack_dir = match pack_dir {
         Some(d) => d,
         None => default_pack_dir()?,
@@ -117,22 +135,13 @@ pub async fn run(
         &variant.prepared_spec_digest,
     );
     if cached.is_none() {
-        let missing = missing_for_build();
-        if !missing.is_empty() {
-            eprintln!(
-                "reach demo task-pack: the pack's prepared system is not in {} and this host \
-                 cannot build it yet:",
-                cache.display()
-            );
-            for m in &missing {
-                eprintln!("  - {m}");
-            }
-            eprintln!("nothing was started.");
-            return Ok(ExitCode::from(2));
+        let gates = missing_for_build();
+        if !gates.is_empty() {
+            return Ok(Err(Missing { cache, gates }));
         }
     }
 
-    println!("Reach demo — task pack {}", pack_dir.display());
+    println!("{heading} — task pack {}", pack_dir.display());
     println!(
         "  reach pack build: {} v{} → {} ({} bytes, {:.1?}), signed by a fresh key {}",
         built.facts.name,
@@ -154,48 +163,50 @@ pub async fn run(
         t.elapsed(),
         cache.display()
     );
+    Ok(Ok(Prepared {
+        pack_dir,
+        key,
+        built,
+        cache,
+        pins,
+    }))
+}
 
-    let dir = tempfile::Builder::new()
-        .prefix("reach-demo-pack-")
-        .tempdir()?;
-    let layout = StateLayout::new(dir.path());
-    std::fs::create_dir_all(layout.root())?;
-    println!("  state: {} (removed at exit)", dir.path().display());
-
-    // The binding's model runtime: the deterministic inference fixture, answering from the
-    // pack's own fixture/answers.toml, reached by an exact local road trusting only its CA.
-    let mut trusted = reach_taskpack::TrustedKeys::new();
-    trusted.insert("demo-operator", key.public());
-    let verified = reach_taskpack::conform(&built.archive, &trusted, None, 0)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?;
-    let fixture =
-        reach_inference_fixture::FixtureServer::start(reach_inference_fixture::FixtureConfig {
-            sources: verified.sources().clone(),
-            variant: String::new(),
-        })
-        .await?;
-    println!(
-        "  model runtime: the inference fixture at {}",
-        fixture.url()
-    );
-
-    let mut m = crate::load_manifest(None)?;
-    // The whole body, Discord roles included, on a loopback Discord as `reach demo` runs it.
-    let _discord = crate::demo::start_discord(&mut m, &layout).await?;
-    configure(&mut m, &layout, &key, &cache, &pins, &fixture)?;
-    let body = crate::demo::quiet_body(&m, &layout).await?;
-    println!(
-        "  {} roles up behind mTLS ports; core trusts the demo key\n",
-        body.pids().len()
-    );
-    let material = reach_launcher::operator_material(&m, &layout)?;
-    let packs_ch = reach_launcher::operator_channel(&m, &layout, &material, "core.packs")
-        .await
-        .map_err(anyhow::Error::msg)?;
-    let ward_ch = reach_launcher::operator_channel(&m, &layout, &material, "ward.authority")
-        .await
-        .map_err(anyhow::Error::msg)?;
-    let mut packs = PacksClient::new(packs_ch).max_decoding_message_size(16 << 20);
+pub async fn run(
+    pack_dir: Option<PathBuf>,
+    cache: Option<PathBuf>,
+    interactive: bool,
+) -> anyhow::Result<ExitCode> {
+    let Prepared {
+        key,
+        built,
+        cache,
+        pins,
+        ..
+    } = match prepare("Reach demo", pack_dir, cache).await? {
+        Ok(p) => p,
+        Err(missing) => {
+            eprintln!(
+                "reach demo task-pack: the pack's prepared system is not in {} and this host \
+                 cannot build it yet:",
+                missing.cache.display()
+            );
+            for m in &missing.gates {
+                eprintln!("  - {m}");
+            }
+            eprintln!("nothing was started.");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let lab = Lab::start(&built, &key, &cache, &pins, "").await?;
+    let Lab {
+        dir,
+        body,
+        mut packs,
+        ward: ward_ch,
+        fixture,
+        _discord,
+    } = lab;
     let state = dir.path().to_owned();
     let result = async {
         let name = setup(&mut packs, &built, dir.path()).await?;
@@ -252,6 +263,80 @@ pub async fn run(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// A whole body on embedded defaults, in a fresh state directory (removed when dropped), with
+/// the deterministic inference fixture answering the pack's fixture under one variant as the
+/// binding's model runtime.
+pub(crate) struct Lab {
+    pub dir: tempfile::TempDir,
+    pub body: reach_launcher::Body,
+    pub packs: PacksClient<tonic::transport::Channel>,
+    /// The operator's channel to `ward.authority`.
+    pub ward: tonic::transport::Channel,
+    pub fixture: reach_inference_fixture::FixtureServer,
+    pub _discord: reach_discord_emulator::Emulator,
+}
+
+impl Lab {
+    /// Starts the fixture under `variant` (`""`: the answers' first) and the body, trusting
+    /// `key` and pinning `pins`.
+    pub async fn start(
+        built: &reach_taskpack::BuiltPack,
+        key: &reach_taskpack::PackKey,
+        cache: &Path,
+        pins: &crate::image::PackPins,
+        variant: &str,
+    ) -> anyhow::Result<Lab> {
+        let dir = tempfile::Builder::new()
+            .prefix("reach-demo-pack-")
+            .tempdir()?;
+        let layout = StateLayout::new(dir.path());
+        std::fs::create_dir_all(layout.root())?;
+        println!("  state: {} (removed at exit)", dir.path().display());
+
+        // The binding's model runtime: the deterministic inference fixture, answering from the
+        // pack's own fixture/answers.toml, reached by an exact local road trusting only its CA.
+        let mut trusted = reach_taskpack::TrustedKeys::new();
+        trusted.insert("demo-operator", key.public());
+        let verified = reach_taskpack::conform(&built.archive, &trusted, None, 0)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?;
+        let fixture =
+            reach_inference_fixture::FixtureServer::start(reach_inference_fixture::FixtureConfig {
+                sources: verified.sources().clone(),
+                variant: variant.to_owned(),
+            })
+            .await?;
+        println!(
+            "  model runtime: the inference fixture at {}",
+            fixture.url()
+        );
+
+        let mut m = crate::load_manifest(None)?;
+        // The whole body, Discord roles included, on a loopback Discord as `reach demo` runs it.
+        let discord = crate::demo::start_discord(&mut m, &layout).await?;
+        configure(&mut m, &layout, key, cache, pins, &fixture)?;
+        let body = crate::demo::quiet_body(&m, &layout).await?;
+        println!(
+            "  {} roles up behind mTLS ports; core trusts the demo key\n",
+            body.pids().len()
+        );
+        let material = reach_launcher::operator_material(&m, &layout)?;
+        let packs_ch = reach_launcher::operator_channel(&m, &layout, &material, "core.packs")
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let ward = reach_launcher::operator_channel(&m, &layout, &material, "ward.authority")
+            .await
+            .map_err(anyhow::Error::msg)?;
+        Ok(Lab {
+            dir,
+            body,
+            packs: PacksClient::new(packs_ch).max_decoding_message_size(16 << 20),
+            ward,
+            fixture,
+            _discord: discord,
+        })
+    }
 }
 
 /// Core trusts the demo key and knows the task model runtime; vm-broker searches the cache;
@@ -325,7 +410,7 @@ fn configure(
 }
 
 /// `reach pack install`, `activate` and `bind` from safe defaults; the pack's name.
-async fn setup(
+pub(crate) async fn setup(
     packs: &mut PacksClient<tonic::transport::Channel>,
     built: &reach_taskpack::BuiltPack,
     dir: &Path,

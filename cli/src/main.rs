@@ -1,6 +1,7 @@
 //! `reach`: the operator CLI.
 
 mod a2a;
+mod acceptance;
 mod body;
 mod corpus;
 mod demo;

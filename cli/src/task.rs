@@ -43,6 +43,10 @@ pub enum TaskCommand {
         #[command(flatten)]
         body: BodyTarget,
     },
+    /// Story 013's local acceptance: the story, the reviewer rejection, the retained negative,
+    /// a HIL denial, an active pause and an interruption on real guests, each check in a JSON
+    /// report; refuses to start while a required gate is missing.
+    Acceptance(crate::acceptance::AcceptanceArgs),
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -73,6 +77,7 @@ fn refused(s: tonic::Status) -> anyhow::Error {
 
 pub async fn run(command: TaskCommand) -> anyhow::Result<ExitCode> {
     match command {
+        TaskCommand::Acceptance(args) => crate::acceptance::run(args).await,
         TaskCommand::Ask { pack, goal, body } => {
             let mut c = client(&body).await?;
             let end = follow(&mut c, &pack, &goal, &mut |e| println!("{}", line(e))).await?;
