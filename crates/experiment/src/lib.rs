@@ -15,6 +15,9 @@
 //! is lost (the transport failed, or workbench lost its broker mid-step) may have reached the
 //! guest: it ends the experiment [`End::Unknown`] and is never sent again.
 //!
+//! A HIL wait outlives a ward restart: the request is durable at ward and filing the same step
+//! again returns it, so an unreachable ward is asked again for a while ([`WARD_OUTAGE`]).
+//!
 //! Invariants: nothing here answers a HIL request or turns a refusal into a retry; each step's
 //! grant is minted right before its execution and used once; the end's code is the one ward or
 //! workbench gave (`hil/denied`, `local-binding/paused`, `package/generation-stale`, …); no step
@@ -418,16 +421,20 @@ impl Experiment {
                 plan,
                 step,
             };
-            match self.ward.file_hil_request(filing(s)).await {
-                Ok(v) if v.get_ref().state == "approved" => {
-                    o.hil_request = Some(v.into_inner().id);
-                }
+            let request = filing(s);
+            let filed = ward_call(&self.ward, |mut ward| {
+                let request = request.clone();
+                async move { ward.file_hil_request(request).await }
+            })
+            .await;
+            match filed {
+                Ok(v) if v.state == "approved" => o.hil_request = Some(v.id),
                 Ok(v) => {
                     // An applied step whose request is not approved: the journal and ward
                     // disagree, and nothing more may run.
                     end = Some(End::Refused {
                         index: o.index,
-                        code: format!("hil/{}", v.get_ref().state),
+                        code: format!("hil/{}", v.state),
                     });
                     break;
                 }
@@ -633,18 +640,22 @@ impl Experiment {
     }
 
     /// Files the step's HIL request and waits for the operator: the request's id once
-    /// approved, else the refusal code (`hil/denied`, `hil/expired`, …).
+    /// approved, else the refusal code (`hil/denied`, `hil/expired`, …). Ward keeps the
+    /// request durably and answers a second filing of the same step with it, so a ward that is
+    /// unreachable for a while (a restart) is asked again, up to [`WARD_OUTAGE`]; a refusal is
+    /// never retried.
     async fn answer(
         &mut self,
         s: StepRef<'_>,
         progress: &mut dyn Progress,
     ) -> Result<String, String> {
-        let filed = self
-            .ward
-            .file_hil_request(filing(s))
-            .await
-            .map_err(|e| refusal_code(&e))?
-            .into_inner();
+        let request = filing(s);
+        let filed = ward_call(&self.ward, |mut ward| {
+            let request = request.clone();
+            async move { ward.file_hil_request(request).await }
+        })
+        .await
+        .map_err(|e| refusal_code(&e))?;
         progress.hil_filed(&filed);
         let id = filed.id;
         let mut state = filed.state;
@@ -656,13 +667,60 @@ impl Experiment {
                 _ => {}
             }
             tokio::time::sleep(HIL_POLL).await;
-            state = self
-                .ward
-                .get_hil_request(ward_pb::GetHilRequestRequest { id: id.clone() })
-                .await
-                .map_err(|e| refusal_code(&e))?
-                .into_inner()
-                .state;
+            state = ward_call(&self.ward, |mut ward| {
+                let id = id.clone();
+                async move {
+                    ward.get_hil_request(ward_pb::GetHilRequestRequest { id })
+                        .await
+                }
+            })
+            .await
+            .map_err(|e| refusal_code(&e))?
+            .state;
+        }
+    }
+}
+
+/// How long a call that is safe to repeat rides out ward being unreachable (a restart) before
+/// it fails with the transport's status (`port/unavailable`).
+pub const WARD_OUTAGE: Duration = Duration::from_secs(60);
+
+/// Whether `s` says the port could not be reached or its reply was lost, rather than a refusal
+/// the port gave (every refusal leads with its own code).
+pub fn unreachable(s: &tonic::Status) -> bool {
+    refusal_code(s).starts_with("port/")
+        && matches!(
+            s.code(),
+            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+        )
+}
+
+/// `call` on ward, asked again [`HIL_POLL`] apart while ward is unreachable, up to
+/// [`WARD_OUTAGE`]; only for calls that are safe to repeat (a HIL filing, a read, a signature).
+/// A refusal is returned at once.
+pub async fn ward_call<T, F, Fut>(
+    ward: &WardClient<Channel>,
+    mut call: F,
+) -> Result<T, tonic::Status>
+where
+    F: FnMut(WardClient<Channel>) -> Fut,
+    Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
+    let mut outage: Option<Instant> = None;
+    loop {
+        match call(ward.clone()).await {
+            Ok(r) => return Ok(r.into_inner()),
+            Err(e) if unreachable(&e) => {
+                let since = *outage.get_or_insert_with(|| {
+                    tracing::warn!(error = %e.message(), "ward unreachable; asking again");
+                    Instant::now()
+                });
+                if since.elapsed() >= WARD_OUTAGE {
+                    return Err(e);
+                }
+                tokio::time::sleep(HIL_POLL).await;
+            }
+            Err(e) => return Err(e),
         }
     }
 }

@@ -13,20 +13,23 @@ pub struct Signed {
     pub key_id: String,
 }
 
-/// Asks ward to sign `bytes` as a record of `kind`.
+/// Asks ward to sign `bytes` as a record of `kind`. Signing the same bytes again is harmless,
+/// so a ward that is unreachable for a while (a restart) is asked again
+/// ([`reach_experiment::ward_call`]).
 pub async fn sign(
     ward: &WardClient<Channel>,
     kind: SignedKind,
     bytes: &[u8],
 ) -> Result<Signed, Status> {
-    let r = ward
-        .clone()
-        .sign_room_record(ward_pb::SignRoomRecordRequest {
-            kind: kind.name().into(),
-            record: bytes.to_vec(),
-        })
-        .await?
-        .into_inner();
+    let request = ward_pb::SignRoomRecordRequest {
+        kind: kind.name().into(),
+        record: bytes.to_vec(),
+    };
+    let r = reach_experiment::ward_call(ward, |mut ward| {
+        let request = request.clone();
+        async move { ward.sign_room_record(request).await }
+    })
+    .await?;
     Ok(Signed {
         signature: hex::encode(r.signature),
         key_id: r.key_id,
