@@ -139,10 +139,7 @@ impl TaskRuns {
         let slot = RunSlot::take(&self.inner, &pack, runnable.max_concurrent_runs)?;
         let (tx, rx) = broadcast::channel(256);
         let run = drive::Run::open(self.inner.clone(), runnable, goal, tx).await?;
-        tokio::spawn(async move {
-            run.drive().await;
-            drop(slot);
-        });
+        tokio::spawn(drive_then_settle(self.inner.clone(), run, slot));
         let stream = tokio_stream::wrappers::BroadcastStream::new(rx);
         let stream = tokio_stream::StreamExt::filter_map(stream, |e| e.ok().map(Ok));
         // Ends after the run's "ended" event.
@@ -294,7 +291,7 @@ async fn recover_once(
             }
         }
         // One run's instance still waiting for its destruction does not hold up the others.
-        if let Err(e) = recover_run(inner, &run.run_id).await {
+        if let Err(e) = recover_run(inner, &run.run_id, "core restarted during the run").await {
             tracing::warn!(run = run.run_id, error = e.message(), "run not settled yet");
             left = Err(e);
         }
@@ -317,7 +314,10 @@ async fn resume_run(inner: &Arc<Inner>, row: &reach_phylactery::RunRow) -> Resul
                 .map_err(|e| Status::internal(format!("room/stored-fact: {e}")))?,
         );
     }
-    let key_id = stored.last().map(|f| f.key_id.clone()).unwrap_or_default();
+    let mut key_id = stored.last().map(|f| f.key_id.clone()).unwrap_or_default();
+    if let Some(signed_by) = publish_recorded(inner, &row.run_id, &mut facts).await? {
+        key_id = signed_by;
+    }
     let Some(run) = drive::Run::resume(inner.clone(), row, facts, key_id).await? else {
         return Ok(false);
     };
@@ -325,17 +325,114 @@ async fn resume_run(inner: &Arc<Inner>, row: &reach_phylactery::RunRow) -> Resul
         return Ok(false);
     };
     tracing::info!(run = row.run_id, "open run resumed after a restart");
-    tokio::spawn(async move {
-        run.drive().await;
-        drop(slot);
-    });
+    tokio::spawn(drive_then_settle(inner.clone(), run, slot));
     Ok(true)
 }
 
-/// Settles an open run after a restart: each unfinished experiment (see
-/// [`settle_interrupted`]), then the Room's end with the code it demands (`task/interrupted`
-/// unless an unknown step demands more), then the run's row.
-async fn recover_run(inner: &Inner, run_id: &str) -> Result<(), Status> {
+/// The Experiment fact of run `run_id`'s experiment that finished and whose signed record was
+/// published, but whose fact was not (a crash between the two), appended to `facts` as the
+/// live path would have appended it: its end and verifier result read back from the record.
+/// The key id it was signed with, or `None` when the Room awaits no such experiment.
+async fn publish_recorded(
+    inner: &Inner,
+    run_id: &str,
+    facts: &mut Vec<reach_room::fact::RoomFact>,
+) -> Result<Option<String>, Status> {
+    use reach_phylactery::RecordKind;
+    use reach_room::fact::{ExperimentFact, FactBody};
+    let mut room = reach_room::room::Room::replay(facts)
+        .map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
+    let reach_room::room::Next::Experiment {
+        round,
+        n,
+        plan_digest,
+    } = room.next()
+    else {
+        return Ok(None);
+    };
+    let vault = &inner.vault;
+    let experiments = vault.experiments(run_id).await.map_err(ledger_status)?;
+    let Some(x) = experiments
+        .iter()
+        .find(|x| x.n == n && x.state.is_terminal() && x.plan_digest == plan_digest)
+    else {
+        return Ok(None);
+    };
+    let Some(stored) = vault
+        .records(run_id)
+        .await
+        .map_err(ledger_status)?
+        .into_iter()
+        .find(|r| r.kind == RecordKind::ExecutionRecord && r.n == n)
+    else {
+        return Ok(None);
+    };
+    let rec = reach_room::record::ExecutionRecord::from_bytes(&stored.bytes)
+        .ok_or_else(|| Status::internal("room/stored-record"))?;
+    let body = FactBody::Experiment(ExperimentFact {
+        round,
+        n,
+        plan_digest,
+        record_digest: stored.digest,
+        verifier_passed: rec.verifier.as_ref().is_some_and(|v| v.passed),
+        end: record::end_of_record(&rec, x.code.as_deref()),
+    });
+    let fact = room
+        .draft(now_ms(), body)
+        .ok_or_else(|| Status::internal("room/not-open"))?;
+    room.apply(&fact)
+        .map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
+    let key_id = store_fact(inner, run_id, &fact).await?;
+    tracing::info!(
+        run = run_id,
+        n,
+        "an experiment's fact published from its signed record"
+    );
+    facts.push(fact);
+    Ok(Some(key_id))
+}
+
+/// How long the settling of a run left open by an unconfirmed destruction waits between its
+/// attempts: doubling from the first, up to the last.
+const SETTLE_BACKOFF: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(60),
+);
+
+/// Drives `run` to its end. A run its drive leaves open — an instance's destruction not
+/// confirmed (ROLLBACK_PENDING: the broker or workbench was away), or its end not recorded —
+/// is settled as recovery settles it, asked again with backoff until that succeeds, without
+/// waiting for core to restart. The binding's slot is held until then: the instance may still
+/// exist.
+async fn drive_then_settle(inner: Arc<Inner>, run: drive::Run, slot: RunSlot) {
+    let run_id = run.id().to_owned();
+    if run.drive().await != drive::Left::Over {
+        let mut wait = SETTLE_BACKOFF.0;
+        loop {
+            tokio::time::sleep(wait).await;
+            match recover_run(
+                &inner,
+                &run_id,
+                "its end or a destruction was confirmed late",
+            )
+            .await
+            {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(run = run_id, error = e.message(), "run not settled yet");
+                    wait = (wait * 2).min(SETTLE_BACKOFF.1);
+                }
+            }
+        }
+    }
+    drop(slot);
+}
+
+/// Settles an open run after a restart, or after its drive left it open on an unconfirmed
+/// destruction: each unfinished experiment (see [`settle_interrupted`]), then the Room's end
+/// with the code it demands (`task/interrupted`, for `why`, unless an unknown step demands
+/// more), then the run's row.
+async fn recover_run(inner: &Inner, run_id: &str, why: &str) -> Result<(), Status> {
     use reach_room::room::{Next, Room};
     let stored = inner.vault.facts(run_id).await.map_err(ledger_status)?;
     let mut facts = Vec::with_capacity(stored.len());
@@ -359,12 +456,7 @@ async fn recover_run(inner: &Inner, run_id: &str) -> Result<(), Status> {
             settle_interrupted(inner, &id, &mut room, &row).await?;
         }
     }
-    let interrupted = || {
-        (
-            journal::INTERRUPTED.to_owned(),
-            "core restarted during the run".to_owned(),
-        )
-    };
+    let interrupted = || (journal::INTERRUPTED.to_owned(), why.to_owned());
     let (code, reason) = match room.next() {
         Next::End { code, reason } => (code, reason),
         // The Room's end is signed already: only the run's row is left to match it.
@@ -406,18 +498,18 @@ async fn recover_run(inner: &Inner, run_id: &str) -> Result<(), Status> {
         .run_end(run_id, &code, reach_phylactery::UnixMillis(now_ms()))
         .await
         .map_err(ledger_status)?;
-    tracing::info!(run = run_id, code, "open run ended after a restart");
+    tracing::info!(run = run_id, code, why, "open run settled and ended");
     Ok(())
 }
 
-/// The run's row concluded after a restart, its Room concluded already.
+/// The run's row concluded on recovery, its Room concluded already.
 async fn conclude_row(inner: &Inner, run_id: &str) -> Result<(), Status> {
     inner
         .vault
         .run_conclude(run_id, reach_phylactery::UnixMillis(now_ms()))
         .await
         .map_err(ledger_status)?;
-    tracing::info!(run = run_id, "open run concluded after a restart");
+    tracing::info!(run = run_id, "open run concluded on recovery");
     Ok(())
 }
 
@@ -492,8 +584,17 @@ async fn settle_interrupted(
         .map_err(ledger_status)?
         .into_iter()
         .find(|r| r.kind == RecordKind::ExecutionRecord && r.n == row.n);
-    let digest = match published {
-        Some(r) => r.digest,
+    // A record published before the crash says how the experiment ended; the fact follows it.
+    let (digest, from_record) = match published {
+        Some(r) => {
+            let rec = reach_room::record::ExecutionRecord::from_bytes(&r.bytes)
+                .ok_or_else(|| Status::internal("room/stored-record"))?;
+            let end = (
+                rec.verifier.as_ref().is_some_and(|v| v.passed),
+                record::end_of_record(&rec, row.code.as_deref()),
+            );
+            (r.digest, Some(end))
+        }
         None => {
             let destroy_ms = destroying.elapsed().as_millis() as u64;
             let rec =
@@ -519,24 +620,28 @@ async fn settle_interrupted(
                 })
                 .await
                 .map_err(ledger_status)?;
-            digest
+            (digest, None)
         }
     };
     if let reach_room::room::Next::Experiment { round, n, .. } = room.next()
         && n == row.n
     {
         let unknown = steps.iter().any(|s| s.state == StepState::Unknown);
+        let (verifier_passed, end) = from_record.unwrap_or_else(|| {
+            let end = if unknown {
+                "unknown".into()
+            } else {
+                format!("refused:{}", journal::INTERRUPTED)
+            };
+            (false, end)
+        });
         let body = reach_room::fact::FactBody::Experiment(reach_room::fact::ExperimentFact {
             round,
             n,
             plan_digest: row.plan_digest,
             record_digest: digest,
-            verifier_passed: false,
-            end: if unknown {
-                "unknown".into()
-            } else {
-                format!("refused:{}", journal::INTERRUPTED)
-            },
+            verifier_passed,
+            end,
         });
         let fact = room
             .draft(now_ms(), body)

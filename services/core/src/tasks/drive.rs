@@ -63,6 +63,18 @@ impl std::fmt::Debug for Run {
     }
 }
 
+/// How [`Run::drive`] left its run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Left {
+    /// Concluded or ended.
+    Over,
+    /// Open: an experiment's instance is not confirmed destroyed (ROLLBACK_PENDING), so
+    /// nothing final is published until it is.
+    RollbackPending,
+    /// Open: the run failed and its end could not be recorded (ward or the ledger away).
+    Unsettled,
+}
+
 impl Run {
     /// Records the run and its Room's first fact (`Opened`).
     pub async fn open(
@@ -336,6 +348,11 @@ impl Run {
         }))
     }
 
+    /// The run's id.
+    pub fn id(&self) -> &str {
+        self.id.as_str()
+    }
+
     /// The pack the run is bound to.
     pub fn pack(&self) -> &str {
         self.runnable.pack.name()
@@ -346,19 +363,15 @@ impl Run {
         self.runnable.max_concurrent_runs
     }
 
-    /// Drives the Room to its end; a failure to record ends the run with its code.
-    pub async fn drive(mut self) {
+    /// Drives the Room to its end; a failure to record ends the run with its code. How it
+    /// left the run: over, or open with an instance whose destruction is not confirmed.
+    pub async fn drive(mut self) -> Left {
         loop {
             match self.step().await {
                 Ok(true) => continue,
-                Ok(false) => break,
+                Ok(false) => return Left::Over,
                 Err(s) => {
-                    let code = s
-                        .message()
-                        .split(':')
-                        .next()
-                        .unwrap_or("task/failed")
-                        .to_owned();
+                    let code = reach_experiment::refusal_code(&s);
                     if code == journal::DESTROY_UNCONFIRMED {
                         // An instance may still exist: nothing final is published, and the run
                         // stays open until recovery has the broker confirm the destruction.
@@ -367,11 +380,20 @@ impl Run {
                             code,
                             "run left open: rollback pending"
                         );
-                        break;
+                        return Left::RollbackPending;
                     }
                     tracing::warn!(run = self.id.as_str(), code, "run ended by a failure");
-                    let _ = self.end(&code, s.message()).await;
-                    break;
+                    return match self.end(&code, s.message()).await {
+                        Ok(()) => Left::Over,
+                        Err(e) => {
+                            tracing::error!(
+                                run = self.id.as_str(),
+                                error = e.message(),
+                                "run's end not recorded: left to recovery"
+                            );
+                            Left::Unsettled
+                        }
+                    };
                 }
             }
         }

@@ -29,6 +29,31 @@ pub fn end_text(end: &End) -> String {
     }
 }
 
+/// The end an Experiment fact gives for the experiment `rec` records, read back from the
+/// record: the inverse of how [`execution_record`] writes each step's outcome (a refused
+/// step's code, `denied`, `expired`, `failed`, `unknown`; every step `ok` is `completed`).
+/// `code` is the journal's code of an experiment that never got an instance. For an
+/// experiment whose signed record was published before a crash and whose fact was not.
+pub fn end_of_record(rec: &ExecutionRecord, code: Option<&str>) -> String {
+    if rec.instance.is_empty() {
+        return format!(
+            "not-created:{}",
+            code.unwrap_or(super::journal::INTERRUPTED)
+        );
+    }
+    for s in &rec.steps {
+        match s.outcome.as_str() {
+            "ok" | "not-run" => {}
+            "unknown" => return "unknown".into(),
+            "failed" => return "step-failed".into(),
+            "denied" => return "refused:hil/denied".into(),
+            "expired" => return "refused:hil/expired".into(),
+            refused => return refused.to_owned(),
+        }
+    }
+    "completed".into()
+}
+
 /// `text` with every host path of `forbidden` replaced (observations come from the guest,
 /// but a host path must never be retained whatever produced it).
 fn redact(text: &str, forbidden: &[&str]) -> String {
@@ -271,4 +296,110 @@ pub fn recipe(
             signer: key_id.to_owned(),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use reach_experiment::StepOutcome;
+    use reach_plan::{EffectClass, HilMode, PackRef, StampedFormat, StampedStep};
+
+    use super::*;
+
+    fn plan(steps: usize) -> StampedPlan {
+        let d = Sha256Digest::of(b"x");
+        StampedPlan {
+            format: StampedFormat::V1,
+            pack: PackRef {
+                name: "p".into(),
+                version: 1,
+                facts_digest: d,
+                profile_digest: d,
+            },
+            generation: 1,
+            hil: HilMode::EachMutation,
+            candidate_digest: d,
+            diagnosis: String::new(),
+            steps: (0..steps)
+                .map(|index| StampedStep {
+                    index,
+                    action: Action::Restart {
+                        service: "s".into(),
+                    },
+                    effect_class: EffectClass::ContainedMutation,
+                    source: String::new(),
+                    hil_required: true,
+                    rollback: String::new(),
+                    digest: Sha256Digest::of([index as u8]),
+                })
+                .collect(),
+            digest: d,
+        }
+    }
+
+    fn execution(plan: &StampedPlan, ran: &[bool], end: End) -> Execution {
+        Execution {
+            experiment_id: "run-1-e1".into(),
+            plan_digest: plan.digest,
+            instance_id: (!matches!(end, End::NotCreated { .. })).then(|| "vm-1".into()),
+            steps: ran
+                .iter()
+                .enumerate()
+                .map(|(index, &succeeded)| StepOutcome {
+                    index,
+                    step_digest: plan.steps[index].digest,
+                    effect_class: "contained-mutation",
+                    succeeded,
+                    hil_request: Some(format!("hil-{index}")),
+                    record_digest: Sha256Digest::of(b"{}"),
+                    record: b"{}".to_vec(),
+                })
+                .collect(),
+            end,
+            destruction: None,
+            destroy_error: None,
+            timings: Default::default(),
+        }
+    }
+
+    /// What recovery reads back from a published record is the end the live path gave the
+    /// Experiment fact, for every way an experiment ends.
+    #[test]
+    fn a_records_end_reads_back_as_the_fact_gives_it() {
+        let p = plan(3);
+        let run = RunId::new("run-1").unwrap();
+        let refused = |index, code: &str| End::Refused {
+            index,
+            code: code.into(),
+        };
+        let cases = [
+            (vec![true, true, true], End::Completed),
+            (vec![true, false], End::StepFailed { index: 1 }),
+            (vec![true], refused(1, "hil/denied")),
+            (vec![true], refused(1, "hil/expired")),
+            (vec![], refused(0, "package/generation-stale")),
+            (vec![true, true], refused(2, "local-binding/paused")),
+            (
+                vec![true, true],
+                End::Unknown {
+                    index: 2,
+                    code: "port/unavailable".into(),
+                },
+            ),
+            (
+                vec![],
+                End::NotCreated {
+                    code: "workbench/capacity".into(),
+                },
+            ),
+        ];
+        for (ran, end) in cases {
+            let x = execution(&p, &ran, end.clone());
+            let rec = execution_record(&run, 1, &p, &x, &[], &[]);
+            let code = match &end {
+                End::NotCreated { code } | End::Refused { code, .. } => Some(code.as_str()),
+                _ => None,
+            };
+            assert_eq!(end_of_record(&rec, code), end_text(&end), "{end:?}");
+        }
+    }
 }
