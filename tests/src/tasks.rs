@@ -26,9 +26,51 @@ pub struct Story {
     pub model: FixtureServer,
 }
 
+/// Where core keeps its Phylactery (the Room, the run journal, the records).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Vault {
+    /// Core's default: a SQLite file in its data directory.
+    Sqlite,
+    /// A PostgreSQL database by its URL (core's `database` credential file).
+    Postgres(String),
+}
+
+impl Vault {
+    /// A fresh database of its own on the test PostgreSQL server (`REACH_TEST_DATABASE_URL`,
+    /// which `scripts/test.sh` sets; a clear failure when it is missing), created with `psql`.
+    pub fn fresh_postgres() -> Self {
+        let url = std::env::var("REACH_TEST_DATABASE_URL")
+            .expect("REACH_TEST_DATABASE_URL names the test PostgreSQL server");
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let name = format!("reach_core_{}_{nanos}", std::process::id());
+        let out = std::process::Command::new("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url, "-c"])
+            .arg(format!("CREATE DATABASE {name}"))
+            .output()
+            .expect("psql runs");
+        assert!(
+            out.status.success(),
+            "CREATE DATABASE {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (server, _) = url
+            .rsplit_once('/')
+            .expect("a database URL names its database");
+        Self::Postgres(format!("{server}/{name}"))
+    }
+}
+
 /// Starts the story's body with the inference fixture answering as `variant`, the pack's
 /// sources edited by `edit` first.
 pub async fn start(variant: &str, edit: impl Fn(&Path) + Clone) -> Story {
+    start_on(variant, edit, Vault::Sqlite).await
+}
+
+/// [`start`] with core's Phylactery in `vault`.
+pub async fn start_on(variant: &str, edit: impl Fn(&Path) + Clone, vault: Vault) -> Story {
     // The fixture answers from the very sources the body installs.
     let dir = tempfile::tempdir().unwrap();
     crate::packs::copy_dir(
@@ -62,6 +104,18 @@ pub async fn start(variant: &str, edit: impl Fn(&Path) + Clone) -> Story {
                     t.insert("endpoint".into(), endpoint.clone().into());
                     t.insert("model".into(), "reach-inference-fixture".into());
                     role.settings.insert("tasks".into(), t.into());
+                    if let Vault::Postgres(url) = &vault {
+                        role.settings.insert("vault".into(), "postgres".into());
+                        role.credentials.push(reach_manifest::schema::Credential {
+                            file: "database".into(),
+                            kind: reach_manifest::CredentialKind::Database,
+                            optional: false,
+                        });
+                        let dir = layout.secret_dir("core");
+                        reach_identity::files::ensure_secret_dir(&dir).unwrap();
+                        reach_identity::files::write_secret(&dir.join("database"), url.as_bytes())
+                            .unwrap();
+                    }
                 }
                 "egress-provider" => {
                     let mut portal = toml::Table::new();

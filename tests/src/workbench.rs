@@ -444,10 +444,13 @@ pub fn operator(
                         .output()
                         .await
                         .unwrap();
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    // An operator started after another (a watch that ward's restart ended)
+                    // may find a request the first one answered meanwhile: the first stands.
+                    let answered_before = args[0] == "hil" && stderr.contains("hil/answered");
                     assert!(
-                        out.status.success(),
-                        "{args:?}: {}",
-                        String::from_utf8_lossy(&out.stderr)
+                        out.status.success() || answered_before,
+                        "{args:?}: {stderr}"
                     );
                 };
                 match verdict {

@@ -13,7 +13,7 @@
 
 use reach_proto::core::v1 as core_pb;
 use reach_room::fact::{FactBody, RoomFact, SignedKind};
-use reach_tests::tasks::{GOAL, settled, start};
+use reach_tests::tasks::{GOAL, Vault, settled, start, start_on};
 use reach_tests::workbench::{Verdict, operator};
 
 fn facts(trail: &core_pb::RunTrailResponse) -> Vec<RoomFact> {
@@ -397,8 +397,70 @@ async fn a_passage_the_fixture_cannot_answer_ends_the_run_with_its_code() {
 /// step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn core_killed_mid_step_leaves_it_unknown_and_the_instance_destroyed() {
+    let (end, step) = killed_mid_step(Vault::Sqlite).await;
+    assert_eq!(
+        (end.as_str(), step.as_str()),
+        ("room/experiment-unknown", "UNKNOWN")
+    );
+}
+
+/// The same with core's Phylactery (Room, run journal, records) on PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_killed_mid_step_on_postgresql_leaves_it_unknown_and_the_instance_destroyed() {
+    let (end, step) = killed_mid_step(Vault::fresh_postgres()).await;
+    assert_eq!(
+        (end.as_str(), step.as_str()),
+        ("room/experiment-unknown", "UNKNOWN")
+    );
+}
+
+/// Core's run rows as its PostgreSQL database holds them (`run_id state end_code` lines), so
+/// a test proves the run went through PostgreSQL and not a SQLite file beside core; `None` on
+/// SQLite.
+fn postgres_runs(vault: &Vault) -> Option<String> {
+    let Vault::Postgres(url) = vault else {
+        return None;
+    };
+    let out = std::process::Command::new("psql")
+        .args(["-X", "-q", "-A", "-t", "-F", " ", "-d", url, "-c"])
+        .arg("SELECT run_id, state, coalesce(end_code, '') FROM task_runs ORDER BY run_id")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+/// Asserts core kept its Phylactery where `vault` says: on PostgreSQL, the run's row there
+/// in `state` and no SQLite file in core's data directory.
+fn kept_in(story: &reach_tests::tasks::Story, vault: &Vault, run: &str, state: &str) {
+    let sqlite = story
+        .f
+        .body
+        .layout
+        .data_dir("core")
+        .join("phylactery.sqlite");
+    match postgres_runs(vault) {
+        Some(rows) => {
+            assert!(
+                rows.lines()
+                    .any(|l| l.starts_with(&format!("{run} {state}"))),
+                "{run} {state} in PostgreSQL: {rows}"
+            );
+            assert!(!sqlite.exists(), "{} exists", sqlite.display());
+        }
+        None => assert!(sqlite.exists(), "{} is missing", sqlite.display()),
+    }
+}
+
+/// Kills core at the repair's first STARTED mutation and checks what recovery left; the run's
+/// end code and that step's journal state, for the caller to judge.
+async fn killed_mid_step(vault: Vault) -> (String, String) {
     use tokio_stream::StreamExt as _;
-    let mut story = start("reference", |_| {}).await;
+    let mut story = start_on("reference", |_| {}, vault.clone()).await;
     let mut packs = story.bind("each-mutation").await;
     let approver = operator(&story.f.body, &story.f.pack, |_| Verdict::Approve);
     let mut stream = story.ask_stream(&mut packs).await;
@@ -431,12 +493,7 @@ async fn core_killed_mid_step_leaves_it_unknown_and_the_instance_destroyed() {
         .expect("the run is settled after the restart");
     approver.abort();
     let summary = view.run.as_ref().unwrap();
-    assert_eq!(
-        summary.end_code,
-        "room/experiment-unknown",
-        "{summary:?}\n{}",
-        story.f.body.log("core")
-    );
+    let end = summary.end_code.clone();
     let json: serde_json::Value = serde_json::from_str(&view.json).unwrap();
     let experiments = json["experiments"].as_array().unwrap();
     assert_eq!(experiments.len(), 2, "{json:#}");
@@ -447,14 +504,15 @@ async fn core_killed_mid_step_leaves_it_unknown_and_the_instance_destroyed() {
         (Some("DESTROYED"), Some("task/interrupted")),
         "{x:#}"
     );
+    let mut interrupted = String::new();
     for s in x["steps"].as_array().unwrap() {
         let i = s["index"].as_u64().unwrap() as u32;
-        let want = match i.cmp(&index) {
-            std::cmp::Ordering::Less => "APPLIED",
-            std::cmp::Ordering::Equal => "UNKNOWN",
-            std::cmp::Ordering::Greater => "PENDING",
-        };
-        assert_eq!(s["state"], want, "step {i}: {x:#}");
+        let state = s["state"].as_str().unwrap();
+        match i.cmp(&index) {
+            std::cmp::Ordering::Less => assert_eq!(state, "APPLIED", "step {i}: {x:#}"),
+            std::cmp::Ordering::Equal => interrupted = state.to_owned(),
+            std::cmp::Ordering::Greater => assert_eq!(state, "PENDING", "step {i}: {x:#}"),
+        }
     }
     // The instance is gone: no QEMU of it is left.
     let instance = x["instance_id"].as_str().unwrap();
@@ -494,7 +552,9 @@ async fn core_killed_mid_step_leaves_it_unknown_and_the_instance_destroyed() {
         .map(|h| h.step_index)
         .collect();
     assert_eq!(this, [index], "{asked:?}");
+    kept_in(&story, &vault, &run, "ended");
     story.f.body.stop().await;
+    (end, interrupted)
 }
 
 /// Issue #29 item 5 and #30 item 2: core is killed while a mutation waits for the operator,
@@ -505,8 +565,19 @@ async fn core_killed_mid_step_leaves_it_unknown_and_the_instance_destroyed() {
 /// recipe naming every request, the one answered during the outage included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_given_while_core_is_down_is_honoured_when_it_returns() {
+    answered_while_down(Vault::Sqlite).await;
+}
+
+/// The same with core's Phylactery on PostgreSQL: the resume reads the goal, the journal and
+/// the step records back from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_an_answer_given_while_core_is_down_is_honoured_when_it_returns() {
+    answered_while_down(Vault::fresh_postgres()).await;
+}
+
+async fn answered_while_down(vault: Vault) {
     use tokio_stream::StreamExt as _;
-    let mut story = start("reference", |_| {}).await;
+    let mut story = start_on("reference", |_| {}, vault.clone()).await;
     let mut packs = story.bind("each-mutation").await;
     let reach = reach_launcher::default_bin_dir().join("reach");
     let state = story.f.body.layout.root().to_owned();
@@ -629,6 +700,7 @@ async fn an_answer_given_while_core_is_down_is_honoured_when_it_returns() {
     assert_eq!(recipe.len(), 1);
     let linked = recipe[0]["links"]["hil_requests"].as_array().unwrap();
     assert_eq!(linked.len(), filed.len(), "{:#}", recipe[0]);
+    kept_in(&story, &vault, &run, "concluded");
     story.f.body.stop().await;
 }
 
