@@ -362,6 +362,16 @@ pub fn operator_ward(body: &TestBody) -> WardClient<Channel> {
     ))
 }
 
+/// Every HIL request ward holds, answered or not, as the operator lists them.
+pub async fn hil_requests(body: &TestBody) -> Vec<reach_proto::ward::v1::HilRequestView> {
+    operator_ward(body)
+        .list_hil_requests(reach_proto::ward::v1::ListHilRequestsRequest { all: true })
+        .await
+        .unwrap()
+        .into_inner()
+        .requests
+}
+
 pub async fn mint(ward: &mut WardClient<Channel>, pack: &str, g: Grant<'_>) -> String {
     try_mint(ward, pack, g).await.unwrap()
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 use reach_proto::core::v1 as core_pb;
 use reach_room::fact::{FactBody, RoomFact};
 use reach_tests::tasks::{settled, start};
-use reach_tests::workbench::{Verdict, operator, operator_ward};
+use reach_tests::workbench::{Verdict, hil_requests, operator};
 use tokio_stream::StreamExt as _;
 
 /// A durable step, as the event that follows its commit: (the role killed, event kind, its
@@ -221,12 +221,7 @@ async fn core_killed_at_each_durable_step_ends_every_run_once_and_leaves_no_inst
         }
 
         // No step was asked for twice.
-        let asked = operator_ward(&story.f.body)
-            .list_hil_requests(reach_proto::ward::v1::ListHilRequestsRequest { all: true })
-            .await
-            .unwrap()
-            .into_inner()
-            .requests;
+        let asked = hil_requests(&story.f.body).await;
         let mut steps: Vec<(String, u32)> = asked
             .iter()
             .filter(|h| h.experiment_id.starts_with(&format!("{run}-")))

@@ -540,12 +540,7 @@ async fn killed_mid_step(vault: Vault) -> (String, String) {
     assert!(records(&t, "recipe").is_empty());
 
     // Never repeated: ward was asked about that step once, and about no step after it.
-    let asked = reach_tests::workbench::operator_ward(&story.f.body)
-        .list_hil_requests(reach_proto::ward::v1::ListHilRequestsRequest { all: true })
-        .await
-        .unwrap()
-        .into_inner()
-        .requests;
+    let asked = reach_tests::workbench::hil_requests(&story.f.body).await;
     let this: Vec<_> = asked
         .iter()
         .filter(|h| h.experiment_id == format!("{run}-e2"))
@@ -651,12 +646,7 @@ async fn answered_while_down(vault: Vault) {
 
     // Each mutation was filed once: the filing after the restart returned the request filed
     // before it, with the answer given while core was down.
-    let asked = reach_tests::workbench::operator_ward(&story.f.body)
-        .list_hil_requests(reach_proto::ward::v1::ListHilRequestsRequest { all: true })
-        .await
-        .unwrap()
-        .into_inner()
-        .requests;
+    let asked = reach_tests::workbench::hil_requests(&story.f.body).await;
     let filed: Vec<_> = asked
         .iter()
         .filter(|h| h.experiment_id == format!("{run}-e2"))

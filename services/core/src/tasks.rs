@@ -377,12 +377,7 @@ async fn publish_recorded(
         verifier_passed: rec.verifier.as_ref().is_some_and(|v| v.passed),
         end: record::end_of_record(&rec, x.code.as_deref()),
     });
-    let fact = room
-        .draft(now_ms(), body)
-        .ok_or_else(|| Status::internal("room/not-open"))?;
-    room.apply(&fact)
-        .map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
-    let key_id = store_fact(inner, run_id, &fact).await?;
+    let (fact, key_id) = append_fact(inner, run_id, &mut room, body).await?;
     tracing::info!(
         run = run_id,
         n,
@@ -467,17 +462,11 @@ async fn recover_run(inner: &Inner, run_id: &str, why: &str) -> Result<(), Statu
         // The recipe was signed and stored before the crash: it is concluded, not redone.
         Next::Conclude => match inner.vault.recipe(run_id).await.map_err(ledger_status)? {
             Some(recipe) => {
-                let fact = room
-                    .draft(
-                        now_ms(),
-                        reach_room::fact::FactBody::Concluded(reach_room::fact::Concluded {
-                            recipe_digest: recipe.digest,
-                        }),
-                    )
-                    .ok_or_else(|| Status::internal("room/not-open"))?;
-                room.apply(&fact)
-                    .map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
-                store_fact(inner, run_id, &fact).await?;
+                let concluded =
+                    reach_room::fact::FactBody::Concluded(reach_room::fact::Concluded {
+                        recipe_digest: recipe.digest,
+                    });
+                append_fact(inner, run_id, &mut room, concluded).await?;
                 return conclude_row(inner, run_id).await;
             }
             None => interrupted(),
@@ -643,12 +632,7 @@ async fn settle_interrupted(
             verifier_passed,
             end,
         });
-        let fact = room
-            .draft(now_ms(), body)
-            .ok_or_else(|| Status::internal("room/not-open"))?;
-        room.apply(&fact)
-            .map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
-        store_fact(inner, run.as_str(), &fact).await?;
+        append_fact(inner, run.as_str(), room, body).await?;
     }
     tracing::info!(
         run = run.as_str(),
@@ -656,6 +640,24 @@ async fn settle_interrupted(
         "interrupted experiment settled: instance destroyed, record published"
     );
     Ok(())
+}
+
+/// Drafts `body` as the next fact of `room`, checks it against the Room, and stores it signed
+/// (recovery's path; a live run does the same in `drive::Run::append`): the fact and the key id
+/// it was signed with.
+async fn append_fact(
+    inner: &Inner,
+    run_id: &str,
+    room: &mut reach_room::room::Room,
+    body: reach_room::fact::FactBody,
+) -> Result<(reach_room::fact::RoomFact, String), Status> {
+    let fact = room
+        .draft(now_ms(), body)
+        .ok_or_else(|| Status::internal("room/not-open"))?;
+    room.apply(&fact)
+        .map_err(|e| Status::internal(format!("{}: {e}", e.code())))?;
+    let key_id = store_fact(inner, run_id, &fact).await?;
+    Ok((fact, key_id))
 }
 
 /// Has ward sign `fact` and appends it to run `run_id`'s chain; the key id it was signed
