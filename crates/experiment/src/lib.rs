@@ -278,6 +278,9 @@ pub trait Progress: Send {
     fn step_started(&mut self, _index: usize) {}
     /// A step ran.
     fn step_done(&mut self, _outcome: &StepOutcome) {}
+    /// Step `index` was refused or its outcome lost; `message` is the port's whole refusal
+    /// (its code, then the owner's detail: which check, which observation differed).
+    fn step_refused(&mut self, _index: usize, _message: &str) {}
     /// The experiment ended with `end`; `instance_id` is destroyed next.
     fn ending(&mut self, _instance_id: &str, _end: &End) {}
 }
@@ -579,6 +582,7 @@ impl Experiment {
                 Ok(r) => r.into_inner(),
                 Err(e) => {
                     let code = refusal_code(&e);
+                    progress.step_refused(step.index, e.message());
                     let (mark, end) = if outcome_lost(&code) {
                         (
                             Mark::Unknown {

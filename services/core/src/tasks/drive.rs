@@ -937,6 +937,20 @@ impl reach_experiment::Progress for Progress {
             code: String::new(),
         });
     }
+
+    fn step_refused(&mut self, index: usize, message: &str) {
+        let _ = self.events.send(pb::TaskEvent {
+            run_id: self.run.clone(),
+            kind: "step".into(),
+            // Bounded: the detail names observations, never a secret, but can be long.
+            text: format!(
+                "step {index} refused: {}",
+                message.chars().take(1_000).collect::<String>()
+            ),
+            hil_request_id: String::new(),
+            code: String::new(),
+        });
+    }
 }
 
 /// The event kind and line for a fact.
