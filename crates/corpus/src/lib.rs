@@ -25,6 +25,7 @@
 
 pub mod archive;
 pub mod error;
+pub mod eval;
 #[cfg(feature = "git")]
 pub mod git;
 pub mod index;
