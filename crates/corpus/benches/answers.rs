@@ -128,11 +128,14 @@ fn run_set(name: &str, set: &QuestionSet, docs: &Path, verbose: bool) -> Option<
     let mut tally = Tally::default();
     for q in &set.questions {
         let mut observed = None;
+        let mut gate = None;
         let mut best = Duration::MAX;
         let mut times = Vec::with_capacity(ROUNDS);
         for _ in 0..ROUNDS {
             let t = Instant::now();
-            let bundle = snap.retrieve(&q.question, &limits, now).unwrap();
+            let grounded = snap.ground(&q.question, &limits, now).unwrap();
+            gate = grounded.gate;
+            let bundle = grounded.bundle;
             let answer = extractive_answer(&q.question, &bundle);
             let took = t.elapsed();
             times.push(took);
@@ -156,12 +159,13 @@ fn run_set(name: &str, set: &QuestionSet, docs: &Path, verbose: bool) -> Option<
         tally.add_verdict(&v);
         if verbose && !v.good() {
             println!(
-                "  MISS {:?}\n       rank {:?}, facts {}/{}, refused {}; got {:?}\n       answer: {}",
+                "  MISS {:?}\n       rank {:?}, facts {}/{}, refused {}, gate {:?}; got {:?}\n       answer: {}",
                 q.question,
                 v.rank,
                 v.facts_found,
                 v.facts_expected,
                 v.refused,
+                gate.map(|g| (g.coverage, g.terms, g.unknown)),
                 o.retrieved.iter().take(3).collect::<Vec<_>>(),
                 o.answer.chars().take(300).collect::<String>()
             );

@@ -156,13 +156,14 @@ pub fn judge(q: &Question, o: &Observed) -> Verdict {
             })
             .map(|i| i + 1)
     };
-    let answer = o.answer.to_lowercase();
+    // Inline-code backticks are formatting, not content.
+    let answer = o.answer.to_lowercase().replace('`', "");
     let facts_found = if o.refused {
         0
     } else {
         q.facts
             .iter()
-            .filter(|f| answer.contains(&f.to_lowercase()))
+            .filter(|f| answer.contains(&f.to_lowercase().replace('`', "")))
             .count()
     };
     Verdict {

@@ -19,7 +19,11 @@ use crate::passage::Passage;
 /// Schema 2: body and section are indexed with term frequencies but without positions, since
 /// retrieval issues term queries only (BM25 needs frequencies, never positions). Snapshots built
 /// with schema 1 (positions too) open and answer the same way.
-pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-2";
+/// Schema 3 adds, after the fields of schema 2 (so their ids stay put), the stored `context`
+/// (section path) and two fields analyzed by [`crate::analysis`]: `content` (the passage's
+/// visible text, markup stripped) and `headings` (section, section path and page name).
+/// Snapshots of schema 1 or 2 still open and answer through `body` and `section`.
+pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-3";
 
 /// Writer memory budget. Tantivy splits it across threads and needs ≥ 15 MB per thread.
 const WRITER_MEMORY_BYTES: usize = 96 * 1024 * 1024;
@@ -36,6 +40,65 @@ pub struct Fields {
     pub digest: Field,
     pub line_start: Field,
     pub line_end: Field,
+    /// Schema 3 and later; `None` in an older snapshot.
+    pub context: Option<Field>,
+    pub content: Option<Field>,
+    pub headings: Option<Field>,
+}
+
+impl Fields {
+    /// The fields of an index as it was built (older schemas lack the newer fields).
+    pub fn of(schema: &Schema) -> Result<Fields, String> {
+        let get = |name: &str| {
+            schema
+                .get_field(name)
+                .map_err(|_| format!("index has no `{name}` field"))
+        };
+        Ok(Fields {
+            id: get("id")?,
+            path: get("path")?,
+            section: get("section")?,
+            anchor: get("anchor")?,
+            body: get("body")?,
+            digest: get("digest")?,
+            line_start: get("line_start")?,
+            line_end: get("line_end")?,
+            context: schema.get_field("context").ok(),
+            content: schema.get_field("content").ok(),
+            headings: schema.get_field("headings").ok(),
+        })
+    }
+}
+
+/// Text analyzed by [`crate::analysis`], with frequencies, not stored.
+fn text_analyzed() -> TextOptions {
+    TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(crate::analysis::TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqs),
+    )
+}
+
+/// Register this crate's analyzer on `index` (tantivy does not persist custom tokenizers).
+pub fn register_analyzer(index: &Index) {
+    index
+        .tokenizers()
+        .register(crate::analysis::TOKENIZER, crate::analysis::ReachTokenizer);
+}
+
+/// The visible text of a passage, as indexed and as answers quote it.
+pub fn visible_text(p: &Passage) -> String {
+    match crate::process::Media::of_path(&p.path) {
+        Some(crate::process::Media::Markdown) => crate::markup::clean_markdown(&p.text),
+        _ => p.text.clone(),
+    }
+}
+
+/// The text of a passage's `headings` field: section, section path and page name.
+pub fn headings_text(p: &Passage) -> String {
+    let page = p.path.rsplit('/').next().unwrap_or(&p.path);
+    let page = page.rsplit_once('.').map_or(page, |(stem, _)| stem);
+    format!("{} \n{} \n{page}", p.section, p.context)
 }
 
 /// Tokenized text with BM25 statistics (frequencies and field norms) but no positions: no query
@@ -59,6 +122,9 @@ pub fn schema() -> (Schema, Fields) {
         digest: b.add_text_field("digest", STORED),
         line_start: b.add_u64_field("line_start", STORED | INDEXED),
         line_end: b.add_u64_field("line_end", STORED),
+        context: Some(b.add_text_field("context", STORED)),
+        content: Some(b.add_text_field("content", text_analyzed())),
+        headings: Some(b.add_text_field("headings", text_analyzed())),
     };
     (b.build(), fields)
 }
@@ -78,6 +144,13 @@ pub fn write_index(
         .schema(schema)
         .settings(settings)
         .create_in_dir(dir)?;
+    register_analyzer(&index);
+    let built = index.schema();
+    let (context, content, headings) = (
+        built.get_field("context")?,
+        built.get_field("content")?,
+        built.get_field("headings")?,
+    );
     let mut writer: tantivy::IndexWriter =
         index.writer_with_num_threads(WRITER_THREADS, WRITER_MEMORY_BYTES)?;
     for p in passages {
@@ -90,6 +163,9 @@ pub fn write_index(
             f.digest => p.digest.to_string(),
             f.line_start => u64::from(p.line_start),
             f.line_end => u64::from(p.line_end),
+            context => p.context.as_str(),
+            content => visible_text(p),
+            headings => headings_text(p),
         ))?;
         on_passage(1);
     }
@@ -117,6 +193,12 @@ pub fn passage_of(doc: &TantivyDocument, f: &Fields) -> Result<Passage, String> 
         id: s(f.id, "id")?,
         path: s(f.path, "path")?,
         section: s(f.section, "section")?,
+        context: f
+            .context
+            .and_then(|c| doc.get_first(c))
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string(),
         anchor: s(f.anchor, "anchor")?,
         line_start: n(f.line_start, "line_start")?,
         line_end: n(f.line_end, "line_end")?,
@@ -129,7 +211,7 @@ pub fn passage_of(doc: &TantivyDocument, f: &Fields) -> Result<Passage, String> 
 /// match the text, and the same `(id, digest)` set the builder intended to write.
 pub fn validate_index(dir: &Path, expected: &[Passage]) -> Result<u64, BuildError> {
     let index = Index::open_in_dir(dir)?;
-    let (_, f) = schema();
+    let f = Fields::of(&index.schema()).map_err(BuildError::Validation)?;
     let reader = index.reader()?;
     let searcher = reader.searcher();
     let count = searcher.num_docs();

@@ -8,10 +8,14 @@
 //!   which redirects may be followed.
 //! - [`archive`] and [`git`]: acquisition of an exact revision into an in-memory [`tree`].
 //! - [`process`] under [`rules`]: every path judged, skipped or refused by policy.
-//! - [`passage`] and [`index`]: passages at headings, an offline BM25 index.
+//! - [`passage`] and [`index`]: passages at headings (static HTML through [`html`], Markdown
+//!   markup stripped by [`markup`] where it is indexed or quoted), an offline BM25 index whose
+//!   terms come from [`analysis`] (light stemming, code identifiers whole and split).
 //! - [`store`]: staging, validation, atomic activation, `PublicCorpusSnapshot@1`, status.
-//! - [`retrieve`]: read-only retrieval into `CorpusEvidenceBundle@1`, validation, fenced
-//!   rendering and the extractive answer.
+//! - [`retrieve`]: read-only retrieval into `CorpusEvidenceBundle@1` behind the relevance gate
+//!   (refused before any model call when the corpus does not cover the question), validation
+//!   and fenced rendering; [`answer`]: the extractive answer.
+//! - [`eval`]: question sets and the answer-quality figures (`benches/answers.rs`).
 //!
 //! Core holds the active snapshot open (`retrieve::ActiveSnapshot`), reopened only when
 //! `CURRENT` names another one. A git source's redirects are judged by the source rules before
@@ -23,12 +27,16 @@
 //! credential helpers or proxy settings, and never fetches anything a document names.
 //! **Architecture Invariant:** retrieval opens snapshots read-only and never sees staging.
 
+pub mod analysis;
+pub mod answer;
 pub mod archive;
 pub mod error;
 pub mod eval;
 #[cfg(feature = "git")]
 pub mod git;
+pub mod html;
 pub mod index;
+pub mod markup;
 pub mod passage;
 pub mod process;
 pub mod retrieve;
@@ -39,11 +47,12 @@ pub mod store;
 pub mod testing;
 pub mod tree;
 
+pub use answer::{Answer, NOT_IN_DOCS, extractive_answer};
 pub use archive::{pack_entries, pack_release_archive, unpack_release_archive};
 pub use error::BuildError;
 pub use retrieve::{
-    ActiveSnapshot, Answer, BundleOutcome, BundleRefusal, CorpusEvidenceBundle, EvidencePassage,
-    RetrievalLimits, RetrievalRefusal, Snapshot, extractive_answer, render_fenced, validate,
+    ActiveSnapshot, BundleOutcome, BundleRefusal, CorpusEvidenceBundle, EvidencePassage, Gate,
+    Grounded, RetrievalLimits, RetrievalRefusal, Snapshot, render_fenced, validate,
 };
 pub use rules::{Action, Policy, Rejection, Rule};
 pub use source::{

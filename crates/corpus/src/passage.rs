@@ -2,7 +2,9 @@
 //!
 //! A passage is a run of whole source lines `[line_start, line_end]` (1-based, inclusive). For
 //! Markdown and text its `text` is exactly those lines, so a citation's line range always
-//! contains the passage; for HTML the text is the same lines with tags removed.
+//! contains the passage; for HTML it is the main content those lines hold ([`crate::html`]):
+//! navigation and boilerplate dropped, code blocks fenced, the page's own heading ids as
+//! anchors. Every passage knows its section path (`context`): the headings above its own.
 
 use reach_digest::Sha256Digest;
 use serde::{Deserialize, Serialize};
@@ -10,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::process::{AcceptedFile, Media};
 
 /// Revision of the splitting rules; recorded in every snapshot. Bump when passages change.
-pub const PARSER_REVISION: &str = "reach-corpus-passages/1";
+pub const PARSER_REVISION: &str = "reach-corpus-passages/2";
 
 /// A passage closes at the first blank line after this many bytes…
 const PASSAGE_SOFT_BYTES: usize = 1536;
@@ -23,7 +25,11 @@ pub struct Passage {
     pub id: String,
     pub path: String,
     pub section: String,
-    /// GitHub-style heading anchor, empty for text before the first heading.
+    /// The headings above `section`, outermost first, joined by ` › ` (empty at the top).
+    #[serde(default)]
+    pub context: String,
+    /// Heading anchor (GitHub-style for Markdown, the page's own id for HTML), empty for text
+    /// before the first heading.
     pub anchor: String,
     pub line_start: u32,
     pub line_end: u32,
@@ -32,7 +38,8 @@ pub struct Passage {
 }
 
 impl Passage {
-    fn new(path: &str, section: &str, anchor: &str, start: u32, end: u32, text: String) -> Self {
+    fn new(path: &str, section: &Section, start: u32, end: u32, text: String) -> Self {
+        let anchor = section.anchor.as_str();
         let digest = Sha256Digest::of(text.as_bytes());
         let id_digest = Sha256Digest::of_parts([
             path.as_bytes(),
@@ -44,7 +51,8 @@ impl Passage {
         Passage {
             id: format!("p-{}", &id_digest.hex()[..20]),
             path: path.to_string(),
-            section: section.to_string(),
+            section: section.title.clone(),
+            context: section.context.clone(),
             anchor: anchor.to_string(),
             line_start: start,
             line_end: end,
@@ -91,10 +99,35 @@ pub fn slug(title: &str) -> String {
 struct Section {
     title: String,
     anchor: String,
+    context: String,
+}
+
+/// The open headings above the current one, as `(level, title)`.
+#[derive(Default)]
+struct Outline(Vec<(u8, String)>);
+
+impl Outline {
+    /// Enter a heading of `level`; returns the context path above it.
+    fn enter(&mut self, level: u8, title: &str) -> String {
+        while self.0.last().is_some_and(|(l, _)| *l >= level) {
+            self.0.pop();
+        }
+        let context = self
+            .0
+            .iter()
+            .map(|(_, t)| t.as_str())
+            .collect::<Vec<_>>()
+            .join(" › ");
+        self.0.push((level, title.to_string()));
+        context
+    }
 }
 
 /// Split one accepted file into passages.
 pub fn split(file: &AcceptedFile) -> Vec<Passage> {
+    if file.media == Media::Html {
+        return split_html(file);
+    }
     let lines: Vec<&str> = file.text.split('\n').collect();
     let default_title = file
         .path
@@ -107,7 +140,9 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
     let mut section = Section {
         title: default_title,
         anchor: String::new(),
+        context: String::new(),
     };
+    let mut outline = Outline::default();
     let mut start: usize = 0; // index into lines of the current passage's first line
     let mut bytes = 0usize;
     let mut fence: Option<&str> = None;
@@ -123,18 +158,10 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
         if s == e {
             return;
         }
-        let raw = lines[s..e].join("\n");
-        let text = match file.media {
-            Media::Html => strip_tags(&raw),
-            _ => raw,
-        };
-        if text.trim().is_empty() {
-            return;
-        }
+        let text = lines[s..e].join("\n");
         out.push(Passage::new(
             &file.path,
-            &section.title,
-            &section.anchor,
+            section,
             s as u32 + 1,
             e as u32,
             text,
@@ -156,16 +183,20 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
                     markdown_heading(line)
                 }
             }
-            Media::Html => html_heading(line),
-            Media::Text => None,
+            Media::Html | Media::Text => None,
         };
-        if let Some(title) = heading {
+        if let Some((level, title)) = heading {
             flush(&mut out, &section, start, i);
             let base = slug(&title);
             let n = anchors.entry(base.clone()).or_insert(0);
             let anchor = if *n == 0 { base } else { format!("{base}-{n}") };
             *n += 1;
-            section = Section { title, anchor };
+            let context = outline.enter(level, &title);
+            section = Section {
+                title,
+                anchor,
+                context,
+            };
             start = i;
             bytes = 0;
         }
@@ -183,7 +214,7 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
     out
 }
 
-fn markdown_heading(line: &str) -> Option<String> {
+fn markdown_heading(line: &str) -> Option<(u8, String)> {
     let t = line
         .strip_prefix("   ")
         .or(line.strip_prefix("  "))
@@ -198,39 +229,73 @@ fn markdown_heading(line: &str) -> Option<String> {
         return None;
     }
     let title = rest.trim().trim_end_matches('#').trim();
-    (!title.is_empty()).then(|| title.to_string())
+    (!title.is_empty()).then(|| (hashes as u8, title.to_string()))
 }
 
-fn html_heading(line: &str) -> Option<String> {
-    let lower = line.to_ascii_lowercase();
-    let i = lower.find("<h")?;
-    let c = lower.as_bytes().get(i + 2)?;
-    if !(b'1'..=b'6').contains(c) {
-        return None;
-    }
-    let title = strip_tags(&line[i..]);
-    let title = title.trim();
-    (!title.is_empty()).then(|| title.to_string())
-}
-
-/// Remove tags and decode the five XML entities. Scripts and styles are not special-cased: their
-/// text is data like any other and is fenced as untrusted downstream.
-pub fn strip_tags(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut in_tag = false;
-    for c in s.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' if in_tag => in_tag = false,
-            c if !in_tag => out.push(c),
-            _ => {}
+/// Split an HTML page: its main content's blocks, a passage per section, long sections cut at
+/// block boundaries (a code block is never cut).
+fn split_html(file: &AcceptedFile) -> Vec<Passage> {
+    let blocks = crate::html::extract(&file.text);
+    let mut out = Vec::new();
+    let mut section = Section {
+        title: file
+            .path
+            .rsplit('/')
+            .next()
+            .unwrap_or(&file.path)
+            .to_string(),
+        anchor: String::new(),
+        context: String::new(),
+    };
+    let mut outline = Outline::default();
+    let mut seen_anchors = std::collections::HashMap::<String, u32>::new();
+    let mut pending: Vec<&crate::html::Block> = Vec::new();
+    let mut bytes = 0usize;
+    let flush =
+        |out: &mut Vec<Passage>, section: &Section, pending: &mut Vec<&crate::html::Block>| {
+            if pending.is_empty() {
+                return;
+            }
+            let text = pending
+                .iter()
+                .map(|b| b.render())
+                .collect::<Vec<_>>()
+                .join("\n");
+            let start = pending.iter().map(|b| b.line_start).min().unwrap_or(1);
+            let end = pending.iter().map(|b| b.line_end).max().unwrap_or(start);
+            out.push(Passage::new(&file.path, section, start, end, text));
+            pending.clear();
+        };
+    for block in &blocks {
+        if let crate::html::BlockKind::Heading { level, anchor } = &block.kind {
+            flush(&mut out, &section, &mut pending);
+            bytes = 0;
+            let base = if anchor.is_empty() {
+                slug(&block.text)
+            } else {
+                anchor.clone()
+            };
+            // Passage ids bind the anchor; a page repeating an id gets distinct ones.
+            let n = seen_anchors.entry(base.clone()).or_insert(0);
+            let anchor = if *n == 0 { base } else { format!("{base}-{n}") };
+            *n += 1;
+            let context = outline.enter(*level, &block.text);
+            section = Section {
+                title: block.text.clone(),
+                anchor,
+                context,
+            };
+        } else if bytes >= PASSAGE_SOFT_BYTES
+            || bytes + block.text.len() >= PASSAGE_HARD_BYTES && !pending.is_empty()
+        {
+            flush(&mut out, &section, &mut pending);
+            bytes = 0;
         }
+        bytes += block.text.len() + 1;
+        pending.push(block);
     }
-    out.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&#39;", "'")
-        .replace("&amp;", "&")
+    flush(&mut out, &section, &mut pending);
+    out
 }
 
 #[cfg(test)]
@@ -269,13 +334,34 @@ mod tests {
     }
 
     #[test]
-    fn html_strips_tags() {
-        let html =
-            "<html><body>\n<h1>Title &amp; more</h1>\n<p>Hello <b>world</b></p>\n</body></html>";
-        expect_test::expect![[r#"
-            2-4 [Title & more] #title--more "Title & more\nHello world\n"
-        "#]]
-        .assert_eq(&show(&split(&file("a.html", Media::Html, html))));
+    fn html_passages_are_sections_of_the_main_content() {
+        let html = "<html><body><nav><a href=\"a.html\">Nav</a></nav>\n<main>\n<h1 id=\"top\">Title &amp; more</h1>\n<p>Hello <b>world</b></p>\n<h2>Sub</h2>\n<pre><code class=\"language-sh\">cargo build\n</code></pre>\n</main></body></html>";
+        let ps = split(&file("a.html", Media::Html, html));
+        expect_test::expect![[r###"
+            3-4 [Title & more] #top "# Title & more\nHello world"
+            5-7 [Sub] #sub "## Sub\n```sh\ncargo build\n```"
+        "###]]
+        .assert_eq(&show(&ps));
+        assert_eq!(ps[1].context, "Title & more");
+    }
+
+    #[test]
+    fn markdown_sections_know_their_path() {
+        let md = "# Book\n## Part\n### Chapter\nx\n## Other\ny\n";
+        let ps = split(&file("b.md", Media::Markdown, md));
+        let paths: Vec<_> = ps
+            .iter()
+            .map(|p| (p.section.as_str(), p.context.as_str()))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                ("Book", ""),
+                ("Part", "Book"),
+                ("Chapter", "Book › Part"),
+                ("Other", "Book")
+            ]
+        );
     }
 
     #[test]

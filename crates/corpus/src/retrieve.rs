@@ -16,17 +16,32 @@ use tantivy::schema::IndexRecordOption;
 use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 use time::OffsetDateTime;
 
-use crate::index::{Fields, passage_of, schema};
+use crate::analysis;
+use crate::index::{Fields, headings_text, passage_of, visible_text};
 use crate::passage::Passage;
 use crate::store::{PublicCorpusSnapshot, active_id};
 
 pub const BUNDLE_SCHEMA: &str = "CorpusEvidenceBundle@1";
 
-/// Candidates fetched from the index before limits are applied.
+/// Candidates fetched from the index before limits are applied (snapshots before schema 3).
 const CANDIDATES: usize = 32;
 
-/// Words that carry no retrieval signal; a question made only of them is "not in the docs".
-const STOPWORDS: &[&str] = &[
+/// Candidates (best BM25 first) whose coverage of the question the gate and re-ranking read;
+/// the bundle is chosen among them.
+const COVERAGE_CANDIDATES: usize = 12;
+
+/// The relevance gate: the least share of the question's IDF-weighted content terms that one
+/// retrieved passage (its visible text and its headings) must hold for the corpus to be taken as
+/// covering the question. Out-of-corpus questions share only common words with the corpus
+/// (their rare words are absent); in-corpus ones find most of their rare words together.
+pub const MIN_COVERAGE: f32 = 0.5;
+
+/// Boost of the `headings` field (section, section path, page name) over the body text.
+const HEADINGS_BOOST: f32 = 2.0;
+
+/// Words that carry no retrieval signal in a snapshot of schema 1 or 2 (their `body` field is
+/// tokenized by tantivy's default analyzer, not [`crate::analysis`]).
+const LEGACY_STOPWORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "do", "does", "for",
     "from", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or",
     "please", "should", "so", "that", "the", "their", "then", "there", "these", "this", "to",
@@ -79,7 +94,51 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
+pub const RETRIEVAL_METHOD: &str =
+    "bm25/headings^2+content/reach-analysis-1/idf-coverage-gate-0.5/coverage-rerank-1";
+/// The method of a snapshot built before schema 3.
+pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
+
+/// What the relevance gate read and decided. Figures only: never the question.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Gate {
+    /// The best share of the question's IDF weight one retrieved passage holds (0 to 1).
+    pub coverage: f32,
+    pub threshold: f32,
+    /// Content terms of the question (after stopwords).
+    pub terms: u32,
+    /// Of those, terms no passage of the snapshot holds.
+    pub unknown: u32,
+    pub admitted: bool,
+}
+
+impl Gate {
+    /// The refusal reason recorded on the trail.
+    pub fn reason(&self) -> String {
+        format!(
+            "corpus/not-in-docs coverage={:.2}<{:.2} terms={} unknown={}",
+            self.coverage, self.threshold, self.terms, self.unknown
+        )
+    }
+}
+
+/// A bundle and the gate decision that shaped it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grounded {
+    pub bundle: CorpusEvidenceBundle,
+    /// `None` for a snapshot built before schema 3 (no gate: any hit is evidence).
+    pub gate: Option<Gate>,
+}
+
+impl Grounded {
+    /// The trail reason of a refusal: the gate's figures, or the plain code.
+    pub fn refusal_reason(&self) -> String {
+        match &self.gate {
+            Some(g) if !g.admitted => g.reason(),
+            _ => "corpus/not-in-docs".into(),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvidencePassage {
@@ -262,7 +321,8 @@ impl Snapshot {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(|e: tantivy::TantivyError| RetrievalRefusal::Invalid(e.to_string()))?;
-        let (_, fields) = schema();
+        crate::index::register_analyzer(&index);
+        let fields = Fields::of(&index.schema()).map_err(RetrievalRefusal::Invalid)?;
         Ok(Snapshot {
             dir: dir.to_path_buf(),
             record,
@@ -303,72 +363,69 @@ impl Snapshot {
     }
 
     /// Select bounded evidence for `question`. Refuses with `DependencyUnavailable` once `now`
-    /// is past `fresh_until`; an empty bundle (`NotInDocs`) when nothing clears `min_score`.
+    /// is past `fresh_until`; an empty bundle (`NotInDocs`) when nothing clears `min_score` or
+    /// the relevance gate finds the corpus does not cover the question.
     pub fn retrieve(
         &self,
         question: &str,
         limits: &RetrievalLimits,
         now: OffsetDateTime,
     ) -> Result<CorpusEvidenceBundle, RetrievalRefusal> {
+        Ok(self.ground(question, limits, now)?.bundle)
+    }
+
+    /// [`Snapshot::retrieve`], with the gate's decision and figures.
+    pub fn ground(
+        &self,
+        question: &str,
+        limits: &RetrievalLimits,
+        now: OffsetDateTime,
+    ) -> Result<Grounded, RetrievalRefusal> {
         if !self.record.is_fresh(now) && !self.record.source.historical {
             return Err(RetrievalRefusal::DependencyUnavailable(format!(
                 "snapshot {} expired at {}",
                 self.record.snapshot_id, self.record.fresh_until
             )));
         }
-        let terms = query_terms(&self.index, question);
+        let searcher = self.reader.searcher();
+        let (ranked, gate, method) = match (self.fields.content, self.fields.headings) {
+            (Some(content), Some(headings)) => {
+                let (ranked, gate) = self.rank(&searcher, question, content, headings)?;
+                (ranked, Some(gate), RETRIEVAL_METHOD)
+            }
+            _ => (
+                self.rank_legacy(&searcher, question)?,
+                None,
+                LEGACY_RETRIEVAL_METHOD,
+            ),
+        };
+        let admitted = gate.is_none_or(|g| g.admitted);
         let mut passages = Vec::new();
         let (mut total_bytes, mut total_tokens) = (0u32, 0u32);
-        if !terms.is_empty() {
-            let searcher = self.reader.searcher();
-            let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-            for t in &terms {
-                for (field, boost) in [(self.fields.body, 1.0f32), (self.fields.section, 1.5)] {
-                    let q = TermQuery::new(
-                        Term::from_field_text(field, t),
-                        IndexRecordOption::WithFreqs,
-                    );
-                    clauses.push((
-                        Occur::Should,
-                        Box::new(tantivy::query::BoostQuery::new(Box::new(q), boost)),
-                    ));
-                }
+        let (base, rev) = self.base_and_rev();
+        for (score, p) in ranked.into_iter().filter(|_| admitted) {
+            if score < limits.min_score || passages.len() as u32 >= limits.max_passages {
+                break;
             }
-            let query = BooleanQuery::new(clauses);
-            let hits = searcher
-                .search(&query, &TopDocs::with_limit(CANDIDATES).order_by_score())
-                .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
-            let (base, rev) = self.base_and_rev();
-            for (score, addr) in hits {
-                if score < limits.min_score || passages.len() as u32 >= limits.max_passages {
-                    break;
-                }
-                let doc: TantivyDocument = searcher
-                    .doc(addr)
-                    .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
-                let p = passage_of(&doc, &self.fields).map_err(RetrievalRefusal::Invalid)?;
-                let bytes = p.text.len() as u32;
-                let tokens = estimate_tokens(&p.text);
-                if total_bytes + bytes > limits.max_bytes
-                    || total_tokens + tokens > limits.max_tokens
-                {
-                    continue;
-                }
-                total_bytes += bytes;
-                total_tokens += tokens;
-                passages.push(EvidencePassage {
-                    url: p.line_url(base, rev),
-                    section_url: p.section_url(base, rev),
-                    passage_id: p.id,
-                    digest: p.digest,
-                    path: p.path,
-                    section: p.section,
-                    line_start: p.line_start,
-                    line_end: p.line_end,
-                    score,
-                    text: p.text,
-                });
+            let bytes = p.text.len() as u32;
+            let tokens = estimate_tokens(&p.text);
+            if total_bytes + bytes > limits.max_bytes || total_tokens + tokens > limits.max_tokens {
+                continue;
             }
+            total_bytes += bytes;
+            total_tokens += tokens;
+            passages.push(EvidencePassage {
+                url: p.line_url(base, rev),
+                section_url: p.section_url(base, rev),
+                passage_id: p.id,
+                digest: p.digest,
+                path: p.path,
+                section: p.section,
+                line_start: p.line_start,
+                line_end: p.line_end,
+                score,
+                text: p.text,
+            });
         }
         let mut bundle = CorpusEvidenceBundle {
             schema: BUNDLE_SCHEMA.into(),
@@ -377,7 +434,7 @@ impl Snapshot {
             revision: self.record.revision.citation_rev.clone(),
             historical: self.record.source.historical,
             question_digest: Sha256Digest::of(question.as_bytes()),
-            retrieval: RETRIEVAL_METHOD.into(),
+            retrieval: method.into(),
             limits: *limits,
             outcome: if passages.is_empty() {
                 BundleOutcome::NotInDocs
@@ -390,7 +447,144 @@ impl Snapshot {
             bundle_digest: Sha256Digest::from_bytes([0; 32]),
         };
         bundle.bundle_digest = bundle.compute_digest();
-        Ok(bundle)
+        Ok(Grounded { bundle, gate })
+    }
+
+    /// Schema 3: BM25 over `content` and `headings`, the gate, then the candidates re-ranked by
+    /// how much of the question each covers. Returns `(score, passage)` best first.
+    fn rank(
+        &self,
+        searcher: &tantivy::Searcher,
+        question: &str,
+        content: tantivy::schema::Field,
+        headings: tantivy::schema::Field,
+    ) -> Result<(Vec<(f32, Passage)>, Gate), RetrievalRefusal> {
+        let analyzed = analysis::terms(question);
+        // Query terms: every non-stopword term, identifiers whole and split.
+        let mut query_terms: Vec<&str> = Vec::new();
+        for t in analyzed
+            .iter()
+            .filter(|t| !t.stop && t.text.chars().count() >= 2)
+        {
+            if !query_terms.contains(&t.text.as_str()) {
+                query_terms.push(&t.text);
+            }
+        }
+        let content_terms = analysis::content_terms(question);
+        let n = searcher.num_docs() as f32;
+        let df = |field, t: &str| {
+            searcher
+                .doc_freq(&Term::from_field_text(field, t))
+                .unwrap_or(0) as f32
+        };
+        // IDF of each content term, from the body text (a heading word is rarer still).
+        let weights: Vec<(String, f32, bool)> = content_terms
+            .iter()
+            .map(|t| {
+                let d = df(content, t).max(df(headings, t));
+                let idf = (1.0 + (n - d + 0.5) / (d + 0.5)).ln();
+                (t.clone(), idf, d == 0.0)
+            })
+            .collect();
+        let total: f32 = weights.iter().map(|w| w.1).sum();
+        let mut gate = Gate {
+            coverage: 0.0,
+            threshold: MIN_COVERAGE,
+            terms: weights.len() as u32,
+            unknown: weights.iter().filter(|w| w.2).count() as u32,
+            admitted: false,
+        };
+        if query_terms.is_empty() || total <= 0.0 {
+            return Ok((Vec::new(), gate));
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for t in &query_terms {
+            for (field, boost) in [(content, 1.0f32), (headings, HEADINGS_BOOST)] {
+                let q = TermQuery::new(
+                    Term::from_field_text(field, t),
+                    IndexRecordOption::WithFreqs,
+                );
+                clauses.push((
+                    Occur::Should,
+                    Box::new(tantivy::query::BoostQuery::new(Box::new(q), boost)),
+                ));
+            }
+        }
+        let hits = searcher
+            .search(
+                &BooleanQuery::new(clauses),
+                &TopDocs::with_limit(COVERAGE_CANDIDATES).order_by_score(),
+            )
+            .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
+        let wanted: Vec<&str> = weights.iter().map(|w| w.0.as_str()).collect();
+        let mut ranked: Vec<(f32, f32, Passage)> = Vec::with_capacity(hits.len());
+        for (score, addr) in hits {
+            let doc: TantivyDocument = searcher
+                .doc(addr)
+                .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
+            let p = passage_of(&doc, &self.fields).map_err(RetrievalRefusal::Invalid)?;
+            let mut held = analysis::holds(&visible_text(&p), &wanted);
+            held.extend(analysis::holds(&headings_text(&p), &wanted));
+            let coverage = weights
+                .iter()
+                .filter(|w| held.contains(w.0.as_str()))
+                .map(|w| w.1)
+                .sum::<f32>()
+                / total;
+            gate.coverage = gate.coverage.max(coverage);
+            ranked.push((score, coverage, p));
+        }
+        gate.admitted = gate.coverage >= MIN_COVERAGE;
+        // Re-rank: BM25 weighed by the share of the question a passage covers, so a passage
+        // holding every rare word of the question beats one repeating a single word.
+        ranked.sort_by(|a, b| {
+            let ka = a.0 * (0.5 + a.1);
+            let kb = b.0 * (0.5 + b.1);
+            kb.total_cmp(&ka)
+        });
+        Ok((ranked.into_iter().map(|(s, _, p)| (s, p)).collect(), gate))
+    }
+
+    /// Schema 1 and 2: BM25 over `section` and `body` with tantivy's default analyzer, no gate.
+    fn rank_legacy(
+        &self,
+        searcher: &tantivy::Searcher,
+        question: &str,
+    ) -> Result<Vec<(f32, Passage)>, RetrievalRefusal> {
+        let terms = legacy_query_terms(&self.index, self.fields.body, question);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for t in &terms {
+            for (field, boost) in [(self.fields.body, 1.0f32), (self.fields.section, 1.5)] {
+                let q = TermQuery::new(
+                    Term::from_field_text(field, t),
+                    IndexRecordOption::WithFreqs,
+                );
+                clauses.push((
+                    Occur::Should,
+                    Box::new(tantivy::query::BoostQuery::new(Box::new(q), boost)),
+                ));
+            }
+        }
+        let hits = searcher
+            .search(
+                &BooleanQuery::new(clauses),
+                &TopDocs::with_limit(CANDIDATES).order_by_score(),
+            )
+            .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
+        let mut out = Vec::with_capacity(hits.len());
+        for (score, addr) in hits {
+            let doc: TantivyDocument = searcher
+                .doc(addr)
+                .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
+            out.push((
+                score,
+                passage_of(&doc, &self.fields).map_err(RetrievalRefusal::Invalid)?,
+            ));
+        }
+        Ok(out)
     }
 }
 
@@ -399,17 +593,17 @@ pub fn estimate_tokens(text: &str) -> u32 {
     (text.len() as u32).div_ceil(4)
 }
 
-/// Tokenize `question` with the index's own analyzer and drop stopwords and duplicates.
-fn query_terms(index: &Index, question: &str) -> Vec<String> {
+/// Tokenize `question` with the legacy body field's analyzer; drop stopwords and duplicates.
+fn legacy_query_terms(index: &Index, body: tantivy::schema::Field, question: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
-    let Ok(mut analyzer) = index.tokenizer_for_field(schema().1.body) else {
+    let Ok(mut analyzer) = index.tokenizer_for_field(body) else {
         return out;
     };
     let mut stream = analyzer.token_stream(question);
     while stream.advance() {
         let t = stream.token().text.clone();
-        if STOPWORDS.contains(&t.as_str()) || t.len() < 2 {
+        if LEGACY_STOPWORDS.contains(&t.as_str()) || t.len() < 2 {
             continue;
         }
         if seen.insert(t.clone()) {
@@ -493,137 +687,4 @@ pub fn render_fenced(bundle: &CorpusEvidenceBundle) -> String {
         ));
     }
     out
-}
-
-/// An answer formed locally from a bundle.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Answer {
-    pub text: String,
-    /// `(n, passage id, url)` for each `[n]` marker in `text`.
-    pub citations: Vec<(u32, String, String)>,
-    pub not_in_docs: bool,
-}
-
-/// The honest reply when the docs do not cover a question.
-pub const NOT_IN_DOCS: &str = "I could not find this in the documentation.";
-
-/// Maximum sentences in an extractive answer.
-const ANSWER_SENTENCES: usize = 3;
-/// Sentences longer than this are cut at a word boundary in the answer.
-const ANSWER_SENTENCE_BYTES: usize = 400;
-
-/// The default local cognition: pick the sentences sharing most terms with the question and cite
-/// their passages as `[1]`, `[2]`, ….
-pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answer {
-    if bundle.passages.is_empty() {
-        return Answer {
-            text: NOT_IN_DOCS.into(),
-            citations: vec![],
-            not_in_docs: true,
-        };
-    }
-    let q: HashSet<String> = words(question)
-        .filter(|w| !STOPWORDS.contains(&w.as_str()))
-        .collect();
-    // (score, passage index, sentence order, sentence)
-    let mut cands: Vec<(usize, usize, usize, String)> = Vec::new();
-    for (pi, p) in bundle.passages.iter().enumerate() {
-        for (si, s) in sentences(&p.text).into_iter().enumerate() {
-            let ws: HashSet<String> = words(&s).collect();
-            let score = q.intersection(&ws).count();
-            if score > 0 {
-                cands.push((score, pi, si, s));
-            }
-        }
-    }
-    cands.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    cands.truncate(ANSWER_SENTENCES);
-    if cands.is_empty() {
-        // The bundle cleared the threshold on section titles only: quote its first sentence.
-        if let Some(s) = sentences(&bundle.passages[0].text).into_iter().next() {
-            cands.push((0, 0, 0, s));
-        }
-    }
-    cands.sort_by(|a, b| a.1.cmp(&b.1).then(a.2.cmp(&b.2)));
-    let mut citations: Vec<(u32, String, String)> = Vec::new();
-    let mut parts = Vec::new();
-    for (_, pi, _, s) in cands {
-        let p = &bundle.passages[pi];
-        let n = match citations.iter().find(|c| c.1 == p.passage_id) {
-            Some(c) => c.0,
-            None => {
-                let n = citations.len() as u32 + 1;
-                citations.push((n, p.passage_id.clone(), p.url.clone()));
-                n
-            }
-        };
-        parts.push(format!("{} [{n}]", s.trim()));
-    }
-    Answer {
-        text: parts.join(" "),
-        citations,
-        not_in_docs: false,
-    }
-}
-
-fn words(s: &str) -> impl Iterator<Item = String> + '_ {
-    s.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.len() > 1)
-        .map(str::to_lowercase)
-}
-
-/// Sentences of a passage, with Markdown heading markers, list bullets and code fences removed.
-fn sentences(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut in_fence = false;
-    let mut buf = String::new();
-    for line in text.lines() {
-        let t = line.trim();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            in_fence = !in_fence;
-            continue;
-        }
-        if in_fence || t.is_empty() || t.starts_with('#') {
-            if !buf.trim().is_empty() {
-                out.push(std::mem::take(&mut buf));
-            }
-            buf.clear();
-            continue;
-        }
-        let t = t.trim_start_matches(['-', '*', '+', '>']).trim();
-        if !buf.is_empty() {
-            buf.push(' ');
-        }
-        buf.push_str(t);
-        // Split completed sentences out of the buffer.
-        while let Some(i) = find_sentence_end(&buf) {
-            let s: String = buf[..=i].to_string();
-            buf = buf[i + 1..].trim_start().to_string();
-            out.push(s);
-        }
-    }
-    if !buf.trim().is_empty() {
-        out.push(buf);
-    }
-    out.into_iter()
-        .map(|s| {
-            if s.len() <= ANSWER_SENTENCE_BYTES {
-                s
-            } else {
-                let mut cut = ANSWER_SENTENCE_BYTES;
-                while !s.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                let cut = s[..cut].rfind(' ').unwrap_or(cut);
-                format!("{}…", &s[..cut])
-            }
-        })
-        .collect()
-}
-
-fn find_sentence_end(s: &str) -> Option<usize> {
-    let b = s.as_bytes();
-    (0..b.len())
-        .find(|&i| matches!(b[i], b'.' | b'!' | b'?') && (i + 1 == b.len() || b[i + 1] == b' '))
-        .filter(|&i| i + 1 < b.len())
 }

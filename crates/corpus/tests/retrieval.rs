@@ -248,11 +248,7 @@ fn limits_bound_the_bundle() {
         ..RetrievalLimits::default()
     };
     let b = snap
-        .retrieve(
-            "Reach Podman snapshot Discord citations",
-            &limits,
-            clock.now(),
-        )
+        .retrieve("How do I install Reach with Podman?", &limits, clock.now())
         .unwrap();
     assert_eq!(b.passages.len(), 1);
     assert_eq!(b.limits, limits);
@@ -492,6 +488,7 @@ fn a_stored_passage_without_its_digest_is_refused_at_retrieval_as_invalid() {
     // a passage that ranks first for the question but lacks its stored digest.
     let index =
         tantivy::Index::open_in_dir(root.join("snapshots").join(&id).join("index")).unwrap();
+    reach_corpus::index::register_analyzer(&index);
     let (_, f) = reach_corpus::index::schema();
     let mut writer: tantivy::IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
     let mut forged = tantivy::TantivyDocument::new();
@@ -500,6 +497,11 @@ fn a_stored_passage_without_its_digest_is_refused_at_retrieval_as_invalid() {
     forged.add_text(f.section, "Podman Podman");
     forged.add_text(f.anchor, "podman");
     forged.add_text(f.body, "Podman Podman Podman install install install");
+    forged.add_text(
+        f.content.unwrap(),
+        "Podman Podman Podman install install install",
+    );
+    forged.add_text(f.headings.unwrap(), "Podman Podman");
     forged.add_u64(f.line_start, 1);
     forged.add_u64(f.line_end, 2);
     writer.add_document(forged).unwrap();
@@ -524,4 +526,43 @@ fn a_stored_passage_without_its_digest_is_refused_at_retrieval_as_invalid() {
         "retrieval wrote to the corpus"
     );
     assert_eq!(store.active_id(), Some(id));
+}
+
+#[test]
+fn the_gate_refuses_a_question_sharing_only_common_words_with_the_docs() {
+    let (_d, store, clock, _) = built();
+    let snap = Snapshot::open_active(store.root()).unwrap();
+    // "install" is in the docs; the question's rare words are not. Before the gate, any shared
+    // word made a cited, confident, irrelevant answer.
+    let q = "How do I install a Python package with pip on Windows?";
+    let g = snap
+        .ground(q, &RetrievalLimits::default(), clock.now())
+        .unwrap();
+    assert_eq!(g.bundle.outcome, BundleOutcome::NotInDocs);
+    assert!(g.bundle.passages.is_empty());
+    validate(&g.bundle, &snap).unwrap();
+    let gate = g.gate.unwrap();
+    assert!(!gate.admitted);
+    assert!(gate.coverage < gate.threshold, "{gate:?}");
+    assert_eq!((gate.terms, gate.unknown), (5, 4), "{gate:?}");
+    // The trail reason carries the figures, never the question.
+    let reason = g.refusal_reason();
+    assert!(
+        reason.starts_with("corpus/not-in-docs coverage="),
+        "{reason}"
+    );
+    assert!(reason.contains("terms=5 unknown=4"), "{reason}");
+    assert!(!reason.to_lowercase().contains("python"), "{reason}");
+    assert!(extractive_answer(q, &g.bundle).not_in_docs);
+
+    // The same snapshot admits what it covers.
+    let g = snap
+        .ground(
+            "How do I install Reach with Podman?",
+            &RetrievalLimits::default(),
+            clock.now(),
+        )
+        .unwrap();
+    assert!(g.gate.unwrap().admitted);
+    assert_eq!(g.bundle.outcome, BundleOutcome::Evidence);
 }

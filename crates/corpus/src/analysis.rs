@@ -1,0 +1,329 @@
+//! Text analysis shared by indexing, retrieval, the relevance gate and the answer: words split
+//! at non-alphanumerics and camelCase humps, lowercased and lightly stemmed, with code
+//! identifiers (`CARGO_TARGET_DIR`, `opt-level`, `std::io`, `build.rs`) also kept whole.
+//!
+//! The stemmer is deliberately light (plurals, `-ing`, `-ed`, a final `e`): it must make
+//! "profiles", "profile" and "profiling" meet without merging words a reader would keep apart,
+//! and it must be the same at index and query time, which the [`ReachTokenizer`] guarantees.
+
+use std::collections::HashSet;
+
+use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
+
+/// The tokenizer name registered on every index of schema 3 and later.
+pub const TOKENIZER: &str = "reach";
+
+/// Words that carry no retrieval signal in a question.
+#[rustfmt::skip]
+pub const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
+    "been", "before", "being", "between", "both", "but", "by", "can", "could", "did",
+    "difference", "differences", "do", "does", "doing", "each", "else", "even", "ever", "every",
+    "for", "from", "get", "gets", "got", "had", "happen", "happens", "has", "have", "having",
+    "he", "her", "here", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its",
+    "just", "like", "make", "makes", "many", "may", "me", "mean", "means", "might", "mine",
+    "more", "most", "much", "must", "my", "need", "needs", "no", "not", "now", "of", "off",
+    "on", "one", "only", "or", "other", "our", "out", "over", "own", "please", "same", "she",
+    "should", "so", "some", "such", "tell", "than", "that", "the", "their", "them", "then",
+    "there", "these", "they", "thing", "things", "this", "those", "through", "to", "too",
+    "under", "up", "us", "use", "used", "uses", "using", "very", "want", "wants", "was", "way",
+    "ways", "we", "were", "what", "when", "where", "whether", "which", "while", "who", "whom",
+    "why", "will", "with", "without", "work", "works", "would", "you", "your", "yours",
+];
+
+/// Whether `word` (lowercased, unstemmed) is a stopword.
+pub fn is_stopword(word: &str) -> bool {
+    STOPWORDS.binary_search(&word).is_ok()
+}
+
+/// One analyzed term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    pub text: String,
+    /// A whole identifier (`cargo_target_dir`) whose parts are terms of their own too.
+    pub compound: bool,
+    /// The word (or identifier) was a stopword before stemming.
+    pub stop: bool,
+}
+
+/// Characters that join the parts of a code identifier.
+fn is_joiner(c: char) -> bool {
+    matches!(c, '_' | '-' | '.' | ':')
+}
+
+/// Analyze `text` into terms, in order.
+pub fn terms(text: &str) -> Vec<Term> {
+    let mut out = Vec::new();
+    let emit_word = |w: &str, out: &mut Vec<Term>| {
+        // camelCase and PascalCase humps are parts of their own, the whole word too.
+        let parts = humps(w);
+        let lower = w.to_lowercase();
+        let stop = is_stopword(&lower);
+        if parts.len() > 1 {
+            out.push(Term {
+                text: lower,
+                compound: true,
+                stop: false,
+            });
+            for p in parts {
+                let pl = p.to_lowercase();
+                out.push(Term {
+                    stop: is_stopword(&pl),
+                    text: stem(&pl),
+                    compound: false,
+                });
+            }
+        } else {
+            out.push(Term {
+                text: stem(&lower),
+                compound: false,
+                stop,
+            });
+        }
+    };
+    for chunk in text.split(|c: char| !(c.is_alphanumeric() || is_joiner(c))) {
+        let chunk = chunk.trim_matches(is_joiner);
+        if chunk.is_empty() {
+            continue;
+        }
+        let words: Vec<&str> = chunk.split(is_joiner).filter(|w| !w.is_empty()).collect();
+        if words.len() > 1 {
+            out.push(Term {
+                text: chunk.to_lowercase(),
+                compound: true,
+                stop: false,
+            });
+        }
+        for w in words {
+            emit_word(w, &mut out);
+        }
+    }
+    out
+}
+
+/// The humps of a camelCase or PascalCase word (`TokenStream` → `Token`, `Stream`); a word
+/// without an inner lower-to-upper change is one hump.
+fn humps(w: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut prev_lower = false;
+    for (i, c) in w.char_indices() {
+        if c.is_uppercase() && prev_lower {
+            out.push(&w[start..i]);
+            start = i;
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+    }
+    out.push(&w[start..]);
+    out
+}
+
+fn has_vowel(s: &str) -> bool {
+    s.chars()
+        .any(|c| matches!(c, 'a' | 'e' | 'i' | 'o' | 'u' | 'y'))
+}
+
+/// A light English stemmer: plural `-s`/`-es`/`-ies`, `-ing`, `-ed`, a doubled final
+/// consonant, and a final `e`. Words of three letters or fewer, and anything with a digit or a
+/// non-ASCII letter, are kept as they are.
+pub fn stem(w: &str) -> String {
+    if w.len() <= 3 || !w.bytes().all(|b| b.is_ascii_lowercase()) {
+        return w.to_string();
+    }
+    let mut s = w.to_string();
+    if let Some(b) = s.strip_suffix("ies")
+        && b.len() >= 2
+    {
+        s = format!("{b}y");
+    } else if ["sses", "xes", "ches", "shes", "zes"]
+        .iter()
+        .any(|x| s.ends_with(x))
+    {
+        s.truncate(s.len() - 2);
+    } else if s.ends_with('s') && !["ss", "us", "is", "ias"].iter().any(|x| s.ends_with(x)) {
+        s.truncate(s.len() - 1);
+    }
+    let mut cut = false;
+    for suffix in ["ing", "ed"] {
+        if let Some(b) = s.strip_suffix(suffix)
+            && b.len() >= 3
+            && has_vowel(b)
+        {
+            s = b.to_string();
+            cut = true;
+            break;
+        }
+    }
+    if cut {
+        let b = s.as_bytes();
+        let n = b.len();
+        if n >= 4 && b[n - 1] == b[n - 2] && !matches!(b[n - 1], b'l' | b's' | b'z' | b'e') {
+            s.truncate(n - 1);
+        }
+    }
+    if s.len() > 4 && s.ends_with('e') {
+        s.truncate(s.len() - 1);
+    }
+    s
+}
+
+/// The analyzed, deduplicated content terms of a question (no stopwords, no compounds).
+pub fn content_terms(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in terms(text) {
+        if !t.stop && !t.compound && t.text.chars().count() >= 2 && !out.contains(&t.text) {
+            out.push(t.text);
+        }
+    }
+    out
+}
+
+/// Which of `wanted` (analyzed terms, no compounds) `text` holds. Cheaper than [`terms`]: a
+/// word is analyzed only when one of the wanted terms could be its stem (a stem is a prefix of
+/// its word, but for `-ies` → `-y`).
+pub fn holds<'a>(text: &str, wanted: &[&'a str]) -> HashSet<&'a str> {
+    let mut out = HashSet::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        if word.len() < 2 || out.len() == wanted.len() {
+            continue;
+        }
+        let maybe = wanted.iter().any(|w| {
+            let stem = w.strip_suffix('y').unwrap_or(w);
+            word.len() >= stem.len()
+                && word.is_char_boundary(stem.len())
+                && word[..stem.len()].eq_ignore_ascii_case(stem)
+        });
+        if !maybe {
+            continue;
+        }
+        for part in humps(word) {
+            let s = stem(&part.to_lowercase());
+            if let Some(w) = wanted.iter().find(|w| **w == s) {
+                out.insert(*w);
+            }
+        }
+    }
+    out
+}
+
+/// The tokenizer of the `content` and `headings` fields: [`terms`], every one of them.
+#[derive(Debug, Clone, Default)]
+pub struct ReachTokenizer;
+
+#[derive(Debug)]
+pub struct ReachTokenStream {
+    tokens: Vec<Token>,
+    next: usize,
+}
+
+impl Tokenizer for ReachTokenizer {
+    type TokenStream<'a> = ReachTokenStream;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> ReachTokenStream {
+        let tokens = terms(text)
+            .into_iter()
+            .enumerate()
+            .map(|(position, t)| Token {
+                offset_from: 0,
+                offset_to: 0,
+                position,
+                text: t.text,
+                position_length: 1,
+            })
+            .collect();
+        ReachTokenStream { tokens, next: 0 }
+    }
+}
+
+impl TokenStream for ReachTokenStream {
+    fn advance(&mut self) -> bool {
+        self.next += 1;
+        self.next <= self.tokens.len()
+    }
+    fn token(&self) -> &Token {
+        &self.tokens[self.next - 1]
+    }
+    fn token_mut(&mut self) -> &mut Token {
+        &mut self.tokens[self.next - 1]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stopwords_are_sorted_for_binary_search() {
+        let mut s = STOPWORDS.to_vec();
+        s.sort_unstable();
+        assert_eq!(s, STOPWORDS);
+    }
+
+    #[test]
+    fn stems_meet() {
+        let table = [
+            "profiles",
+            "profile",
+            "profiling",
+            "dependencies",
+            "dependency",
+            "features",
+            "yanked",
+            "yanking",
+            "settings",
+            "running",
+            "string",
+            "class",
+            "compiles",
+            "compiled",
+            "caches",
+            "alias",
+            "aliases",
+            "u128",
+            "größe",
+        ];
+        let out: String = table.iter().map(|w| format!("{w} {}\n", stem(w))).collect();
+        expect_test::expect![[r#"
+            profiles profil
+            profile profil
+            profiling profil
+            dependencies dependency
+            dependency dependency
+            features featur
+            yanked yank
+            yanking yank
+            settings set
+            running run
+            string string
+            class class
+            compiles compil
+            compiled compil
+            caches cach
+            alias alias
+            aliases alias
+            u128 u128
+            größe größe
+        "#]]
+        .assert_eq(&out);
+    }
+
+    #[test]
+    fn identifiers_are_kept_whole_and_split() {
+        let show = |s: &str| {
+            terms(s)
+                .iter()
+                .map(|t| format!("{}{}", t.text, if t.compound { "*" } else { "" }))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            show("Set CARGO_TARGET_DIR, opt-level and build.rs."),
+            "set cargo_target_dir* cargo target dir opt-level* opt level and build.rs* build rs"
+        );
+        assert_eq!(show("TokenStream"), "tokenstream* token stream");
+        assert_eq!(show("std::io::Read"), "std::io::read* std io read");
+        assert_eq!(
+            content_terms("How do I use the profiles of a workspace?"),
+            ["profil", "workspac"]
+        );
+    }
+}

@@ -1,0 +1,395 @@
+//! The extractive answer: the default local cognition every deployment without a model
+//! provider uses. It quotes only bundle passages, each sentence or code block cited as `[n]`.
+//!
+//! Sentences are chosen to answer, not to summarise: the best-ranked passage leads, its
+//! sentences holding most of the question's words (and its opening sentence, which in
+//! documentation usually defines the section's subject) come first, in the page's order; one
+//! sentence from another passage may follow when it holds more of the question. A fenced code
+//! block of a chosen passage is kept whole when the question asks how, or names what the block
+//! holds, and the whole answer fits one Discord message with its sources.
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis;
+use crate::retrieve::{CorpusEvidenceBundle, EvidencePassage};
+
+/// An answer formed locally from a bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    pub text: String,
+    /// `(n, passage id, url)` for each `[n]` marker in `text`.
+    pub citations: Vec<(u32, String, String)>,
+    pub not_in_docs: bool,
+}
+
+/// The honest reply when the docs do not cover a question.
+pub const NOT_IN_DOCS: &str = "I could not find this in the documentation.";
+
+/// Maximum prose sentences in an answer.
+const ANSWER_SENTENCES: usize = 3;
+/// Sentences longer than this are cut at a word boundary in the answer.
+const ANSWER_SENTENCE_BYTES: usize = 400;
+/// The answer text's budget: Discord's 2,000 characters, less the sources list that the
+/// renderer appends (one line of at most ~150 characters per cited passage).
+const ANSWER_BYTES: usize = 1_400;
+/// A code block longer than this is not quoted (it would crowd out the prose).
+const CODE_BLOCK_BYTES: usize = 700;
+
+/// Words of a question asking for a procedure or a form, which code answers.
+const HOW_WORDS: &[&str] = &[
+    "how",
+    "syntax",
+    "example",
+    "write",
+    "written",
+    "declare",
+    "specify",
+    "define",
+    "configure",
+    "set",
+    "add",
+    "create",
+    "enable",
+    "disable",
+];
+
+/// One quotable unit of a passage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Unit {
+    Sentence(String),
+    /// A whole fenced block, fences included.
+    Code(String),
+}
+
+/// The default local cognition: answer from the bundle's passages, citing them as `[1]`, `[2]`….
+pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answer {
+    if bundle.passages.is_empty() {
+        return Answer {
+            text: NOT_IN_DOCS.into(),
+            citations: vec![],
+            not_in_docs: true,
+        };
+    }
+    let q_terms = analysis::content_terms(question);
+    let q: Vec<&str> = q_terms.iter().map(String::as_str).collect();
+    let q_compounds: Vec<String> = analysis::terms(question)
+        .into_iter()
+        .filter(|t| t.compound)
+        .map(|t| t.text)
+        .collect();
+    let wants_code = question
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| HOW_WORDS.contains(&w.to_lowercase().as_str()));
+    let score = |s: &str| -> f32 {
+        let base = analysis::holds(s, &q).len() as f32;
+        let exact = if q_compounds.is_empty() {
+            0
+        } else {
+            let lower = s.to_lowercase();
+            q_compounds
+                .iter()
+                .filter(|c| lower.contains(c.as_str()))
+                .count()
+        };
+        base + exact as f32
+    };
+    // (passage index, unit index, unit, score) of every unit.
+    let units: Vec<Vec<Unit>> = bundle.passages.iter().map(passage_units).collect();
+    let mut chosen: Vec<(usize, usize)> = Vec::new();
+    // The lead passage: its best sentences, and its first sentence when it holds any word.
+    let lead: Vec<(usize, f32)> = units[0]
+        .iter()
+        .enumerate()
+        .filter_map(|(i, u)| match u {
+            Unit::Sentence(s) => Some((i, score(s))),
+            Unit::Code(_) => None,
+        })
+        .collect();
+    let mut by_score = lead.clone();
+    by_score.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let best_lead = by_score.first().map_or(0.0, |b| b.1);
+    if let Some(&(i, s)) = lead.first()
+        && s > 0.0
+    {
+        chosen.push((0, i));
+    }
+    for &(i, s) in &by_score {
+        if chosen.len() >= 2 || s <= 0.0 {
+            break;
+        }
+        if !chosen.contains(&(0, i)) {
+            chosen.push((0, i));
+        }
+    }
+    // One sentence from another passage, when it holds more of the question than the lead.
+    let mut other: Option<(usize, usize, f32)> = None;
+    for (pi, us) in units.iter().enumerate().skip(1) {
+        for (ui, u) in us.iter().enumerate() {
+            if let Unit::Sentence(s) = u {
+                let sc = score(s);
+                if sc > best_lead && other.is_none_or(|o| sc > o.2) {
+                    other = Some((pi, ui, sc));
+                }
+            }
+        }
+    }
+    if let Some((pi, ui, _)) = other {
+        chosen.push((pi, ui));
+    }
+    if chosen.is_empty() {
+        // Retrieval matched headings only: the lead passage's first sentence says what it is.
+        if let Some(i) = units[0].iter().position(|u| matches!(u, Unit::Sentence(_))) {
+            chosen.push((0, i));
+        }
+    }
+    chosen.truncate(ANSWER_SENTENCES);
+    // A code block of a chosen passage, after its sentences, when it answers.
+    let mut code: Option<(usize, usize)> = None;
+    let chosen_passages: Vec<usize> = {
+        let mut v: Vec<usize> = chosen.iter().map(|c| c.0).collect();
+        v.dedup();
+        v
+    };
+    'find: for &pi in &chosen_passages {
+        for (ui, u) in units[pi].iter().enumerate() {
+            if let Unit::Code(c) = u
+                && c.len() <= CODE_BLOCK_BYTES
+                && (wants_code || score(c) >= 1.0)
+            {
+                code = Some((pi, ui));
+                break 'find;
+            }
+        }
+    }
+    chosen.sort();
+    let mut citations: Vec<(u32, String, String)> = Vec::new();
+    let mut text = String::new();
+    let mut cite = |p: &EvidencePassage| -> u32 {
+        match citations.iter().find(|c| c.1 == p.passage_id) {
+            Some(c) => c.0,
+            None => {
+                let n = citations.len() as u32 + 1;
+                citations.push((n, p.passage_id.clone(), p.url.clone()));
+                n
+            }
+        }
+    };
+    let mut emitted = 0usize;
+    for (k, &(pi, ui)) in chosen.iter().enumerate() {
+        let Unit::Sentence(s) = &units[pi][ui] else {
+            continue;
+        };
+        let piece = format!("{} [{}]", s.trim(), cite(&bundle.passages[pi]));
+        if emitted > 0 && text.len() + piece.len() + 1 > ANSWER_BYTES {
+            break;
+        }
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&piece);
+        emitted += 1;
+        // The code block follows the last sentence of its passage.
+        let last_of_passage = chosen.get(k + 1).is_none_or(|n| n.0 != pi);
+        if last_of_passage
+            && let Some((cpi, cui)) = code
+            && cpi == pi
+            && let Unit::Code(c) = &units[cpi][cui]
+            && text.len() + c.len() + 2 <= ANSWER_BYTES
+        {
+            text.push('\n');
+            text.push_str(c);
+            text.push('\n');
+        }
+    }
+    Answer {
+        text: text.trim_end().to_string(),
+        citations,
+        not_in_docs: false,
+    }
+}
+
+/// The quotable units of a passage's visible text: sentences (headings, bullets' markers and
+/// table rules dropped) and whole fenced code blocks.
+fn passage_units(p: &EvidencePassage) -> Vec<Unit> {
+    let text = match crate::process::Media::of_path(&p.path) {
+        Some(crate::process::Media::Markdown) => crate::markup::clean_markdown(&p.text),
+        _ => p.text.clone(),
+    };
+    let mut out = Vec::new();
+    let mut fence: Option<(String, String)> = None; // (marker, block so far)
+    let mut buf = String::new();
+    let flush = |buf: &mut String, out: &mut Vec<Unit>| {
+        if !buf.trim().is_empty() {
+            out.push(Unit::Sentence(cut(std::mem::take(buf))));
+        }
+        buf.clear();
+    };
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some((marker, block)) = &mut fence {
+            block.push('\n');
+            block.push_str(line);
+            if t.starts_with(marker.as_str()) && t.chars().all(|c| c == '`' || c == '~') {
+                let (_, block) = fence.take().unwrap_or_default();
+                if block.lines().count() > 2 {
+                    out.push(Unit::Code(block));
+                }
+            }
+            continue;
+        }
+        if t.starts_with("```") || t.starts_with("~~~") {
+            flush(&mut buf, &mut out);
+            let marker: String = t.chars().take_while(|c| *c == '`' || *c == '~').collect();
+            fence = Some((marker, t.to_string()));
+            continue;
+        }
+        if t.is_empty() || t.starts_with('#') || t.starts_with('|') && t.ends_with('|') {
+            flush(&mut buf, &mut out);
+            continue;
+        }
+        let bullet = t.starts_with(['-', '*', '+']) && t[1..].starts_with(' ');
+        if bullet {
+            flush(&mut buf, &mut out);
+        }
+        let t = t.trim_start_matches(['-', '*', '+', '>']).trim();
+        if !buf.is_empty() {
+            buf.push(' ');
+        }
+        buf.push_str(t);
+        while let Some(i) = find_sentence_end(&buf) {
+            let s: String = buf[..=i].to_string();
+            buf = buf[i + 1..].trim_start().to_string();
+            out.push(Unit::Sentence(cut(s)));
+        }
+    }
+    flush(&mut buf, &mut out);
+    out
+}
+
+/// A sentence cut to [`ANSWER_SENTENCE_BYTES`] at a word boundary.
+fn cut(s: String) -> String {
+    if s.len() <= ANSWER_SENTENCE_BYTES {
+        return s;
+    }
+    let mut at = ANSWER_SENTENCE_BYTES;
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    let at = s[..at].rfind(' ').unwrap_or(at);
+    format!("{}…", &s[..at])
+}
+
+/// The end of the first complete sentence in `s`: `.`, `!` or `?` followed by a space, outside
+/// an inline code span.
+fn find_sentence_end(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut in_code = false;
+    for i in 0..b.len() {
+        if b[i] == b'`' {
+            in_code = !in_code;
+        }
+        if !in_code && matches!(b[i], b'.' | b'!' | b'?') && b.get(i + 1) == Some(&b' ') {
+            return Some(i);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retrieve::{BUNDLE_SCHEMA, BundleOutcome, RetrievalLimits};
+    use reach_digest::Sha256Digest;
+
+    fn passage(id: &str, path: &str, text: &str) -> EvidencePassage {
+        EvidencePassage {
+            passage_id: id.into(),
+            digest: Sha256Digest::of(text.as_bytes()),
+            path: path.into(),
+            section: "s".into(),
+            url: format!("https://x/{path}#L1-L9"),
+            section_url: format!("https://x/{path}#s"),
+            line_start: 1,
+            line_end: 9,
+            score: 3.0,
+            text: text.into(),
+        }
+    }
+
+    fn bundle(passages: Vec<EvidencePassage>) -> CorpusEvidenceBundle {
+        CorpusEvidenceBundle {
+            schema: BUNDLE_SCHEMA.into(),
+            snapshot_id: "snap".into(),
+            snapshot_digest: Sha256Digest::of(b"s"),
+            revision: "r".into(),
+            historical: false,
+            question_digest: Sha256Digest::of(b"q"),
+            retrieval: "t".into(),
+            limits: RetrievalLimits::default(),
+            outcome: BundleOutcome::Evidence,
+            passages,
+            total_bytes: 0,
+            total_tokens: 0,
+            bundle_digest: Sha256Digest::of(b"b"),
+        }
+    }
+
+    #[test]
+    fn answers_from_the_lead_passage_with_its_code_and_no_markup() {
+        let lead = r#"## Profiles
+
+<Listing number="1-1" caption="x">
+
+The `opt-level` setting controls [optimization][opt]<!-- ignore --> of the build. It is
+unrelated to colours. Higher levels compile slower.
+
+```toml
+[profile.dev]
+opt-level = 1
+```
+
+</Listing>
+
+[opt]: https://example.org/opt
+"#;
+        let b = bundle(vec![
+            passage("p1", "profiles.md", lead),
+            passage("p2", "other.md", "Colours are nice. Profiles are named."),
+        ]);
+        let a = extractive_answer("How do I set the opt-level of a profile?", &b);
+        expect_test::expect![[r#"
+            The `opt-level` setting controls optimization of the build. [1] Higher levels compile slower. [1]
+            ```toml
+            [profile.dev]
+            opt-level = 1
+            ```"#]]
+        .assert_eq(&a.text);
+        assert_eq!(a.citations.len(), 1);
+        assert!(!a.not_in_docs);
+    }
+
+    #[test]
+    fn an_empty_bundle_is_not_in_the_docs() {
+        let a = extractive_answer("anything", &bundle(vec![]));
+        assert!(a.not_in_docs);
+        assert_eq!(a.text, NOT_IN_DOCS);
+    }
+
+    #[test]
+    fn the_answer_fits_one_discord_message() {
+        let long = format!(
+            "{}\n\n```text\n{}\n```\n",
+            "The widget word appears here in a long sentence. ".repeat(80),
+            "widget line\n".repeat(50)
+        );
+        let b = bundle(vec![
+            passage("p1", "a.md", &long),
+            passage("p2", "b.md", &long),
+            passage("p3", "c.md", &long),
+        ]);
+        let a = extractive_answer("How does the widget word work?", &b);
+        assert!(a.text.len() <= ANSWER_BYTES, "{}", a.text.len());
+        // Any fence that was opened is closed.
+        assert_eq!(a.text.matches("```").count() % 2, 0);
+    }
+}

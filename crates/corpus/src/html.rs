@@ -1,0 +1,619 @@
+//! Main-content extraction from static HTML (a built documentation site).
+//!
+//! The page is read as a flat stream of tags and text, never as a tree a browser would build:
+//! nothing is fetched, no script runs and no entity beyond the common named ones and numeric
+//! references is expanded. What is kept:
+//!
+//! - only the page's main content: inside `<main>` when the page has one, else inside
+//!   `<article>`, else the whole `<body>`;
+//! - never navigation and boilerplate: `nav`, `header`, `footer`, `aside`, `head`, `script`,
+//!   `style`, `svg`, `template`, `noscript`, `iframe`, `button`, `form`, and elements whose class
+//!   marks them as chrome (mdBook's hidden `boring` lines, the Reference's rule labels and
+//!   railroad diagrams);
+//! - headings as section boundaries, with the `id` the site gave them as the anchor;
+//! - `<pre>` blocks verbatim, as fenced code with the language their `language-*` class names.
+//!
+//! Every block carries the 1-based source lines its text came from, so a citation to a passage
+//! built from blocks points at real lines of the page.
+
+/// Elements whose whole subtree is dropped.
+const SKIP_ELEMENTS: &[&str] = &[
+    "nav", "header", "footer", "aside", "head", "script", "style", "svg", "template", "noscript",
+    "iframe", "button", "form", "title", "select", "textarea", "math",
+];
+
+/// Classes that mark an element as chrome rather than content.
+const SKIP_CLASSES: &[&str] = &[
+    // mdBook: lines hidden in rendered Rust examples.
+    "boring",
+    // The Rust Reference: rule identifiers and grammar diagrams.
+    "rule",
+    "rule-link",
+    "grammar-railroad",
+    "grammar-container",
+    // Common site chrome.
+    "sidebar",
+    "breadcrumbs",
+    "toc",
+    "visually-hidden",
+    "sr-only",
+];
+
+/// Elements that end a block of text when they open or close.
+const BLOCK_ELEMENTS: &[&str] = &[
+    "p",
+    "div",
+    "li",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "blockquote",
+    "section",
+    "article",
+    "main",
+    "body",
+    "br",
+    "hr",
+    "figure",
+    "figcaption",
+    "details",
+    "summary",
+    "center",
+];
+
+/// Void elements: never closed, so never nest.
+const VOID_ELEMENTS: &[&str] = &[
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+    "wbr",
+];
+
+/// Elements whose content is raw text (no tags inside until their end tag).
+const RAW_TEXT_ELEMENTS: &[&str] = &["script", "style", "textarea", "title"];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockKind {
+    /// A heading `<h1>`…`<h6>`, with the anchor the page gave it (its `id`, else empty).
+    Heading { level: u8, anchor: String },
+    /// Running text (a paragraph, a list item, a table row).
+    Text,
+    /// A `<pre>` block, verbatim; `lang` from a `language-*` class, else empty.
+    Code { lang: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    pub kind: BlockKind,
+    pub text: String,
+    /// 1-based first and last source line of the block's text.
+    pub line_start: u32,
+    pub line_end: u32,
+}
+
+impl Block {
+    /// The block as passage text: `# Title` for a heading (hashes by level), fenced code, or
+    /// the text itself.
+    pub fn render(&self) -> String {
+        match &self.kind {
+            BlockKind::Heading { level, .. } => {
+                format!("{} {}", "#".repeat(usize::from(*level)), self.text)
+            }
+            BlockKind::Text => self.text.clone(),
+            BlockKind::Code { lang } => format!("```{lang}\n{}\n```", self.text),
+        }
+    }
+}
+
+struct Tag<'a> {
+    name: String,
+    closing: bool,
+    self_closing: bool,
+    attrs: &'a str,
+}
+
+/// The value of attribute `name` in a tag's attribute text.
+fn attr(attrs: &str, name: &str) -> Option<String> {
+    let b = attrs.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && (b[i].is_ascii_whitespace() || b[i] == b'/') {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && !b[i].is_ascii_whitespace() && b[i] != b'=' && b[i] != b'/' {
+            i += 1;
+        }
+        let key = &attrs[start..i];
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let mut value = String::new();
+        if i < b.len() && b[i] == b'=' {
+            i += 1;
+            while i < b.len() && b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            if i < b.len() && (b[i] == b'"' || b[i] == b'\'') {
+                let q = b[i];
+                let vs = i + 1;
+                i = vs;
+                while i < b.len() && b[i] != q {
+                    i += 1;
+                }
+                value = attrs[vs..i.min(b.len())].to_string();
+                i += 1;
+            } else {
+                let vs = i;
+                while i < b.len() && !b[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                value = attrs[vs..i].to_string();
+            }
+        }
+        if key.eq_ignore_ascii_case(name) {
+            return Some(decode_entities(&value));
+        }
+        if start == i {
+            i += 1;
+        }
+    }
+    None
+}
+
+fn has_skip_class(attrs: &str) -> bool {
+    attr(attrs, "class").is_some_and(|c| {
+        c.split_ascii_whitespace()
+            .any(|c| SKIP_CLASSES.contains(&c))
+    })
+}
+
+/// Decode character references: numeric ones and the common named ones. An unknown name is
+/// kept as written.
+pub fn decode_entities(s: &str) -> String {
+    if !s.contains('&') {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i..];
+        let end = rest[1..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '#'))
+            .map(|j| j + 1);
+        let decoded = end
+            .filter(|&j| rest.as_bytes().get(j) == Some(&b';'))
+            .and_then(|j| {
+                let name = &rest[1..j];
+                let c = if let Some(n) = name.strip_prefix("#x").or(name.strip_prefix("#X")) {
+                    u32::from_str_radix(n, 16).ok().and_then(char::from_u32)
+                } else if let Some(n) = name.strip_prefix('#') {
+                    n.parse().ok().and_then(char::from_u32)
+                } else {
+                    named_entity(name)
+                };
+                c.map(|c| (c, j + 1))
+            });
+        match decoded {
+            Some((c, len)) => {
+                out.push(c);
+                rest = &rest[len..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn named_entity(name: &str) -> Option<char> {
+    Some(match name {
+        "amp" => '&',
+        "lt" => '<',
+        "gt" => '>',
+        "quot" => '"',
+        "apos" => '\'',
+        "nbsp" => ' ',
+        "rsquo" => '’',
+        "lsquo" => '‘',
+        "ldquo" => '“',
+        "rdquo" => '”',
+        "mdash" => '—',
+        "ndash" => '–',
+        "hellip" => '…',
+        "copy" => '©',
+        "rarr" => '→',
+        "larr" => '←',
+        "times" => '×',
+        "middot" => '·',
+        _ => return None,
+    })
+}
+
+/// Which element bounds the main content of `html`.
+fn content_root(html: &str) -> Option<&'static str> {
+    let lower = html.to_ascii_lowercase();
+    let opens = |name: &str| {
+        lower.match_indices(&format!("<{name}")).any(|(i, _)| {
+            lower
+                .as_bytes()
+                .get(i + 1 + name.len())
+                .is_some_and(|b| *b == b'>' || b.is_ascii_whitespace())
+        })
+    };
+    if opens("main") {
+        Some("main")
+    } else if opens("article") {
+        Some("article")
+    } else {
+        None
+    }
+}
+
+struct Builder {
+    blocks: Vec<Block>,
+    text: String,
+    start: u32,
+    end: u32,
+    heading: Option<(u8, String)>,
+    code: Option<String>,
+}
+
+impl Builder {
+    fn push_text(&mut self, s: &str, line_start: u32, line_end: u32) {
+        if self.code.is_some() {
+            if self.text.is_empty() {
+                self.start = line_start;
+            }
+            self.text.push_str(s);
+            self.end = line_end;
+            return;
+        }
+        if s.trim().is_empty() {
+            if !self.text.is_empty() && !self.text.ends_with(' ') {
+                self.text.push(' ');
+            }
+            return;
+        }
+        let leading = s.starts_with(char::is_whitespace);
+        if leading && !self.text.is_empty() && !self.text.ends_with(' ') {
+            self.text.push(' ');
+        }
+        let words: Vec<&str> = s.split_whitespace().collect();
+        if self.text.trim().is_empty() {
+            // The block starts at the first line that holds its text.
+            let skipped = s[..s.len() - s.trim_start().len()].matches('\n').count() as u32;
+            self.start = line_start + skipped;
+        }
+        self.text.push_str(&words.join(" "));
+        if s.ends_with(char::is_whitespace) {
+            self.text.push(' ');
+        }
+        let trailing = s[s.trim_end().len()..].matches('\n').count() as u32;
+        self.end = line_end - trailing;
+    }
+
+    fn flush(&mut self) {
+        let text = std::mem::take(&mut self.text);
+        if let Some((level, anchor)) = self.heading.take() {
+            let t = text.trim();
+            if !t.is_empty() {
+                self.blocks.push(Block {
+                    kind: BlockKind::Heading { level, anchor },
+                    text: t.to_string(),
+                    line_start: self.start,
+                    line_end: self.end,
+                });
+            }
+            return;
+        }
+        if let Some(lang) = self.code.take() {
+            let t = text.trim_matches('\n').trim_end();
+            if !t.trim().is_empty() {
+                self.blocks.push(Block {
+                    kind: BlockKind::Code { lang },
+                    text: t.to_string(),
+                    line_start: self.start,
+                    line_end: self.end,
+                });
+            }
+            return;
+        }
+        let t = text.trim();
+        if !t.is_empty() && t != "-" {
+            self.blocks.push(Block {
+                kind: BlockKind::Text,
+                text: t.to_string(),
+                line_start: self.start,
+                line_end: self.end,
+            });
+        }
+    }
+}
+
+/// Extract the main content of `html` as blocks, in page order.
+pub fn extract(html: &str) -> Vec<Block> {
+    let root = content_root(html);
+    let mut b = Builder {
+        blocks: Vec::new(),
+        text: String::new(),
+        start: 1,
+        end: 1,
+        heading: None,
+        code: None,
+    };
+    // Inside the content root (always, when the page has none).
+    let mut inside = root.is_none();
+    // The element being skipped and how deep its own name is nested.
+    let mut skipping: Option<(String, u32)> = None;
+    let mut line: u32 = 1;
+    let bytes = html.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'<' {
+            let j = html[i..].find('<').map_or(bytes.len(), |j| i + j);
+            let chunk = &html[i..j];
+            let nl = chunk.matches('\n').count() as u32;
+            if inside && skipping.is_none() {
+                b.push_text(&decode_entities(chunk), line, line + nl);
+            }
+            line += nl;
+            i = j;
+            continue;
+        }
+        // A comment, a declaration or a processing instruction: skipped whole.
+        let rest = &html[i..];
+        if rest.starts_with("<!--") {
+            let end = rest.find("-->").map_or(rest.len(), |k| k + 3);
+            line += rest[..end].matches('\n').count() as u32;
+            i += end;
+            continue;
+        }
+        if rest.starts_with("<!") || rest.starts_with("<?") {
+            let end = rest.find('>').map_or(rest.len(), |k| k + 1);
+            line += rest[..end].matches('\n').count() as u32;
+            i += end;
+            continue;
+        }
+        let Some((tag, len)) = read_tag(rest) else {
+            // A lone `<` is text.
+            if inside && skipping.is_none() {
+                b.push_text("<", line, line);
+            }
+            i += 1;
+            continue;
+        };
+        let tag_line = line;
+        line += rest[..len].matches('\n').count() as u32;
+        i += len;
+        let name = tag.name.as_str();
+        // Raw text elements: jump to their end tag.
+        if !tag.closing && !tag.self_closing && RAW_TEXT_ELEMENTS.contains(&name) {
+            let close = format!("</{name}");
+            let lower = html[i..].to_ascii_lowercase();
+            let end = lower.find(&close).unwrap_or(lower.len());
+            line += html[i..i + end].matches('\n').count() as u32;
+            i += end;
+            continue;
+        }
+        if let Some((skip, depth)) = &mut skipping {
+            if name == skip && !VOID_ELEMENTS.contains(&name) && !tag.self_closing {
+                if tag.closing {
+                    *depth -= 1;
+                    if *depth == 0 {
+                        skipping = None;
+                    }
+                } else {
+                    *depth += 1;
+                }
+            }
+            continue;
+        }
+        if Some(name) == root {
+            b.flush();
+            inside = !tag.closing;
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        if !tag.closing
+            && !tag.self_closing
+            && !VOID_ELEMENTS.contains(&name)
+            && (SKIP_ELEMENTS.contains(&name) || has_skip_class(tag.attrs))
+        {
+            skipping = Some((name.to_string(), 1));
+            continue;
+        }
+        let heading_level = name
+            .strip_prefix('h')
+            .and_then(|d| d.parse::<u8>().ok())
+            .filter(|d| (1..=6).contains(d));
+        if let Some(level) = heading_level {
+            b.flush();
+            if !tag.closing {
+                b.heading = Some((level, attr(tag.attrs, "id").unwrap_or_default()));
+                b.start = tag_line;
+                b.end = tag_line;
+            }
+            continue;
+        }
+        match name {
+            "pre" => {
+                b.flush();
+                if !tag.closing {
+                    b.code = Some(String::new());
+                }
+            }
+            "code" if b.code.is_some() => {
+                if !tag.closing
+                    && let Some(class) = attr(tag.attrs, "class")
+                    && let Some(lang) = class
+                        .split_ascii_whitespace()
+                        .find_map(|c| c.strip_prefix("language-"))
+                    && let Some(code) = b.code.as_mut()
+                    && code.is_empty()
+                {
+                    *code = lang.to_string();
+                }
+            }
+            "code" if b.heading.is_none() => b.text.push('`'),
+            "td" | "th" => b.push_text(" ", line, line),
+            "li" if !tag.closing => {
+                b.flush();
+                b.text.push_str("- ");
+                b.start = tag_line;
+            }
+            "a" if !tag.closing && b.heading.is_some() => {
+                // mdBook's heading links carry the id when the heading has none.
+                if let Some((_, anchor)) = b.heading.as_mut()
+                    && anchor.is_empty()
+                    && let Some(href) = attr(tag.attrs, "href")
+                    && let Some(a) = href.strip_prefix('#')
+                {
+                    *anchor = a.to_string();
+                }
+            }
+            n if BLOCK_ELEMENTS.contains(&n) && b.code.is_none() => b.flush(),
+            _ => {}
+        }
+    }
+    b.flush();
+    b.blocks
+}
+
+/// Read one tag at the start of `s` (which starts with `<`): its name, whether it closes or
+/// closes itself, its attribute text, and its length. `None` when `s` is no tag.
+fn read_tag(s: &str) -> Option<(Tag<'_>, usize)> {
+    let b = s.as_bytes();
+    let mut i = 1;
+    let closing = b.get(1) == Some(&b'/');
+    if closing {
+        i += 1;
+    }
+    let name_start = i;
+    while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'-' || b[i] == b':') {
+        i += 1;
+    }
+    if i == name_start || !b[name_start].is_ascii_alphabetic() {
+        return None;
+    }
+    let name = s[name_start..i].to_ascii_lowercase();
+    let attrs_start = i;
+    let mut quote: Option<u8> = None;
+    while i < b.len() {
+        match (quote, b[i]) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'"' | b'\'') => quote = Some(b[i]),
+            (None, b'>') => break,
+            _ => {}
+        }
+        i += 1;
+    }
+    if i >= b.len() {
+        return None;
+    }
+    let attrs = &s[attrs_start..i];
+    Some((
+        Tag {
+            name,
+            closing,
+            self_closing: attrs.trim_end().ends_with('/'),
+            attrs,
+        },
+        i + 1,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn show(html: &str) -> String {
+        extract(html)
+            .iter()
+            .map(|b| {
+                format!(
+                    "{}-{} {:?} {:?}\n",
+                    b.line_start, b.line_end, b.kind, b.text
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keeps_main_content_and_drops_chrome() {
+        let html = r##"<!DOCTYPE html>
+<html><head><title>Profiles</title><script>var x = "<main>";</script></head>
+<body>
+<nav id="sidebar"><ol><li>Chapter 1</li><li><a href="x.html">Chapter 2</a></li></ol></nav>
+<div class="menu-bar"><h1 class="menu-title">The Book</h1></div>
+<main>
+<h1 id="profiles"><a class="header" href="#profiles">Profiles</a></h1>
+<p>Profiles alter the <code>rustc</code> settings,
+like &quot;optimizations&quot; &amp; debug&#x27;s.</p>
+<!-- <p>commented out</p> -->
+<div class="rule" id="r-x"><a class="rule-link" href="#r-x"><span>[x.y]</span></a></div>
+<ul>
+<li>one</li>
+<li>two <em>items</em></li>
+</ul>
+<pre><code class="language-toml">[profile.dev]
+opt-level = 1 # &lt;fast&gt;
+<span class="boring">hidden = true
+</span></code></pre>
+<h3>Untitled <a class="header" href="#untitled">#</a></h3>
+<svg><text>diagram</text><svg>inner</svg></svg>
+<p>after</p>
+</main>
+<footer>Built with mdBook</footer>
+</body></html>"##;
+        expect_test::expect![[r#"
+            7-7 Heading { level: 1, anchor: "profiles" } "Profiles"
+            8-9 Text "Profiles alter the `rustc` settings, like \"optimizations\" & debug's."
+            13-13 Text "- one"
+            14-14 Text "- two items"
+            16-18 Code { lang: "toml" } "[profile.dev]\nopt-level = 1 # <fast>"
+            20-20 Heading { level: 3, anchor: "untitled" } "Untitled #"
+            22-22 Text "after"
+        "#]]
+        .assert_eq(&show(html));
+    }
+
+    #[test]
+    fn without_main_the_body_is_read_less_its_chrome() {
+        let html = "<html><body><header>Site</header>\n<h2 id=\"a\">A</h2>\n<p>x <b>y</b></p>\n<footer>c</footer></body></html>";
+        expect_test::expect![[r#"
+            2-2 Heading { level: 2, anchor: "a" } "A"
+            3-3 Text "x y"
+        "#]]
+        .assert_eq(&show(html));
+    }
+
+    #[test]
+    fn malformed_input_never_panics_and_keeps_text() {
+        for html in [
+            "<",
+            "<p",
+            "a < b and c > d",
+            "<main><pre>unclosed",
+            "<p class=\"unterminated>text",
+            "&#xFFFFFFFF; &#0; &bogus; &",
+            "</main></main><main>x",
+            "<svg><svg></svg>",
+        ] {
+            let _ = extract(html);
+        }
+        assert_eq!(extract("a < b")[0].text, "a < b");
+        assert_eq!(decode_entities("&#x41;&#66;&lt;&bogus;&"), "AB<&bogus;&");
+    }
+}
