@@ -321,15 +321,17 @@ impl Pipeline {
         let (corpus, question) = (self.corpus.clone(), req.question.clone());
         let grounded = tokio::task::spawn_blocking(move || {
             let snap = corpus.get()?;
-            let bundle = snap.retrieve(
+            // The relevance gate runs here, before any model call; its figures (never the
+            // question) become the refusal's reason on the trail.
+            let grounded = snap.ground(
                 &question,
                 &RetrievalLimits::default(),
                 time::OffsetDateTime::now_utc(),
             )?;
-            Ok::<_, RetrievalRefusal>((snap.record().clone(), bundle))
+            Ok::<_, RetrievalRefusal>((snap.record().clone(), grounded))
         })
         .await;
-        let (snapshot, bundle) = match grounded {
+        let (snapshot, grounded) = match grounded {
             Ok(Ok(g)) => g,
             Ok(Err(RetrievalRefusal::DependencyUnavailable(why))) => {
                 tracing::info!(turn = %turn.0, %why, "corpus unavailable");
@@ -348,6 +350,8 @@ impl Pipeline {
                 );
             }
         };
+        let refusal_reason = grounded.refusal_reason();
+        let bundle = grounded.bundle;
         let snapshot_ref = ledger::CorpusSnapshotRef {
             snapshot_digest: snapshot.snapshot_digest,
             corpus_id: snapshot.snapshot_id.clone(),
@@ -365,12 +369,8 @@ impl Pipeline {
             return refused(TurnState::Failed, e.code().into(), None);
         }
         if bundle.outcome == BundleOutcome::NotInDocs {
-            // Refused before any model call: the docs do not cover it.
-            return refused(
-                TurnState::Refused,
-                "corpus/not-in-docs".into(),
-                Some(TurnView::Refused),
-            );
+            // Refused before any model call: the docs do not cover it (the gate's figures).
+            return refused(TurnState::Refused, refusal_reason, Some(TurnView::Refused));
         }
 
         // Form remotely when a Portal is configured (never for an out-of-corpus question: that
