@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod constraint;
 pub mod evidence;
 pub mod fence;
 pub mod quarantine;

@@ -58,6 +58,7 @@ fn main() {
         finish_reason: Some("stop".into()),
         complete: true,
         streamed: false,
+        usage: None,
     };
     let withheld = vec!["1100000000000000500".to_owned()];
     let mut pure = Vec::with_capacity(PURE_ROUNDS);
@@ -110,6 +111,7 @@ fn main() {
                 model: MODEL.into(),
                 key: ApiKey::from_bytes(KEY.as_bytes()).unwrap(),
                 streaming,
+                constrain: reach_portal::Constrain::None,
                 admission: Arc::new(roads.admission(AdmissionPolicy::default()).unwrap()),
                 connector: PinnedConnector::new(roads.roots().unwrap(), TcpDialer),
                 bounds: portal_bounds(),

@@ -22,7 +22,9 @@ use reach_destination::{
 
 use crate::cut::CutPayload;
 use crate::key::ApiKey;
-use crate::openai::{Messages, ProviderReturn, StreamAssembler, messages_body, parse_completion};
+use crate::openai::{
+    Constrain, Messages, ProviderReturn, StreamAssembler, messages_body, parse_completion,
+};
 use crate::quarantine::Quarantine;
 
 /// The destination purpose of a model call.
@@ -39,6 +41,8 @@ pub struct PortalConfig<R, D = TcpDialer> {
     pub key: ApiKey,
     /// Whether to ask for a server-sent-events stream.
     pub streaming: bool,
+    /// How a schema the messages carry is sent ([`Constrain::None`]: not at all).
+    pub constrain: Constrain,
     /// Destination admission (policy and controlled resolver).
     pub admission: Arc<Admission<R>>,
     /// The pinned TLS connector.
@@ -128,6 +132,7 @@ impl<R: Resolver, D: Dialer> PortalClient<R, D> {
         let messages = Messages {
             system: crate::openai::SYSTEM_PROMPT,
             user: &user,
+            schema: None,
         };
         self.complete_messages(&messages, max_tokens).await
     }
@@ -158,6 +163,7 @@ impl<R: Resolver, D: Dialer> PortalClient<R, D> {
             &self.config.model,
             max_tokens,
             self.config.streaming,
+            self.config.constrain,
         );
         let accept = if self.config.streaming {
             "text/event-stream"

@@ -33,7 +33,7 @@ pub use cut::{CutInput, CutPayload, CutReceipt, CutRefusal, EvidenceIn, PrivacyC
 pub use failure::worth_another_attempt;
 #[cfg(feature = "net")]
 pub use key::{ApiKey, KeyError};
-pub use openai::{Messages, ProviderReturn};
+pub use openai::{Constrain, Messages, ProviderReturn, Usage};
 pub use quarantine::{Adopted, AdoptedCitation, Expectation, Quarantine, quarantine};
 #[cfg(feature = "net")]
 pub use reach_bounded::Bounds;

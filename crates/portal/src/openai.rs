@@ -50,8 +50,9 @@ pub fn request_body(payload: &CutPayload, model: &str, max_tokens: u64, stream: 
     let messages = Messages {
         system: SYSTEM_PROMPT,
         user: &user,
+        schema: None,
     };
-    messages_body(&messages, model, max_tokens, stream)
+    messages_body(&messages, model, max_tokens, stream, Constrain::None)
 }
 
 /// The two messages of one chat completion: a system message and a user message. A Cut
@@ -61,16 +62,59 @@ pub fn request_body(payload: &CutPayload, model: &str, max_tokens: u64, stream: 
 pub struct Messages<'a> {
     pub system: &'a str,
     pub user: &'a str,
+    /// The answer's JSON schema, by name, when the runtime constrains decoding to it.
+    pub schema: Option<(&'a str, &'a serde_json::Value)>,
 }
 
-/// The request body for `messages` to `model`, streaming or not.
+/// How a runtime is asked to constrain its answer to a JSON schema (`settings.portal.constrain`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Constrain {
+    /// Not at all: the prompt asks for the shape, the quarantine judges it.
+    #[default]
+    None,
+    /// `{"type": "json_object", "schema": …}`: llama.cpp's server and llama-cpp-python.
+    JsonObject,
+    /// `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`: OpenAI, vLLM,
+    /// Ollama and llama.cpp's server.
+    JsonSchema,
+}
+
+impl Constrain {
+    /// The request's `response_format` for `schema`, if any.
+    pub fn response_format(
+        self,
+        name: &str,
+        schema: &serde_json::Value,
+    ) -> Option<serde_json::Value> {
+        match self {
+            Constrain::None => None,
+            Constrain::JsonObject => Some(json!({"type": "json_object", "schema": schema})),
+            Constrain::JsonSchema => Some(json!({
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": true},
+            })),
+        }
+    }
+}
+
+/// What the provider says the completion used (`usage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// The request body for `messages` to `model`, streaming or not; a stream asks for its usage in
+/// a last chunk, and a schema the messages carry is sent as `constrain` says.
 pub fn messages_body(
     messages: &Messages<'_>,
     model: &str,
     max_tokens: u64,
     stream: bool,
+    constrain: Constrain,
 ) -> Vec<u8> {
-    let body = json!({
+    let mut body = json!({
         "model": model,
         "messages": [
             {"role": "system", "content": messages.system},
@@ -81,6 +125,15 @@ pub fn messages_body(
         "max_tokens": max_tokens,
         "stream": stream,
     });
+    if stream {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    if let Some(f) = messages
+        .schema
+        .and_then(|(name, schema)| constrain.response_format(name, schema))
+    {
+        body["response_format"] = f;
+    }
     serde_json::to_vec(&body).expect("request serializes")
 }
 
@@ -101,6 +154,9 @@ pub struct ProviderReturn {
     pub complete: bool,
     /// Whether it was streamed.
     pub streamed: bool,
+    /// What the provider says it used; `None` when it did not say.
+    #[serde(default)]
+    pub usage: Option<Usage>,
 }
 
 impl ProviderReturn {
@@ -125,6 +181,25 @@ struct Completion {
     object: String,
     model: String,
     choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+/// `usage` as providers write it: counts may be missing or null.
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn read(u: Option<WireUsage>) -> Option<Usage> {
+        let u = u?;
+        Some(Usage {
+            prompt_tokens: u.prompt_tokens?,
+            completion_tokens: u.completion_tokens?,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -161,6 +236,7 @@ pub fn parse_completion(body: &[u8]) -> Result<ProviderReturn, Quarantine> {
         finish_reason: choice.finish_reason.clone(),
         complete: true,
         streamed: false,
+        usage: WireUsage::read(c.usage),
     })
 }
 
@@ -170,6 +246,8 @@ struct Chunk {
     object: String,
     model: String,
     choices: Vec<ChunkChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
 }
 
 #[derive(Deserialize)]
@@ -193,6 +271,7 @@ pub struct StreamAssembler {
     model: Option<String>,
     content: String,
     finish_reason: Option<String>,
+    usage: Option<Usage>,
     done: bool,
 }
 
@@ -221,6 +300,9 @@ impl StreamAssembler {
                 Some(_) => {}
                 None => *seen = Some(now),
             }
+        }
+        if let Some(u) = WireUsage::read(chunk.usage) {
+            self.usage = Some(u);
         }
         match chunk.choices.as_slice() {
             // A usage-only chunk carries no choice.
@@ -261,6 +343,7 @@ impl StreamAssembler {
             finish_reason: self.finish_reason,
             complete: self.done,
             streamed: true,
+            usage: self.usage,
         })
     }
 }
@@ -268,6 +351,70 @@ impl StreamAssembler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_is_read_whole_or_from_a_streams_last_chunk_and_only_when_complete() {
+        let whole = br#"{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,
+            "message":{"role":"assistant","content":"x"},"finish_reason":"stop"}],
+            "usage":{"prompt_tokens":60,"completion_tokens":78,"total_tokens":138}}"#;
+        assert_eq!(
+            parse_completion(whole).unwrap().usage,
+            Some(Usage {
+                prompt_tokens: 60,
+                completion_tokens: 78
+            })
+        );
+        let partial = br#"{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,
+            "message":{"role":"assistant","content":"x"},"finish_reason":"stop"}],
+            "usage":{"prompt_tokens":60,"completion_tokens":null}}"#;
+        assert_eq!(parse_completion(partial).unwrap().usage, None);
+        let mut a = StreamAssembler::new();
+        for data in [
+            r#"{"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"x"},"finish_reason":"stop"}]}"#,
+            r#"{"id":"c","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}"#,
+            "[DONE]",
+        ] {
+            a.feed(data).unwrap();
+        }
+        assert_eq!(
+            a.finish().unwrap().usage,
+            Some(Usage {
+                prompt_tokens: 5,
+                completion_tokens: 1
+            })
+        );
+    }
+
+    #[test]
+    fn a_schema_is_sent_in_the_runtimes_form_and_a_stream_asks_for_usage() {
+        let schema = json!({"type": "object", "required": ["format"]});
+        let m = Messages {
+            system: "s",
+            user: "u",
+            schema: Some(("reach_plan_candidate_v1", &schema)),
+        };
+        let body = |stream, c| -> serde_json::Value {
+            serde_json::from_slice(&messages_body(&m, "m", 10, stream, c)).unwrap()
+        };
+        assert!(
+            body(false, Constrain::None)
+                .get("response_format")
+                .is_none()
+        );
+        assert_eq!(
+            body(false, Constrain::JsonObject)["response_format"],
+            json!({"type": "json_object", "schema": schema})
+        );
+        let f = &body(false, Constrain::JsonSchema)["response_format"];
+        assert_eq!(f["type"], "json_schema");
+        assert_eq!(f["json_schema"]["name"], "reach_plan_candidate_v1");
+        assert_eq!(f["json_schema"]["schema"], schema);
+        assert!(body(false, Constrain::None).get("stream_options").is_none());
+        assert_eq!(
+            body(true, Constrain::None)["stream_options"]["include_usage"],
+            true
+        );
+    }
 
     #[test]
     fn a_whole_completion_reads_into_a_return() {

@@ -255,6 +255,7 @@ mod tests {
             finish_reason: Some("stop".into()),
             complete: true,
             streamed: false,
+            usage: None,
         }
     }
 

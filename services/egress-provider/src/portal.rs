@@ -26,6 +26,15 @@ pub struct PortalSettings {
     /// Ask for a server-sent-events stream.
     #[serde(default)]
     pub streaming: bool,
+    /// How a task passage's answer schema is sent (`none`, `json-object` for llama.cpp and
+    /// llama-cpp-python, `json-schema` for OpenAI, vLLM and Ollama): the runtime then decodes
+    /// only JSON of the turn's answer shape (`reach_passage::constraint`).
+    #[serde(default)]
+    pub constrain: reach_portal::Constrain,
+    /// How long an answer may take, head and stream each, in seconds: a model on a CPU writes
+    /// a plan slower than a hosted one answers a question. Unset: `portal_bounds`.
+    #[serde(default)]
+    pub answer_within_s: Option<u64>,
     /// Most tokens asked for per attempt.
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u64,
@@ -54,14 +63,24 @@ impl Portal {
             .context("settings.portal.roads")?;
         let connector =
             PinnedConnector::new(s.roads.roots().context("settings.portal.roads")?, TcpDialer);
+        let mut bounds = reach_portal::portal_bounds();
+        if let Some(s) = s.answer_within_s {
+            anyhow::ensure!(
+                (1..=3600).contains(&s),
+                "settings.portal.answer_within_s is 1 to 3600"
+            );
+            bounds.max_head_time = std::time::Duration::from_secs(s);
+            bounds.max_stream_time = std::time::Duration::from_secs(s);
+        }
         let client = PortalClient::new(PortalConfig {
             endpoint: s.endpoint,
             model: s.model,
             key,
             streaming: s.streaming,
+            constrain: s.constrain,
             admission: Arc::new(admission),
             connector,
-            bounds: reach_portal::portal_bounds(),
+            bounds,
         })
         .context("settings.portal.endpoint")?;
         Ok(Arc::new(Portal {
@@ -88,9 +107,14 @@ impl Portal {
         match payload {
             ModelPayload::Cut(cut) => self.client.complete(cut, max_tokens).await,
             ModelPayload::Passage(p) => {
+                let schema = reach_passage::constraint::constraint(p.answer);
                 let messages = Messages {
                     system: &p.system,
                     user: &p.user,
+                    schema: Some((
+                        reach_passage::constraint::constraint_name(p.answer),
+                        &schema,
+                    )),
                 };
                 let max_tokens = max_tokens.min(p.max_completion_tokens);
                 self.client.complete_messages(&messages, max_tokens).await
