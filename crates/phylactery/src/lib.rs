@@ -70,8 +70,8 @@ pub use intercom::{IntercomTaskRecord, IntercomTaskSpec, IntercomUpdate};
 pub use journal::{ExperimentRow, NewExperiment, NewStep, StepRow};
 pub use recovery::RecoveryReport;
 pub use room::{
-    NewPassage, NewRun, PassageRow, PassageSettlement, PassageState, RecordKind, RoomRefusal,
-    RunRow, RunState, StoredFact, StoredRecord,
+    NewPassage, NewRun, PassageCost, PassageRow, PassageSettlement, PassageState, RecordKind,
+    RoomRefusal, RunRow, RunState, StoredFact, StoredRecord,
 };
 pub use state::{
     AttemptState, DeliveryOutcome, ExperimentState, IntentState, IntercomTaskState, PackEventKind,

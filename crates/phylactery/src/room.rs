@@ -231,6 +231,15 @@ pub enum PassageSettlement {
     Failed { code: String },
 }
 
+/// What a passage cost, written with its settlement (once): the runtime's `usage` of the one
+/// call, when it said, and the call's wall time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassageCost {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub wall_ms: Option<u64>,
+}
+
 /// A passage attempt, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PassageRow {
@@ -247,6 +256,8 @@ pub struct PassageRow {
     pub code: Option<String>,
     pub created_at: UnixMillis,
     pub settled_at: Option<UnixMillis>,
+    /// Written with the settlement.
+    pub cost: PassageCost,
 }
 
 impl PassageRow {
@@ -269,8 +280,19 @@ impl PassageRow {
             code: r.opt_text("code")?,
             created_at: UnixMillis(r.int("created_at_ms")?),
             settled_at: r.opt_int("settled_at_ms")?.map(UnixMillis),
+            cost: PassageCost {
+                prompt_tokens: opt_unsigned(r, "prompt_tokens")?,
+                completion_tokens: opt_unsigned(r, "completion_tokens")?,
+                wall_ms: opt_unsigned(r, "wall_ms")?,
+            },
         })
     }
+}
+
+fn opt_unsigned(r: &Row, col: &str) -> Result<Option<u64>> {
+    r.opt_int(col)?
+        .map(|v| u64::try_from(v).map_err(|_| corrupt(&format!("{col} is negative"))))
+        .transpose()
 }
 
 /// The kind of a run's signed record.
@@ -444,13 +466,16 @@ const SELECT_FACTS: &str = "SELECT seq, digest, prev_digest, kind, bytes, signat
         at_ms FROM room_facts WHERE run_id = $1 ORDER BY seq";
 
 const PASSAGE_SELECT: &str = "SELECT attempt_id, run_id, round, role, payload_digest,
-        decision_id, state, answer_digest, code, created_at_ms, settled_at_ms
+        decision_id, state, answer_digest, code, created_at_ms, settled_at_ms, prompt_tokens,
+        completion_tokens, wall_ms
      FROM room_passages WHERE attempt_id = $1";
 const SELECT_PASSAGES: &str = "SELECT attempt_id, run_id, round, role, payload_digest,
-        decision_id, state, answer_digest, code, created_at_ms, settled_at_ms
+        decision_id, state, answer_digest, code, created_at_ms, settled_at_ms, prompt_tokens,
+        completion_tokens, wall_ms
      FROM room_passages WHERE run_id = $1 ORDER BY created_at_ms, attempt_id";
 const SELECT_UNSETTLED: &str = "SELECT attempt_id, run_id, round, role, payload_digest,
-        decision_id, state, answer_digest, code, created_at_ms, settled_at_ms
+        decision_id, state, answer_digest, code, created_at_ms, settled_at_ms, prompt_tokens,
+        completion_tokens, wall_ms
      FROM room_passages WHERE state = 'submitting' ORDER BY created_at_ms, attempt_id";
 
 const SELECT_RECORD: &str = "SELECT run_id, kind, n, digest, bytes, signature, key_id, at_ms
@@ -739,6 +764,7 @@ impl Phylactery {
             code: None,
             created_at: now,
             settled_at: None,
+            cost: PassageCost::default(),
         })
     }
 
@@ -748,6 +774,18 @@ impl Phylactery {
         &self,
         attempt_id: &str,
         settlement: &PassageSettlement,
+    ) -> Result<PassageRow> {
+        self.passage_settle_costed(attempt_id, settlement, PassageCost::default())
+            .await
+    }
+
+    /// [`Phylactery::passage_settle`] with what the call cost, written with the settlement in
+    /// one update, so once.
+    pub async fn passage_settle_costed(
+        &self,
+        attempt_id: &str,
+        settlement: &PassageSettlement,
+        cost: PassageCost,
     ) -> Result<PassageRow> {
         let (state, answer, code) = match settlement {
             PassageSettlement::Answered { answer_digest } => (
@@ -763,15 +801,21 @@ impl Phylactery {
                 "a refused or failed passage carries its code",
             ));
         }
-        self.passage_move(attempt_id, state, answer, code.cloned())
+        self.passage_move(attempt_id, state, answer, code.cloned(), cost)
             .await
     }
 
     /// Marks a passage whose outcome was lost (a crash between SUBMITTING and its settlement)
     /// `unknown`. Refused `room/passage-missing` or `room/passage-settled`.
     pub async fn passage_mark_unknown(&self, attempt_id: &str) -> Result<PassageRow> {
-        self.passage_move(attempt_id, PassageState::Unknown, None, None)
-            .await
+        self.passage_move(
+            attempt_id,
+            PassageState::Unknown,
+            None,
+            None,
+            PassageCost::default(),
+        )
+        .await
     }
 
     async fn passage_move(
@@ -780,8 +824,20 @@ impl Phylactery {
         to: PassageState,
         answer: Option<String>,
         code: Option<String>,
+        cost: PassageCost,
     ) -> Result<PassageRow> {
         let now = self.now();
+        let signed = |v: Option<u64>| -> Result<Option<i64>> {
+            v.map(|v| {
+                i64::try_from(v).map_err(|_| LedgerError::InvalidInput("a passage cost overflows"))
+            })
+            .transpose()
+        };
+        let (prompt, completion, wall) = (
+            signed(cost.prompt_tokens)?,
+            signed(cost.completion_tokens)?,
+            signed(cost.wall_ms)?,
+        );
         let mut tx = self.pool().begin().await?;
         let row = tx
             .fetch_optional(PASSAGE_SELECT, &args![attempt_id])
@@ -797,9 +853,18 @@ impl Phylactery {
         let changed = tx
             .execute(
                 "UPDATE room_passages SET state = $1, answer_digest = $2, code = $3,
-                    settled_at_ms = $4
-                 WHERE attempt_id = $5 AND state = 'submitting'",
-                &args![to.as_str(), answer, code, now.0, attempt_id],
+                    settled_at_ms = $4, prompt_tokens = $5, completion_tokens = $6, wall_ms = $7
+                 WHERE attempt_id = $8 AND state = 'submitting'",
+                &args![
+                    to.as_str(),
+                    answer,
+                    code,
+                    now.0,
+                    prompt,
+                    completion,
+                    wall,
+                    attempt_id
+                ],
             )
             .await?;
         if changed != 1 {

@@ -309,16 +309,46 @@ async fn passages_settle_once(db: Db) {
         "room/passage-missing"
     );
 
+    // What the call cost is written with the settlement, and read back.
+    let cost = PassageCost {
+        prompt_tokens: Some(1_234),
+        completion_tokens: Some(56),
+        wall_ms: Some(7_890),
+    };
     let refused = p
-        .passage_settle(
+        .passage_settle_costed(
             "att-1",
             &PassageSettlement::Refused {
-                code: "egress/denied".into(),
+                code: "quarantine/not-json".into(),
             },
+            cost,
         )
         .await
         .unwrap();
-    assert_eq!(refused.code.as_deref(), Some("egress/denied"));
+    assert_eq!(refused.code.as_deref(), Some("quarantine/not-json"));
+    assert_eq!(refused.cost, cost);
+    assert_eq!(p.passage("att-1").await.unwrap().unwrap().cost, cost);
+    assert_eq!(
+        settled.cost,
+        PassageCost::default(),
+        "no usage said: none kept"
+    );
+    // Charged once: a second settlement, with another cost, is refused and changes nothing.
+    assert_eq!(
+        code(
+            p.passage_settle_costed(
+                "att-1",
+                &PassageSettlement::Refused { code: "x/y".into() },
+                PassageCost {
+                    prompt_tokens: Some(1),
+                    ..cost
+                },
+            )
+            .await
+        ),
+        "room/passage-settled"
+    );
+    assert_eq!(p.passage("att-1").await.unwrap().unwrap().cost, cost);
     assert_eq!(
         p.passages_unsettled()
             .await
@@ -507,7 +537,7 @@ async fn the_database_alone_holds_the_rules(db: Db) {
     p.close().await;
 
     let raw = Raw::of(&cfg).await;
-    let cases: [(&'static str, &str); 8] = [
+    let cases: [(&'static str, &str); 9] = [
         // A fact that skips a seq (its predecessor's digest is no row's).
         (
             "INSERT INTO room_facts (run_id, seq, digest, prev_digest, kind, bytes, signature,
@@ -524,6 +554,11 @@ async fn the_database_alone_holds_the_rules(db: Db) {
         (
             "UPDATE room_passages SET state = 'answered', answer_digest =
                 'sha256:0000000000000000000000000000000000000000000000000000000000000000'",
+            "room/passage-settled",
+        ),
+        // A settled passage's cost is never rewritten.
+        (
+            "UPDATE room_passages SET prompt_tokens = 1",
             "room/passage-settled",
         ),
         (

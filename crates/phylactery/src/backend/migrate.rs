@@ -83,6 +83,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "run_resume",
         sql: include_str!("../../migrations/sqlite/0013_run_resume.sql"),
     },
+    Migration {
+        version: 14,
+        name: "passage_usage",
+        sql: include_str!("../../migrations/sqlite/0014_passage_usage.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -160,6 +165,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 15,
         name: "run_resume",
         sql: include_str!("../../migrations/postgres/0015_run_resume.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "passage_usage",
+        sql: include_str!("../../migrations/postgres/0016_passage_usage.sql"),
     },
 ];
 
