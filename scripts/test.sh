@@ -25,11 +25,22 @@ bash scripts/fuzz-smoke.sh --run >"$smoke_log" 2>&1 &
 smoke=$!
 trap 'kill "$smoke" 2>/dev/null || true; rm -f "$smoke_log"' EXIT
 
+# The real-model runtime (issue #31) builds from source once per machine, beside the role
+# binaries' build; a cached venv returns at once.
+model_log=$(mktemp)
+bash scripts/local-model-setup.sh >"$model_log" 2>&1 &
+model=$!
+trap 'kill "$smoke" "$model" 2>/dev/null || true; rm -f "$smoke_log" "$model_log"' EXIT
+
 # Role binaries first: the cross-service tests start them as separate processes.
 cargo build --workspace --bins
 smoke_rc=0
 wait "$smoke" || smoke_rc=$?
 cat "$smoke_log"
 [ "$smoke_rc" = 0 ] || exit "$smoke_rc"
+model_rc=0
+wait "$model" || model_rc=$?
+cat "$model_log"
+[ "$model_rc" = 0 ] || exit "$model_rc"
 
 cargo test --workspace --no-fail-fast "$@"

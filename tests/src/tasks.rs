@@ -19,11 +19,21 @@ use crate::workbench::{Fixture, start_with};
 pub const GOAL: &str = "Mail for alice@example.test must be delivered locally to alice's \
 mailbox, and the server must not be an open relay.";
 
-/// The body, the inference fixture it calls, and the pack.
+/// The body, the inference fixture it calls (none when a real runtime answers), and the pack.
 #[derive(Debug)]
 pub struct Story {
     pub f: Fixture,
-    pub model: FixtureServer,
+    pub model: Option<FixtureServer>,
+}
+
+/// Who answers the passages.
+#[derive(Debug, Clone, Copy)]
+pub enum Runtime<'a> {
+    /// The deterministic inference fixture, answering as this variant of the pack's
+    /// `fixture/answers.toml`.
+    Fixture(&'a str),
+    /// A real model (the real-model class), its answers constrained to the turn's schema.
+    Local(&'a crate::local_model::LocalModel),
 }
 
 /// Where core keeps its Phylactery (the Room, the run journal, the records).
@@ -71,28 +81,55 @@ pub async fn start(variant: &str, edit: impl Fn(&Path) + Clone) -> Story {
 
 /// [`start`] with core's Phylactery in `vault`.
 pub async fn start_on(variant: &str, edit: impl Fn(&Path) + Clone, vault: Vault) -> Story {
-    // The fixture answers from the very sources the body installs.
-    let dir = tempfile::tempdir().unwrap();
-    crate::packs::copy_dir(
-        &reach_taskpack::preparable_pack(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../packs"))
-            .unwrap(),
-        dir.path(),
-    );
-    edit(dir.path());
-    let files = reach_taskpack::PackFiles::read_dir(dir.path()).unwrap();
-    let sources = reach_taskpack::Sources::parse(&files).unwrap();
-    let model = FixtureServer::start(FixtureConfig {
-        sources,
-        variant: variant.to_owned(),
-    })
-    .await
-    .unwrap();
-    let (endpoint, addr, host, ca) = (
-        model.url(),
-        model.addr(),
-        "127.0.0.1".to_owned(),
-        model.ca_pem(),
-    );
+    start_with_runtime(Runtime::Fixture(variant), edit, vault).await
+}
+
+/// The story's body with `runtime` answering its passages.
+pub async fn start_with_runtime(
+    runtime: Runtime<'_>,
+    edit: impl Fn(&Path) + Clone,
+    vault: Vault,
+) -> Story {
+    let (fixture, endpoint, addr, ca, model, class) = match runtime {
+        Runtime::Fixture(variant) => {
+            // The fixture answers from the very sources the body installs.
+            let dir = tempfile::tempdir().unwrap();
+            crate::packs::copy_dir(
+                &reach_taskpack::preparable_pack(
+                    &Path::new(env!("CARGO_MANIFEST_DIR")).join("../packs"),
+                )
+                .unwrap(),
+                dir.path(),
+            );
+            edit(dir.path());
+            let files = reach_taskpack::PackFiles::read_dir(dir.path()).unwrap();
+            let sources = reach_taskpack::Sources::parse(&files).unwrap();
+            let model = FixtureServer::start(FixtureConfig {
+                sources,
+                variant: variant.to_owned(),
+            })
+            .await
+            .unwrap();
+            let parts = (
+                model.url(),
+                model.addr(),
+                model.ca_pem(),
+                "reach-inference-fixture".to_owned(),
+                "deterministic-inference",
+            );
+            (Some(model), parts.0, parts.1, parts.2, parts.3, parts.4)
+        }
+        Runtime::Local(m) => (
+            None,
+            m.url(),
+            m.addr(),
+            m.ca_pem(),
+            m.model().to_owned(),
+            "real-model",
+        ),
+    };
+    let real = fixture.is_none();
+    let host = "127.0.0.1".to_owned();
     let f = start_with(edit, move |m, layout| {
         let ca_file = layout.root().join("inference-fixture-ca.pem");
         std::fs::create_dir_all(layout.root()).unwrap();
@@ -102,7 +139,8 @@ pub async fn start_on(variant: &str, edit: impl Fn(&Path) + Clone, vault: Vault)
                 "core" => {
                     let mut t = toml::Table::new();
                     t.insert("endpoint".into(), endpoint.clone().into());
-                    t.insert("model".into(), "reach-inference-fixture".into());
+                    t.insert("model".into(), model.clone().into());
+                    t.insert("class".into(), class.into());
                     role.settings.insert("tasks".into(), t.into());
                     if let Vault::Postgres(url) = &vault {
                         role.settings.insert("vault".into(), "postgres".into());
@@ -120,8 +158,13 @@ pub async fn start_on(variant: &str, edit: impl Fn(&Path) + Clone, vault: Vault)
                 "egress-provider" => {
                     let mut portal = toml::Table::new();
                     portal.insert("endpoint".into(), endpoint.clone().into());
-                    portal.insert("model".into(), "reach-inference-fixture".into());
+                    portal.insert("model".into(), model.clone().into());
                     portal.insert("max_tokens".into(), 4096.into());
+                    if real {
+                        // A CPU writes a plan slowly: the turn's own wall bounds the answer.
+                        portal.insert("constrain".into(), "json-object".into());
+                        portal.insert("answer_within_s".into(), 180.into());
+                    }
                     let mut road = toml::Table::new();
                     road.insert("host".into(), host.clone().into());
                     road.insert("addr".into(), addr.to_string().into());
@@ -132,18 +175,20 @@ pub async fn start_on(variant: &str, edit: impl Fn(&Path) + Clone, vault: Vault)
                     role.settings.insert("portal".into(), portal.into());
                     let dir = layout.secret_dir("egress-provider");
                     reach_identity::files::ensure_secret_dir(&dir).unwrap();
-                    reach_identity::files::write_secret(
-                        &dir.join("provider-api-key"),
-                        b"sk-inference-fixture",
-                    )
-                    .unwrap();
+                    let key: &[u8] = if real {
+                        crate::local_model::KEY.as_bytes()
+                    } else {
+                        b"sk-inference-fixture"
+                    };
+                    reach_identity::files::write_secret(&dir.join("provider-api-key"), key)
+                        .unwrap();
                 }
                 _ => {}
             }
         }
     })
     .await;
-    Story { f, model }
+    Story { f, model: fixture }
 }
 
 impl Story {

@@ -376,7 +376,7 @@ async fn a_passage_the_fixture_cannot_answer_ends_the_run_with_its_code() {
     // The fixture refused with its code (an OpenAI-style 400); the provider's answer is
     // definite, so the passage is refused and the Room ends with it.
     assert_eq!(last.code, "provider/http-400", "{events:#?}");
-    let served = story.model.served();
+    let served = story.model.as_ref().unwrap().served();
     assert!(
         matches!(
             served.last().map(|s| &s.outcome),

@@ -22,6 +22,7 @@ use tonic::transport::Channel;
 use crate::packs::PackPort;
 use crate::ports::status as ledger_status;
 
+mod classify;
 mod drive;
 mod journal;
 mod passage;
@@ -178,8 +179,22 @@ impl TaskRuns {
                 .map_err(ledger_status)?;
             experiments.push(experiment_json(&x, &steps));
         }
+        let passages = self
+            .inner
+            .vault
+            .passages(run)
+            .await
+            .map_err(ledger_status)?;
+        // A failure is classified once the run has left `open`.
+        let failure = (row.state != reach_phylactery::RunState::Open)
+            .then(|| classify::report(row.end_code.as_deref()));
         let json = serde_json::to_string(&serde_json::json!({
             "run": summary_json(&row),
+            "evidence_class": format!("{}/real-execution", self.inner.settings.class),
+            "model": self.inner.settings.model,
+            "failure": failure,
+            "usage": usage_json(&passages),
+            "passages": passages.iter().map(passage_json).collect::<Vec<_>>(),
             "facts": parsed,
             "experiments": experiments,
         }))
@@ -719,6 +734,33 @@ fn experiment_json(
             "code": s.code,
             "record_digest": s.record_digest.map(|d| d.to_string()),
         })).collect::<Vec<_>>(),
+    })
+}
+
+/// One passage as the run report shows it: who, its outcome, and what it cost.
+fn passage_json(p: &reach_phylactery::PassageRow) -> serde_json::Value {
+    serde_json::json!({
+        "attempt_id": p.attempt_id,
+        "round": p.round,
+        "role": p.role,
+        "state": p.state.as_str(),
+        "code": p.code,
+        "prompt_tokens": p.cost.prompt_tokens,
+        "completion_tokens": p.cost.completion_tokens,
+        "wall_ms": p.cost.wall_ms,
+    })
+}
+
+/// The run's charges: every passage's usage, summed once per passage.
+fn usage_json(passages: &[reach_phylactery::PassageRow]) -> serde_json::Value {
+    let sum = |f: fn(&reach_phylactery::PassageCost) -> Option<u64>| -> u64 {
+        passages.iter().filter_map(|p| f(&p.cost)).sum()
+    };
+    serde_json::json!({
+        "passages": passages.len(),
+        "prompt_tokens": sum(|c| c.prompt_tokens),
+        "completion_tokens": sum(|c| c.completion_tokens),
+        "wall_ms": sum(|c| c.wall_ms),
     })
 }
 

@@ -41,6 +41,9 @@ pub struct Passage {
     pub evidence_digest: Sha256Digest,
     pub outcome: Outcome,
     pub elapsed: Duration,
+    /// What the runtime said the call used, and the call's wall time: charged once, with the
+    /// passage's settlement.
+    pub cost: ledger::PassageCost,
 }
 
 /// One passage of `role` in `round` of run `run_id`.
@@ -64,6 +67,7 @@ pub async fn run(
         evidence_digest: Sha256Digest::of(b""),
         outcome: Outcome::Refused(String::new()),
         elapsed: Duration::ZERO,
+        cost: ledger::PassageCost::default(),
     };
     let forbidden: Vec<&str> = inner.forbidden.iter().map(String::as_str).collect();
     let rendered = match render(
@@ -121,7 +125,12 @@ pub async fn run(
             ledger::PassageSettlement::Failed { code } if code.starts_with("passage/unknown") => {
                 inner.vault.passage_mark_unknown(&attempt_id).await
             }
-            s => inner.vault.passage_settle(&attempt_id, s).await,
+            s => {
+                inner
+                    .vault
+                    .passage_settle_costed(&attempt_id, s, p.cost)
+                    .await
+            }
         };
         if let Err(e) = r {
             tracing::warn!(attempt = attempt_id, code = e.code(), "passage settle");
@@ -202,7 +211,10 @@ async fn call(
         kind: PURPOSE.into(),
     });
     let wall = Duration::from_secs(turn.wall_s);
-    let r = match tokio::time::timeout(wall, call).await {
+    let sent = std::time::Instant::now();
+    let r = tokio::time::timeout(wall, call).await;
+    p.cost.wall_ms = Some(sent.elapsed().as_millis() as u64);
+    let r = match r {
         Err(_) => return Err("passage/unknown-wall".into()),
         Ok(Err(s)) => return Err(format!("passage/unknown-provider: {:?}", s.code())),
         Ok(Ok(r)) => r.into_inner(),
@@ -218,8 +230,120 @@ async fn call(
         });
     }
     let ret = reach_portal::ProviderReturn::from_bytes(&r.body).map_err(|q| q.code())?;
+    if let Some(u) = ret.usage {
+        p.cost.prompt_tokens = Some(u.prompt_tokens);
+        p.cost.completion_tokens = Some(u.completion_tokens);
+    }
+    admit_return(&ret, &inner.settings.model, turn)?;
+    Ok(ret.content)
+}
+
+/// What core admits of a runtime's return before the answer's quarantine reads it: a whole
+/// return, from the model the binding pins (exactly: a runtime serving another model, or
+/// another build of it under another name, is refused), ended by `stop`, within the turn's
+/// token bounds as the runtime itself counted them.
+fn admit_return(
+    ret: &reach_portal::ProviderReturn,
+    model: &str,
+    turn: &reach_taskpack::source::Turn,
+) -> Result<(), String> {
     if !ret.complete {
         return Err("quarantine/incomplete".into());
     }
-    Ok(ret.content)
+    if ret.model != model {
+        return Err("inference/model-mismatch".into());
+    }
+    match ret.finish_reason.as_deref() {
+        Some("stop") | None => {}
+        Some("length") => return Err("quarantine/truncated".into()),
+        Some(_) => return Err("quarantine/terminal".into()),
+    }
+    if let Some(u) = ret.usage
+        && (u.completion_tokens > u64::from(turn.max_completion_tokens)
+            || u.prompt_tokens > u64::from(turn.max_prompt_tokens))
+    {
+        return Err("inference/over-token-bound".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reach_portal::{ProviderReturn, Usage};
+
+    fn turn() -> reach_taskpack::source::Turn {
+        let files = reach_taskpack::PackFiles::read_dir(
+            &reach_taskpack::preparable_pack(
+                &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packs"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let sources = reach_taskpack::Sources::parse(&files).unwrap();
+        sources.flow.turn(Role::Solver).clone()
+    }
+
+    #[test]
+    fn a_return_is_admitted_only_whole_from_the_pinned_model_and_within_its_bounds() {
+        let t = turn();
+        let good = ProviderReturn {
+            schema: reach_portal::openai::RETURN_SCHEMA.into(),
+            id: "c-1".into(),
+            model: "smollm2@sha256:b179".into(),
+            content: "{}".into(),
+            finish_reason: Some("stop".into()),
+            complete: true,
+            streamed: false,
+            usage: Some(Usage {
+                prompt_tokens: u64::from(t.max_prompt_tokens),
+                completion_tokens: u64::from(t.max_completion_tokens),
+            }),
+        };
+        assert_eq!(admit_return(&good, "smollm2@sha256:b179", &t), Ok(()));
+        let over = |prompt: u32, completion: u32| ProviderReturn {
+            usage: Some(Usage {
+                prompt_tokens: u64::from(t.max_prompt_tokens + prompt),
+                completion_tokens: u64::from(t.max_completion_tokens + completion),
+            }),
+            ..good.clone()
+        };
+        for (ret, code) in [
+            (
+                ProviderReturn {
+                    complete: false,
+                    ..good.clone()
+                },
+                "quarantine/incomplete",
+            ),
+            (
+                ProviderReturn {
+                    model: "smollm2@sha256:0000".into(),
+                    ..good.clone()
+                },
+                "inference/model-mismatch",
+            ),
+            (
+                ProviderReturn {
+                    finish_reason: Some("length".into()),
+                    ..good.clone()
+                },
+                "quarantine/truncated",
+            ),
+            (
+                ProviderReturn {
+                    finish_reason: Some("content_filter".into()),
+                    ..good.clone()
+                },
+                "quarantine/terminal",
+            ),
+            (over(0, 1), "inference/over-token-bound"),
+            (over(1, 0), "inference/over-token-bound"),
+        ] {
+            assert_eq!(
+                admit_return(&ret, "smollm2@sha256:b179", &t),
+                Err(code.to_owned())
+            );
+        }
+    }
 }

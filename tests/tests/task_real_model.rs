@@ -1,0 +1,162 @@
+//! The real-model class (issue #31): the same story as `task_run.rs`, with a real model
+//! (SmolLM2-135M-Instruct on llama-cpp-python's server, `reach_tests::local_model`) answering
+//! the Solver and the Reviewer instead of the deterministic fixture. The mechanism does not
+//! change: every passage goes through a ward decision and one egress-provider attempt, the
+//! runtime is asked to constrain its answer to the turn's schema, every answer is quarantined,
+//! and the Room, the compiler, the Reviewer, workbench and the verifier judge whatever the
+//! model proposes. A 135M model will most likely not find the repair; what must hold is that
+//! the run ends in one terminal with a failure class, each passage charged once.
+
+use reach_proto::core::v1 as core_pb;
+use reach_room::fact::{FactBody, PassageOutcome, RoomFact, SignedKind};
+use reach_tests::local_model::LocalModel;
+use reach_tests::tasks::{GOAL, Runtime, Vault, settled, start_with_runtime};
+use reach_tests::workbench::{Verdict, operator};
+
+async fn show(
+    packs: &mut reach_proto::core::v1::packs_client::PacksClient<tonic::transport::Channel>,
+    run: &str,
+) -> serde_json::Value {
+    let v = packs
+        .show_run(core_pb::RunRef { run_id: run.into() })
+        .await
+        .unwrap()
+        .into_inner();
+    serde_json::from_str(&v.json).unwrap()
+}
+
+async fn facts(
+    packs: &mut reach_proto::core::v1::packs_client::PacksClient<tonic::transport::Channel>,
+    run: &str,
+) -> Vec<RoomFact> {
+    let t = packs
+        .run_trail(core_pb::RunRef { run_id: run.into() })
+        .await
+        .unwrap()
+        .into_inner();
+    t.facts
+        .iter()
+        .map(|f| {
+            reach_room::fact::verify(SignedKind::Fact, &f.bytes, &f.signature, &t.public_key)
+                .unwrap();
+            RoomFact::from_bytes(&f.bytes).unwrap()
+        })
+        .collect()
+}
+
+/// The codes a refused passage may carry: the quarantine's, the runtime's or a bound's, each
+/// before anything reached the compiler.
+fn refused_before_the_compiler(code: &str) -> bool {
+    [
+        "quarantine/",
+        "inference/",
+        "provider/",
+        "passage/",
+        "bounded/",
+        "destination/",
+    ]
+    .iter()
+    .any(|p| code.starts_with(p))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_passage() {
+    let runtime = LocalModel::start().await;
+    let mut story = start_with_runtime(Runtime::Local(&runtime), |_| {}, Vault::Sqlite).await;
+    let mut packs = story.bind("each-mutation").await;
+    let approver = operator(&story.f.body, &story.f.pack, |_| Verdict::Approve);
+    let events = tokio::time::timeout(
+        std::time::Duration::from_secs(1500),
+        story.ask(&mut packs, GOAL),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the run did not end; runtime:\n{}", runtime.log_tail()));
+    approver.abort();
+    let last = events.last().unwrap();
+    assert_eq!(last.kind, "ended", "{events:#?}");
+    let run = last.run_id.clone();
+    let report = show(&mut packs, &run).await;
+    eprintln!(
+        "real-model run {run}: end {}, failure {}, usage {}",
+        last.code, report["failure"], report["usage"]
+    );
+    for p in report["passages"].as_array().unwrap() {
+        eprintln!("  passage {p}");
+    }
+
+    // One terminal, and a failure class for it.
+    assert_eq!(report["evidence_class"], "real-model/real-execution");
+    assert_eq!(report["model"], runtime.model());
+    let state = report["run"]["state"].as_str().unwrap();
+    if last.code == "concluded" {
+        assert_eq!(state, "concluded");
+        assert_eq!(report["failure"]["class"], "none");
+    } else {
+        assert_eq!(state, "ended", "{report:#}");
+        assert_eq!(report["run"]["end_code"], last.code.as_str());
+        assert_eq!(report["failure"]["code"], last.code.as_str());
+        let class = report["failure"]["class"].as_str().unwrap();
+        assert_ne!(class, "none");
+        // The runtime answered every passage: whatever failed, it was not the runtime.
+        assert_ne!(class, "runtime", "{report:#}\n{}", runtime.log_tail());
+    }
+
+    // Every passage went through a decision and an attempt, and the runtime's usage of it was
+    // charged once, with its settlement.
+    let facts = facts(&mut packs, &run).await;
+    let passage_facts: Vec<_> = facts
+        .iter()
+        .filter_map(|f| match &f.body {
+            FactBody::Passage(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    let rows = report["passages"].as_array().unwrap();
+    assert!(!passage_facts.is_empty(), "{report:#}");
+    assert_eq!(rows.len(), passage_facts.len(), "{report:#}");
+    let (mut prompt, mut completion) = (0, 0);
+    for (p, row) in passage_facts.iter().zip(rows) {
+        assert!(!p.decision_id.is_empty() && !p.attempt_id.is_empty());
+        assert_eq!(row["attempt_id"], p.attempt_id.as_str());
+        let (pt, ct) = (
+            row["prompt_tokens"].as_u64().expect("usage recorded"),
+            row["completion_tokens"].as_u64().expect("usage recorded"),
+        );
+        assert!(pt > 0 && ct > 0, "{row}");
+        assert!(row["wall_ms"].as_u64().unwrap() > 0);
+        prompt += pt;
+        completion += ct;
+        match &p.outcome {
+            // An answer the quarantine admitted became the round's proposal or review.
+            PassageOutcome::Answered { .. } => assert_eq!(row["state"], "answered"),
+            // A refused answer never reached the compiler, and ended the Room with its code.
+            PassageOutcome::Refused { code } => {
+                assert!(refused_before_the_compiler(code), "{code}");
+                assert_eq!(row["code"], code.as_str());
+                assert_eq!(code, &last.code);
+            }
+        }
+    }
+    assert_eq!(report["usage"]["prompt_tokens"], prompt);
+    assert_eq!(report["usage"]["completion_tokens"], completion);
+    // Nothing the boundaries would not admit ran: any experiment ran a compiled, reviewed
+    // plan, and a recipe exists only for a run whose verifier passed.
+    for f in &facts {
+        if let FactBody::ChairDecision(d) = &f.body {
+            eprintln!("  chair: {d:?}");
+        }
+    }
+
+    // A restart replays the Room: nothing is inferred again, nothing charged again.
+    let launcher = story.f.body.body.as_mut().unwrap();
+    launcher.kill_role("core").await.unwrap();
+    launcher.start_role("core").await.unwrap();
+    let view = settled(&mut packs, &run, std::time::Duration::from_secs(60))
+        .await
+        .expect("the run is still settled after a restart");
+    let again: serde_json::Value = serde_json::from_str(&view.json).unwrap();
+    assert_eq!(again["usage"], report["usage"]);
+    assert_eq!(again["passages"], report["passages"]);
+    assert_eq!(again["failure"], report["failure"]);
+    story.f.body.stop().await;
+}
