@@ -34,6 +34,9 @@ pub enum Runtime<'a> {
     Fixture(&'a str),
     /// A real model (the real-model class), its answers constrained to the turn's schema.
     Local(&'a crate::local_model::LocalModel),
+    /// The model emulator, streaming, answering as the test scripts it: a runtime that
+    /// misbehaves on the wire.
+    Emulator(&'a reach_model_emulator::ModelEmulator),
 }
 
 /// Where core keeps its Phylactery (the Room, the run journal, the records).
@@ -127,9 +130,29 @@ pub async fn start_with_runtime(
             m.model().to_owned(),
             "real-model",
         ),
+        Runtime::Emulator(m) => (
+            None,
+            m.endpoint(),
+            m.addr(),
+            m.ca_pem().to_owned(),
+            reach_model_emulator::MODEL.to_owned(),
+            "real-model",
+        ),
     };
-    let real = fixture.is_none();
-    let host = "127.0.0.1".to_owned();
+    let (real, emulated) = (
+        matches!(runtime, Runtime::Local(_)),
+        matches!(runtime, Runtime::Emulator(_)),
+    );
+    let host = if emulated {
+        reach_model_emulator::HOST.to_owned()
+    } else {
+        "127.0.0.1".to_owned()
+    };
+    let key: &'static [u8] = match runtime {
+        Runtime::Local(_) => crate::local_model::KEY.as_bytes(),
+        Runtime::Emulator(_) => reach_model_emulator::KEY.as_bytes(),
+        Runtime::Fixture(_) => b"sk-inference-fixture",
+    };
     let f = start_with(edit, move |m, layout| {
         let ca_file = layout.root().join("inference-fixture-ca.pem");
         std::fs::create_dir_all(layout.root()).unwrap();
@@ -165,6 +188,10 @@ pub async fn start_with_runtime(
                         portal.insert("constrain".into(), "json-object".into());
                         portal.insert("answer_within_s".into(), 180.into());
                     }
+                    if emulated {
+                        portal.insert("streaming".into(), true.into());
+                        portal.insert("constrain".into(), "json-schema".into());
+                    }
                     let mut road = toml::Table::new();
                     road.insert("host".into(), host.clone().into());
                     road.insert("addr".into(), addr.to_string().into());
@@ -175,11 +202,6 @@ pub async fn start_with_runtime(
                     role.settings.insert("portal".into(), portal.into());
                     let dir = layout.secret_dir("egress-provider");
                     reach_identity::files::ensure_secret_dir(&dir).unwrap();
-                    let key: &[u8] = if real {
-                        crate::local_model::KEY.as_bytes()
-                    } else {
-                        b"sk-inference-fixture"
-                    };
                     reach_identity::files::write_secret(&dir.join("provider-api-key"), key)
                         .unwrap();
                 }

@@ -64,6 +64,9 @@ pub enum Script {
     Late(Duration, Box<Script>),
     /// Answers as another model.
     WrongModel,
+    /// A good answer whose `usage` says it spent one token more than `max_tokens` allowed (a
+    /// runtime that ignored the bound).
+    OverTokenBound,
     /// Exactly this text, stopped normally.
     Text(String),
 }
@@ -324,6 +327,7 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
             text: "The ledger settles an unknown delivery from".into(),
             finish: Some("length"),
             model: None,
+            completion_tokens: None,
         },
         Script::OverLong(chars) => {
             let mut text = "Evidence settles it [1]. ".repeat(chars / 25 + 1);
@@ -334,18 +338,30 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
             model: Some("another-model".into()),
             ..Answer::stop(good(passages))
         },
+        Script::OverTokenBound => Answer {
+            completion_tokens: Some(json["max_tokens"].as_u64().unwrap_or(0) + 1),
+            ..Answer::stop(good(passages))
+        },
         Script::Text(t) => Answer::stop(t),
     };
     let model = answer.model.clone().unwrap_or(model);
+    let usage = json!({"prompt_tokens": 100,
+        "completion_tokens": answer.completion_tokens.unwrap_or(20),
+        "total_tokens": 100 + answer.completion_tokens.unwrap_or(20)});
     if received.streaming() {
-        respond(200, "text/event-stream", stream_body(&id, &model, &answer))
+        let usage = (json["stream_options"]["include_usage"] == true).then_some(usage);
+        respond(
+            200,
+            "text/event-stream",
+            stream_body(&id, &model, &answer, usage),
+        )
     } else {
         let body = json!({
             "id": id, "object": "chat.completion", "created": 1_764_460_800u64, "model": model,
             "system_fingerprint": "fp_emulator",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text,
                 "refusal": null}, "logprobs": null, "finish_reason": answer.finish}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            "usage": usage,
         });
         respond(200, "application/json", body.to_string())
     }
@@ -355,6 +371,8 @@ struct Answer {
     text: String,
     finish: Option<&'static str>,
     model: Option<String>,
+    /// `usage.completion_tokens` when not the default 20.
+    completion_tokens: Option<u64>,
 }
 
 impl Answer {
@@ -363,6 +381,7 @@ impl Answer {
             text,
             finish: Some("stop"),
             model: None,
+            completion_tokens: None,
         }
     }
 }
@@ -378,9 +397,10 @@ fn good(passages: u32) -> String {
     }
 }
 
-/// The SSE body: a role chunk, one chunk per word, the terminal chunk and `[DONE]`. A truncated
-/// stream ends after the words, with neither.
-fn stream_body(id: &str, model: &str, answer: &Answer) -> String {
+/// The SSE body: a role chunk, one chunk per word, the terminal chunk, a usage chunk when asked
+/// (`stream_options.include_usage`) and `[DONE]`. A truncated stream ends after the words, with
+/// none of them.
+fn stream_body(id: &str, model: &str, answer: &Answer, usage: Option<Value>) -> String {
     let chunk = |delta: Value, finish: Option<&str>| {
         let c = json!({"id": id, "object": "chat.completion.chunk", "created": 1_764_460_800u64,
             "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
@@ -400,6 +420,11 @@ fn stream_body(id: &str, model: &str, answer: &Answer) -> String {
         return out;
     }
     out.push_str(&chunk(json!({}), answer.finish));
+    if let Some(usage) = usage {
+        let c = json!({"id": id, "object": "chat.completion.chunk", "created": 1_764_460_800u64,
+            "model": model, "choices": [], "usage": usage});
+        out.push_str(&format!("data: {c}\n\n"));
+    }
     out.push_str("data: [DONE]\n\n");
     out
 }

@@ -1,0 +1,134 @@
+//! A model runtime that misbehaves on the wire (issue #31): another model, a usage over the
+//! turn's token bound, a stream cut before its end, a text that is not JSON, and no runtime at
+//! all. Each is a typed refusal of the passage before anything reaches the compiler: the Room
+//! ends with the code, no proposal is made, no instance is created, and the run report puts the
+//! end down to its class. The model emulator plays the runtime, streaming, through the
+//! production egress-provider adapter; core pins the model it asks for.
+
+use reach_model_emulator::{ModelEmulator, Script};
+use reach_proto::core::v1 as core_pb;
+use reach_room::fact::{FactBody, RoomFact, SignedKind};
+use reach_tests::tasks::{GOAL, Runtime, Vault, start_with_runtime};
+
+async fn report(
+    packs: &mut reach_proto::core::v1::packs_client::PacksClient<tonic::transport::Channel>,
+    run: &str,
+) -> (serde_json::Value, Vec<RoomFact>) {
+    let v = packs
+        .show_run(core_pb::RunRef { run_id: run.into() })
+        .await
+        .unwrap()
+        .into_inner();
+    let t = packs
+        .run_trail(core_pb::RunRef { run_id: run.into() })
+        .await
+        .unwrap()
+        .into_inner();
+    let facts = t
+        .facts
+        .iter()
+        .map(|f| {
+            reach_room::fact::verify(SignedKind::Fact, &f.bytes, &f.signature, &t.public_key)
+                .unwrap();
+            RoomFact::from_bytes(&f.bytes).unwrap()
+        })
+        .collect();
+    (serde_json::from_str(&v.json).unwrap(), facts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_runtime_failure_is_a_typed_refusal_before_the_compiler() {
+    let emulator = ModelEmulator::start().await.unwrap();
+    let story = start_with_runtime(Runtime::Emulator(&emulator), |_| {}, Vault::Sqlite).await;
+    let mut packs = story.bind("each-mutation").await;
+    let mut emulator = Some(emulator);
+    // (what the runtime does, the code the run ends with, its class, whether usage was said)
+    let cases: [(Option<Script>, &str, &str, bool); 5] = [
+        (
+            Some(Script::WrongModel),
+            "inference/model-mismatch",
+            "runtime",
+            true,
+        ),
+        (
+            Some(Script::OverTokenBound),
+            "inference/over-token-bound",
+            "budget",
+            true,
+        ),
+        // The stream stops after its words: no terminal chunk, no usage, no `[DONE]`.
+        (
+            Some(Script::Truncated),
+            "quarantine/incomplete",
+            "runtime",
+            false,
+        ),
+        (
+            Some(Script::Text("I would patch main.cf.".into())),
+            "quarantine/not-json",
+            "model-capability",
+            true,
+        ),
+        // No runtime listening.
+        (None, "destination/", "runtime", false),
+    ];
+    for (script, code, class, usage) in cases {
+        match (&script, &emulator) {
+            (Some(s), Some(e)) => e.script(s.clone()),
+            _ => drop(emulator.take()),
+        }
+        let events = story.ask(&mut packs, GOAL).await;
+        let last = events.last().unwrap();
+        assert!(
+            last.kind == "ended" && last.code.starts_with(code),
+            "{script:?}: {events:#?}"
+        );
+        let (r, facts) = report(&mut packs, &last.run_id).await;
+        assert_eq!(r["failure"]["class"], class, "{script:?}: {r:#}");
+        let passages = r["passages"].as_array().unwrap();
+        assert_eq!(passages.len(), 1, "{script:?}: {r:#}");
+        assert_eq!(passages[0]["state"], "refused", "{script:?}");
+        assert_eq!(passages[0]["code"], last.code.as_str());
+        assert_eq!(
+            passages[0]["completion_tokens"].is_u64(),
+            usage,
+            "{script:?}: {r:#}"
+        );
+        // Nothing reached the compiler or a guest.
+        assert!(
+            !facts.iter().any(|f| matches!(
+                f.body,
+                FactBody::Proposal(_) | FactBody::ChairDecision(_) | FactBody::Experiment(_)
+            )),
+            "{script:?}: {facts:#?}"
+        );
+        assert!(r["experiments"].as_array().unwrap().is_empty());
+    }
+    story.f.body.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_is_asked_for_the_turns_schema() {
+    let emulator = ModelEmulator::start().await.unwrap();
+    emulator.script(Script::Text("{}".into()));
+    let story = start_with_runtime(Runtime::Emulator(&emulator), |_| {}, Vault::Sqlite).await;
+    let mut packs = story.bind("each-mutation").await;
+    let events = story.ask(&mut packs, GOAL).await;
+    // `{}` is JSON but no candidate: the quarantine, not the constraint, is the judge.
+    assert_eq!(
+        events.last().unwrap().code,
+        "quarantine/schema",
+        "{events:#?}"
+    );
+    let seen = emulator.requests();
+    assert_eq!(seen.len(), 1);
+    let f = &seen[0].json["response_format"];
+    assert_eq!(f["type"], "json_schema");
+    assert_eq!(f["json_schema"]["name"], "reach_plan_candidate_v1");
+    assert_eq!(
+        f["json_schema"]["schema"],
+        reach_passage::constraint::constraint(reach_taskpack::source::Answer::Candidate)
+    );
+    assert_eq!(seen[0].json["stream_options"]["include_usage"], true);
+    story.f.body.stop().await;
+}
