@@ -9,7 +9,6 @@
 
 use reach_proto::core::v1 as core_pb;
 use reach_room::fact::{FactBody, PassageOutcome, RoomFact, SignedKind};
-use reach_tests::local_model::LocalModel;
 use reach_tests::tasks::{GOAL, Runtime, Vault, settled, start_with_runtime};
 use reach_tests::workbench::{Verdict, operator};
 
@@ -61,7 +60,7 @@ fn refused_before_the_compiler(code: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_passage() {
-    let runtime = LocalModel::start().await;
+    let runtime = reach_tests::local_model::start();
     let mut story = start_with_runtime(Runtime::Local(&runtime), |_| {}, Vault::Sqlite).await;
     let mut packs = story.bind("each-mutation").await;
     let approver = operator(&story.f.body, &story.f.pack, |_| Verdict::Approve);
