@@ -21,14 +21,15 @@ pub const STOPWORDS: &[&str] = &[
     "difference", "differences", "do", "does", "doing", "each", "else", "even", "ever", "every",
     "for", "from", "get", "gets", "got", "had", "happen", "happens", "has", "have", "having",
     "he", "her", "here", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its",
-    "just", "like", "make", "makes", "many", "may", "me", "mean", "means", "might", "mine",
-    "more", "most", "much", "must", "my", "need", "needs", "no", "not", "now", "of", "off",
-    "on", "one", "only", "or", "other", "our", "out", "over", "own", "please", "same", "she",
-    "should", "so", "some", "such", "tell", "than", "that", "the", "their", "them", "then",
-    "there", "these", "they", "thing", "things", "this", "those", "through", "to", "too",
-    "under", "up", "us", "use", "used", "uses", "using", "very", "want", "wants", "was", "way",
-    "ways", "we", "were", "what", "when", "where", "whether", "which", "while", "who", "whom",
-    "why", "will", "with", "without", "work", "works", "would", "you", "your", "yours",
+    "just", "like", "long", "make", "makes", "many", "may", "me", "mean", "means", "might",
+    "mine", "more", "most", "much", "must", "my", "need", "needs", "no", "not", "now", "of",
+    "off", "often", "on", "one", "only", "or", "other", "our", "out", "over", "own", "please",
+    "same", "she", "should", "so", "some", "such", "tell", "than", "that", "the", "their",
+    "them", "then", "there", "these", "they", "thing", "things", "this", "those", "through",
+    "to", "too", "under", "up", "us", "use", "used", "uses", "using", "very", "want", "wants",
+    "was", "way", "ways", "we", "were", "what", "when", "where", "whether", "which", "while",
+    "who", "whom", "why", "will", "with", "without", "work", "works", "would", "you", "your",
+    "yours",
 ];
 
 /// Whether `word` (lowercased, unstemmed) is a stopword.
@@ -131,6 +132,14 @@ pub fn stem(w: &str) -> String {
         return w.to_string();
     }
     let mut s = w.to_string();
+    // "refutability" meets "refutable", "visibility" meets "visible".
+    for (long, short) in [("ability", "able"), ("ibility", "ible")] {
+        if let Some(b) = s.strip_suffix(long)
+            && b.len() >= 3
+        {
+            s = format!("{b}{short}");
+        }
+    }
     if let Some(b) = s.strip_suffix("ies")
         && b.len() >= 2
     {
@@ -278,6 +287,8 @@ mod tests {
             "caches",
             "alias",
             "aliases",
+            "refutability",
+            "refutable",
             "u128",
             "größe",
         ];
@@ -300,6 +311,8 @@ mod tests {
             caches cach
             alias alias
             aliases alias
+            refutability refutabl
+            refutable refutabl
             u128 u128
             größe größe
         "#]]

@@ -28,13 +28,19 @@ const CANDIDATES: usize = 32;
 
 /// Candidates (best BM25 first) whose coverage of the question the gate and re-ranking read;
 /// the bundle is chosen among them.
-const COVERAGE_CANDIDATES: usize = 12;
+const COVERAGE_CANDIDATES: usize = 20;
 
 /// The relevance gate: the least share of the question's IDF-weighted content terms that one
 /// retrieved passage (its visible text and its headings) must hold for the corpus to be taken as
 /// covering the question. Out-of-corpus questions share only common words with the corpus
 /// (their rare words are absent); in-corpus ones find most of their rare words together.
 pub const MIN_COVERAGE: f32 = 0.5;
+
+/// How much more a question word the corpus never uses weighs than its IDF alone.
+const UNKNOWN_WEIGHT: f32 = 2.0;
+
+/// Weight of the share of the question a passage's headings hold, in the re-ranking.
+const HEADING_WEIGHT: f32 = 2.0;
 
 /// Boost of the `headings` field (section, section path, page name) over the body text.
 const HEADINGS_BOOST: f32 = 2.0;
@@ -403,9 +409,14 @@ impl Snapshot {
         let mut passages = Vec::new();
         let (mut total_bytes, mut total_tokens) = (0u32, 0u32);
         let (base, rev) = self.base_and_rev();
+        // One passage per section: the best one stands for it, so the bundle offers choices.
+        let mut sections: HashSet<(String, String)> = HashSet::new();
         for (score, p) in ranked.into_iter().filter(|_| admitted) {
             if score < limits.min_score || passages.len() as u32 >= limits.max_passages {
                 break;
+            }
+            if !sections.insert((p.path.clone(), p.anchor.clone())) {
+                continue;
             }
             let bytes = p.text.len() as u32;
             let tokens = estimate_tokens(&p.text);
@@ -483,7 +494,9 @@ impl Snapshot {
             .map(|t| {
                 let d = df(content, t).max(df(headings, t));
                 let idf = (1.0 + (n - d + 0.5) / (d + 0.5)).ln();
-                (t.clone(), idf, d == 0.0)
+                // A word the corpus never uses says the question is about something else.
+                let weight = if d == 0.0 { UNKNOWN_WEIGHT * idf } else { idf };
+                (t.clone(), weight, d == 0.0)
             })
             .collect();
         let total: f32 = weights.iter().map(|w| w.1).sum();
@@ -523,25 +536,28 @@ impl Snapshot {
                 .doc(addr)
                 .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
             let p = passage_of(&doc, &self.fields).map_err(RetrievalRefusal::Invalid)?;
+            let share = |held: &HashSet<&str>| {
+                weights
+                    .iter()
+                    .filter(|w| held.contains(w.0.as_str()))
+                    .map(|w| w.1)
+                    .sum::<f32>()
+                    / total
+            };
+            let in_headings = analysis::holds(&headings_text(&p), &wanted);
             let mut held = analysis::holds(&visible_text(&p), &wanted);
-            held.extend(analysis::holds(&headings_text(&p), &wanted));
-            let coverage = weights
-                .iter()
-                .filter(|w| held.contains(w.0.as_str()))
-                .map(|w| w.1)
-                .sum::<f32>()
-                / total;
+            held.extend(in_headings.iter().copied());
+            let coverage = share(&held);
             gate.coverage = gate.coverage.max(coverage);
-            ranked.push((score, coverage, p));
+            // A section whose own title names the question's subject is its likeliest answer.
+            let key = score * (0.5 + coverage) * (1.0 + HEADING_WEIGHT * share(&in_headings));
+            ranked.push((score, key, p));
         }
         gate.admitted = gate.coverage >= MIN_COVERAGE;
-        // Re-rank: BM25 weighed by the share of the question a passage covers, so a passage
-        // holding every rare word of the question beats one repeating a single word.
-        ranked.sort_by(|a, b| {
-            let ka = a.0 * (0.5 + a.1);
-            let kb = b.0 * (0.5 + b.1);
-            kb.total_cmp(&ka)
-        });
+        // Re-rank: BM25 weighed by the share of the question a passage covers (so a passage
+        // holding every rare word of the question beats one repeating a single word) and by
+        // the share its headings hold.
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
         Ok((ranked.into_iter().map(|(s, _, p)| (s, p)).collect(), gate))
     }
 
