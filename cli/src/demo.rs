@@ -5,7 +5,10 @@
 //! eight roles as separate processes behind mTLS ports, the default corpus being the project's
 //! own docs — records the genesis reconciliation of the fresh vault, posts a question as a
 //! Discord user, prints the bot's reply with its citations, then the committed trail of that
-//! question, and stops the body.
+//! question, and stops the body. With `--docs DIR` the default corpus is the operator's own
+//! directory of Markdown or HTML instead, packed by corpus-builder at start exactly as it packs
+//! the embedded docs, so an operator can judge the answers on their documentation before any
+//! Discord set-up.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -22,8 +25,34 @@ const CHANNEL: u64 = 1_100_000_000_000_000_200;
 const REPLY_WAIT: Duration = Duration::from_secs(30);
 pub const DEFAULT_QUESTION: &str = "How does a port authenticate a call?";
 
-pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    questions: Vec<String>,
+    interactive: bool,
+    docs: Option<std::path::PathBuf>,
+) -> anyhow::Result<ExitCode> {
     let mut m = crate::load_manifest(None)?;
+    // Checked before anything starts: a directory that is not there is the operator's typo.
+    let docs =
+        match docs {
+            Some(d) => Some(std::fs::canonicalize(&d).map_err(|e| {
+                anyhow::anyhow!("demo/docs-unreadable: --docs {}: {e}", d.display())
+            })?),
+            None => None,
+        };
+    if let Some(dir) = &docs {
+        anyhow::ensure!(
+            dir.is_dir(),
+            "demo/docs-not-a-directory: --docs {} is not a directory",
+            dir.display()
+        );
+        let role = m
+            .roles
+            .iter_mut()
+            .find(|r| r.name.as_str() == "corpus-builder")
+            .ok_or_else(|| anyhow::anyhow!("the embedded manifest has no corpus-builder"))?;
+        role.settings
+            .insert("docs_dir".into(), dir.to_string_lossy().into_owned().into());
+    }
     let dir = tempfile::Builder::new().prefix("reach-demo-").tempdir()?;
     let layout = StateLayout::new(dir.path());
     let em = start_discord(&mut m, &layout).await?;
@@ -31,6 +60,10 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
 
     println!("Reach demo — {} on embedded defaults", m.profile);
     println!("  state: {} (removed at exit)", dir.path().display());
+    match &docs {
+        Some(d) => println!("  corpus: your docs at {} (Markdown and HTML)", d.display()),
+        None => println!("  corpus: the project's own docs"),
+    }
     println!("  Discord: loopback emulator, gateway {}", em.gateway_url());
     let started = Instant::now();
     let body = quiet_body(&m, &layout).await?;
@@ -115,6 +148,8 @@ pub async fn run(questions: Vec<String>, interactive: bool) -> anyhow::Result<Ex
         println!();
         Ok(true)
     };
+    // On the operator's own docs there is no default question: without --ask, ask at a prompt.
+    let interactive = interactive || (docs.is_some() && questions.is_empty());
     let questions = if questions.is_empty() && !interactive {
         vec![DEFAULT_QUESTION.to_owned()]
     } else {

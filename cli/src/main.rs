@@ -105,6 +105,10 @@ enum Command {
         /// Keep a prompt open for more questions.
         #[arg(long)]
         interactive: bool,
+        /// Answer from this directory of Markdown or HTML (e.g. a built mdBook) instead of the
+        /// project's own docs.
+        #[arg(long, value_name = "DIR")]
+        docs: Option<std::path::PathBuf>,
     },
     /// Start every role as its own process, in manifest order; stop them on Ctrl-C.
     Up {
@@ -350,7 +354,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             story: None,
             ask,
             interactive,
-        } => demo::run(ask, interactive).await,
+            docs,
+        } => demo::run(ask, interactive, docs).await,
         Command::Image { command } => image::run(command).await,
         Command::Up { target, log_level } => {
             let m = load_manifest(target.manifest.as_deref())?;

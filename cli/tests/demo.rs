@@ -147,3 +147,80 @@ fn demo_asks_given_and_interactive_questions() {
         "one reply per question reached Discord:\n{stdout}"
     );
 }
+
+#[test]
+fn demo_answers_from_the_operators_own_docs_and_refuses_what_they_do_not_cover() {
+    let docs = tempfile::tempdir().expect("docs dir");
+    std::fs::create_dir_all(docs.path().join("book")).unwrap();
+    std::fs::write(
+        docs.path().join("guide.md"),
+        "# Widgets\n\n## Calibrating a widget\n\nRun `widgetctl calibrate --level 3` to calibrate \
+         a widget.<!-- internal note --> Calibration takes about ten seconds.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.path().join("book/frobnicator.html"),
+        "<html><body><nav>Chapters</nav><main>\n<h1 id=\"frobnicator\">The frobnicator</h1>\n\
+         <p>The frobnicator rotates sprockets every <code>interval</code> seconds.</p>\n\
+         </main></body></html>\n",
+    )
+    .unwrap();
+    let dir = docs.path().to_str().unwrap();
+    let out = demo(
+        &[
+            "--docs",
+            dir,
+            "--ask",
+            "How do I calibrate a widget?",
+            "--ask",
+            "What does the frobnicator rotate?",
+            "--ask",
+            "Who won the football World Cup in 2018?",
+        ],
+        "",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "reach demo --docs failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("corpus: your docs at"), "{stdout}");
+    let replies = answers(&stdout);
+    assert_eq!(replies.len(), 3, "one reply per question:\n{stdout}");
+    // Markdown: answered and cited to the file's lines, markup stripped.
+    assert!(
+        replies[0].0.contains("widgetctl calibrate --level 3")
+            && replies[0].0.contains("guide.md#L"),
+        "{:?}",
+        replies[0].0
+    );
+    assert!(
+        !replies[0].0.contains("internal note"),
+        "{:?}",
+        replies[0].0
+    );
+    // Static HTML: the main content, cited to the page.
+    assert!(
+        replies[1].0.contains("rotates sprockets")
+            && replies[1].0.contains("book/frobnicator.html#L"),
+        "{:?}",
+        replies[1].0
+    );
+    assert!(!replies[1].0.contains("Chapters"), "{:?}", replies[1].0);
+    // Out of corpus: refused before any model call, the gate's figures on the trail.
+    assert!(replies[2].0.contains("won't guess"), "{:?}", replies[2].0);
+    assert!(
+        stdout.contains("reason=corpus/not-in-docs coverage="),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn demo_refuses_a_docs_directory_that_is_not_there() {
+    let out = demo(&["--docs", "/nonexistent/reach-docs", "--ask", "x"], "");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("demo/docs-unreadable"), "{stderr}");
+}

@@ -20,9 +20,13 @@ fn main() -> std::process::ExitCode {
             None => store,
         };
         let fetcher = fetch::ArchiveFetcher::new(settings.admission()?, settings.roots()?);
+        let docs = match &settings.docs_dir {
+            Some(dir) => embedded::Source::pack_dir(dir)?,
+            None => embedded::Source::pack()?,
+        };
         let builder = admin::Builder::new(
             store,
-            embedded::Source::pack()?,
+            docs,
             &role.config.data_dir,
             fetcher,
             settings.git_tls()?,

@@ -16,13 +16,16 @@ pub struct Settings {
     /// How long an activated snapshot serves, in seconds (default: the store's 24 h). Past
     /// it, core answers DEPENDENCY_UNAVAILABLE until a rebuild.
     pub freshness_secs: Option<u64>,
+    /// A local directory of Markdown or HTML packed at start as the default corpus, in place of
+    /// the embedded project docs (`reach demo --docs DIR`).
+    pub docs_dir: Option<std::path::PathBuf>,
 }
 
 impl Settings {
     pub fn from_table(t: &toml::Table) -> anyhow::Result<Self> {
         t.clone()
             .try_into()
-            .context("corpus-builder settings (roads, freshness_secs)")
+            .context("corpus-builder settings (roads, freshness_secs, docs_dir)")
     }
 
     /// The snapshot lifetime the settings name, if any; zero is refused.
