@@ -41,42 +41,31 @@ async fn each_runtime_failure_is_a_typed_refusal_before_the_compiler() {
     let emulator = ModelEmulator::start().await.unwrap();
     let story = start_with_runtime(Runtime::Emulator(&emulator), |_| {}, Vault::Sqlite).await;
     let mut packs = story.bind("each-mutation").await;
-    let mut emulator = Some(emulator);
     // (what the runtime does, the code the run ends with, its class, whether usage was said)
-    let cases: [(Option<Script>, &str, &str, bool); 5] = [
+    let cases: [(Script, &str, &str, bool); 4] = [
         (
-            Some(Script::WrongModel),
+            Script::WrongModel,
             "inference/model-mismatch",
             "runtime",
             true,
         ),
         (
-            Some(Script::OverTokenBound),
+            Script::OverTokenBound,
             "inference/over-token-bound",
             "budget",
             true,
         ),
         // The stream stops after its words: no terminal chunk, no usage, no `[DONE]`.
+        (Script::Truncated, "quarantine/incomplete", "runtime", false),
         (
-            Some(Script::Truncated),
-            "quarantine/incomplete",
-            "runtime",
-            false,
-        ),
-        (
-            Some(Script::Text("I would patch main.cf.".into())),
+            Script::Text("I would patch main.cf.".into()),
             "quarantine/not-json",
             "model-capability",
             true,
         ),
-        // No runtime listening.
-        (None, "destination/", "runtime", false),
     ];
     for (script, code, class, usage) in cases {
-        match (&script, &emulator) {
-            (Some(s), Some(e)) => e.script(s.clone()),
-            _ => drop(emulator.take()),
-        }
+        emulator.script(script.clone());
         let events = story.ask(&mut packs, GOAL).await;
         let last = events.last().unwrap();
         assert!(
@@ -104,6 +93,57 @@ async fn each_runtime_failure_is_a_typed_refusal_before_the_compiler() {
         );
         assert!(r["experiments"].as_array().unwrap().is_empty());
     }
+    // Readiness asked the runtime which models it serves before each run.
+    assert!(emulator.model_lists() >= 4);
+    story.f.body.stop().await;
+}
+
+/// Readiness probes the runtime before a run opens: one serving another model, or none at all,
+/// blocks the binding with its code, and an ask is refused before anything is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_blocks_while_the_runtime_serves_another_model_or_is_down() {
+    let emulator = ModelEmulator::start().await.unwrap();
+    let story = start_with_runtime(Runtime::Emulator(&emulator), |_| {}, Vault::Sqlite).await;
+    let mut packs = story.bind("each-mutation").await;
+    let status = |packs: &mut reach_proto::core::v1::packs_client::PacksClient<_>| {
+        let mut packs = packs.clone();
+        let pack = story.f.pack.clone();
+        async move {
+            packs
+                .bind_status(core_pb::BindStatusRequest { pack })
+                .await
+                .unwrap()
+                .into_inner()
+        }
+    };
+    assert_eq!(status(&mut packs).await.readiness, "runnable");
+    emulator.serve_models(vec!["reach-emulated-model@sha256:0000".into()]);
+    let s = status(&mut packs).await;
+    assert_eq!(s.readiness, "inference/model-not-served", "{s:?}");
+    assert!(
+        s.reason.contains("reach-emulated-model@sha256:0000"),
+        "{s:?}"
+    );
+    let refused = packs
+        .ask_task(core_pb::AskTaskRequest {
+            pack: story.f.pack.clone(),
+            goal: GOAL.into(),
+        })
+        .await
+        .expect_err("the ask is refused");
+    assert!(
+        refused.message().starts_with("inference/model-not-served"),
+        "{refused:?}"
+    );
+    drop(emulator);
+    let s = status(&mut packs).await;
+    assert_eq!(s.readiness, "inference/runtime-unreachable", "{s:?}");
+    let runs = packs
+        .list_runs(core_pb::ListRunsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(runs.runs.is_empty(), "no run was opened: {runs:?}");
     story.f.body.stop().await;
 }
 

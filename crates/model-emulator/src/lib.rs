@@ -106,6 +106,10 @@ struct State {
     script: VecDeque<Script>,
     requests: Vec<ReceivedRequest>,
     next_id: u64,
+    /// What `GET /v1/models` lists (`None`: [`MODEL`]).
+    models: Option<Vec<String>>,
+    /// How many model lists were asked for.
+    model_lists: u64,
 }
 
 #[derive(Debug)]
@@ -191,9 +195,19 @@ impl ModelEmulator {
         self.inner.lock().script.push_back(s);
     }
 
-    /// Every request received so far.
+    /// Every chat completions request received so far (model lists are counted apart).
     pub fn requests(&self) -> Vec<ReceivedRequest> {
         self.inner.lock().requests.clone()
+    }
+
+    /// What `GET /v1/models` lists from now on (by default [`MODEL`] alone).
+    pub fn serve_models(&self, models: Vec<String>) {
+        self.inner.lock().models = Some(models);
+    }
+
+    /// How many times `GET /v1/models` was asked (with the right key).
+    pub fn model_lists(&self) -> u64 {
+        self.inner.lock().model_lists
     }
 }
 
@@ -272,6 +286,27 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Reply {
         header(http::header::AUTHORIZATION),
         header(http::header::HOST),
     );
+    // The model list (a runtime's readiness probe): an OpenAI-style list, with the key.
+    if req.method() == http::Method::GET && req.uri().path() == "/v1/models" {
+        if authorization.as_deref() != Some(&format!("Bearer {}", inner.key)) {
+            return error(401, "invalid_api_key", "Incorrect API key provided");
+        }
+        let mut state = inner.lock();
+        state.model_lists += 1;
+        let models = state
+            .models
+            .clone()
+            .unwrap_or_else(|| vec![MODEL.to_owned()]);
+        let data: Vec<Value> = models
+            .iter()
+            .map(|id| json!({"id": id, "object": "model", "owned_by": "emulator"}))
+            .collect();
+        return respond(
+            200,
+            "application/json",
+            json!({"object": "list", "data": data}).to_string(),
+        );
+    }
     let path_ok = req.method() == http::Method::POST && req.uri().path() == "/v1/chat/completions";
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),

@@ -117,6 +117,52 @@ impl<R: Resolver, D: Dialer> PortalClient<R, D> {
         self.endpoint.to_string()
     }
 
+    /// The destination a readiness probe's decision binds: the model list beside the
+    /// endpoint (`None` when the endpoint does not end in `/chat/completions`).
+    pub fn models_destination(&self) -> Option<String> {
+        crate::openai::models_url(&self.config.endpoint)
+    }
+
+    /// One GET of the runtime's model list (`/v1/models`), the readiness probe: which models
+    /// it serves. The same admission, road and key as a completion.
+    pub async fn served_models(&self) -> Result<crate::openai::ServedModels, CallFailure> {
+        let not_sent = |e: DestinationError| CallFailure::NotSent {
+            code: e.code().to_owned(),
+        };
+        let url = self
+            .models_destination()
+            .ok_or_else(|| CallFailure::NotSent {
+                code: "portal/no-models-url".into(),
+            })?;
+        let destination =
+            Destination::parse(&url, Purpose::new(PURPOSE).map_err(not_sent)?).map_err(not_sent)?;
+        let admitted = self
+            .config
+            .admission
+            .admit(destination)
+            .await
+            .map_err(not_sent)?;
+        let stream = self
+            .config
+            .connector
+            .connect(&admitted)
+            .await
+            .map_err(not_sent)?;
+        let request = admitted
+            .request(Method::GET)
+            .header(AUTHORIZATION, self.config.key.bearer())
+            .header(ACCEPT, "application/json")
+            .body(Bytes::new())
+            .map_err(|_| CallFailure::NotSent {
+                code: "portal/request-build".into(),
+            })?;
+        let mut bounds = self.config.bounds.clone();
+        bounds.allowed_content_types = vec!["application/json".into()];
+        bounds.max_head_time = Duration::from_secs(10);
+        let response = fetch(stream, request, &bounds).await.map_err(failure)?;
+        crate::openai::parse_models(&response.body).map_err(CallFailure::Quarantined)
+    }
+
     /// The connector (tests read its dialer's record).
     pub fn connector(&self) -> &PinnedConnector<D> {
         &self.config.connector

@@ -137,6 +137,67 @@ pub fn messages_body(
     serde_json::to_vec(&body).expect("request serializes")
 }
 
+/// The schema of a readiness probe's payload: which models the runtime serves.
+pub const PROBE_SCHEMA: &str = "reach.portal.probe/1";
+/// The schema of the probe's answer egress-provider hands core.
+pub const MODELS_SCHEMA: &str = "reach.portal.models/1";
+/// Most model ids read from a runtime's list.
+pub const MAX_MODELS: usize = 256;
+
+/// The probe's exact payload bytes (a decision binds their digest).
+pub fn probe_payload() -> Vec<u8> {
+    serde_json::to_vec(&json!({"schema": PROBE_SCHEMA})).expect("probe serializes")
+}
+
+/// The models list beside a chat completions endpoint (`…/chat/completions` → `…/models`).
+pub fn models_url(endpoint: &str) -> Option<String> {
+    endpoint
+        .strip_suffix("/chat/completions")
+        .map(|base| format!("{base}/models"))
+}
+
+/// `reach.portal.models/1`: the model ids a runtime says it serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServedModels {
+    pub schema: String,
+    pub models: Vec<String>,
+}
+
+impl ServedModels {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("models serialize")
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, Quarantine> {
+        let m: ServedModels = serde_json::from_slice(bytes).map_err(|_| Quarantine::Schema)?;
+        if m.schema != MODELS_SCHEMA || m.models.len() > MAX_MODELS {
+            return Err(Quarantine::Schema);
+        }
+        Ok(m)
+    }
+}
+
+/// Reads an OpenAI-style model list (`{"object": "list", "data": [{"id": …}, …]}`).
+pub fn parse_models(body: &[u8]) -> Result<ServedModels, Quarantine> {
+    #[derive(Deserialize)]
+    struct List {
+        data: Vec<Entry>,
+    }
+    #[derive(Deserialize)]
+    struct Entry {
+        id: String,
+    }
+    let l: List = serde_json::from_slice(body).map_err(|_| Quarantine::Schema)?;
+    if l.data.len() > MAX_MODELS || l.data.iter().any(|e| e.id.len() > 512) {
+        return Err(Quarantine::Schema);
+    }
+    Ok(ServedModels {
+        schema: MODELS_SCHEMA.into(),
+        models: l.data.into_iter().map(|e| e.id).collect(),
+    })
+}
+
 /// `reach.portal.return/1`: one completion as egress-provider read it, before quarantine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -351,6 +412,23 @@ impl StreamAssembler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_list_is_read_and_its_url_is_the_endpoints_sibling() {
+        assert_eq!(
+            models_url("https://127.0.0.1:8080/v1/chat/completions").as_deref(),
+            Some("https://127.0.0.1:8080/v1/models")
+        );
+        assert_eq!(models_url("https://x.test/other"), None);
+        let m = parse_models(
+            br#"{"object":"list","data":[{"id":"a@sha256:1","object":"model","owned_by":"me"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(m.models, ["a@sha256:1"]);
+        assert_eq!(ServedModels::from_bytes(&m.to_bytes()).unwrap(), m);
+        assert!(parse_models(b"{\"data\":[{}]}").is_err());
+        assert!(parse_models(b"[]").is_err());
+    }
 
     #[test]
     fn usage_is_read_whole_or_from_a_streams_last_chunk_and_only_when_complete() {

@@ -13,7 +13,8 @@
 //! 8. `environment/prepared-system-missing`: the pack's prepared system does not exist (the
 //!    exact command that makes it, from the lookup);
 //! 9. `workbench/effect-mode-missing`: a command profile has no enforced mode (naming them);
-//! 10. `inference/runtime-unreachable`: the binding's model runtime does not answer.
+//! 10. `inference/runtime-unreachable`: the binding's model runtime does not answer;
+//! 11. `inference/model-not-served`: it answers, but does not serve the pinned model.
 //!
 //! The order goes from the pack to the binding to the environment: a blocker is decisive when
 //! nothing before it holds, so the operator's next command is always the one that moves the
@@ -61,6 +62,11 @@ pub enum ModelRuntime {
     Reachable,
     Unreachable {
         why: String,
+    },
+    /// It answers, serving `served` and not the pinned `model`.
+    OtherModel {
+        model: String,
+        served: Vec<String>,
     },
 }
 
@@ -119,6 +125,11 @@ pub enum Blocker {
         pack: String,
         why: String,
     },
+    ModelNotServed {
+        pack: String,
+        model: String,
+        served: Vec<String>,
+    },
 }
 
 impl Blocker {
@@ -135,6 +146,7 @@ impl Blocker {
             Self::PreparedSystemMissing { .. } => "environment/prepared-system-missing",
             Self::EffectModeMissing { .. } => "workbench/effect-mode-missing",
             Self::RuntimeUnreachable { .. } => "inference/runtime-unreachable",
+            Self::ModelNotServed { .. } => "inference/model-not-served",
         }
     }
 
@@ -170,6 +182,18 @@ impl Blocker {
             Self::RuntimeUnreachable { pack, why } => {
                 format!("the model runtime of the binding of {pack} is unreachable: {why}")
             }
+            Self::ModelNotServed {
+                pack,
+                model,
+                served,
+            } => format!(
+                "the model runtime of the binding of {pack} does not serve {model}; it serves: {}",
+                if served.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    served.join(", ")
+                }
+            ),
         }
     }
 
@@ -188,7 +212,9 @@ impl Blocker {
             Self::Paused { pack } => format!("reach bind resume {pack}"),
             Self::PreparedSystemMissing { command } => command.clone(),
             Self::EffectModeMissing { .. } => "reach pack install FILE".to_owned(),
-            Self::RuntimeUnreachable { pack, .. } => format!("reach bind status {pack}"),
+            Self::RuntimeUnreachable { pack, .. } | Self::ModelNotServed { pack, .. } => {
+                format!("reach bind status {pack}")
+            }
         }
     }
 }
@@ -312,6 +338,13 @@ fn first_blocker(i: &ReadinessInputs) -> Option<Blocker> {
         return Some(Blocker::RuntimeUnreachable {
             pack,
             why: why.clone(),
+        });
+    }
+    if let ModelRuntime::OtherModel { model, served } = &i.model {
+        return Some(Blocker::ModelNotServed {
+            pack,
+            model: model.clone(),
+            served: served.clone(),
         });
     }
     None

@@ -53,6 +53,11 @@ fn steps() -> Vec<(&'static str, ReadinessInputs)> {
     out.push(("prepared", i.clone()));
     i.effect_modes_missing.clear();
     out.push(("every mode enforced", i.clone()));
+    i.model = ModelRuntime::OtherModel {
+        model: "smollm2@sha256:b179".to_owned(),
+        served: vec!["smollm2@sha256:0000".to_owned()],
+    };
+    out.push(("another model served", i.clone()));
     i.model = ModelRuntime::Reachable;
     out.push(("model reachable", i.clone()));
     i.model = ModelRuntime::NotRequired;
@@ -104,6 +109,9 @@ fn blockers_in_order() {
           next: reach pack install FILE
         every mode enforced: inference/runtime-unreachable
           the model runtime of the binding of app-local is unreachable: connection refused at 127.0.0.1:8080
+          next: reach bind status app-local
+        another model served: inference/model-not-served
+          the model runtime of the binding of app-local does not serve smollm2@sha256:b179; it serves: smollm2@sha256:0000
           next: reach bind status app-local
         model reachable: runnable
         no model needed: runnable

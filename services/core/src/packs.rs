@@ -341,8 +341,7 @@ fn readiness_inputs(
         effect_modes_missing: active
             .map(|p| p.facts().effect_modes_missing.clone())
             .unwrap_or_default(),
-        // The deterministic inference fixture needs no runtime; a real model's reachability
-        // is checked when that class lands (issue #31).
+        // The runtime is probed by `bind_status` once nothing else blocks.
         model: reach_taskpack::ModelRuntime::NotRequired,
     }
 }
@@ -549,13 +548,20 @@ impl Packs for PackPort {
                 command: String::new(),
             },
         };
-        let inputs = readiness_inputs(
+        let mut inputs = readiness_inputs(
             &pack_name,
             status.as_ref(),
             bound.as_ref(),
             active.as_ref(),
             prepared.clone(),
         );
+        // The model runtime is asked last, and only when nothing before it blocks: a real
+        // model's probe crosses egress-provider under a decision of its own.
+        if let Some(tasks) = &self.tasks
+            && reach_taskpack::Readiness::of(&inputs).is_runnable()
+        {
+            inputs.model = tasks.runtime().await;
+        }
         let readiness = reach_taskpack::Readiness::of(&inputs);
         let (image_digest, prepared_digest) = match &prepared {
             reach_taskpack::PreparedLookup::Found {

@@ -136,6 +136,30 @@ impl TaskRuns {
             ));
         }
         let runnable = self.inner.packs.runnable(&pack).await?;
+        // Readiness's last blocker: the model runtime, probed before anything is recorded.
+        let blocker = match passage::probe(&self.inner).await {
+            reach_taskpack::ModelRuntime::Unreachable { why } => {
+                Some(reach_taskpack::Blocker::RuntimeUnreachable {
+                    pack: pack.clone(),
+                    why,
+                })
+            }
+            reach_taskpack::ModelRuntime::OtherModel { model, served } => {
+                Some(reach_taskpack::Blocker::ModelNotServed {
+                    pack: pack.clone(),
+                    model,
+                    served,
+                })
+            }
+            _ => None,
+        };
+        if let Some(b) = blocker {
+            return Err(Status::failed_precondition(format!(
+                "{}: {}",
+                b.code(),
+                b.message()
+            )));
+        }
         // The binding's concurrency, counted and taken under one lock.
         let slot = RunSlot::take(&self.inner, &pack, runnable.max_concurrent_runs)?;
         let (tx, rx) = broadcast::channel(256);
@@ -152,6 +176,11 @@ impl TaskRuns {
         Ok(pb::ListRunsResponse {
             runs: runs.iter().map(summary).collect(),
         })
+    }
+
+    /// Readiness's view of the binding's model runtime (a probe for a real model).
+    pub async fn runtime(&self) -> reach_taskpack::ModelRuntime {
+        passage::probe(&self.inner).await
     }
 
     pub async fn show(&self, run: &str) -> Result<pb::RunView, Status> {

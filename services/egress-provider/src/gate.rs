@@ -51,6 +51,8 @@ pub struct Gate {
 pub enum ModelPayload {
     Cut(reach_portal::CutPayload),
     Passage(reach_passage::quarantine::PassagePayload),
+    /// A readiness probe: which models the runtime serves (its exact bytes only).
+    Probe,
 }
 
 impl ModelPayload {
@@ -60,6 +62,13 @@ impl ModelPayload {
         let schema = serde_json::from_slice::<serde_json::Value>(bytes)
             .ok()
             .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(str::to_owned));
+        if schema.as_deref() == Some(reach_portal::openai::PROBE_SCHEMA) {
+            return if bytes == reach_portal::openai::probe_payload() {
+                Ok(ModelPayload::Probe)
+            } else {
+                Err("egress/probe-malformed".into())
+            };
+        }
         if schema.as_deref() == Some(reach_passage::quarantine::PASSAGE_SCHEMA) {
             let p = reach_passage::quarantine::PassagePayload::from_bytes(bytes)
                 .map_err(|e| e.code().to_string())?;
@@ -126,20 +135,40 @@ impl Gate {
             Ok(p) => p,
             Err(code) => return refused(code),
         };
-        let mut ward = self.ward.clone();
-        let decision = match reach_egress_gate::redeem(
-            &mut ward,
-            &r.decision_id,
-            &portal.destination(),
-            &r.payload,
-        )
-        .await
-        {
-            Ok(d) => d,
-            Err(e) => return refused(e.code()),
+        // A probe reads the model list beside the endpoint; its decision binds that URL.
+        let destination = match payload {
+            ModelPayload::Probe => match portal.models_destination() {
+                Some(d) => d,
+                None => return refused("portal/no-models-url".into()),
+            },
+            _ => portal.destination(),
         };
+        let mut ward = self.ward.clone();
+        let decision =
+            match reach_egress_gate::redeem(&mut ward, &r.decision_id, &destination, &r.payload)
+                .await
+            {
+                Ok(d) => d,
+                Err(e) => return refused(e.code()),
+            };
         if decision.attempt_id() != r.attempt_id {
             return refused("decision/attempt-mismatch".into());
+        }
+        if let ModelPayload::Probe = payload {
+            return match portal.probe().await {
+                Ok(models) => CallResponse {
+                    body: models.to_bytes(),
+                    failure_code: String::new(),
+                    transmitted: true,
+                    http_status: 0,
+                },
+                Err(f) => CallResponse {
+                    body: Vec::new(),
+                    failure_code: f.code(),
+                    transmitted: f.transmitted(),
+                    http_status: 0,
+                },
+            };
         }
         match portal.attempt(&decision, &payload).await {
             Ok(ret) => CallResponse {
@@ -231,6 +260,21 @@ mod tests {
         let mut extra: serde_json::Value = serde_json::from_slice(&passage("x")).unwrap();
         extra["tools"] = serde_json::json!([]);
         assert!(ModelPayload::parse(&serde_json::to_vec(&extra).unwrap()).is_err());
+    }
+
+    #[test]
+    fn a_probe_is_its_exact_bytes_only() {
+        assert!(matches!(
+            ModelPayload::parse(&reach_portal::openai::probe_payload()),
+            Ok(ModelPayload::Probe)
+        ));
+        assert_eq!(
+            ModelPayload::parse(
+                br#"{"schema":"reach.portal.probe/1","messages":[{"role":"user"}]}"#
+            )
+            .unwrap_err(),
+            "egress/probe-malformed"
+        );
     }
 
     #[test]

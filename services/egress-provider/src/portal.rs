@@ -94,6 +94,16 @@ impl Portal {
         self.client.destination()
     }
 
+    /// The destination a readiness probe's decision binds.
+    pub fn models_destination(&self) -> Option<String> {
+        self.client.models_destination()
+    }
+
+    /// The readiness probe: the runtime's model list, one GET.
+    pub async fn probe(&self) -> Result<reach_portal::openai::ServedModels, CallFailure> {
+        self.client.served_models().await
+    }
+
     /// One physical attempt under `decision`, asking for no more tokens than it admits.
     pub async fn attempt(
         &self,
@@ -106,6 +116,9 @@ impl Portal {
         };
         match payload {
             ModelPayload::Cut(cut) => self.client.complete(cut, max_tokens).await,
+            ModelPayload::Probe => Err(CallFailure::NotSent {
+                code: "egress/probe-not-a-completion".into(),
+            }),
             ModelPayload::Passage(p) => {
                 let schema = reach_passage::constraint::constraint(p.answer);
                 let messages = Messages {

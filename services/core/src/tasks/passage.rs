@@ -238,6 +238,91 @@ async fn call(
     Ok(ret.content)
 }
 
+/// Readiness's probe of a real model runtime: one GET of its model list under its own
+/// `model-completion` decision (bound to the list's URL and the probe's exact bytes), through
+/// egress-provider like any passage. Reachable when the list names the pinned model; the
+/// deterministic class needs no runtime.
+pub async fn probe(inner: &Inner) -> reach_taskpack::ModelRuntime {
+    use reach_taskpack::ModelRuntime;
+    if inner.settings.class == "deterministic-inference" {
+        return ModelRuntime::NotRequired;
+    }
+    let unreachable = |why: String| ModelRuntime::Unreachable { why };
+    let Some(url) = reach_portal::openai::models_url(&inner.settings.endpoint) else {
+        return unreachable("the endpoint does not end in /chat/completions".into());
+    };
+    let mut nonce = [0u8; 8];
+    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce).is_err() {
+        return unreachable("no randomness for the probe's id".into());
+    }
+    let attempt_id = format!("probe-{}", hex::encode(nonce));
+    let bytes = reach_portal::openai::probe_payload();
+    let mut ward = inner.ward.clone();
+    let scope = match ward
+        .admit_scope(AdmitScopeRequest {
+            platform: "operator".into(),
+            application_id: "reach".into(),
+            guild_id: "task-pack".into(),
+            channel_id: "readiness".into(),
+            subject_id: attempt_id.clone(),
+            run_id: attempt_id.clone(),
+            expires_at_ms: 0,
+        })
+        .await
+    {
+        Ok(s) => s.into_inner(),
+        Err(s) => return unreachable(format!("ward/unavailable: {:?}", s.code())),
+    };
+    if scope.sigil_id.is_empty() {
+        return unreachable(scope.refusal_code);
+    }
+    let d = match ward
+        .issue_decision(IssueDecisionRequest {
+            sigil_id: scope.sigil_id,
+            run_id: attempt_id.clone(),
+            attempt_id: attempt_id.clone(),
+            destination: url,
+            purpose: PURPOSE.into(),
+            payload_digest: Sha256Digest::of(&bytes).to_string(),
+            labels: vec!["task-pack".into(), "readiness".into()],
+            cut_receipt_digest: Sha256Digest::of(b"").to_string(),
+            policy_revision: POLICY_REVISION.into(),
+            max_tokens: 0,
+            max_spend_micros: 0,
+        })
+        .await
+    {
+        Ok(d) => d.into_inner(),
+        Err(s) => return unreachable(format!("ward/unavailable: {:?}", s.code())),
+    };
+    if !d.refusal_code.is_empty() {
+        return unreachable(d.refusal_code);
+    }
+    let mut provider = inner.provider.clone();
+    let call = provider.call(CallRequest {
+        decision_id: d.decision_id,
+        attempt_id,
+        payload: bytes,
+        kind: PURPOSE.into(),
+    });
+    let r = match tokio::time::timeout(Duration::from_secs(15), call).await {
+        Err(_) => return unreachable("no answer within 15 s".into()),
+        Ok(Err(s)) => return unreachable(format!("egress-provider: {:?}", s.code())),
+        Ok(Ok(r)) => r.into_inner(),
+    };
+    if !r.failure_code.is_empty() {
+        return unreachable(r.failure_code);
+    }
+    match reach_portal::openai::ServedModels::from_bytes(&r.body) {
+        Err(q) => unreachable(q.code()),
+        Ok(m) if m.models.contains(&inner.settings.model) => ModelRuntime::Reachable,
+        Ok(m) => ModelRuntime::OtherModel {
+            model: inner.settings.model.clone(),
+            served: m.models,
+        },
+    }
+}
+
 /// What core admits of a runtime's return before the answer's quarantine reads it: a whole
 /// return, from the model the binding pins (exactly: a runtime serving another model, or
 /// another build of it under another name, is refused), ended by `stop`, within the turn's
