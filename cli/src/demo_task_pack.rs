@@ -30,6 +30,54 @@ pub const GOAL: &str = "Mail for alice@example.test must be delivered locally to
 mailbox, and the server must not be an open relay.";
 /// The evidence class of this story: deterministic inference, real execution.
 pub const EVIDENCE_CLASS: &str = "deterministic-inference/real-execution";
+/// The evidence class of a run a real model answered.
+pub const REAL_MODEL_CLASS: &str = "real-model/real-execution";
+
+/// Who answers the demo's passages (`--model`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelChoice {
+    /// The deterministic inference fixture (the pack's `fixture/answers.toml`).
+    Fixture,
+    /// The local runtime (`reach-local-runtime`: llama-cpp-python and SmolLM2-135M), its
+    /// answers constrained to each turn's schema and judged by the same boundaries.
+    Local,
+}
+
+/// The binding's model runtime while a lab runs.
+pub(crate) enum LabRuntime {
+    Fixture(reach_inference_fixture::FixtureServer),
+    Local(reach_local_runtime::LocalRuntime),
+}
+
+impl LabRuntime {
+    fn url(&self) -> String {
+        match self {
+            Self::Fixture(f) => f.url(),
+            Self::Local(l) => l.url(),
+        }
+    }
+
+    fn addr(&self) -> std::net::SocketAddr {
+        match self {
+            Self::Fixture(f) => f.addr(),
+            Self::Local(l) => l.addr(),
+        }
+    }
+
+    fn ca_pem(&self) -> String {
+        match self {
+            Self::Fixture(f) => f.ca_pem(),
+            Self::Local(l) => l.ca_pem(),
+        }
+    }
+
+    fn model(&self) -> String {
+        match self {
+            Self::Fixture(_) => "reach-inference-fixture".into(),
+            Self::Local(l) => l.model().to_owned(),
+        }
+    }
+}
 
 /// The first reference pack (in name order) beside the sources this binary was built from
 /// whose image needs no operator-supplied package: one this machine can prepare as it is.
@@ -176,7 +224,19 @@ pub async fn run(
     pack_dir: Option<PathBuf>,
     cache: Option<PathBuf>,
     interactive: bool,
+    model: ModelChoice,
 ) -> anyhow::Result<ExitCode> {
+    // The real-model class needs its runtime before anything is built or started.
+    let local = if model == ModelChoice::Local {
+        if let Err(missing) = reach_local_runtime::installed() {
+            eprintln!("reach demo task-pack --model local: {missing}");
+            eprintln!("nothing was started.");
+            return Ok(ExitCode::from(2));
+        }
+        Some(())
+    } else {
+        None
+    };
     let Prepared {
         key,
         built,
@@ -198,13 +258,23 @@ pub async fn run(
             return Ok(ExitCode::from(2));
         }
     };
-    let lab = Lab::start(&built, &key, &cache, &pins, "").await?;
+    let runtime = match local {
+        None => None,
+        Some(()) => {
+            println!("  starting the local model runtime (SmolLM2-135M on this CPU)…");
+            let r = tokio::task::spawn_blocking(reach_local_runtime::LocalRuntime::start)
+                .await?
+                .map_err(|e| anyhow::anyhow!("the local model runtime: {e}"))?;
+            Some(LabRuntime::Local(r))
+        }
+    };
+    let lab = Lab::start_with(&built, &key, &cache, &pins, "", runtime).await?;
     let Lab {
         dir,
         body,
         mut packs,
         ward: ward_ch,
-        fixture,
+        runtime,
         _discord,
     } = lab;
     let state = dir.path().to_owned();
@@ -241,15 +311,31 @@ pub async fn run(
         } else {
             None
         };
+        // The run's own report: its failure class and what each passage cost.
+        let shown: serde_json::Value = serde_json::from_str(
+            &packs
+                .show_run(pb::RunRef {
+                    run_id: run_id.clone(),
+                })
+                .await
+                .map_err(|s| anyhow::anyhow!("{}", s.message()))?
+                .into_inner()
+                .json,
+        )?;
         let report = serde_json::json!({
             "format": "reach.demo.task-pack.v1",
-            "evidence_class": EVIDENCE_CLASS,
+            "evidence_class": match runtime {
+                LabRuntime::Fixture(_) => EVIDENCE_CLASS,
+                LabRuntime::Local(_) => REAL_MODEL_CLASS,
+            },
+            "model": runtime.model(),
             "pack": name,
             "run": run_id,
             "end": end,
+            "failure": shown["failure"],
+            "usage": shown["usage"],
             "recipe_digest": recipe.map(|d| d.to_string()),
             "wall_s": wall.as_secs_f64(),
-            "passages_served": fixture.served().len(),
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
         anyhow::Ok(end)
@@ -274,7 +360,7 @@ pub(crate) struct Lab {
     pub packs: PacksClient<tonic::transport::Channel>,
     /// The operator's channel to `ward.authority`.
     pub ward: tonic::transport::Channel,
-    pub fixture: reach_inference_fixture::FixtureServer,
+    pub runtime: LabRuntime,
     pub _discord: reach_discord_emulator::Emulator,
 }
 
@@ -287,6 +373,19 @@ impl Lab {
         cache: &Path,
         pins: &crate::image::PackPins,
         variant: &str,
+    ) -> anyhow::Result<Lab> {
+        Self::start_with(built, key, cache, pins, variant, None).await
+    }
+
+    /// [`Lab::start`] with `runtime` as the binding's model runtime (`None`: the fixture
+    /// answering `variant`).
+    pub async fn start_with(
+        built: &reach_taskpack::BuiltPack,
+        key: &reach_taskpack::PackKey,
+        cache: &Path,
+        pins: &crate::image::PackPins,
+        variant: &str,
+        runtime: Option<LabRuntime>,
     ) -> anyhow::Result<Lab> {
         let dir = tempfile::Builder::new()
             .prefix("reach-demo-pack-")
@@ -301,21 +400,33 @@ impl Lab {
         trusted.insert("demo-operator", key.public());
         let verified = reach_taskpack::conform(&built.archive, &trusted, None, 0)
             .map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?;
-        let fixture =
-            reach_inference_fixture::FixtureServer::start(reach_inference_fixture::FixtureConfig {
-                sources: verified.sources().clone(),
-                variant: variant.to_owned(),
-            })
-            .await?;
-        println!(
-            "  model runtime: the inference fixture at {}",
-            fixture.url()
-        );
+        let runtime = match runtime {
+            Some(r) => r,
+            None => LabRuntime::Fixture(
+                reach_inference_fixture::FixtureServer::start(
+                    reach_inference_fixture::FixtureConfig {
+                        sources: verified.sources().clone(),
+                        variant: variant.to_owned(),
+                    },
+                )
+                .await?,
+            ),
+        };
+        match &runtime {
+            LabRuntime::Fixture(f) => {
+                println!("  model runtime: the inference fixture at {}", f.url())
+            }
+            LabRuntime::Local(l) => println!(
+                "  model runtime: {} at {} (llama-cpp-python, this CPU)",
+                l.model(),
+                l.url()
+            ),
+        }
 
         let mut m = crate::load_manifest(None)?;
         // The whole body, Discord roles included, on a loopback Discord as `reach demo` runs it.
         let discord = crate::demo::start_discord(&mut m, &layout).await?;
-        configure(&mut m, &layout, key, cache, pins, &fixture)?;
+        configure(&mut m, &layout, key, cache, pins, &runtime)?;
         let body = crate::demo::quiet_body(&m, &layout).await?;
         println!(
             "  {} roles up behind mTLS ports; core trusts the demo key\n",
@@ -333,7 +444,7 @@ impl Lab {
             body,
             packs: PacksClient::new(packs_ch).max_decoding_message_size(16 << 20),
             ward,
-            fixture,
+            runtime,
             _discord: discord,
         })
     }
@@ -347,10 +458,11 @@ fn configure(
     key: &reach_taskpack::PackKey,
     cache: &Path,
     pins: &crate::image::PackPins,
-    fixture: &reach_inference_fixture::FixtureServer,
+    runtime: &LabRuntime,
 ) -> anyhow::Result<()> {
-    let ca_file = layout.root().join("inference-fixture-ca.pem");
-    std::fs::write(&ca_file, fixture.ca_pem())?;
+    let ca_file = layout.root().join("model-runtime-ca.pem");
+    std::fs::write(&ca_file, runtime.ca_pem())?;
+    let local = matches!(runtime, LabRuntime::Local(_));
     let mut k = toml::Table::new();
     k.insert("name".into(), "demo-operator".into());
     k.insert("key".into(), key.public().to_string().into());
@@ -360,8 +472,11 @@ fn configure(
             "core" => {
                 role.settings.insert("pack_keys".into(), keys.clone());
                 let mut t = toml::Table::new();
-                t.insert("endpoint".into(), fixture.url().into());
-                t.insert("model".into(), "reach-inference-fixture".into());
+                t.insert("endpoint".into(), runtime.url().into());
+                t.insert("model".into(), runtime.model().into());
+                if local {
+                    t.insert("class".into(), "real-model".into());
+                }
                 role.settings.insert("tasks".into(), t.into());
             }
             "workbench" => {
@@ -384,12 +499,20 @@ fn configure(
             }
             "egress-provider" => {
                 let mut portal = toml::Table::new();
-                portal.insert("endpoint".into(), fixture.url().into());
-                portal.insert("model".into(), "reach-inference-fixture".into());
+                portal.insert("endpoint".into(), runtime.url().into());
+                portal.insert("model".into(), runtime.model().into());
                 portal.insert("max_tokens".into(), 4096.into());
+                if local {
+                    // Decoding constrained to the turn's schema, at a CPU's pace.
+                    portal.insert("constrain".into(), "json-object".into());
+                    portal.insert("answer_within_s".into(), 180.into());
+                    // A small model rambles to its bound: 512 tokens keep a passage well
+                    // inside the turn's 180 s on a laptop's CPU.
+                    portal.insert("max_tokens".into(), 512.into());
+                }
                 let mut road = toml::Table::new();
                 road.insert("host".into(), "127.0.0.1".into());
-                road.insert("addr".into(), fixture.addr().to_string().into());
+                road.insert("addr".into(), runtime.addr().to_string().into());
                 let mut roads = toml::Table::new();
                 roads.insert("local_roads".into(), vec![toml::Value::from(road)].into());
                 roads.insert("ca_file".into(), ca_file.display().to_string().into());
@@ -397,11 +520,13 @@ fn configure(
                 role.settings.insert("portal".into(), portal.into());
                 let dir = layout.secret_dir("egress-provider");
                 reach_identity::files::ensure_secret_dir(&dir)?;
-                // The fixture takes any bearer; a real runtime's key goes here (issue #31).
-                reach_identity::files::write_secret(
-                    &dir.join("provider-api-key"),
-                    b"sk-inference-fixture",
-                )?;
+                // The fixture takes any bearer; the local runtime demands its own key.
+                let key: &[u8] = if local {
+                    reach_local_runtime::KEY.as_bytes()
+                } else {
+                    b"sk-inference-fixture"
+                };
+                reach_identity::files::write_secret(&dir.join("provider-api-key"), key)?;
             }
             _ => {}
         }

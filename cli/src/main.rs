@@ -230,6 +230,11 @@ enum DemoStory {
         /// instead of the demo's operator.
         #[arg(long)]
         interactive: bool,
+        /// Who answers the Solver and the Reviewer: the deterministic inference fixture, or
+        /// `local`, a real model on this machine (the real-model class; says what to install
+        /// when it is missing).
+        #[arg(long, value_enum, default_value = "fixture")]
+        model: demo_task_pack::ModelChoice,
     },
 }
 
@@ -347,9 +352,10 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     pack,
                     cache,
                     interactive,
+                    model,
                 }),
             ..
-        } => demo_task_pack::run(pack, cache, interactive).await,
+        } => demo_task_pack::run(pack, cache, interactive, model).await,
         Command::Demo {
             story: None,
             ask,

@@ -58,3 +58,27 @@ fn demo_task_pack_runs_the_story_to_a_signed_recipe() {
     let state = PathBuf::from(state.split(" (").next().unwrap());
     assert!(!state.exists(), "{} left behind", state.display());
 }
+
+/// `--model local` without its runtime says exactly what is missing and starts nothing.
+#[test]
+fn demo_task_pack_with_a_local_model_says_what_is_missing() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_reach"))
+        .args(["demo", "task-pack", "--model", "local"])
+        .env("REACH_LOCAL_MODEL_VENV", empty.path())
+        .output()
+        .expect("reach demo task-pack runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the local model runtime is not installed")
+            && stderr.contains(&format!(
+                "no virtual environment at {}",
+                empty.path().display()
+            ))
+            && stderr.contains("scripts/local-model-setup.sh")
+            && stderr.contains("nothing was started"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "nothing started, nothing printed");
+}

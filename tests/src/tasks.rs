@@ -187,6 +187,9 @@ pub async fn start_with_runtime(
                         // A CPU writes a plan slowly: the turn's own wall bounds the answer.
                         portal.insert("constrain".into(), "json-object".into());
                         portal.insert("answer_within_s".into(), 180.into());
+                        // A small model rambles to its bound: 512 tokens keep a passage
+                        // well inside the turn's 180 s on two loaded cores.
+                        portal.insert("max_tokens".into(), 512.into());
                     }
                     if emulated {
                         portal.insert("streaming".into(), true.into());
