@@ -246,8 +246,26 @@ pub struct Candidate {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct State {
+    /// The latest failure of each source (a source's success clears its own only).
+    #[serde(default)]
+    failures: Vec<FailedAttempt>,
+    /// One failure across all sources, as state files before per-source failures held it; read
+    /// into `failures`, never written.
+    #[serde(default, skip_serializing)]
     last_failure: Option<FailedAttempt>,
     candidate: Option<Candidate>,
+}
+
+impl State {
+    fn fail(&mut self, f: FailedAttempt) {
+        self.failures.retain(|o| o.source != f.source);
+        self.failures.push(f);
+        self.failures.sort_by(|a, b| a.source.cmp(&b.source));
+    }
+
+    fn failure_of(&self, source: &str) -> Option<&FailedAttempt> {
+        self.failures.iter().find(|f| f.source == source)
+    }
 }
 
 /// Freshness of the active snapshot, as status shows it.
@@ -270,7 +288,11 @@ pub enum Freshness {
 pub struct CorpusStatus {
     pub active: Option<PublicCorpusSnapshot>,
     pub freshness: Freshness,
+    /// The most recent failure of any source.
     pub last_failure: Option<FailedAttempt>,
+    /// The latest failure of each source that has one, by source name.
+    #[serde(default)]
+    pub failures: Vec<FailedAttempt>,
     pub candidate: Option<Candidate>,
 }
 
@@ -367,7 +389,7 @@ impl CorpusStore {
         let _ = std::fs::remove_dir_all(&staging);
         match result {
             Ok(s) => {
-                self.update_state(|st| st.last_failure = None)?;
+                self.update_state(|st| st.failures.retain(|f| f.source != spec.name))?;
                 Ok(s)
             }
             Err(e) => {
@@ -567,7 +589,7 @@ impl CorpusStore {
     ) -> std::io::Result<()> {
         let at = self.clock.now();
         self.update_state(|st| {
-            st.last_failure = Some(FailedAttempt {
+            st.fail(FailedAttempt {
                 source: source.into(),
                 at,
                 code: code.into(),
@@ -595,10 +617,16 @@ impl CorpusStore {
     }
 
     fn read_state(&self) -> State {
-        std::fs::read(self.root.join("state.json"))
+        let mut st: State = std::fs::read(self.root.join("state.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if let Some(f) = st.last_failure.take()
+            && st.failure_of(&f.source).is_none()
+        {
+            st.fail(f);
+        }
+        st
     }
 
     fn update_state(&self, f: impl FnOnce(&mut State)) -> std::io::Result<()> {
@@ -625,7 +653,7 @@ impl CorpusStore {
         let freshness = match &active {
             None => Freshness::None,
             Some(s) if !s.is_fresh(now) => Freshness::Expired,
-            Some(s) => match &st.last_failure {
+            Some(s) => match st.failure_of(&s.source.name) {
                 // Only a failed refresh of the active source degrades it; a failed first
                 // build of another source leaves it as it was (that failure shows on its own
                 // source's status line).
@@ -640,7 +668,8 @@ impl CorpusStore {
         CorpusStatus {
             active,
             freshness,
-            last_failure: st.last_failure,
+            last_failure: st.failures.iter().max_by_key(|f| f.at).cloned(),
+            failures: st.failures,
             candidate: st.candidate,
         }
     }

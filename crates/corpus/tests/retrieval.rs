@@ -566,3 +566,41 @@ fn the_gate_refuses_a_question_sharing_only_common_words_with_the_docs() {
     assert!(g.gate.unwrap().admitted);
     assert_eq!(g.bundle.outcome, BundleOutcome::Evidence);
 }
+
+#[test]
+fn each_source_keeps_its_own_last_failure() {
+    let (_d, store, clock, bytes) = built();
+    // "reach-docs" is active. Another source fails, then the active one fails a refresh.
+    store
+        .record_failed_attempt("mirror", "destination/loopback", "no road")
+        .unwrap();
+    clock.advance(Duration::minutes(1));
+    let spec = archive_spec(b"another release", Ceilings::default());
+    store
+        .refresh_archive(&spec, &bytes, &Policy::default(), &mut NoProgress)
+        .unwrap_err();
+    let st = store.status();
+    let by_source: Vec<(&str, &str)> = st
+        .failures
+        .iter()
+        .map(|f| (f.source.as_str(), f.code.as_str()))
+        .collect();
+    assert_eq!(
+        by_source,
+        [
+            ("mirror", "destination/loopback"),
+            ("reach-docs", "corpus/digest-mismatch")
+        ]
+    );
+    assert_eq!(st.last_failure.unwrap().source, "reach-docs");
+    assert!(matches!(st.freshness, Freshness::Degraded { .. }));
+    // A success of the active source clears its own failure only.
+    let good = archive_spec(&bytes, Ceilings::default());
+    store
+        .refresh_archive(&good, &bytes, &Policy::default(), &mut NoProgress)
+        .unwrap();
+    let st = store.status();
+    assert_eq!(st.freshness, Freshness::Fresh);
+    let left: Vec<&str> = st.failures.iter().map(|f| f.source.as_str()).collect();
+    assert_eq!(left, ["mirror"]);
+}

@@ -226,6 +226,13 @@ impl Builder {
             Err(e) => refusal("corpus/internal", &e.to_string()),
             Ok(Err(e)) => refusal(e.code(), &e.to_string()),
             Ok(Ok((s, spec))) => {
+                // The spec that activated is the source's admitted state from now on (for an
+                // admit, its new commit; for a build, what was already there).
+                if spec.name != self.embedded.spec.name
+                    && let Err(e) = self.sources.replace(spec.clone())
+                {
+                    tracing::warn!(source = %spec.name, code = e.code(), "admitted revision not recorded");
+                }
                 let revision = self
                     .store
                     .status()
@@ -276,9 +283,9 @@ impl Builder {
                 .map(|c| c.commit.clone())
                 .unwrap_or_default(),
             last_failure: s
-                .last_failure
-                .as_ref()
-                .filter(|f| f.source == spec.name)
+                .failures
+                .iter()
+                .find(|f| f.source == spec.name)
                 .map(|f| format!("{}: {}", f.code, f.reason))
                 .unwrap_or_default(),
             ..Default::default()
@@ -496,9 +503,8 @@ impl CorpusAdmin for Builder {
                         },
                         ..(*spec).clone()
                     };
-                    if let Err(e) = self.sources.replace(admitted.clone()) {
-                        return Ok(once(refusal(e.code(), &e.to_string())));
-                    }
+                    // Recorded as the admitted commit only once it built and activated
+                    // (`finish`): a refused admit keeps the good commit admitted.
                     Job::Configured(Box::new(admitted))
                 }
                 Origin::ReleaseArchive { .. } => {

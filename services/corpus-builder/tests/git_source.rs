@@ -156,4 +156,19 @@ async fn a_git_source_activates_only_the_admitted_commit() {
         other => panic!("{other:?}"),
     }
     assert_eq!(status(&builder).await.admitted_revision, commit_b);
+
+    // A refused admit (a commit the repository does not have) forgets nothing: the good commit
+    // stays admitted and active, and the failure is shown for this source.
+    let missing = "0123456789abcdef0123456789abcdef01234567".to_string();
+    match last(admit(missing).await.unwrap()).await {
+        Event::Refusal(r) => assert!(r.code.starts_with("corpus/"), "{r:?}"),
+        other => panic!("{other:?}"),
+    }
+    let st = status(&builder).await;
+    assert_eq!(st.admitted_revision, commit_b);
+    assert!(!st.last_failure.is_empty(), "{st:?}");
+    match last(build().await.unwrap()).await {
+        Event::Summary(s) => assert_eq!(s.revision, commit_b),
+        other => panic!("{other:?}"),
+    }
 }
