@@ -364,9 +364,24 @@ impl<R: Resolver> Admission<R> {
                     addr,
                     special: reason,
                 },
-                Refusal::Special(_) => DestinationError::SpecialPurposeAddress {
-                    addr,
-                    special: reason,
+                // The host's road is at this very address on another port: say so, rather than
+                // call the operator's own loopback road special-purpose.
+                Refusal::Special(_) => match self
+                    .policy
+                    .local_roads
+                    .iter()
+                    .find(|r| &r.host == host && r.addr.ip() == addr && r.addr.port() != port)
+                {
+                    Some(road) => DestinationError::RoadPortMismatch {
+                        host: host.to_string(),
+                        port,
+                        road: road.addr,
+                        road_port: road.addr.port(),
+                    },
+                    None => DestinationError::SpecialPurposeAddress {
+                        addr,
+                        special: reason,
+                    },
                 },
                 Refusal::NotGlobalUnicast => DestinationError::NotGlobalUnicast { addr, reason },
             });

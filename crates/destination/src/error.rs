@@ -35,6 +35,18 @@ pub enum DestinationError {
     /// The port is neither admitted by policy nor part of a named local road.
     #[error("destination port {port} is not admitted")]
     PortNotAdmitted { port: u16 },
+    /// The host is a local road, but the URL's port is not the road's: the address it resolves
+    /// to is admitted only at the road's own socket address.
+    #[error(
+        "destination {host} is a local road only at {road}: the URL must name port {road_port}, \
+         not {port}"
+    )]
+    RoadPortMismatch {
+        host: String,
+        port: u16,
+        road: std::net::SocketAddr,
+        road_port: u16,
+    },
     /// The (only) address lies in a special-purpose block.
     #[error("destination address {addr} is special-purpose: {special}")]
     SpecialPurposeAddress { addr: IpAddr, special: String },
@@ -98,6 +110,7 @@ impl DestinationError {
             DestinationError::BadPort { .. } => "destination/bad-port",
             DestinationError::InvalidPurpose { .. } => "destination/invalid-purpose",
             DestinationError::PortNotAdmitted { .. } => "destination/port-not-admitted",
+            DestinationError::RoadPortMismatch { .. } => "destination/road-port-mismatch",
             DestinationError::SpecialPurposeAddress { .. } => "destination/special-purpose-address",
             DestinationError::NotGlobalUnicast { .. } => "destination/not-global-unicast",
             DestinationError::MixedResolution { .. } => "destination/mixed-resolution",

@@ -497,3 +497,39 @@ async fn admitted_policy_port() {
     assert_eq!(admitted.host_header(), "api.example.com:8443");
     let _ = Arc::new(admitted);
 }
+
+#[tokio::test]
+async fn a_road_named_without_its_port_says_the_port_must_match() {
+    // Issue #34: an operator's mirror on a local road, its URL written without the road's port
+    // (so port 443), was refused as a special-purpose loopback address, saying nothing of ports.
+    let road: SocketAddr = "127.0.0.1:8443".parse().unwrap();
+    let policy = AdmissionPolicy::default().with_local_road(Host::Name("mirror.test".into()), road);
+    let admission = Admission::new(
+        policy,
+        StaticResolver::new()
+            .with("mirror.test", [road.ip()])
+            .with("other.test", [road.ip()]),
+    );
+    let err = admission
+        .admit(dest("https://mirror.test/docs.tar.gz"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "destination/road-port-mismatch");
+    assert_eq!(
+        err.to_string(),
+        "destination mirror.test is a local road only at 127.0.0.1:8443: the URL must name port \
+         8443, not 443"
+    );
+    // With the road's port it is admitted; another name at the same address is still refused.
+    assert!(
+        admission
+            .admit(dest("https://mirror.test:8443/docs.tar.gz"))
+            .await
+            .is_ok()
+    );
+    let err = admission
+        .admit(dest("https://other.test/docs.tar.gz"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "destination/special-purpose-address");
+}

@@ -214,5 +214,6 @@ async fn every_entry_refused_by_admission() {
         .admit(Destination::parse("https://model.test/v1", purpose).unwrap())
         .await
         .unwrap_err();
-    assert_eq!(err.code(), "destination/special-purpose-address");
+    // Still refused, and the refusal says why: the road is only at its own port (issue #34).
+    assert_eq!(err.code(), "destination/road-port-mismatch");
 }
