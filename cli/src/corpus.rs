@@ -268,14 +268,22 @@ async fn render_build(
             }
             Some(pb::build_event::Event::Refusal(r)) => {
                 bars.clear();
-                eprintln!("refused: {}: {}", r.code, r.detail);
-                println!("refused {} (the previous snapshot stays active)", r.code);
+                // Once, on stderr: stdout carries results only.
+                eprintln!("{}", build_refusal_line(&r));
                 return Ok(ExitCode::FAILURE);
             }
             None => {}
         }
     }
     anyhow::bail!("corpus-builder ended the build stream without a summary")
+}
+
+/// A refused build or admit, as the operator reads it.
+pub fn build_refusal_line(r: &pb::Refusal) -> String {
+    format!(
+        "refused: {}: {} (the previous snapshot stays active)",
+        r.code, r.detail
+    )
 }
 
 /// The summary table of one build.
@@ -285,6 +293,8 @@ pub fn render_summary(s: &pb::Summary) -> String {
     t.set_header(vec!["build", "value"]);
     t.add_row(vec!["snapshot".to_string(), s.snapshot_id.clone()]);
     t.add_row(vec!["revision".to_string(), s.revision.clone()]);
+    // The paths the build pinned: the default `**/*.md` takes every edition and translation.
+    t.add_row(vec!["include".to_string(), s.include.join(", ")]);
     t.add_row(vec![
         "files accepted".to_string(),
         s.files_accepted.to_string(),
@@ -404,20 +414,36 @@ mod tests {
             index_bytes: 6549,
             elapsed_ms: 123,
             fresh_until_ms: 1_767_225_600_000,
+            include: vec!["src/**/*.md".into(), "book/**/*.html".into()],
         });
         assert_eq!(
             table,
-            "| build                              | value                |\n\
-             |------------------------------------|----------------------|\n\
-             | snapshot                           | snap-1               |\n\
-             | revision                           | c0ffee               |\n\
-             | files accepted                     | 2                    |\n\
-             | skipped (corpus/unsupported-media) | 1                    |\n\
-             | passages                           | 3                    |\n\
-             | bytes                              | 214                  |\n\
-             | index bytes                        | 6549                 |\n\
-             | elapsed                            | 123 ms               |\n\
-             | fresh until                        | 2026-01-01T00:00:00Z |\n"
+            "| build                              | value                       |\n\
+             |------------------------------------|-----------------------------|\n\
+             | snapshot                           | snap-1                      |\n\
+             | revision                           | c0ffee                      |\n\
+             | include                            | src/**/*.md, book/**/*.html |\n\
+             | files accepted                     | 2                           |\n\
+             | skipped (corpus/unsupported-media) | 1                           |\n\
+             | passages                           | 3                           |\n\
+             | bytes                              | 214                         |\n\
+             | index bytes                        | 6549                        |\n\
+             | elapsed                            | 123 ms                      |\n\
+             | fresh until                        | 2026-01-01T00:00:00Z        |\n"
         );
+    }
+
+    #[test]
+    fn a_refused_build_is_one_line_with_its_code() {
+        let line = build_refusal_line(&pb::Refusal {
+            code: "corpus/digest-mismatch".into(),
+            detail: "archive digest differs".into(),
+        });
+        assert_eq!(
+            line,
+            "refused: corpus/digest-mismatch: archive digest differs (the previous snapshot \
+             stays active)"
+        );
+        assert_eq!(line.lines().count(), 1);
     }
 }

@@ -222,6 +222,20 @@ async fn an_operator_adds_admits_and_searches_a_release_archive() {
         !stderr.contains("passages ") && !stderr.contains("fetch ["),
         "{stderr}"
     );
+    // The summary shows the include the build pinned its paths with (issue #34).
+    assert!(stdout.contains("| include        | docs/**"), "{stdout}");
+
+    // A refused admit: its code once, on stderr; nothing on stdout (issue #34).
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let out = reach(&body, &["admit", "docs", &wrong]).await;
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(
+        stderr.matches("corpus/revision-not-published").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stdout.contains("refused"), "{stdout}");
 
     let out = reach(&body, &["status"]).await;
     let (stdout, _) = text(&out);

@@ -258,6 +258,7 @@ impl Builder {
                         index_bytes: s.index_bytes,
                         elapsed_ms: s.work_millis,
                         fresh_until_ms: millis(s.fresh_until),
+                        include: spec.include.clone(),
                     })),
                 }
             }
