@@ -504,27 +504,41 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Recipe { command } => task::recipe(command).await,
         Command::Manifest { path } => {
             let m = load_manifest(path.as_deref())?;
-            println!(
-                "{} ({}): {} roles, {} ports — valid",
-                m.profile,
-                m.trust_domain,
-                m.roles.len(),
-                m.ports.len()
-            );
-            for p in &m.ports {
-                let grants: Vec<String> = p
-                    .grants
-                    .iter()
-                    .map(|g| format!("{}→{}", g.caller, g.method))
-                    .collect();
-                println!(
-                    "  {:<24} server {:<16} {}",
-                    p.name,
-                    p.server.as_str(),
-                    grants.join(", ")
-                );
+            // `reach manifest | head` closes the pipe early: that ends the listing, no error.
+            match print_manifest(&m, &mut std::io::stdout().lock()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+                r => {
+                    r?;
+                    Ok(ExitCode::SUCCESS)
+                }
             }
-            Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `reach manifest`: the profile and each port with its grants.
+fn print_manifest(m: &Manifest, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{} ({}): {} roles, {} ports — valid",
+        m.profile,
+        m.trust_domain,
+        m.roles.len(),
+        m.ports.len()
+    )?;
+    for p in &m.ports {
+        let grants: Vec<String> = p
+            .grants
+            .iter()
+            .map(|g| format!("{}→{}", g.caller, g.method))
+            .collect();
+        writeln!(
+            out,
+            "  {:<24} server {:<16} {}",
+            p.name,
+            p.server.as_str(),
+            grants.join(", ")
+        )?;
+    }
+    out.flush()
 }
