@@ -181,6 +181,11 @@ pub async fn run(command: CorpusCommand) -> anyhow::Result<ExitCode> {
         CorpusCommand::Status { .. } => {
             let s = c.status(pb::StatusRequest {}).await?.into_inner();
             print!("{}", render_status(&s.sources));
+            // A manifest naming a corpus no source provides must not pass silently.
+            if let Some(warning) = habitat_mismatch(&m.habitat.corpus, &s.sources) {
+                eprintln!("{warning}");
+                return Ok(ExitCode::FAILURE);
+            }
             Ok(ExitCode::SUCCESS)
         }
         CorpusCommand::Search { query, limit, .. } => {
@@ -276,6 +281,19 @@ async fn render_build(
         }
     }
     anyhow::bail!("corpus-builder ended the build stream without a summary")
+}
+
+/// The refusal when the manifest's `habitat.corpus` names no source corpus-builder has.
+pub fn habitat_mismatch(corpus: &str, sources: &[pb::SourceStatus]) -> Option<String> {
+    if sources.iter().any(|s| s.source == corpus) {
+        return None;
+    }
+    let names: Vec<&str> = sources.iter().map(|s| s.source.as_str()).collect();
+    Some(format!(
+        "refused: manifest/habitat-corpus-unknown: habitat.corpus {corpus:?} names no source \
+         of corpus-builder (sources: {})",
+        names.join(", ")
+    ))
 }
 
 /// A refused build or admit, as the operator reads it.
@@ -430,6 +448,22 @@ mod tests {
              | index bytes                        | 6549                        |\n\
              | elapsed                            | 123 ms                      |\n\
              | fresh until                        | 2026-01-01T00:00:00Z        |\n"
+        );
+    }
+
+    #[test]
+    fn a_habitat_corpus_naming_no_source_is_refused() {
+        let sources = [pb::SourceStatus {
+            source: "reach-docs".into(),
+            ..Default::default()
+        }];
+        assert_eq!(habitat_mismatch("reach-docs", &sources), None);
+        assert_eq!(
+            habitat_mismatch("my-book", &sources).as_deref(),
+            Some(
+                "refused: manifest/habitat-corpus-unknown: habitat.corpus \"my-book\" names no \
+                 source of corpus-builder (sources: reach-docs)"
+            )
         );
     }
 
