@@ -290,7 +290,7 @@ pub fn habitat_mismatch(corpus: &str, sources: &[pb::SourceStatus]) -> Option<St
     }
     let names: Vec<&str> = sources.iter().map(|s| s.source.as_str()).collect();
     Some(format!(
-        "refused: manifest/habitat-corpus-unknown: habitat.corpus {corpus:?} names no source \
+        "refused: corpus/habitat-unknown: habitat.corpus {corpus:?} names no source \
          of corpus-builder (sources: {})",
         names.join(", ")
     ))
@@ -461,7 +461,7 @@ mod tests {
         assert_eq!(
             habitat_mismatch("my-book", &sources).as_deref(),
             Some(
-                "refused: manifest/habitat-corpus-unknown: habitat.corpus \"my-book\" names no \
+                "refused: corpus/habitat-unknown: habitat.corpus \"my-book\" names no \
                  source of corpus-builder (sources: reach-docs)"
             )
         );
