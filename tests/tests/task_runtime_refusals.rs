@@ -135,6 +135,32 @@ async fn readiness_blocks_while_the_runtime_serves_another_model_or_is_down() {
         refused.message().starts_with("inference/model-not-served"),
         "{refused:?}"
     );
+    // A binding that pins another model than core's runtime is configured for runs nothing.
+    emulator.serve_models(vec![reach_model_emulator::MODEL.into()]);
+    assert_eq!(status(&mut packs).await.readiness, "runnable");
+    packs
+        .bind(core_pb::BindRequest {
+            pack: story.f.pack.clone(),
+            workspace: "/tmp/reach-ws".into(),
+            vm_backend: "qemu".into(),
+            model: "smollm2@sha256:b179".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let refused = packs
+        .ask_task(core_pb::AskTaskRequest {
+            pack: story.f.pack.clone(),
+            goal: GOAL.into(),
+        })
+        .await
+        .expect_err("the ask is refused");
+    assert!(
+        refused
+            .message()
+            .starts_with("inference/model-not-served: the binding of"),
+        "{refused:?}"
+    );
     drop(emulator);
     let s = status(&mut packs).await;
     assert_eq!(s.readiness, "inference/runtime-unreachable", "{s:?}");

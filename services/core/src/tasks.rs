@@ -136,6 +136,14 @@ impl TaskRuns {
             ));
         }
         let runnable = self.inner.packs.runnable(&pack).await?;
+        // A binding that names its model pins it: core's runtime must be configured for it.
+        if !runnable.model.is_empty() && runnable.model != self.inner.settings.model {
+            return Err(Status::failed_precondition(format!(
+                "inference/model-not-served: the binding of {pack} pins the model {}; core's \
+                 runtime is configured for {}",
+                runnable.model, self.inner.settings.model
+            )));
+        }
         // Readiness's last blocker: the model runtime, probed before anything is recorded.
         let blocker = match passage::probe(&self.inner).await {
             reach_taskpack::ModelRuntime::Unreachable { why } => {
