@@ -210,7 +210,9 @@ async fn a_long_answer_is_delivered_as_every_part_in_order_once() {
     let q3 = em.post_user_message(
         CHANNEL,
         &asker,
-        &format!("<@{bot}> How does a port authenticate a call, a third time?"),
+        // Worded in the docs' own terms: a question padded with words they never use
+        // ("a third time") is refused by the corpus gate before any model call.
+        &format!("<@{bot}> How does a port authenticate a call between roles?"),
     );
     let trail = trail_until(&mut operator, &q3.to_string(), "NEVER_SENT", WAIT).await;
     assert!(
