@@ -17,7 +17,8 @@ use http::Method;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use reach_bounded::{Bound, Bounds, ReturnError, fetch, fetch_sse};
 use reach_destination::{
-    Admission, Destination, DestinationError, Dialer, PinnedConnector, Purpose, Resolver, TcpDialer,
+    Admission, AdmittedDestination, Destination, DestinationError, Dialer, PinnedConnector,
+    PinnedStream, Purpose, Resolver, TcpDialer,
 };
 
 use crate::cut::CutPayload;
@@ -126,9 +127,6 @@ impl<R: Resolver, D: Dialer> PortalClient<R, D> {
     /// One GET of the runtime's model list (`/v1/models`), the readiness probe: which models
     /// it serves. The same admission, road and key as a completion.
     pub async fn served_models(&self) -> Result<crate::openai::ServedModels, CallFailure> {
-        let not_sent = |e: DestinationError| CallFailure::NotSent {
-            code: e.code().to_owned(),
-        };
         let url = self
             .models_destination()
             .ok_or_else(|| CallFailure::NotSent {
@@ -136,18 +134,7 @@ impl<R: Resolver, D: Dialer> PortalClient<R, D> {
             })?;
         let destination =
             Destination::parse(&url, Purpose::new(PURPOSE).map_err(not_sent)?).map_err(not_sent)?;
-        let admitted = self
-            .config
-            .admission
-            .admit(destination)
-            .await
-            .map_err(not_sent)?;
-        let stream = self
-            .config
-            .connector
-            .connect(&admitted)
-            .await
-            .map_err(not_sent)?;
+        let (admitted, stream) = self.dial(destination).await?;
         let request = admitted
             .request(Method::GET)
             .header(AUTHORIZATION, self.config.key.bearer())
@@ -161,6 +148,27 @@ impl<R: Resolver, D: Dialer> PortalClient<R, D> {
         bounds.max_head_time = Duration::from_secs(10);
         let response = fetch(stream, request, &bounds).await.map_err(failure)?;
         crate::openai::parse_models(&response.body).map_err(CallFailure::Quarantined)
+    }
+
+    /// Admits `destination` (policy, resolver or exact road) and dials its pinned address;
+    /// nothing has left when this fails.
+    async fn dial(
+        &self,
+        destination: Destination,
+    ) -> Result<(AdmittedDestination, PinnedStream), CallFailure> {
+        let admitted = self
+            .config
+            .admission
+            .admit(destination)
+            .await
+            .map_err(not_sent)?;
+        let stream = self
+            .config
+            .connector
+            .connect(&admitted)
+            .await
+            .map_err(not_sent)?;
+        Ok((admitted, stream))
     }
 
     /// The connector (tests read its dialer's record).
@@ -189,21 +197,7 @@ impl<R: Resolver, D: Dialer> PortalClient<R, D> {
         messages: &Messages<'_>,
         max_tokens: u64,
     ) -> Result<ProviderReturn, CallFailure> {
-        let not_sent = |e: DestinationError| CallFailure::NotSent {
-            code: e.code().to_owned(),
-        };
-        let admitted = self
-            .config
-            .admission
-            .admit(self.endpoint.clone())
-            .await
-            .map_err(not_sent)?;
-        let stream = self
-            .config
-            .connector
-            .connect(&admitted)
-            .await
-            .map_err(not_sent)?;
+        let (admitted, stream) = self.dial(self.endpoint.clone()).await?;
         let body = messages_body(
             messages,
             &self.config.model,
@@ -244,6 +238,13 @@ impl<R: Resolver, D: Dialer> PortalClient<R, D> {
             let response = fetch(stream, request, &bounds).await.map_err(failure)?;
             parse_completion(&response.body).map_err(CallFailure::Quarantined)
         }
+    }
+}
+
+/// A destination refused before any byte left.
+fn not_sent(e: DestinationError) -> CallFailure {
+    CallFailure::NotSent {
+        code: e.code().to_owned(),
     }
 }
 

@@ -154,25 +154,16 @@ impl Gate {
         if decision.attempt_id() != r.attempt_id {
             return refused("decision/attempt-mismatch".into());
         }
-        if let ModelPayload::Probe = payload {
-            return match portal.probe().await {
-                Ok(models) => CallResponse {
-                    body: models.to_bytes(),
-                    failure_code: String::new(),
-                    transmitted: true,
-                    http_status: 0,
-                },
-                Err(f) => CallResponse {
-                    body: Vec::new(),
-                    failure_code: f.code(),
-                    transmitted: f.transmitted(),
-                    http_status: 0,
-                },
-            };
-        }
-        match portal.attempt(&decision, &payload).await {
-            Ok(ret) => CallResponse {
-                body: ret.to_bytes(),
+        let result = match payload {
+            ModelPayload::Probe => portal.probe().await.map(|m| m.to_bytes()),
+            _ => portal
+                .attempt(&decision, &payload)
+                .await
+                .map(|ret| ret.to_bytes()),
+        };
+        match result {
+            Ok(body) => CallResponse {
+                body,
                 failure_code: String::new(),
                 transmitted: true,
                 http_status: 0,

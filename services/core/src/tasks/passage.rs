@@ -150,47 +150,21 @@ async fn call(
     bytes: &[u8],
     turn: &reach_taskpack::source::Turn,
 ) -> Result<String, String> {
-    let mut ward = inner.ward.clone();
-    let scope = ward
-        .admit_scope(AdmitScopeRequest {
-            platform: "operator".into(),
-            application_id: "reach".into(),
-            guild_id: "task-pack".into(),
-            channel_id: "room".into(),
-            // Each passage is its own subject: a run's passages are bounded by its flow's
-            // budget, not by the per-person rate limit public questions have.
-            subject_id: attempt_id.into(),
-            run_id: attempt_id.into(),
-            expires_at_ms: 0,
-        })
-        .await
-        .map_err(|s| format!("ward/unavailable: {:?}", s.code()))?
-        .into_inner();
-    if scope.sigil_id.is_empty() {
-        return Err(scope.refusal_code);
-    }
-    let d = ward
-        .issue_decision(IssueDecisionRequest {
-            sigil_id: scope.sigil_id,
-            run_id: attempt_id.into(),
-            attempt_id: attempt_id.into(),
+    let decision_id = decide(
+        inner,
+        Decide {
+            attempt_id,
+            channel: "room",
             destination: inner.settings.endpoint.clone(),
-            purpose: PURPOSE.into(),
-            payload_digest: p.payload_digest.to_string(),
-            labels: vec!["task-pack".into()],
+            payload_digest: p.payload_digest,
             // The passage's receipt: the digest of its evidence manifest (what was fenced in).
-            cut_receipt_digest: p.evidence_digest.to_string(),
-            policy_revision: POLICY_REVISION.into(),
+            receipt_digest: p.evidence_digest,
+            labels: &["task-pack"],
             max_tokens: u64::from(turn.max_completion_tokens),
-            max_spend_micros: 0,
-        })
-        .await
-        .map_err(|s| format!("ward/unavailable: {:?}", s.code()))?
-        .into_inner();
-    if !d.refusal_code.is_empty() {
-        return Err(d.refusal_code);
-    }
-    p.decision_id = d.decision_id.clone();
+        },
+    )
+    .await?;
+    p.decision_id = decision_id.clone();
     inner
         .vault
         .passage_submitting(&ledger::NewPassage {
@@ -199,13 +173,13 @@ async fn call(
             round,
             role: role.name().into(),
             payload_digest: p.payload_digest,
-            decision_id: d.decision_id.clone(),
+            decision_id: decision_id.clone(),
         })
         .await
         .map_err(|e| e.code().to_string())?;
     let mut provider = inner.provider.clone();
     let call = provider.call(CallRequest {
-        decision_id: d.decision_id,
+        decision_id,
         attempt_id: attempt_id.into(),
         payload: bytes.to_vec(),
         kind: PURPOSE.into(),
@@ -238,6 +212,63 @@ async fn call(
     Ok(ret.content)
 }
 
+/// What one `model-completion` decision binds.
+struct Decide<'a> {
+    attempt_id: &'a str,
+    /// The scope's channel: `room` for a passage, `readiness` for a probe.
+    channel: &'a str,
+    destination: String,
+    payload_digest: Sha256Digest,
+    receipt_digest: Sha256Digest,
+    labels: &'a [&'a str],
+    max_tokens: u64,
+}
+
+/// A Sigil for the attempt and ward's `model-completion` decision bound to `d`: the decision's
+/// id, or the refusal's code.
+async fn decide(inner: &Inner, d: Decide<'_>) -> Result<String, String> {
+    let mut ward = inner.ward.clone();
+    let scope = ward
+        .admit_scope(AdmitScopeRequest {
+            platform: "operator".into(),
+            application_id: "reach".into(),
+            guild_id: "task-pack".into(),
+            channel_id: d.channel.into(),
+            // Each attempt is its own subject: a run's passages are bounded by its flow's
+            // budget, not by the per-person rate limit public questions have.
+            subject_id: d.attempt_id.into(),
+            run_id: d.attempt_id.into(),
+            expires_at_ms: 0,
+        })
+        .await
+        .map_err(|s| format!("ward/unavailable: {:?}", s.code()))?
+        .into_inner();
+    if scope.sigil_id.is_empty() {
+        return Err(scope.refusal_code);
+    }
+    let decision = ward
+        .issue_decision(IssueDecisionRequest {
+            sigil_id: scope.sigil_id,
+            run_id: d.attempt_id.into(),
+            attempt_id: d.attempt_id.into(),
+            destination: d.destination,
+            purpose: PURPOSE.into(),
+            payload_digest: d.payload_digest.to_string(),
+            labels: d.labels.iter().map(|l| (*l).to_owned()).collect(),
+            cut_receipt_digest: d.receipt_digest.to_string(),
+            policy_revision: POLICY_REVISION.into(),
+            max_tokens: d.max_tokens,
+            max_spend_micros: 0,
+        })
+        .await
+        .map_err(|s| format!("ward/unavailable: {:?}", s.code()))?
+        .into_inner();
+    if !decision.refusal_code.is_empty() {
+        return Err(decision.refusal_code);
+    }
+    Ok(decision.decision_id)
+}
+
 /// Readiness's probe of a real model runtime: one GET of its model list under its own
 /// `model-completion` decision (bound to the list's URL and the probe's exact bytes), through
 /// egress-provider like any passage. Reachable when the list names the pinned model; the
@@ -257,50 +288,26 @@ pub async fn probe(inner: &Inner) -> reach_taskpack::ModelRuntime {
     }
     let attempt_id = format!("probe-{}", hex::encode(nonce));
     let bytes = reach_portal::openai::probe_payload();
-    let mut ward = inner.ward.clone();
-    let scope = match ward
-        .admit_scope(AdmitScopeRequest {
-            platform: "operator".into(),
-            application_id: "reach".into(),
-            guild_id: "task-pack".into(),
-            channel_id: "readiness".into(),
-            subject_id: attempt_id.clone(),
-            run_id: attempt_id.clone(),
-            expires_at_ms: 0,
-        })
-        .await
-    {
-        Ok(s) => s.into_inner(),
-        Err(s) => return unreachable(format!("ward/unavailable: {:?}", s.code())),
-    };
-    if scope.sigil_id.is_empty() {
-        return unreachable(scope.refusal_code);
-    }
-    let d = match ward
-        .issue_decision(IssueDecisionRequest {
-            sigil_id: scope.sigil_id,
-            run_id: attempt_id.clone(),
-            attempt_id: attempt_id.clone(),
+    let decision_id = match decide(
+        inner,
+        Decide {
+            attempt_id: &attempt_id,
+            channel: "readiness",
             destination: url,
-            purpose: PURPOSE.into(),
-            payload_digest: Sha256Digest::of(&bytes).to_string(),
-            labels: vec!["task-pack".into(), "readiness".into()],
-            cut_receipt_digest: Sha256Digest::of(b"").to_string(),
-            policy_revision: POLICY_REVISION.into(),
+            payload_digest: Sha256Digest::of(&bytes),
+            receipt_digest: Sha256Digest::of(b""),
+            labels: &["task-pack", "readiness"],
             max_tokens: 0,
-            max_spend_micros: 0,
-        })
-        .await
+        },
+    )
+    .await
     {
-        Ok(d) => d.into_inner(),
-        Err(s) => return unreachable(format!("ward/unavailable: {:?}", s.code())),
+        Ok(id) => id,
+        Err(why) => return unreachable(why),
     };
-    if !d.refusal_code.is_empty() {
-        return unreachable(d.refusal_code);
-    }
     let mut provider = inner.provider.clone();
     let call = provider.call(CallRequest {
-        decision_id: d.decision_id,
+        decision_id,
         attempt_id,
         payload: bytes,
         kind: PURPOSE.into(),
