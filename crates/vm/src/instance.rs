@@ -560,6 +560,7 @@ impl Broker {
                     .map(|(p, pm)| p.dir.join(&pm.disk.file)),
                 top: overlay,
                 throwaway: true,
+                data: None,
             },
             agent_channel: &m.guest_agent.channel,
             dir: &dir,

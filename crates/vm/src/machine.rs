@@ -29,7 +29,14 @@ pub struct Disks {
     /// Ignore the guest's flushes on the top layer: an instance overlay is thrown away, so
     /// durability buys nothing (a prepared-system capture keeps flushes).
     pub throwaway: bool,
+    /// A second disk, read-only raw, after the root disk (`/dev/vdb`, serial
+    /// [`DATA_DISK_SERIAL`]): what a deployment guest installs from. Instances and prepared
+    /// systems have none, so their device list (and a migration stream) is unchanged.
+    pub data: Option<PathBuf>,
 }
+
+/// The serial of [`Disks::data`]: the guest finds it as `/dev/disk/by-id/virtio-reach-data`.
+pub const DATA_DISK_SERIAL: &str = "reach-data";
 
 /// Everything a QEMU invocation depends on.
 #[derive(Debug, Clone)]
@@ -118,6 +125,17 @@ impl Machine<'_> {
         ));
         push("-device".into());
         push("virtio-blk-pci,drive=top".into());
+        if let Some(p) = &self.disks.data {
+            push("-blockdev".into());
+            push(format!(
+                "driver=raw,node-name=data,read-only=on,file.driver=file,file.filename={}",
+                p.display()
+            ));
+            push("-device".into());
+            push(format!(
+                "virtio-blk-pci,drive=data,serial={DATA_DISK_SERIAL}"
+            ));
+        }
         push("-qmp".into());
         push(format!(
             "unix:{},server=on,wait=off",
@@ -181,6 +199,7 @@ mod tests {
                 prepared: Some("/prep/disk.qcow2".into()),
                 top: dir.join("overlay.qcow2"),
                 throwaway: true,
+                data: None,
             },
             agent_channel: "org.qemu.guest_agent.0",
             dir,
@@ -210,5 +229,47 @@ mod tests {
         );
         assert_eq!(args.last().unwrap(), r"exec:cat '/prep/it'\''s.mig'");
         assert!(!args.iter().any(|a| a.starts_with("-netdev") || a == "-net"));
+        assert!(!joined.contains("node-name=data"), "{joined}");
+    }
+
+    #[test]
+    fn a_data_disk_is_read_only_and_after_the_root_disk() {
+        let dir = Path::new("/run/i/abc");
+        let m = Machine {
+            accel: Accel::Tcg,
+            memory_mib: 384,
+            cpus: 1,
+            kernel: Path::new("/img/vmlinuz"),
+            initrd: Path::new("/img/initrd.img"),
+            cmdline: "console=ttyS0",
+            disks: Disks {
+                base_raw: "/img/rootfs.raw".into(),
+                prepared: None,
+                top: dir.join("overlay.qcow2"),
+                throwaway: false,
+                data: Some("/bundle/data.ext4".into()),
+            },
+            agent_channel: "org.qemu.guest_agent.0",
+            dir,
+            qmp_sock: &dir.join("qmp.sock"),
+            qga_sock: &dir.join("qga.sock"),
+            console: &dir.join("console.log"),
+            pidfile: &dir.join("qemu.pid"),
+            incoming: None,
+            daemonize: false,
+            name: "reach-deploy",
+        };
+        let joined: Vec<String> = m
+            .args()
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect();
+        let top = joined.iter().position(|a| a == "virtio-blk-pci,drive=top");
+        let data = joined
+            .iter()
+            .position(|a| a == "virtio-blk-pci,drive=data,serial=reach-data");
+        assert!(top.is_some() && data.is_some() && top < data, "{joined:?}");
+        assert!(joined.iter().any(|a| a
+            == "driver=raw,node-name=data,read-only=on,file.driver=file,file.filename=/bundle/data.ext4"));
     }
 }

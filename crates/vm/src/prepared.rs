@@ -372,6 +372,7 @@ pub async fn prepare(
             prepared: None,
             top: disk.clone(),
             throwaway: false,
+            data: None,
         },
         agent_channel: &base.guest_agent.channel,
         dir: &sockets.0,
