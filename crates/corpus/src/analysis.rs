@@ -32,9 +32,26 @@ pub const STOPWORDS: &[&str] = &[
     "yours",
 ];
 
-/// Whether `word` (lowercased, unstemmed) is a stopword.
+/// Conversational padding: words a chat question wraps around its subject ("hi, how do I X a
+/// third time? thanks") that say nothing of what it asks. Like stopwords they are neither
+/// queried nor weighed by the relevance gate, so padding cannot make a covered question look
+/// uncovered. Words that are also documentation vocabulary (`help`, `try`, `question`,
+/// `explain`, `right`) are deliberately absent.
+#[rustfmt::skip]
+pub const FILLER: &[&str] = &[
+    "actually", "again", "already", "anybody", "anyone", "anything", "anyway", "apparently",
+    "basically", "certainly", "cheers", "currently", "definitely", "everyone", "everything",
+    "exactly", "fifth", "folks", "fourth", "guys", "hello", "hey", "hi", "honestly", "hopefully",
+    "idea", "know", "knows", "literally", "maybe", "nobody", "ok", "okay", "once", "perhaps",
+    "possible", "possibly", "pretty", "probably", "quick", "quickly", "quite", "really",
+    "seriously", "simply", "somebody", "somehow", "someone", "something", "sorry", "still",
+    "stuff", "sure", "thank", "thanks", "third", "though", "thx", "time", "times", "today",
+    "tried", "trying", "twice", "wonder", "wondering", "yeah", "yes", "yet",
+];
+
+/// Whether `word` (lowercased, unstemmed) is a stopword or conversational [`FILLER`].
 pub fn is_stopword(word: &str) -> bool {
-    STOPWORDS.binary_search(&word).is_ok()
+    STOPWORDS.binary_search(&word).is_ok() || FILLER.binary_search(&word).is_ok()
 }
 
 /// One analyzed term.
@@ -215,6 +232,26 @@ pub fn holds<'a>(text: &str, wanted: &[&'a str]) -> HashSet<&'a str> {
     out
 }
 
+/// The share of a section title's own words (stopwords and whole identifiers aside) that are
+/// among `wanted`, the question's analyzed content terms: 1 when the title names nothing the
+/// question does not, 0 for an empty title.
+pub fn title_precision(title: &str, wanted: &[&str]) -> f32 {
+    let mut words: Vec<String> = Vec::new();
+    for t in terms(title) {
+        if !t.stop && !t.compound && !words.contains(&t.text) {
+            words.push(t.text);
+        }
+    }
+    if words.is_empty() {
+        return 0.0;
+    }
+    let held = words
+        .iter()
+        .filter(|w| wanted.contains(&w.as_str()))
+        .count();
+    held as f32 / words.len() as f32
+}
+
 /// The tokenizer of the `content` and `headings` fields: [`terms`], every one of them.
 #[derive(Debug, Clone, Default)]
 pub struct ReachTokenizer;
@@ -262,9 +299,19 @@ mod tests {
 
     #[test]
     fn stopwords_are_sorted_for_binary_search() {
-        let mut s = STOPWORDS.to_vec();
-        s.sort_unstable();
-        assert_eq!(s, STOPWORDS);
+        for list in [STOPWORDS, FILLER] {
+            let mut s = list.to_vec();
+            s.sort_unstable();
+            assert_eq!(s, list);
+        }
+    }
+
+    #[test]
+    fn padding_is_not_content() {
+        assert_eq!(
+            content_terms("Hi! How does a port authenticate a call, a third time? Thanks"),
+            ["port", "authenticat", "call"]
+        );
     }
 
     #[test]

@@ -42,6 +42,12 @@ const UNKNOWN_WEIGHT: f32 = 2.0;
 /// Weight of the share of the question a passage's headings hold, in the re-ranking.
 const HEADING_WEIGHT: f32 = 2.0;
 
+/// Weight of a section title's precision in the re-ranking: the share of the title's own words
+/// that are words of the question. Of two sections whose titles both hold the question's
+/// subject, the one whose title says nothing else ("Raw string literals" over "Raw C string
+/// literals") is the likelier answer.
+const TITLE_WEIGHT: f32 = 0.5;
+
 /// Boost of the `headings` field (section, section path, page name) over the body text.
 const HEADINGS_BOOST: f32 = 2.0;
 
@@ -101,7 +107,7 @@ impl Default for RetrievalLimits {
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
 pub const RETRIEVAL_METHOD: &str =
-    "bm25/headings^2+content/reach-analysis-1/idf-coverage-gate-0.5/coverage-rerank-1";
+    "bm25/headings^2+content/reach-analysis-1+filler/idf-coverage-gate-0.5/coverage-title-rerank-2";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -550,7 +556,10 @@ impl Snapshot {
             let coverage = share(&held);
             gate.coverage = gate.coverage.max(coverage);
             // A section whose own title names the question's subject is its likeliest answer.
-            let key = score * (0.5 + coverage) * (1.0 + HEADING_WEIGHT * share(&in_headings));
+            let key = score
+                * (0.5 + coverage)
+                * (1.0 + HEADING_WEIGHT * share(&in_headings))
+                * (1.0 + TITLE_WEIGHT * analysis::title_precision(&p.section, &wanted));
             ranked.push((score, key, p));
         }
         gate.admitted = gate.coverage >= MIN_COVERAGE;

@@ -568,6 +568,29 @@ fn the_gate_refuses_a_question_sharing_only_common_words_with_the_docs() {
 }
 
 #[test]
+fn conversational_padding_does_not_make_a_covered_question_uncovered() {
+    let (_d, store, clock, _) = built();
+    let snap = Snapshot::open_active(store.root()).unwrap();
+    let ground = |q: &str| {
+        snap.ground(q, &RetrievalLimits::default(), clock.now())
+            .unwrap()
+    };
+    let plain = ground("How do I install Reach with Podman?");
+    // The docs never say "third", "time", "thanks" or "anyone": counted as content, these
+    // words were unknown terms that outweighed the question's real subject and refused it.
+    let padded = ground("Hi! How do I install Reach with Podman a third time? Thanks, anyone?");
+    let (p, g) = (plain.gate.unwrap(), padded.gate.unwrap());
+    assert!(g.admitted, "{g:?}");
+    assert_eq!((g.terms, g.unknown), (p.terms, p.unknown), "{g:?}");
+    assert_eq!(g.coverage, p.coverage);
+    assert_eq!(padded.bundle.outcome, BundleOutcome::Evidence);
+    assert_eq!(
+        padded.bundle.passages[0].passage_id,
+        plain.bundle.passages[0].passage_id
+    );
+}
+
+#[test]
 fn each_source_keeps_its_own_last_failure() {
     let (_d, store, clock, bytes) = built();
     // "reach-docs" is active. Another source fails, then the active one fails a refresh.
