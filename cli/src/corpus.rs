@@ -1,5 +1,6 @@
 //! `reach corpus add|admit|build|status|search`: the operator's side of corpus-builder's admin
-//! port, over the launcher's operator channel with the operator's leaf.
+//! port, over the launcher's operator channel with the operator's leaf. `reach corpus eval`
+//! (`eval.rs`) needs no body: it measures answers on a local build.
 //!
 //! **Architecture Invariant:** the CLI never fetches a source. It sends the operator's words
 //! to corpus-builder, which owns the corpus egress, and renders what comes back: progress bars
@@ -17,6 +18,8 @@ use reach_proto::corpus::v1::corpus_admin_client::CorpusAdminClient;
 use tokio_stream::StreamExt as _;
 
 use crate::BodyTarget;
+
+mod eval;
 
 /// Hits `search` asks for unless told.
 const DEFAULT_HITS: u32 = 5;
@@ -78,6 +81,24 @@ pub enum CorpusCommand {
         #[command(flatten)]
         target: BodyTarget,
     },
+    /// Measure answers on a question set (JSON Lines, the format of `crates/corpus/eval/`):
+    /// hit@1, hit@3, key facts, out-of-corpus refused, false refusals, latency. The corpus is
+    /// built locally from `--docs DIR` (the files `reach demo --docs DIR` answers from) or the
+    /// project's own docs; the set's `include` and `exclude` apply, its `root` is the bench's.
+    Eval {
+        /// The question set.
+        file: std::path::PathBuf,
+        /// A directory of Markdown or HTML to build the corpus from, instead of the project's
+        /// docs.
+        #[arg(long)]
+        docs: Option<std::path::PathBuf>,
+        /// Ask each question this many times (the latency figures are over every ask).
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+        /// List every question that missed, with its rank, facts and the gate's figures.
+        #[arg(long)]
+        verbose: bool,
+    },
     /// The top passages of the active snapshot, with canonical pinned URLs.
     Search {
         query: String,
@@ -89,13 +110,15 @@ pub enum CorpusCommand {
 }
 
 impl CorpusCommand {
-    fn target(&self) -> &BodyTarget {
+    /// The body the command talks to (`eval` talks to none).
+    fn target(&self) -> Option<&BodyTarget> {
         match self {
             CorpusCommand::Add { target, .. }
             | CorpusCommand::Admit { target, .. }
             | CorpusCommand::Build { target, .. }
             | CorpusCommand::Status { target }
-            | CorpusCommand::Search { target, .. } => target,
+            | CorpusCommand::Search { target, .. } => Some(target),
+            CorpusCommand::Eval { .. } => None,
         }
     }
 }
@@ -111,7 +134,21 @@ async fn client(m: &Manifest, layout: &StateLayout) -> anyhow::Result<Client> {
 }
 
 pub async fn run(command: CorpusCommand) -> anyhow::Result<ExitCode> {
-    let target = command.target();
+    let Some(target) = command.target() else {
+        let CorpusCommand::Eval {
+            file,
+            docs,
+            rounds,
+            verbose,
+        } = command
+        else {
+            unreachable!("only eval has no target")
+        };
+        return Ok(tokio::task::spawn_blocking(move || {
+            eval::run(&file, docs.as_deref(), rounds, verbose)
+        })
+        .await?);
+    };
     let m = target.manifest()?;
     let layout = target.layout(&m)?;
     let mut c = client(&m, &layout).await?;
@@ -188,6 +225,7 @@ pub async fn run(command: CorpusCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        CorpusCommand::Eval { .. } => unreachable!("eval was answered above"),
         CorpusCommand::Search { query, limit, .. } => {
             let r = c
                 .search(pb::SearchRequest { query, limit })

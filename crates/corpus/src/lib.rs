@@ -15,7 +15,8 @@
 //! - [`retrieve`]: read-only retrieval into `CorpusEvidenceBundle@1` behind the relevance gate
 //!   (refused before any model call when the corpus does not cover the question), validation
 //!   and fenced rendering; [`answer`]: the extractive answer.
-//! - [`eval`]: question sets and the answer-quality figures (`benches/answers.rs`).
+//! - [`eval`]: question sets and the answer-quality figures; [`harness`]: the run that builds
+//!   a set's corpus and asks it (`benches/answers.rs`, `reach corpus eval`).
 //!
 //! Core holds the active snapshot open (`retrieve::ActiveSnapshot`), reopened only when
 //! `CURRENT` names another one. A git source's redirects are judged by the source rules before
@@ -34,8 +35,10 @@ pub mod error;
 pub mod eval;
 #[cfg(feature = "git")]
 pub mod git;
+pub mod harness;
 pub mod html;
 pub mod index;
+pub mod local;
 pub mod markup;
 pub mod passage;
 pub mod process;

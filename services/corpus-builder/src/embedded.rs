@@ -1,23 +1,9 @@
 //! The default corpus: the project's documentation, embedded at build time, or an operator's
 //! own directory of Markdown or HTML packed the same way at start (`reach demo --docs DIR`).
 
+use reach_corpus::local::{DIR_INCLUDE, PROJECT_DOCS, PROJECT_INCLUDE, dir_files};
 use reach_corpus::{Ceilings, Origin, SourceSpec, admit_url, pack_entries};
 use reach_digest::Sha256Digest;
-
-/// The embedded files, by their path in the repository.
-const DOCS: &[(&str, &str)] = &[
-    ("README.md", include_str!("../../../README.md")),
-    ("ARCHITECTURE.md", include_str!("../../../ARCHITECTURE.md")),
-    (
-        "docs/identity-and-ports.md",
-        include_str!("../../../docs/identity-and-ports.md"),
-    ),
-    ("docs/ledger.md", include_str!("../../../docs/ledger.md")),
-    (
-        "docs/operator-guide.md",
-        include_str!("../../../docs/operator-guide.md"),
-    ),
-];
 
 /// Where citations point: the canonical repository (`…/blob/<archive digest>/path#Lx-Ly`).
 /// `.invalid` until the project publishes a canonical host; nothing ever dials it.
@@ -26,11 +12,6 @@ const ARCHIVE_URL: &str = "https://reach.invalid/releases/reach-docs.tar.gz";
 /// Where citations into an operator's local directory point (`…/blob/<digest>/path#Lx-Ly`).
 const LOCAL_CITATION_BASE: &str = "https://docs.invalid/local";
 const LOCAL_ARCHIVE_URL: &str = "https://docs.invalid/releases/local-docs.tar.gz";
-/// What an operator's directory contributes: Markdown and static HTML.
-const LOCAL_INCLUDE: &[&str] = &["**/*.md", "**/*.markdown", "**/*.html", "**/*.htm"];
-/// Pages a static-site generator writes as aggregates of the others (mdBook's one-page print
-/// view, its table of contents, its not-found page): packing them would repeat every section.
-const AGGREGATE_PAGES: &[&str] = &["print.html", "toc.html", "404.html"];
 
 /// The packed archive and the spec that admits exactly its digest.
 #[derive(Debug)]
@@ -46,14 +27,12 @@ impl Source {
     /// is followed.
     pub fn pack_dir(dir: &std::path::Path) -> anyhow::Result<Self> {
         use anyhow::Context as _;
-        let mut files = Vec::new();
-        collect(dir, dir, &mut files).with_context(|| format!("reading {}", dir.display()))?;
+        let files = dir_files(dir).with_context(|| format!("reading {}", dir.display()))?;
         anyhow::ensure!(
             !files.is_empty(),
             "{} holds no Markdown or HTML file",
             dir.display()
         );
-        files.sort();
         let bytes = pack_entries(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())))?;
         let digest = Sha256Digest::of(&bytes);
         let spec = SourceSpec {
@@ -62,7 +41,7 @@ impl Source {
                 url: admit_url(LOCAL_ARCHIVE_URL)?,
                 digest,
             },
-            include: LOCAL_INCLUDE.iter().map(|s| s.to_string()).collect(),
+            include: DIR_INCLUDE.iter().map(|s| s.to_string()).collect(),
             ceilings: Ceilings::default(),
             citation_base: Some(admit_url(LOCAL_CITATION_BASE)?),
             redirect_origins: vec![],
@@ -76,7 +55,7 @@ impl Source {
     }
 
     pub fn pack() -> anyhow::Result<Self> {
-        let bytes = pack_entries(DOCS.iter().map(|(p, t)| (*p, t.as_bytes())))?;
+        let bytes = pack_entries(PROJECT_DOCS.iter().map(|(p, t)| (*p, t.as_bytes())))?;
         let digest = Sha256Digest::of(&bytes);
         let spec = SourceSpec {
             name: "reach-docs".into(),
@@ -84,7 +63,7 @@ impl Source {
                 url: admit_url(ARCHIVE_URL)?,
                 digest,
             },
-            include: vec!["**/*.md".into()],
+            include: PROJECT_INCLUDE.iter().map(|s| s.to_string()).collect(),
             ceilings: Ceilings::default(),
             citation_base: Some(admit_url(CITATION_BASE)?),
             redirect_origins: vec![],
@@ -96,42 +75,6 @@ impl Source {
             digest,
         })
     }
-}
-
-/// The Markdown and HTML files under `dir`, as `(path relative to root, bytes)`. Links are not
-/// followed; dot-directories (`.git`) and aggregate pages are left out.
-fn collect(
-    root: &std::path::Path,
-    dir: &std::path::Path,
-    out: &mut Vec<(String, Vec<u8>)>,
-) -> std::io::Result<()> {
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let ty = e.file_type()?;
-        if name.starts_with('.') || ty.is_symlink() {
-            continue;
-        }
-        let path = e.path();
-        if ty.is_dir() {
-            collect(root, &path, out)?;
-            continue;
-        }
-        let lower = name.to_ascii_lowercase();
-        let wanted = [".md", ".markdown", ".html", ".htm"]
-            .iter()
-            .any(|x| lower.ends_with(x));
-        if !ty.is_file() || !wanted || AGGREGATE_PAGES.contains(&lower.as_str()) {
-            continue;
-        }
-        let rel = path
-            .strip_prefix(root)
-            .map_err(std::io::Error::other)?
-            .to_string_lossy()
-            .replace('\\', "/");
-        out.push((rel, std::fs::read(&path)?));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
