@@ -48,6 +48,47 @@ pub enum RecoveryPolicy {
     EncryptedBackup,
 }
 
+impl RecoveryPolicy {
+    /// The manifest's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::LossUnrecoverable => "loss-unrecoverable",
+            Self::EncryptedBackup => "encrypted-backup",
+        }
+    }
+
+    /// Whether this build can honour the policy. Both branches are valid manifests; a body
+    /// whose build cannot keep the promise must not start (issue #32 item 3): this build has
+    /// no backup (`reach vault backup` does not exist), so `encrypted-backup` is refused by
+    /// everything that starts a body (the launcher, Scribe's units) and by the receipt.
+    pub fn honoured_by_this_build(self) -> Result<(), BuildRefusal> {
+        match self {
+            Self::LossUnrecoverable => Ok(()),
+            Self::EncryptedBackup => Err(BuildRefusal::EncryptedBackupNotBuilt),
+        }
+    }
+}
+
+/// Why this build refuses to start a body a valid manifest describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BuildRefusal {
+    /// the manifest chooses `encrypted-backup` and this build keeps no backup
+    #[error(
+        "the manifest's [recovery] policy is encrypted-backup, and this build has no encrypted \
+         backup; choose loss-unrecoverable or a build that keeps backups"
+    )]
+    EncryptedBackupNotBuilt,
+}
+
+impl BuildRefusal {
+    /// The stable code. These strings are API: tests and operators match on them.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::EncryptedBackupNotBuilt => "recovery/encrypted-backup-not-built",
+        }
+    }
+}
+
 /// An admitted outbound destination (canonical HTTPS origin and purpose).
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

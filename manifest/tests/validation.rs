@@ -290,3 +290,23 @@ fn only_ingress_edge_holds_the_interaction_seal_public_key() {
     );
     assert!(matches!(k, K::ForbiddenCredential { .. }));
 }
+
+/// `[recovery] policy = "encrypted-backup"` is a valid manifest; whether a body may start on it
+/// is the build's question, and this build keeps no backup: the typed refusal every starter
+/// (the launcher, Scribe's units, the receipt) returns.
+#[test]
+fn encrypted_backup_is_valid_and_this_build_refuses_to_start_it() {
+    use reach_manifest::schema::{BuildRefusal, RecoveryPolicy};
+    let m = load(&replace(
+        r#"policy = "loss-unrecoverable""#,
+        r#"policy = "encrypted-backup""#,
+    ))
+    .unwrap();
+    assert_eq!(m.recovery.policy, RecoveryPolicy::EncryptedBackup);
+    let refusal = m.recovery.policy.honoured_by_this_build().unwrap_err();
+    assert_eq!(refusal, BuildRefusal::EncryptedBackupNotBuilt);
+    assert_eq!(refusal.code(), "recovery/encrypted-backup-not-built");
+    let checked_in = load(VPS_PUBLIC).unwrap().recovery.policy;
+    assert_eq!(checked_in.honoured_by_this_build(), Ok(()));
+    assert_eq!(checked_in.as_str(), "loss-unrecoverable");
+}

@@ -494,3 +494,51 @@ async fn a_running_body_renews_a_leaf_near_its_end_and_keeps_talking() {
     assert!(down.is_empty(), "{down:?}");
     body.stop().await;
 }
+
+/// A manifest whose `[recovery] policy` this build cannot honour (`encrypted-backup`: it keeps
+/// no backup) is refused with its code before anything is written or started, by the launcher
+/// and by `reach up` as the operator runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovery_policy_the_build_cannot_honour_starts_nothing() {
+    use reach_launcher::{Body, LaunchError, LaunchOptions};
+    use reach_manifest::schema::BuildRefusal;
+    let dir = tempfile::tempdir().unwrap();
+    let layout = StateLayout::new(dir.path().join("state"));
+    let text = reach_manifest::VPS_PUBLIC.replacen(
+        r#"policy = "loss-unrecoverable""#,
+        r#"policy = "encrypted-backup""#,
+        1,
+    );
+    let manifest = reach_manifest::load(&text).unwrap();
+    match Body::up(&manifest, &layout, LaunchOptions::default()).await {
+        Err(e @ LaunchError::Build(BuildRefusal::EncryptedBackupNotBuilt)) => assert!(
+            e.to_string()
+                .starts_with("recovery/encrypted-backup-not-built: "),
+            "{e}"
+        ),
+        Err(other) => panic!("expected the build refusal, got {other:?}"),
+        Ok(_) => panic!("a body started on a policy this build cannot honour"),
+    }
+    assert!(
+        !layout.root().exists(),
+        "the refusal wrote a state directory"
+    );
+
+    let file = dir.path().join("encrypted-backup.toml");
+    std::fs::write(&file, &text).unwrap();
+    let out = std::process::Command::new(reach_launcher::default_bin_dir().join("reach"))
+        .arg("up")
+        .arg("--manifest")
+        .arg(&file)
+        .arg("--state")
+        .arg(layout.root())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("recovery/encrypted-backup-not-built"),
+        "{said}"
+    );
+    assert!(!layout.root().exists());
+}

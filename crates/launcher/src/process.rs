@@ -46,6 +46,9 @@ impl Default for LaunchOptions {
 /// Why the body did not come up. Roles already started are stopped before this is returned.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
+    /// this build cannot keep a promise the manifest makes (e.g. encrypted backups)
+    #[error("{code}: {refusal}", code = .0.code(), refusal = .0)]
+    Build(#[from] reach_manifest::schema::BuildRefusal),
     #[error(transparent)]
     Scribe(#[from] identities::ScribeError),
     /// external credentials the manifest names are missing
@@ -171,6 +174,9 @@ impl Body {
         layout: &StateLayout,
         options: LaunchOptions,
     ) -> Result<Body, LaunchError> {
+        // Before anything is written or started: a body that cannot keep the manifest's
+        // recovery promise does not start at all.
+        manifest.recovery.policy.honoured_by_this_build()?;
         prepare(manifest, layout)?;
         let mut body = Body {
             layout: layout.clone(),

@@ -4,6 +4,7 @@
 //! files, set up JSON telemetry (and, if configured, OTLP trace export: [`telemetry`]), load
 //! its TLS material, serve its ports (the health port is added here), signal readiness to
 //! systemd or the launcher ([`notify`]), wait for SIGTERM, then drain (and flush the export).
+//! First of all, it disables its own core dumps ([`no_core_dumps`]).
 //! Tests start the same roles as processes, so there is one startup path.
 //!
 //! **Architecture Invariant:** a role reads only its own config file and its own secret
@@ -216,6 +217,12 @@ pub fn run<W>(role_kind: &'static str, wire: W) -> ExitCode
 where
     W: AsyncFnOnce(&mut Role) -> anyhow::Result<()>,
 {
+    // Before anything secret is in memory: no core dump of this process, and none it could
+    // turn back on (the hard limit too; `reach audit` reads both as `process/core-dumps`).
+    if let Err(e) = no_core_dumps() {
+        eprintln!("reach-{role_kind}: cannot disable core dumps: {e}");
+        return ExitCode::from(71); // EX_OSERR
+    }
     let config = match config::from_args(std::env::args_os()) {
         Ok(c) => c,
         Err(e) => {
@@ -255,6 +262,14 @@ where
         tracing::warn!(error = %e, "trace export did not flush");
     }
     code
+}
+
+/// Sets this process's core-file size limit, soft and hard, to zero. A role's memory holds its
+/// leaf key and its credentials: a dump would write them to disk. Where the kernel pipes dumps
+/// to a helper (systemd-coredump), the helper honours the limit the same way.
+pub fn no_core_dumps() -> nix::Result<()> {
+    use nix::sys::resource::{Resource, setrlimit};
+    setrlimit(Resource::RLIMIT_CORE, 0, 0)
 }
 
 async fn run_role<W>(config: RoleConfig, wire: W) -> Result<(), StartError>

@@ -275,6 +275,11 @@ fn role_secrets(input: &QuadletInput<'_>, role_name: &str) -> Vec<SecretMount> {
 /// Derives every unit from `input`, refusing any unsafe arrangement.
 pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
     let m = input.manifest;
+    // Units for a body that would not keep the manifest's recovery promise are not written.
+    m.recovery
+        .policy
+        .honoured_by_this_build()
+        .map_err(|r| Refusal::new("recovery.policy", RefusalKind::NotBuilt(r)))?;
     let inside = StateLayout::new(CONTAINER_ROOT);
     let owners = secret_owners(input);
     let mut containers = Vec::new();
@@ -568,6 +573,9 @@ fn render_container(m: &Manifest, c: &ContainerUnit) -> String {
     // on cgroup v1 ignores PidsLimit; each role's user is a host id of its own (its own
     // `auto` range), so the count is the role's alone.
     s.push_str(&format!("Ulimit=nproc={0}:{0}\n", c.pids));
+    // No core dump, soft or hard: a role's memory holds its key. The role sets the same limit
+    // on itself at start (`reach_runtime::no_core_dumps`); here it holds from the first exec.
+    s.push_str("Ulimit=core=0:0\n");
     // Quadlet 5.4 has no Memory= key; the ceiling is podman's own flag. Swap equal to memory
     // means no swap on top of the ceiling.
     let mut args = vec![

@@ -102,6 +102,9 @@ pub enum RefusalKind {
     /// manifest) that is not absolute: the service runs from no particular directory
     #[error("`{0}` is not an absolute path; a generated unit runs from no particular directory")]
     RelativePath(String),
+    /// the manifest asks for what this build cannot do (its code is the build refusal's)
+    #[error(transparent)]
+    NotBuilt(reach_manifest::schema::BuildRefusal),
 }
 
 impl RefusalKind {
@@ -125,6 +128,7 @@ impl RefusalKind {
             Self::UnknownUserNs(_) => "scribe/unknown-userns",
             Self::BadArgument(_) => "scribe/bad-argument",
             Self::RelativePath(_) => "scribe/relative-path",
+            Self::NotBuilt(r) => r.code(),
         }
     }
 }

@@ -124,6 +124,7 @@ fn the_core_unit_in_full() {
         Notify=true
         PidsLimit=64
         Ulimit=nproc=64:64
+        Ulimit=core=0:0
         PodmanArgs=--memory=128m --memory-swap=128m --umask=0007
         StopTimeout=15
         Volume=reach-data-core.volume:/reach/data/core:U
@@ -813,5 +814,20 @@ fn write_out_replaces_a_stale_timer_unit() {
     assert_eq!(
         std::fs::read_to_string(dir.path().join(SERVICE_FILE)).unwrap(),
         out.files[SERVICE_FILE]
+    );
+}
+
+/// A manifest choosing a recovery policy this build cannot honour gets no units: the body
+/// would start without the promise it makes.
+#[test]
+fn refuses_a_recovery_policy_this_build_cannot_honour() {
+    refused(
+        &mutate(
+            r#"policy = "loss-unrecoverable""#,
+            r#"policy = "encrypted-backup""#,
+        ),
+        expect![
+            "recovery/encrypted-backup-not-built: recovery.policy: the manifest's [recovery] policy is encrypted-backup, and this build has no encrypted backup; choose loss-unrecoverable or a build that keeps backups"
+        ],
     );
 }
