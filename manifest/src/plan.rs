@@ -90,6 +90,12 @@ pub struct RoleConfig {
     pub log: LogConfig,
     #[serde(default)]
     pub settings: toml::Table,
+    /// The role's own process ceiling: it sets RLIMIT_NPROC, soft and hard, to this at start.
+    /// Scribe's Quadlet configs carry the manifest's `pids` here, since each container's role
+    /// user is a host id of its own, so the count is the role's alone; the launcher's body
+    /// leaves it unset, since its roles share one user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_ceiling: Option<u32>,
 }
 
 fn default_horizon() -> u32 {
@@ -211,6 +217,7 @@ impl Manifest {
             credentials,
             log: LogConfig::default(),
             settings: self.resolved_settings(role, layout),
+            process_ceiling: None,
         }
     }
 

@@ -230,6 +230,13 @@ where
             return ExitCode::from(78); // EX_CONFIG
         }
     };
+    // Before any thread starts: the role's process ceiling, where its config sets one.
+    if let Some(n) = config.process_ceiling
+        && let Err(e) = process_ceiling(n)
+    {
+        eprintln!("reach-{role_kind}: cannot set the process ceiling {n}: {e}");
+        return ExitCode::from(71); // EX_OSERR
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -262,6 +269,13 @@ where
         tracing::warn!(error = %e, "trace export did not flush");
     }
     code
+}
+
+/// Sets this process's RLIMIT_NPROC, soft and hard, to `n`: the role's user may run at most
+/// `n` tasks (threads count, as in a cgroup's pids.max), and cannot raise it again.
+pub fn process_ceiling(n: u32) -> nix::Result<()> {
+    use nix::sys::resource::{Resource, setrlimit};
+    setrlimit(Resource::RLIMIT_NPROC, u64::from(n), u64::from(n))
 }
 
 /// Sets this process's core-file size limit, soft and hard, to zero. A role's memory holds its

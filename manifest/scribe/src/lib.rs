@@ -13,8 +13,8 @@
 //!   and the Podman secrets script: one `.container` unit per role, image by digest, read-only,
 //!   no capabilities, no new privileges, network none unless egress, per-port socket volumes for
 //!   the server and its allowed callers only, the role's own secrets only, and the pids ceiling
-//!   both as `PidsLimit` and as the role user's `RLIMIT_NPROC` (`Ulimit=nproc=N:N`), which holds
-//!   where rootless cgroup v1 ignores cgroup limits. Every role runs as 1000:2000 in a sized
+//!   both as `PidsLimit` and as the role user's `RLIMIT_NPROC` (the config's `process_ceiling`,
+//!   set by the role on itself), which holds where rootless cgroup v1 ignores cgroup limits. Every role runs as 1000:2000 in a sized
 //!   `UserNS=auto` namespace (disjoint host ids per container) that maps the body's group 2000
 //!   onto the rootless user's own group, with umask 0007: a port's socket is group-writable, so
 //!   any role whose container mounts the port's volume can connect, and only the server and its

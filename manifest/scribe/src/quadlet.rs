@@ -385,8 +385,19 @@ pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
             inside.config_path(name).display().to_string(),
         ];
         exec.extend(role.args.iter().cloned());
+        // The manifest's ordering, and the server of every port the role calls: a caller's
+        // read-only mount of a port volume must never come first, since Podman chowns a volume
+        // (the server's `:U`) only on its first mount, and the server could not bind its
+        // socket (found by the deployed-host test, where systemd starts the units together).
         let mut after: Vec<String> = role.after.iter().map(|a| a.as_str().to_owned()).collect();
+        for p in &m.ports {
+            let server = p.server.as_str();
+            if server != name && p.grants.iter().any(|g| g.caller == name) {
+                after.push(server.to_owned());
+            }
+        }
         after.sort();
+        after.dedup();
         containers.push(ContainerUnit {
             role: name.to_owned(),
             image: image.to_string(),
@@ -567,12 +578,13 @@ fn render_container(m: &Manifest, c: &ContainerUnit) -> String {
         c.network.as_deref().unwrap_or("none")
     ));
     s.push_str("Notify=true\n");
+    // The cgroup's pids.max. The same number is the role's RLIMIT_NPROC, which the role sets
+    // on itself at start (its config's `process_ceiling`): the kernel holds that without a
+    // cgroup, where rootless Podman on cgroup v1 ignores PidsLimit, and each role's user is a
+    // host id of its own, so the count is the role's alone. Not `Ulimit=nproc`: crun applies
+    // it before it clones the container's first process, as the body's user, so it counts
+    // every Podman thread of that user and a start beside others fails with EAGAIN.
     s.push_str(&format!("PidsLimit={}\n", c.pids));
-    // The same ceiling as the role user's process limit (RLIMIT_NPROC counts threads too, as
-    // pids.max does). The kernel holds it without a cgroup, so it stands where rootless Podman
-    // on cgroup v1 ignores PidsLimit; each role's user is a host id of its own (its own
-    // `auto` range), so the count is the role's alone.
-    s.push_str(&format!("Ulimit=nproc={0}:{0}\n", c.pids));
     // No core dump, soft or hard: a role's memory holds its key. The role sets the same limit
     // on itself at start (`reach_runtime::no_core_dumps`); here it holds from the first exec.
     s.push_str("Ulimit=core=0:0\n");
@@ -637,7 +649,10 @@ fn render(input: &QuadletInput<'_>, containers: &[ContainerUnit]) -> BTreeMap<St
             );
         }
         let role = m.role(&c.role).expect("role of the manifest");
-        let config = m.role_config(role, &inside);
+        let mut config = m.role_config(role, &inside);
+        // The pids ceiling held by the kernel on every host, cgroup or not (see `PidsLimit`
+        // in `render_container`).
+        config.process_ceiling = Some(c.pids);
         files.insert(format!("config/{}.toml", c.role), to_toml(&config));
     }
     for p in &m.ports {

@@ -106,8 +106,12 @@ fn the_core_unit_in_full() {
         Requires=reach-corpus-builder.service
         After=reach-egress-provider.service
         Requires=reach-egress-provider.service
+        After=reach-vm-broker.service
+        Requires=reach-vm-broker.service
         After=reach-ward.service
         Requires=reach-ward.service
+        After=reach-workbench.service
+        Requires=reach-workbench.service
 
         [Container]
         ContainerName=reach-core
@@ -123,7 +127,6 @@ fn the_core_unit_in_full() {
         Network=none
         Notify=true
         PidsLimit=64
-        Ulimit=nproc=64:64
         Ulimit=core=0:0
         PodmanArgs=--memory=128m --memory-swap=128m --umask=0007
         StopTimeout=15
@@ -209,7 +212,7 @@ fn each_role_mounts_exactly_its_sockets_and_secrets() {
         egress-provider net=reach-egress-egress-provider.network after=["ward"]
           volumes: reach-data-egress-provider reach-port-egress-provider.call reach-port-egress-provider.health reach-port-ward.authority(ro)
           secrets: reach.egress-provider.bundle.pem reach.egress-provider.config reach.egress-provider.tls.crt reach.egress-provider.tls.key
-        core net=none after=["corpus-builder", "egress-provider", "ward"]
+        core net=none after=["corpus-builder", "egress-provider", "vm-broker", "ward", "workbench"]
           volumes: reach-data-core reach-data-corpus-builder(ro) reach-port-core.admission reach-port-core.delivery reach-port-core.health reach-port-core.packs reach-port-core.trail reach-port-egress-provider.call(ro) reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro) reach-port-workbench.steps(ro)
           secrets: reach.core.bundle.pem reach.core.config reach.core.tls.crt reach.core.tls.key
         egress-discord net=reach-egress-egress-discord.network after=["core", "ward"]
@@ -218,7 +221,7 @@ fn each_role_mounts_exactly_its_sockets_and_secrets() {
         ingress-edge net=reach-egress-ingress-edge.network after=["core"]
           volumes: reach-data-ingress-edge reach-port-core.admission(ro) reach-port-ingress-edge.health
           secrets: reach.ingress-edge.bundle.pem reach.ingress-edge.config reach.ingress-edge.discord-bot-token reach.ingress-edge.interaction-seal-public reach.ingress-edge.tls.crt reach.ingress-edge.tls.key
-        workbench net=none after=[]
+        workbench net=none after=["vm-broker", "ward"]
           volumes: reach-data-workbench reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro) reach-port-workbench.health reach-port-workbench.steps
           secrets: reach.workbench.bundle.pem reach.workbench.config reach.workbench.tls.crt reach.workbench.tls.key
         vm-broker net=none after=[]

@@ -69,13 +69,9 @@ fn real_quadlet_generates_hardened_podman_run_lines() {
             "{}",
             c.role
         );
-        let pids = role.limits.pids;
-        assert_eq!(
-            values(&words, "--ulimit"),
-            [format!("nproc={pids}:{pids}")],
-            "{}",
-            c.role
-        );
+        // No core dumps; no `nproc` ulimit, which crun would apply to its own clone as the
+        // body's user (the role sets RLIMIT_NPROC on itself from its config).
+        assert_eq!(values(&words, "--ulimit"), ["core=0:0"], "{}", c.role);
         assert!(
             has(&format!("--memory={}m", role.limits.memory_mib)),
             "{}",
