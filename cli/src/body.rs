@@ -114,11 +114,22 @@ pub async fn down(layout: &StateLayout) -> anyhow::Result<ExitCode> {
     anyhow::bail!("launcher pid {pid} did not stop within 30 s")
 }
 
-/// `reach audit`: the receipt on stdout, pretty JSON; failure when any check failed.
+/// How `reach audit` prints its receipt.
+#[derive(Copy, Clone, Debug, clap::ValueEnum)]
+pub enum ReceiptFormat {
+    /// The receipt, pretty JSON.
+    Json,
+    /// JUnit XML, one testcase per check.
+    Junit,
+}
+
+/// `reach audit`: the receipt on stdout (pretty JSON, or JUnit XML); failure when any check
+/// failed.
 pub async fn audit(
     body: &crate::BodyTarget,
     units: Option<&std::path::Path>,
     ruleset: Option<&std::path::Path>,
+    format: ReceiptFormat,
 ) -> anyhow::Result<ExitCode> {
     // One read: the digest names exactly the bytes audited against.
     let text = match &body.target.manifest {
@@ -143,7 +154,10 @@ pub async fn audit(
     for check in crate::host_checks::firewall(&m, ruleset) {
         receipt.push(check);
     }
-    println!("{}", serde_json::to_string_pretty(&receipt)?);
+    match format {
+        ReceiptFormat::Json => println!("{}", serde_json::to_string_pretty(&receipt)?),
+        ReceiptFormat::Junit => print!("{}", receipt.to_junit()),
+    }
     // The receipt is for machines; what failed is also said plainly.
     for c in &receipt.checks {
         if c.outcome == reach_launcher::audit::Outcome::Fail {

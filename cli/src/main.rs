@@ -3,6 +3,7 @@
 mod a2a;
 mod acceptance;
 mod body;
+mod compromise;
 mod corpus;
 mod demo;
 mod demo_task_pack;
@@ -142,7 +143,14 @@ enum Command {
         /// skipped without it; listing the live table needs CAP_NET_ADMIN).
         #[arg(long, value_name = "FILE")]
         ruleset: Option<PathBuf>,
+        /// `json` (the receipt) or `junit` (the same checks as JUnit XML for CI: one testcase
+        /// per check, failures and skips marked).
+        #[arg(long, value_enum, default_value = "json")]
+        format: body::ReceiptFormat,
     },
+    /// After a service compromise: revoke ROLE's leases and leaf (its root rotated out),
+    /// quarantine and taint its pending work (never resent), and print the next steps.
+    Compromise(compromise::CompromiseArgs),
     /// Stop a body started by `reach up`.
     Down {
         #[command(flatten)]
@@ -376,7 +384,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             body,
             units,
             ruleset,
-        } => body::audit(&body, units.as_deref(), ruleset.as_deref()).await,
+            format,
+        } => body::audit(&body, units.as_deref(), ruleset.as_deref(), format).await,
+        Command::Compromise(args) => compromise::run(args).await,
         Command::Corpus { command } => corpus::run(command).await,
         Command::A2a { command } => a2a::run(command).await,
         Command::Scribe {

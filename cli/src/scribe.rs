@@ -405,9 +405,21 @@ pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!("renewed: {}", report.leaves_issued.join(", "));
     }
+    roll_out(&m, &layout, args.restart)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Rolls the state directory out to a Quadlet body's Podman: replaces every secret older than
+/// its file and, with `restart`, restarts one at a time every running role that started before
+/// its secrets were created (else says which to restart).
+pub fn roll_out(
+    m: &reach_manifest::Manifest,
+    layout: &reach_manifest::plan::StateLayout,
+    restart: bool,
+) -> anyhow::Result<()> {
     let podman = reach_scribe::image_build::Podman::new("podman");
     // Which secrets come from the state directory needs no image: none is pinned here.
-    let input = QuadletInput::new(&m, Default::default(), layout);
+    let input = QuadletInput::new(m, Default::default(), layout.clone());
     let rollout = reach_scribe::deployed::rollout(&podman, &input)?;
     for (name, file) in &rollout.replace {
         reach_scribe::deployed::replace_secret(&podman, name, file)?;
@@ -420,7 +432,7 @@ pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
     let systemctl = manager.systemctl();
     for role in &rollout.restart {
         let unit = reach_scribe::quadlet::service_name(role);
-        if !args.restart {
+        if !restart {
             println!("restart {unit} to serve the new leaf");
             continue;
         }
@@ -434,7 +446,7 @@ pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
         }
         println!("restarted {unit}");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 #[cfg(test)]

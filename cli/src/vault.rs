@@ -88,20 +88,31 @@ pub async fn reconcile(
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn taint(
+/// Core's taint of `principal`: its leases revoked, its in-flight work marked tainted (also
+/// `reach compromise`'s first step).
+pub async fn mark_tainted(
     m: &Manifest,
     layout: &StateLayout,
     principal: &str,
     reason: &str,
-) -> anyhow::Result<ExitCode> {
-    let r = client(m, layout)
+) -> anyhow::Result<reach_proto::core::v1::MarkTaintedResponse> {
+    Ok(client(m, layout)
         .await?
         .mark_tainted(MarkTaintedRequest {
             principal: principal.into(),
             reason: reason.into(),
         })
         .await?
-        .into_inner();
+        .into_inner())
+}
+
+pub async fn taint(
+    m: &Manifest,
+    layout: &StateLayout,
+    principal: &str,
+    reason: &str,
+) -> anyhow::Result<ExitCode> {
+    let r = mark_tainted(m, layout, principal, reason).await?;
     println!(
         "taint {} recorded for {principal}: {} record(s)",
         r.taint_id,

@@ -39,6 +39,117 @@ async fn audit_with_stderr(body: &TestBody) -> (bool, Value, String) {
     )
 }
 
+async fn junit_of(body: &TestBody) -> String {
+    let out = tokio::process::Command::new(reach_launcher::default_bin_dir().join("reach"))
+        .args(["audit", "--format", "junit", "--state"])
+        .arg(body.layout.root())
+        .output()
+        .await
+        .expect("reach runs");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A JUnit document read by Python's XML parser: (tests, failures, skipped) counted from the
+/// testcases themselves (and checked against the suite's attributes), and the testcase names.
+fn parse_junit(xml: &str) -> (usize, usize, usize, Vec<String>) {
+    use std::io::Write as _;
+    let script = r#"
+import sys, xml.etree.ElementTree as E
+root = E.parse(sys.stdin).getroot()
+assert root.tag == "testsuites", root.tag
+suite = root.find("testsuite")
+cases = suite.findall("testcase")
+failures = sum(1 for c in cases if c.find("failure") is not None)
+skipped = sum(1 for c in cases if c.find("skipped") is not None)
+assert int(suite.get("tests")) == len(cases)
+assert int(suite.get("failures")) == failures
+assert int(suite.get("skipped")) == skipped
+print(len(cases), failures, skipped)
+for c in cases:
+    print(c.get("name"))
+"#;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(xml.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{xml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let counts: Vec<usize> = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    (
+        counts[0],
+        counts[1],
+        counts[2],
+        lines.map(str::to_owned).collect(),
+    )
+}
+
+fn role_pid(body: &TestBody, role: &str) -> u32 {
+    std::fs::read_to_string(body.layout.run_dir().join("roles"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{role} ")))
+        .expect("the role's pid")
+        .parse()
+        .unwrap()
+}
+
+/// Active swap areas on this host.
+fn swap_areas() -> usize {
+    std::fs::read_to_string("/proc/swaps")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .count()
+}
+
+/// A 16 MiB swap file turned on for as long as this lives (turned off on drop, even when the
+/// test fails, so the host is left with no swap).
+struct SwapOn(std::path::PathBuf);
+
+impl SwapOn {
+    fn new(path: &std::path::Path) -> Self {
+        let run = |cmd: &mut std::process::Command| {
+            let out = cmd.output().unwrap();
+            assert!(
+                out.status.success(),
+                "{cmd:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        std::fs::write(path, vec![0u8; 16 << 20]).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        run(std::process::Command::new("mkswap").arg(path));
+        run(std::process::Command::new("swapon").arg(path));
+        Self(path.to_owned())
+    }
+}
+
+impl Drop for SwapOn {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("swapoff").arg(&self.0).status();
+    }
+}
+
 /// The one check that failed (id, outcome, detail), asserting the audit failed on it alone.
 fn only_failure(ok: bool, receipt: &Value) -> (String, String, String) {
     assert!(!ok);
@@ -74,8 +185,10 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     let checks = outcomes(&receipt);
     let failed: Vec<_> = checks.iter().filter(|c| c.1 != "pass").collect();
     // Everything passes but what does not apply: the firewall without a ruleset file (the
-    // test below judges it) and the resource ceilings, which the launcher's dev profile does
-    // not set (the container test judges them).
+    // test below judges it), the resource ceilings, which the launcher's dev profile does
+    // not set (the container test judges them), the account and the reboot, judged for a
+    // Quadlet body, the shutdown, which leaves no record, and the backup this build does not
+    // keep.
     assert!(ok, "{failed:#?}");
     let skipped: Vec<&str> = failed
         .iter()
@@ -85,10 +198,14 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     assert_eq!(
         (failed.len(), skipped),
         (
-            4,
+            8,
             vec![
                 "resources/pids",
                 "resources/memory",
+                "host/account",
+                "lifecycle/reboot",
+                "lifecycle/shutdown",
+                "recovery/backup",
                 "firewall/egress",
                 "network/dns"
             ]
@@ -148,14 +265,118 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
         "secrets/logs",
         "vault/serving",
         "corpus/fresh",
+        "process/core-dumps",
+        "host/swap",
+        "rotation/root",
+        "recovery/policy",
+        "recovery/reconciliation",
     ] {
         assert!(ids.contains(&id), "{id} missing: {ids:?}");
     }
+    // The reconciliation the body recorded is the evidence, and the policy is this build's.
+    let reconciled = checks
+        .iter()
+        .find(|c| c.0 == "recovery/reconciliation")
+        .unwrap();
+    assert!(
+        reconciled.2.contains("the latest GENESIS by spiffe://"),
+        "{reconciled:?}"
+    );
+    let policy = checks.iter().find(|c| c.0 == "recovery/policy").unwrap();
+    assert!(policy.2.starts_with("loss-unrecoverable: "), "{policy:?}");
+    assert_eq!(
+        receipt["host"]["os"].as_str().map(|s| !s.is_empty()),
+        Some(true)
+    );
+    assert!(receipt["host"]["kernel"].is_string());
+
+    // The same receipt as JUnit XML, read by a real XML parser (Python's): one testcase per
+    // check, each failure and skip marked.
+    let junit = junit_of(&body).await;
+    let (tests, failures, skipped, names) = parse_junit(&junit);
+    assert_eq!(tests, checks.len(), "{junit}");
+    assert_eq!((failures, skipped), (0, 8), "{junit}");
+    assert_eq!(
+        names,
+        checks.iter().map(|c| c.0.clone()).collect::<Vec<_>>()
+    );
     // The receipt carries file names, never secret bytes.
     let key = std::fs::read_to_string(body.layout.secret_dir("ward").join("tls.key")).unwrap();
     let text = receipt.to_string();
     let body_of_key = body_of_key_of(&key);
     assert!(!text.contains(&body_of_key), "the receipt holds a key");
+
+    // A role process that may dump core. A role sets its limit to zero, soft and hard, at
+    // start, and raising a hard limit takes CAP_SYS_RESOURCE, which even root lacks on some
+    // hosts (this one's): so core's entry in `run/roles` names a process with dumps allowed
+    // instead. Exactly `process/core-dumps` fails, naming it.
+    let roles_file = body.layout.run_dir().join("roles");
+    let roles_before = std::fs::read_to_string(&roles_file).unwrap();
+    let mut dumper = std::process::Command::new("sh")
+        .args(["-c", "ulimit -c unlimited && exec sleep 60"])
+        .spawn()
+        .unwrap();
+    let core_pid = dumper.id();
+    let core_line = format!("core {}\n", role_pid(&body, "core"));
+    std::fs::write(
+        &roles_file,
+        roles_before.replacen(&core_line, &format!("core {core_pid}\n"), 1),
+    )
+    .unwrap();
+    // The shell has run `ulimit` once its limits say so.
+    while !std::fs::read_to_string(format!("/proc/{core_pid}/limits"))
+        .unwrap()
+        .lines()
+        .any(|l| {
+            l.starts_with("Max core file size")
+                && l.split_whitespace()
+                    .skip(4)
+                    .take(2)
+                    .eq(["unlimited", "unlimited"])
+        })
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let (ok, receipt) = audit(&body).await;
+    let junit = junit_of(&body).await;
+    std::fs::write(&roles_file, &roles_before).unwrap();
+    let _ = dumper.kill();
+    let _ = dumper.wait();
+    let failed = only_failure(ok, &receipt);
+    assert_eq!(failed.0, "process/core-dumps");
+    assert!(
+        failed.2.starts_with(&format!(
+            "core (pid {core_pid}): core dumps allowed: core-file size unlimited, unlimited"
+        )),
+        "{failed:?}"
+    );
+    // Its JUnit form marks that testcase, and only it, failed.
+    let (_, failures, _, _) = parse_junit(&junit);
+    assert_eq!(failures, 1, "{junit}");
+    assert!(
+        junit.contains("name=\"process/core-dumps\">\n      <failure message=\"core (pid"),
+        "{junit}"
+    );
+
+    // Swap on a plain disk (a swap file on this host's file system): exactly `host/swap`
+    // fails. Only where the test may turn swap on and the host has none of its own.
+    if nix::unistd::getuid().is_root() && swap_areas() == 0 {
+        let file = tempfile::Builder::new()
+            .prefix("reach-audit-swap")
+            .tempfile_in("/var/tmp")
+            .unwrap();
+        let on = SwapOn::new(file.path());
+        let (ok, receipt) = audit(&body).await;
+        drop(on);
+        let failed = only_failure(ok, &receipt);
+        assert_eq!(failed.0, "host/swap");
+        assert!(
+            failed.2.contains(&format!("{} on ", file.path().display()))
+                && failed.2.contains("which is not dm-crypt"),
+            "{failed:?}"
+        );
+        assert_eq!(swap_areas(), 0);
+    }
 
     // A leaf key opened to its group: that check fails, naming the file; nothing else does.
     let opened = body.layout.secret_dir("ward").join("tls.key");
@@ -295,7 +516,11 @@ async fn a_receipt_of_nothing_passes_nothing() {
     assert!(!out.status.success());
     let receipt: Value = serde_json::from_slice(&out.stdout).expect("a receipt");
     let checks = outcomes(&receipt);
-    let passed: Vec<_> = checks.iter().filter(|c| c.1 == "pass").collect();
+    // Only the host's own swap is judged without a body (it is the host's, not the body's).
+    let passed: Vec<_> = checks
+        .iter()
+        .filter(|c| c.1 == "pass" && c.0 != "host/swap")
+        .collect();
     assert!(passed.is_empty(), "{passed:#?}");
     for id in [
         "health",
@@ -305,6 +530,9 @@ async fn a_receipt_of_nothing_passes_nothing() {
         "secrets/holders",
         "vault/serving",
         "corpus/fresh",
+        "process/core-dumps",
+        "rotation/root",
+        "recovery/reconciliation",
     ] {
         assert!(
             checks.iter().any(|c| c.0 == id && c.1 == "fail"),

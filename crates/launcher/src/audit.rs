@@ -48,7 +48,11 @@ use serde::Serialize;
 use crate::status::{CHECK_TIMEOUT, operator_channel, operator_material, status};
 
 mod ceilings;
+mod host;
+mod junit;
 mod logs;
+
+pub use host::{account, swap_in};
 
 /// The receipt's format name.
 pub const RECEIPT_FORMAT: &str = "reach.audit-receipt.v1";
@@ -184,6 +188,8 @@ pub async fn audit(
 ) -> Receipt {
     let mut checks = Vec::new();
     let up = health(manifest, layout, &mut checks).await;
+    let quadlet = matches!(processes, Processes::Listed(_));
+    let roles = role_processes(layout, &processes);
     authorization(manifest, layout, &up, &mut checks).await;
     foreign_root(manifest, layout, &up, &mut checks).await;
     // Read once: the bytes searched for in environments, command lines and logs.
@@ -194,7 +200,21 @@ pub async fn audit(
     checks.extend(ceilings::ceilings(manifest, &processes));
     checks.push(logs::logs(manifest, layout, &processes, &secrets));
     checks.extend(exposure(&secrets, layout, processes));
-    checks.push(vault(manifest, layout).await);
+    checks.push(host::core_dumps(manifest, &roles));
+    checks.push(host::swap());
+    if quadlet {
+        checks.push(host::account(
+            nix::unistd::getuid(),
+            Path::new("/var/lib/systemd/linger"),
+        ));
+        checks.push(host::reboot(manifest, layout, &up));
+    } else {
+        checks.push(host::account_skipped());
+        checks.push(host::reboot_skipped());
+    }
+    checks.push(host::shutdown());
+    checks.push(host::rotation(manifest, layout));
+    checks.extend(vault(manifest, layout).await);
     checks.push(corpus(manifest, layout).await);
     let count = |o| checks.iter().filter(|c| c.outcome == o).count();
     Receipt {
@@ -691,15 +711,10 @@ fn secret_values(secrets: &[SecretFile]) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-/// No secret's bytes in any running role's environment or command line (skipped when no role
-/// process is known).
-fn exposure(
-    values: &[(String, Vec<u8>)],
-    layout: &StateLayout,
-    processes: Processes,
-) -> [Check; 2] {
-    let pids: Vec<RoleProcess> = match processes {
-        Processes::Listed(pids) => pids,
+/// Each role's main process: Podman's list, or `run/roles`, which `reach up` keeps.
+fn role_processes(layout: &StateLayout, processes: &Processes) -> Vec<RoleProcess> {
+    match processes {
+        Processes::Listed(pids) => pids.clone(),
         Processes::Launcher => std::fs::read_to_string(layout.run_dir().join("roles"))
             .unwrap_or_default()
             .lines()
@@ -713,7 +728,17 @@ fn exposure(
                 })
             })
             .collect(),
-    };
+    }
+}
+
+/// No secret's bytes in any running role's environment or command line (skipped when no role
+/// process is known).
+fn exposure(
+    values: &[(String, Vec<u8>)],
+    layout: &StateLayout,
+    processes: Processes,
+) -> [Check; 2] {
+    let pids = role_processes(layout, &processes);
     if pids.is_empty() {
         let skip =
             |id: &str| Check::skipped(id, "no role process known (no run/roles, none listed)");
@@ -790,7 +815,10 @@ fn status_text(s: tonic::Status) -> String {
     format!("{:?}: {}", s.code(), s.message())
 }
 
-async fn vault(manifest: &Manifest, layout: &StateLayout) -> Check {
+/// The vault's checks from one status read: `vault/serving`, the recovery policy this build
+/// must honour (`recovery/policy`), its backup (`recovery/backup`) and the reconciliations
+/// the vault recorded (`recovery/reconciliation`).
+async fn vault(manifest: &Manifest, layout: &StateLayout) -> [Check; 4] {
     let asked = async {
         let ch = operator_port(manifest, layout, "core.trail").await?;
         TrailClient::new(ch)
@@ -799,14 +827,79 @@ async fn vault(manifest: &Manifest, layout: &StateLayout) -> Check {
             .map(|r| r.into_inner())
             .map_err(status_text)
     };
-    match asked.await {
+    let asked = asked.await;
+    let serving = match &asked {
         Ok(s) => check(
             "vault/serving",
             s.status == "SERVING",
             format!("{} ({})", s.status, s.backend),
         ),
-        Err(e) => check("vault/serving", false, e),
-    }
+        Err(e) => check("vault/serving", false, e.clone()),
+    };
+    let policy = manifest.recovery.policy;
+    let horizon = manifest.recovery.idempotency_horizon_hours;
+    let state = match &asked {
+        Ok(s) => format!("the vault is {}", s.status),
+        Err(e) => format!("the vault did not answer ({e})"),
+    };
+    let policy_check = match policy.honoured_by_this_build() {
+        // Without the vault's answer the policy's state is unknown: no evidence, no pass.
+        Ok(()) => check(
+            "recovery/policy",
+            asked.is_ok(),
+            format!(
+                "{}: no backup is kept; a lost vault is declared lost and serves nothing until \
+                 `reach vault reconcile` or the {horizon} h idempotency horizon; {state}",
+                policy.as_str()
+            ),
+        ),
+        Err(r) => check(
+            "recovery/policy",
+            false,
+            format!("{}: {r}; {state}", r.code()),
+        ),
+    };
+    let backup = Check::skipped(
+        "recovery/backup",
+        format!(
+            "this build keeps no backup (policy {}): loss, declared and reconciled, is the \
+             recovery (recovery/reconciliation)",
+            policy.as_str()
+        ),
+    );
+    let reconciliation = match &asked {
+        Err(e) => check("recovery/reconciliation", false, e.clone()),
+        Ok(s) if s.status != "SERVING" => check(
+            "recovery/reconciliation",
+            false,
+            format!(
+                "the vault is {}: a lost, fresh or rolled-back vault waits for `reach vault \
+                 reconcile` ({} reconciliation(s) recorded)",
+                s.status,
+                s.reconciliations.len()
+            ),
+        ),
+        Ok(s) => match s.reconciliations.last() {
+            Some(r) => check(
+                "recovery/reconciliation",
+                true,
+                format!(
+                    "{} reconciliation(s); the latest {} by {} at unix {} ms: {}",
+                    s.reconciliations.len(),
+                    r.kind,
+                    r.recorded_by,
+                    r.recorded_at_ms,
+                    r.note
+                ),
+            ),
+            None => check(
+                "recovery/reconciliation",
+                false,
+                "the vault serves with no reconciliation recorded",
+            ),
+        },
+    };
+    [serving, policy_check, backup, reconciliation]
 }
 
 async fn corpus(manifest: &Manifest, layout: &StateLayout) -> Check {

@@ -84,7 +84,7 @@ pub use taskpack::{
 };
 pub use trail::{TrailEntry, TrailKey};
 pub use turn::{CommittedTurn, DeliveryIntentSpec, TurnCommit};
-pub use vault::{OperatorReconciliation, ReconciliationKind, VaultStatus};
+pub use vault::{OperatorReconciliation, ReconciliationKind, ReconciliationRecord, VaultStatus};
 
 use backend::Pool;
 

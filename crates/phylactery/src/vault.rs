@@ -60,7 +60,39 @@ pub struct OperatorReconciliation {
     pub note: String,
 }
 
+/// One recorded reason the vault serves: an operator's reconciliation, or the horizon's own
+/// (`HORIZON_ELAPSED`). Secret-free: a kind, a principal name, the operator's words, a time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconciliationRecord {
+    pub kind: String,
+    pub operator: String,
+    pub note: String,
+    pub recorded_at: UnixMillis,
+}
+
 impl Phylactery {
+    /// Every reconciliation this vault recorded, oldest first (the live-host receipt's
+    /// evidence for `recovery/reconciliation`).
+    pub async fn reconciliations(&self) -> Result<Vec<ReconciliationRecord>> {
+        self.pool()
+            .fetch_all(
+                "SELECT kind, operator, note, recorded_at FROM operator_reconciliation
+                 ORDER BY reconciliation_id",
+                &args![],
+            )
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(ReconciliationRecord {
+                    kind: r.text("kind")?,
+                    operator: r.text("operator")?,
+                    note: r.text("note")?,
+                    recorded_at: UnixMillis(r.int("recorded_at")?),
+                })
+            })
+            .collect()
+    }
+
     pub(crate) async fn ensure_marker(&self) -> Result<()> {
         let now = self.now();
         let vault_id = {

@@ -1,5 +1,7 @@
 //! Serving one port: accept, TLS 1.3 handshake with required client certificates, hand the
-//! verified peer to tonic as connection info, authorize each RPC.
+//! verified peer to tonic as connection info, authorize each RPC. An established connection
+//! is ended as soon as its peer's leaf no longer verifies under reloaded material (a retired
+//! root, after `reach compromise`), before another byte of it is read.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -102,6 +104,42 @@ impl AsyncWrite for Transport {
 pub struct PeerStream {
     inner: TlsStream<Transport>,
     peer: VerifiedPeer,
+    trust: PeerTrust,
+}
+
+/// The peer's leaf and the material generation it last verified under. A handshake verifies a
+/// leaf once; a connection outlives it. When the material changes (a reload after a rotation)
+/// the leaf is verified again under the new roots, and a leaf that no longer chains ends the
+/// connection: a retired root's leaf keeps no session open.
+struct PeerTrust {
+    material: Arc<PortMaterial>,
+    leaf: rustls::pki_types::CertificateDer<'static>,
+    checked: Arc<crate::material::Generation>,
+}
+
+impl std::fmt::Debug for PeerTrust {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerTrust")
+    }
+}
+
+impl PeerTrust {
+    fn still_trusted(&mut self) -> io::Result<()> {
+        let now = self.material.current();
+        if Arc::ptr_eq(&now, &self.checked) {
+            return Ok(());
+        }
+        now.client_verifier
+            .verify_client_cert(&self.leaf, &[], rustls::pki_types::UnixTime::now())
+            .map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("the peer's leaf no longer verifies: {e}"),
+                )
+            })?;
+        self.checked = now;
+        Ok(())
+    }
 }
 
 impl Connected for PeerStream {
@@ -117,7 +155,12 @@ impl AsyncRead for PeerStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let me = self.get_mut();
+        if let Err(e) = me.trust.still_trusted() {
+            tracing::warn!(peer = %me.peer.principal, serial = %me.peer.serial_hex, error = %e, "connection ended");
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut me.inner).poll_read(cx, buf)
     }
 }
 
@@ -300,8 +343,19 @@ async fn accept_loop(
             let _permit = permit;
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io)).await {
                 Ok(Ok(tls)) => match peer_of(&tls, &material) {
-                    Some(peer) => {
-                        let _ = tx.send(Ok(PeerStream { inner: tls, peer })).await;
+                    Some((peer, leaf)) => {
+                        let trust = PeerTrust {
+                            checked: material.current(),
+                            material,
+                            leaf,
+                        };
+                        let _ = tx
+                            .send(Ok(PeerStream {
+                                inner: tls,
+                                peer,
+                                trust,
+                            }))
+                            .await;
                     }
                     None => tracing::warn!(%port, "handshake finished without a verifiable peer"),
                 },
@@ -312,13 +366,19 @@ async fn accept_loop(
     }
 }
 
-fn peer_of(tls: &TlsStream<Transport>, material: &PortMaterial) -> Option<VerifiedPeer> {
+fn peer_of(
+    tls: &TlsStream<Transport>,
+    material: &PortMaterial,
+) -> Option<(VerifiedPeer, rustls::pki_types::CertificateDer<'static>)> {
     let (_, conn) = tls.get_ref();
     let leaf = conn.peer_certificates()?.first()?;
     // The verifier already accepted this leaf; re-inspecting yields its principal.
     let info = inspect_leaf(leaf, material.trust_domain(), std::time::SystemTime::now()).ok()?;
-    Some(VerifiedPeer {
-        principal: info.principal,
-        serial_hex: info.serial_hex,
-    })
+    Some((
+        VerifiedPeer {
+            principal: info.principal,
+            serial_hex: info.serial_hex,
+        },
+        leaf.clone().into_owned(),
+    ))
 }

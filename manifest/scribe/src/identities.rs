@@ -180,8 +180,69 @@ pub fn write_bundles(
     Ok(report)
 }
 
+/// The file in Scribe's directory naming, one per line, the principals whose leaves are
+/// withheld after a compromise (`reach compromise`): no rotation or renewal issues them a leaf
+/// until the operator reinstates them, after rebuilding the role.
+const WITHHELD: &str = "withheld";
+
+/// The principals whose leaves are withheld.
+pub fn withheld(layout: &StateLayout) -> Result<std::collections::BTreeSet<String>, ScribeError> {
+    let path = layout.scribe_dir().join(WITHHELD);
+    match std::fs::read_to_string(&path) {
+        Ok(t) => Ok(t
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
+        Err(source) => Err(ScribeError::Io { path, source }),
+    }
+}
+
+fn write_withheld(
+    layout: &StateLayout,
+    names: &std::collections::BTreeSet<String>,
+) -> Result<(), ScribeError> {
+    let dir = layout.scribe_dir();
+    files::ensure_secret_dir(&dir)?;
+    let text: String = names.iter().map(|n| format!("{n}\n")).collect();
+    files::write_secret(&dir.join(WITHHELD), text.as_bytes())?;
+    Ok(())
+}
+
+/// Withholds `principal`'s leaf: its leaf and key are removed from its secret directory and no
+/// later issuance gives it one, so once the root it was issued under is retired no peer accepts
+/// anything it presents. Returns whether it held a leaf.
+pub fn withhold(layout: &StateLayout, principal: &str) -> Result<bool, ScribeError> {
+    let mut names = withheld(layout)?;
+    names.insert(principal.to_owned());
+    write_withheld(layout, &names)?;
+    let sd = layout.secret_dir(principal);
+    let mut held = false;
+    for file in [files::LEAF_CERT, files::LEAF_KEY] {
+        let path = sd.join(file);
+        match std::fs::remove_file(&path) {
+            Ok(()) => held = true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(ScribeError::Io { path, source }),
+        }
+    }
+    Ok(held)
+}
+
+/// Lifts [`withhold`]: the next issuance gives `principal` a fresh leaf under the current root.
+/// Returns whether it was withheld.
+pub fn reinstate(layout: &StateLayout, principal: &str) -> Result<bool, ScribeError> {
+    let mut names = withheld(layout)?;
+    let was = names.remove(principal);
+    write_withheld(layout, &names)?;
+    Ok(was)
+}
+
 /// Issues leaves under the current root: all of them for a rotation, else only those missing
-/// or close to expiry. Returns the principals that got a new leaf.
+/// or close to expiry; never to a withheld principal ([`withhold`]). Returns the principals
+/// that got a new leaf.
 pub fn issue_leaves(
     manifest: &Manifest,
     layout: &StateLayout,
@@ -189,8 +250,12 @@ pub fn issue_leaves(
     now: SystemTime,
 ) -> Result<Vec<String>, ScribeError> {
     let root = load_root(&layout.scribe_dir())?.ok_or(ScribeError::NoPreviousRoot)?;
+    let withheld = withheld(layout)?;
     let mut issued = Vec::new();
     for p in manifest.principals() {
+        if withheld.contains(p.name()) {
+            continue;
+        }
         let sd = layout.secret_dir(p.name());
         let renew = match rotation {
             Rotation::Leaves | Rotation::Root => true,

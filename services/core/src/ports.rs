@@ -630,9 +630,23 @@ impl Trail for Core {
             } => "ROLLED_BACK",
             ledger::VaultStatus::AwaitingReconciliation { .. } => "AWAITING_RECONCILIATION",
         };
+        let reconciliations = self
+            .vault
+            .reconciliations()
+            .await
+            .map_err(status)?
+            .into_iter()
+            .map(|r| pb::VaultReconciliation {
+                kind: r.kind,
+                recorded_by: r.operator,
+                note: r.note,
+                recorded_at_ms: r.recorded_at.0.max(0) as u64,
+            })
+            .collect();
         Ok(Response::new(pb::VaultStatusResponse {
             status: text.to_owned(),
             backend: format!("{:?}", self.vault.backend()),
+            reconciliations,
         }))
     }
 
