@@ -24,6 +24,8 @@ mod eval;
 /// Hits `search` asks for unless told.
 const DEFAULT_HITS: u32 = 5;
 
+// Parsed once per process; boxing `add`'s flags would only obscure clap's derive.
+#[allow(clippy::large_enum_variant)]
 #[derive(clap::Subcommand, Debug)]
 pub enum CorpusCommand {
     /// Add a source to corpus-builder's sources (nothing is fetched yet).
@@ -44,6 +46,13 @@ pub enum CorpusCommand {
         /// Base of citation URLs (`…/blob/<rev>/path`).
         #[arg(long)]
         citation_base: Option<String>,
+        /// Where the source's static HTML site is published (`https://…`): its pages are then
+        /// cited at the published page and section anchor instead of source lines.
+        #[arg(long)]
+        site_base: Option<String>,
+        /// The directory of the tree the site is published from (with `--site-base`).
+        #[arg(long)]
+        site_root: Option<String>,
         /// An extra origin redirects may go to (`https://host[:port]`, repeatable).
         #[arg(long = "redirect-origin")]
         redirect_origins: Vec<String>,
@@ -160,6 +169,8 @@ pub async fn run(command: CorpusCommand) -> anyhow::Result<ExitCode> {
             branch,
             include,
             citation_base,
+            site_base,
+            site_root,
             redirect_origins,
             max_files,
             max_bytes,
@@ -182,6 +193,8 @@ pub async fn run(command: CorpusCommand) -> anyhow::Result<ExitCode> {
                     digest: digest.unwrap_or_default(),
                     include,
                     citation_base: citation_base.unwrap_or_default(),
+                    site_base: site_base.unwrap_or_default(),
+                    site_root: site_root.unwrap_or_default(),
                     redirect_origins,
                     ceilings: Some(pb::SourceCeilings {
                         max_files,

@@ -169,6 +169,8 @@ fn spec(include: &str) -> SourceSpec {
             ..Ceilings::default()
         },
         citation_base: Some(admit_url("https://github.com/reach-project/reach").unwrap()),
+        site_base: None,
+        site_root: String::new(),
         redirect_origins: vec![],
         historical: false,
     }

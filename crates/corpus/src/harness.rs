@@ -97,6 +97,8 @@ fn spec(include: &[String]) -> Result<SourceSpec, HarnessFailure> {
         include: include.to_vec(),
         ceilings: Ceilings::default(),
         citation_base: Some(admit_url("https://eval.invalid/docs").map_err(invalid)?),
+        site_base: None,
+        site_root: String::new(),
         redirect_origins: vec![],
         historical: false,
     })

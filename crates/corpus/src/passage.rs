@@ -79,6 +79,51 @@ impl Passage {
     }
 }
 
+/// How a snapshot's passages are cited: source lines pinned to the revision, or, for the pages
+/// of a published static site, the page and its section anchor.
+#[derive(Debug, Clone, Copy)]
+pub struct Citer<'a> {
+    pub base: &'a str,
+    pub rev: &'a str,
+    /// `(site_base, site_root)` of the source's published site.
+    pub site: Option<(&'a str, &'a str)>,
+}
+
+impl Citer<'_> {
+    /// The published URL of `p`'s page, when `p` is an HTML page of the site.
+    fn published(&self, p: &Passage) -> Option<String> {
+        let (base, root) = self.site?;
+        if !matches!(
+            crate::process::Media::of_path(&p.path),
+            Some(crate::process::Media::Html)
+        ) {
+            return None;
+        }
+        let page = if root.is_empty() {
+            p.path.as_str()
+        } else {
+            p.path.strip_prefix(root)?.strip_prefix('/')?
+        };
+        Some(if p.anchor.is_empty() {
+            format!("{base}/{page}")
+        } else {
+            format!("{base}/{page}#{}", p.anchor)
+        })
+    }
+
+    /// The citation URL: the published section, else the pinned line range.
+    pub fn url(&self, p: &Passage) -> String {
+        self.published(p)
+            .unwrap_or_else(|| p.line_url(self.base, self.rev))
+    }
+
+    /// The section URL: the published section, else the pinned file and anchor.
+    pub fn section_url(&self, p: &Passage) -> String {
+        self.published(p)
+            .unwrap_or_else(|| p.section_url(self.base, self.rev))
+    }
+}
+
 /// GitHub-style anchor: lowercase, alphanumerics, `-` and `_` kept, spaces to `-`.
 pub fn slug(title: &str) -> String {
     title

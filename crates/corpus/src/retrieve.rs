@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 
 use crate::analysis;
 use crate::index::{Fields, headings_text, passage_of, visible_text};
-use crate::passage::Passage;
+use crate::passage::{Citer, Passage};
 use crate::store::{PublicCorpusSnapshot, active_id};
 
 pub const BUNDLE_SCHEMA: &str = "CorpusEvidenceBundle@1";
@@ -158,7 +158,8 @@ pub struct EvidencePassage {
     pub digest: Sha256Digest,
     pub path: String,
     pub section: String,
-    /// Citation URL pinned to the revision with the line range (`…#L10-L24`).
+    /// Citation URL pinned to the revision with the line range (`…#L10-L24`), or, for a page of
+    /// a source's published static site (`site_base`), the page and its anchor.
     pub url: String,
     /// Section URL pinned to the revision (`…#anchor`).
     pub section_url: String,
@@ -352,11 +353,18 @@ impl Snapshot {
         &self.dir
     }
 
-    fn base_and_rev(&self) -> (&str, &str) {
-        (
-            &self.record.source.citation_base,
-            &self.record.revision.citation_rev,
-        )
+    /// How this snapshot's passages are cited.
+    fn citer(&self) -> Citer<'_> {
+        Citer {
+            base: &self.record.source.citation_base,
+            rev: &self.record.revision.citation_rev,
+            site: self
+                .record
+                .source
+                .site
+                .as_ref()
+                .map(|(b, r)| (b.as_str(), r.as_str())),
+        }
     }
 
     /// The passage with `id`, read from the index.
@@ -414,7 +422,7 @@ impl Snapshot {
         let admitted = gate.is_none_or(|g| g.admitted);
         let mut passages = Vec::new();
         let (mut total_bytes, mut total_tokens) = (0u32, 0u32);
-        let (base, rev) = self.base_and_rev();
+        let citer = self.citer();
         // One passage per section: the best one stands for it, so the bundle offers choices.
         let mut sections: HashSet<(String, String)> = HashSet::new();
         for (score, p) in ranked.into_iter().filter(|_| admitted) {
@@ -432,8 +440,8 @@ impl Snapshot {
             total_bytes += bytes;
             total_tokens += tokens;
             passages.push(EvidencePassage {
-                url: p.line_url(base, rev),
-                section_url: p.section_url(base, rev),
+                url: citer.url(&p),
+                section_url: citer.section_url(&p),
                 passage_id: p.id,
                 digest: p.digest,
                 path: p.path,
@@ -668,7 +676,7 @@ pub fn validate(bundle: &CorpusEvidenceBundle, snapshot: &Snapshot) -> Result<()
             bundle.passages.len()
         )));
     }
-    let (base, rev) = snapshot.base_and_rev();
+    let citer = snapshot.citer();
     for e in &bundle.passages {
         let p = snapshot
             .passage(&e.passage_id)
@@ -680,8 +688,8 @@ pub fn validate(bundle: &CorpusEvidenceBundle, snapshot: &Snapshot) -> Result<()
             && p.section == e.section
             && p.line_start == e.line_start
             && p.line_end == e.line_end
-            && p.line_url(base, rev) == e.url
-            && p.section_url(base, rev) == e.section_url;
+            && citer.url(&p) == e.url
+            && citer.section_url(&p) == e.section_url;
         if !same {
             return Err(BundleRefusal::Altered(e.passage_id.clone()));
         }

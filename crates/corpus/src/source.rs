@@ -258,6 +258,16 @@ pub struct SourceSpec {
     /// defaults to the clone URL without `.git`.
     #[serde(default)]
     pub citation_base: Option<AdmittedUrl>,
+    /// Where the source's static HTML site is published (`https://doc.rust-lang.org/cargo`).
+    /// When set, a passage of an HTML page under [`SourceSpec::site_root`] is cited at its
+    /// published page and section anchor (`{site_base}/{page}#{anchor}`) instead of the
+    /// source file's lines; Markdown and other pages keep line citations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site_base: Option<AdmittedUrl>,
+    /// The directory of the tree the site is published from (`book`, empty for the root):
+    /// a page's published path is its path below it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub site_root: String,
     /// Extra origins redirects may go to (`https://host[:port]`).
     #[serde(default)]
     pub redirect_origins: Vec<String>,
@@ -317,11 +327,27 @@ impl SourceSpec {
             ));
         }
         // Admit URLs with their typed refusals before the structural parse.
-        if let Some(url) = value.pointer("/origin/url").and_then(|v| v.as_str()) {
-            admit_url(url)?;
+        for at in ["/origin/url", "/site_base"] {
+            if let Some(url) = value.pointer(at).and_then(|v| v.as_str()) {
+                admit_url(url)?;
+            }
         }
         let spec: SourceSpec =
             serde_json::from_value(value).map_err(|e| SourceRefusal::Malformed(e.to_string()))?;
+        let root = &spec.site_root;
+        if root.starts_with('/')
+            || root.contains('\\')
+            || root.split('/').any(|c| c == ".." || c == ".")
+        {
+            return Err(SourceRefusal::Malformed(format!(
+                "`site_root` `{root}` must be a relative path inside the tree"
+            )));
+        }
+        if !root.is_empty() && spec.site_base.is_none() {
+            return Err(SourceRefusal::Malformed(
+                "`site_root` needs a `site_base`".into(),
+            ));
+        }
         for o in &spec.redirect_origins {
             let u = admit_url(o)?;
             if u.origin() != *o {
@@ -367,6 +393,16 @@ impl SourceSpec {
         }
     }
 
+    /// The published site's base and root, when the source declares one.
+    pub fn site(&self) -> Option<(String, String)> {
+        self.site_base.as_ref().map(|b| {
+            (
+                b.as_str().trim_end_matches('/').to_string(),
+                self.site_root.trim_end_matches('/').to_string(),
+            )
+        })
+    }
+
     /// The base of canonical citation URLs (`…/blob/<rev>/path`).
     pub fn citation_base(&self) -> String {
         if let Some(b) = &self.citation_base {
@@ -380,6 +416,46 @@ impl SourceSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_site_base_is_admitted_like_any_url_and_its_root_stays_inside() {
+        let spec = |site: &str| {
+            format!(
+                r#"{{"name": "docs", "include": ["**"], "origin": {{"kind": "release_archive",
+                "url": "https://example.org/docs.tar.gz", "digest": "sha256:{}"}}{site}}}"#,
+                "ab".repeat(32)
+            )
+        };
+        let verdict = |site: &str| match SourceSpec::from_json(&spec(site)) {
+            Ok(s) => format!("ok {:?}", s.site()),
+            Err(e) => e.code().to_string(),
+        };
+        let table = [
+            "",
+            r#", "site_base": "https://doc.example.org/book/""#,
+            r#", "site_base": "https://doc.example.org", "site_root": "book/""#,
+            r#", "site_base": "http://doc.example.org""#,
+            r#", "site_base": "https://doc.example.org", "site_root": "../book""#,
+            r#", "site_base": "https://doc.example.org", "site_root": "/srv/book""#,
+            r#", "site_root": "book""#,
+        ];
+        let out: String = table
+            .iter()
+            .map(|t| format!("{t:?} {}\n", verdict(t)))
+            .collect();
+        expect_test::expect![[r#"
+            "" ok None
+            ", \"site_base\": \"https://doc.example.org/book/\"" ok Some(("https://doc.example.org/book", ""))
+            ", \"site_base\": \"https://doc.example.org\", \"site_root\": \"book/\"" ok Some(("https://doc.example.org", "book"))
+            ", \"site_base\": \"http://doc.example.org\"" corpus/source-not-https
+            ", \"site_base\": \"https://doc.example.org\", \"site_root\": \"../book\"" corpus/source-malformed
+            ", \"site_base\": \"https://doc.example.org\", \"site_root\": \"/srv/book\"" corpus/source-malformed
+            ", \"site_root\": \"book\"" corpus/source-malformed
+        "#]].assert_eq(&out);
+        // A source without a site stores exactly as before the field existed.
+        let plain = SourceSpec::from_json(&spec("")).unwrap().to_stored();
+        assert!(plain.get("site_base").is_none() && plain.get("site_root").is_none());
+    }
 
     fn verdict(raw: &str) -> String {
         match admit_url(raw) {

@@ -110,6 +110,11 @@ pub struct SourceRecord {
     pub ceilings: Ceilings,
     pub citation_base: String,
     pub historical: bool,
+    /// The published site (`site_base`, `site_root`) HTML pages are cited at; absent in a
+    /// record without one (and in every record written before it existed, whose digest must
+    /// not change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<(String, String)>,
 }
 
 impl SourceRecord {
@@ -127,6 +132,7 @@ impl SourceRecord {
             ceilings: spec.ceilings.clone(),
             citation_base: spec.citation_base(),
             historical: spec.historical,
+            site: spec.site(),
         }
     }
 }

@@ -23,6 +23,8 @@ fn spec(port: u16, admitted: Option<&str>) -> SourceSpec {
         include: vec!["docs/**".into()],
         ceilings: Ceilings::default(),
         citation_base: Some(admit_url("https://git.example.org/reach/fixture").unwrap()),
+        site_base: None,
+        site_root: String::new(),
         redirect_origins: vec![],
         historical: false,
     }

@@ -591,6 +591,58 @@ fn conversational_padding_does_not_make_a_covered_question_uncovered() {
 }
 
 #[test]
+fn a_published_site_is_cited_at_its_page_and_anchor() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, clock) = store(dir.path());
+    let mut docs = good_docs();
+    docs.push((
+        "docs/book/keys.html".into(),
+        b"<html><body><nav>Home</nav><main><h1 id=\"keys\">Keys</h1>\
+          <p>Keys sign every release.</p><h2 id=\"rotating-the-signing-key\">Rotating the \
+          signing key</h2><p>Run reach key rotate to rotate the signing key.</p></main>\
+          </body></html>"
+            .to_vec(),
+    ));
+    let bytes = raw_tgz(&files(&docs));
+    let mut spec = archive_spec(&bytes, Ceilings::default());
+    spec.site_base = Some(reach_corpus::admit_url("https://docs.example.org/reach/").unwrap());
+    spec.site_root = "docs/book".into();
+    store
+        .refresh_archive(&spec, &bytes, &Policy::default(), &mut NoProgress)
+        .unwrap();
+    let snap = Snapshot::open_active(store.root()).unwrap();
+    let ask = |q: &str| {
+        snap.retrieve(q, &RetrievalLimits::default(), clock.now())
+            .unwrap()
+    };
+    let b = ask("How do I rotate the signing key?");
+    let p = &b.passages[0];
+    assert_eq!(p.path, "docs/book/keys.html");
+    // The published page and its section, not the archive's lines.
+    let published = "https://docs.example.org/reach/keys.html#rotating-the-signing-key";
+    assert_eq!(
+        (p.url.as_str(), p.section_url.as_str()),
+        (published, published)
+    );
+    validate(&b, &snap).unwrap();
+    // A Markdown page of the same source keeps its pinned line citation.
+    let b = ask("How long is a snapshot fresh after activation?");
+    let p = &b.passages[0];
+    assert_eq!(p.path, "docs/corpus.md");
+    assert!(p.url.starts_with(BASE) && p.url.contains("#L"), "{}", p.url);
+    validate(&b, &snap).unwrap();
+    // The record says where the site is; a bundle whose URL is moved elsewhere is refused.
+    assert_eq!(
+        snap.record().source.site,
+        Some(("https://docs.example.org/reach".into(), "docs/book".into()))
+    );
+    let mut moved = ask("How do I rotate the signing key?");
+    moved.passages[0].url =
+        "https://elsewhere.example.org/keys.html#rotating-the-signing-key".into();
+    assert!(validate(&moved, &snap).is_err());
+}
+
+#[test]
 fn each_source_keeps_its_own_last_failure() {
     let (_d, store, clock, bytes) = built();
     // "reach-docs" is active. Another source fails, then the active one fails a refresh.

@@ -379,6 +379,12 @@ fn spec_json(r: &pb::AddSourceRequest) -> Result<serde_json::Value, (&'static st
     if !r.citation_base.is_empty() {
         v["citation_base"] = r.citation_base.clone().into();
     }
+    if !r.site_base.is_empty() {
+        v["site_base"] = r.site_base.clone().into();
+    }
+    if !r.site_root.is_empty() {
+        v["site_root"] = r.site_root.clone().into();
+    }
     if let Some(c) = &r.ceilings {
         v["ceilings"] = serde_json::to_value(ceilings(c)?).expect("ceilings serialize");
     }

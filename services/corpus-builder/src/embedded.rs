@@ -44,6 +44,8 @@ impl Source {
             include: DIR_INCLUDE.iter().map(|s| s.to_string()).collect(),
             ceilings: Ceilings::default(),
             citation_base: Some(admit_url(LOCAL_CITATION_BASE)?),
+            site_base: None,
+            site_root: String::new(),
             redirect_origins: vec![],
             historical: false,
         };
@@ -66,6 +68,8 @@ impl Source {
             include: PROJECT_INCLUDE.iter().map(|s| s.to_string()).collect(),
             ceilings: Ceilings::default(),
             citation_base: Some(admit_url(CITATION_BASE)?),
+            site_base: None,
+            site_root: String::new(),
             redirect_origins: vec![],
             historical: false,
         };

@@ -393,6 +393,15 @@ async fn sources_are_refused_by_code_and_kept_in_a_strict_file() {
             }),
             ..add("tight", "git", "https://example.org/t.git", "")
         },
+        pb::AddSourceRequest {
+            site_base: "http://doc.example.org".into(),
+            ..add("site", "git", "https://example.org/s.git", "")
+        },
+        pb::AddSourceRequest {
+            site_base: "https://doc.example.org".into(),
+            site_root: "../book".into(),
+            ..add("siteroot", "git", "https://example.org/s.git", "")
+        },
     ];
     let mut out = String::new();
     for c in cases {
@@ -423,6 +432,8 @@ async fn sources_are_refused_by_code_and_kept_in_a_strict_file() {
         repo       https://example.org/r.git                corpus/source-exists
         huge       https://example.org/h.git                corpus/ceiling-out-of-range
         tight      https://example.org/t.git                added
+        site       https://example.org/s.git                corpus/source-not-https
+        siteroot   https://example.org/s.git                corpus/source-malformed
     "#]]
     .assert_eq(&out);
 

@@ -82,6 +82,8 @@ pub fn archive_spec(bytes: &[u8], ceilings: Ceilings) -> SourceSpec {
         include: vec!["docs/**".into()],
         ceilings,
         citation_base: Some(admit_url(BASE).unwrap()),
+        site_base: None,
+        site_root: String::new(),
         redirect_origins: vec![],
         historical: false,
     }
