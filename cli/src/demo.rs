@@ -52,6 +52,8 @@ pub async fn run(
             .ok_or_else(|| anyhow::anyhow!("the embedded manifest has no corpus-builder"))?;
         role.settings
             .insert("docs_dir".into(), dir.to_string_lossy().into_owned().into());
+        // What manifest validation holds habitat.corpus to with `docs_dir`.
+        m.habitat.corpus = reach_manifest::LOCAL_DOCS_CORPUS.into();
     }
     let dir = tempfile::Builder::new().prefix("reach-demo-").tempdir()?;
     let layout = StateLayout::new(dir.path());

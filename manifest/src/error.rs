@@ -65,6 +65,13 @@ pub enum ManifestErrorKind {
     /// a secret file name is not a plain file name
     #[error("secret file name `{0}` must be a plain file name")]
     BadSecretFile(String),
+    /// `habitat.corpus` names no source the manifest's corpus-builder provides
+    #[error(
+        "corpus `{corpus}` is no source of corpus-builder (sources: {}); declare an operator \
+         source in corpus-builder's `settings.sources`",
+        known.join(", ")
+    )]
+    UnknownCorpus { corpus: String, known: Vec<String> },
 }
 
 impl fmt::Display for crate::schema::RoleName {

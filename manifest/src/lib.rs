@@ -15,7 +15,7 @@ mod validate;
 
 pub use error::{ManifestError, ManifestErrorKind};
 pub use schema::{CredentialKind, NetworkClass, RoleName};
-pub use validate::Manifest;
+pub use validate::{DEFAULT_CORPUS, LOCAL_DOCS_CORPUS, Manifest, corpus_sources};
 
 /// Parses and validates a manifest text.
 pub fn load(text: &str) -> Result<Manifest, ManifestError> {

@@ -7,6 +7,11 @@ use reach_identity::{Principal, TrustDomain};
 use crate::error::{ManifestError as E, ManifestErrorKind as K};
 use crate::schema::*;
 
+/// The source corpus-builder serves when nothing else is configured: the embedded project docs.
+pub const DEFAULT_CORPUS: &str = "reach-docs";
+/// The source corpus-builder serves instead with `settings.docs_dir` (`reach demo --docs DIR`).
+pub const LOCAL_DOCS_CORPUS: &str = "local-docs";
+
 /// The principal name of the operator CLI.
 pub const OPERATOR: &str = "operator";
 /// The gRPC service every role serves for the operator.
@@ -91,6 +96,47 @@ impl Manifest {
         v.push(self.principal(OPERATOR));
         v
     }
+}
+
+/// The sources the manifest's corpus-builder provides: its default (the embedded docs, or
+/// `local-docs` with `settings.docs_dir`) and the operator sources its `settings.sources`
+/// declares (each added at run time with `reach corpus add NAME`). Empty without a
+/// corpus-builder.
+pub fn corpus_sources(roles: &[Role]) -> Vec<String> {
+    let Some(builder) = roles.iter().find(|r| r.kind == RoleKind::CorpusBuilder) else {
+        return Vec::new();
+    };
+    let default = if builder.settings.contains_key("docs_dir") {
+        LOCAL_DOCS_CORPUS
+    } else {
+        DEFAULT_CORPUS
+    };
+    let mut out = vec![default.to_owned()];
+    if let Some(toml::Value::Array(declared)) = builder.settings.get("sources") {
+        out.extend(
+            declared
+                .iter()
+                .filter_map(|v| v.as_str())
+                .map(str::to_owned),
+        );
+    }
+    out
+}
+
+/// `habitat.corpus` must name a source corpus-builder provides: a deployment answering from a
+/// corpus nobody builds would otherwise start and serve "not in the docs" to every question.
+fn check_corpus(habitat: &Habitat, roles: &[Role]) -> Result<(), E> {
+    let known = corpus_sources(roles);
+    if known.is_empty() || known.contains(&habitat.corpus) {
+        return Ok(());
+    }
+    Err(E::new(
+        "habitat.corpus",
+        K::UnknownCorpus {
+            corpus: habitat.corpus.clone(),
+            known,
+        },
+    ))
 }
 
 pub(crate) fn validate(raw: RawManifest) -> Result<Manifest, E> {
@@ -334,6 +380,8 @@ pub(crate) fn validate(raw: RawManifest) -> Result<Manifest, E> {
             }],
         });
     }
+
+    check_corpus(&raw.habitat, &ordered)?;
 
     Ok(Manifest {
         profile: raw.profile,

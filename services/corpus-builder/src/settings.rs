@@ -19,13 +19,17 @@ pub struct Settings {
     /// A local directory of Markdown or HTML packed at start as the default corpus, in place of
     /// the embedded project docs (`reach demo --docs DIR`).
     pub docs_dir: Option<std::path::PathBuf>,
+    /// The operator sources (`reach corpus add NAME`) this deployment may answer from, by name.
+    /// Read by manifest validation, which holds `habitat.corpus` to one of them or to the
+    /// default source; sources themselves live in `sources.toml`, added at run time.
+    pub sources: Vec<String>,
 }
 
 impl Settings {
     pub fn from_table(t: &toml::Table) -> anyhow::Result<Self> {
         t.clone()
             .try_into()
-            .context("corpus-builder settings (roads, freshness_secs, docs_dir)")
+            .context("corpus-builder settings (roads, freshness_secs, docs_dir, sources)")
     }
 
     /// The snapshot lifetime the settings name, if any; zero is refused.
@@ -88,5 +92,14 @@ mod tests {
             settings("freshness = 90").is_err(),
             "unknown keys are refused"
         );
+    }
+
+    #[test]
+    fn declared_sources_are_names_the_manifest_reads() {
+        assert_eq!(
+            settings("sources = [\"my-book\"]").unwrap().sources,
+            ["my-book"]
+        );
+        assert!(settings("sources = \"my-book\"").is_err());
     }
 }
