@@ -378,6 +378,34 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
         assert_eq!(swap_areas(), 0);
     }
 
+    // A root rotation left half done (the new root minted and every leaf issued under it, the
+    // previous root still pinned): exactly `rotation/root` fails, naming the command that
+    // finishes it; once the previous root is retired it passes again.
+    let rotate = |rotation| {
+        reach_scribe::materialize_identities(
+            &body.manifest,
+            &body.layout,
+            rotation,
+            std::time::SystemTime::now(),
+        )
+        .unwrap()
+    };
+    let reload = reach_port::material::RELOAD_INTERVAL * 4;
+    rotate(reach_scribe::Rotation::Root);
+    tokio::time::sleep(reload).await;
+    let (ok, receipt) = audit(&body).await;
+    let failed = only_failure(ok, &receipt);
+    assert_eq!(failed.0, "rotation/root");
+    assert!(
+        failed.2.contains("still pins 2 roots")
+            && failed.2.ends_with("--rotate retire-previous-root`"),
+        "{failed:?}"
+    );
+    rotate(reach_scribe::Rotation::RetirePreviousRoot);
+    tokio::time::sleep(reload).await;
+    let (ok, receipt) = audit(&body).await;
+    assert!(ok, "{:#?}", outcomes(&receipt));
+
     // A leaf key opened to its group: that check fails, naming the file; nothing else does.
     let opened = body.layout.secret_dir("ward").join("tls.key");
     std::fs::set_permissions(&opened, std::fs::Permissions::from_mode(0o640)).unwrap();

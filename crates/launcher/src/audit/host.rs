@@ -287,7 +287,16 @@ fn at(t: SystemTime) -> String {
 /// `lifecycle/reboot` for a Quadlet body: if its state directory was created before the
 /// current boot, the body lived through a reboot and must answer again by itself.
 pub(super) fn reboot(manifest: &Manifest, layout: &StateLayout, up: &[String]) -> Check {
-    let Some(boot) = boot_time() else {
+    reboot_at(manifest, layout, up, boot_time())
+}
+
+fn reboot_at(
+    manifest: &Manifest,
+    layout: &StateLayout,
+    up: &[String],
+    boot: Option<SystemTime>,
+) -> Check {
+    let Some(boot) = boot else {
         return Check::observed(REBOOT, false, "/proc/stat has no boot time");
     };
     let dir = layout.scribe_dir();
@@ -504,6 +513,46 @@ mod tests {
         assert_eq!(root.outcome, Outcome::Fail);
         let nameless = account(nix::unistd::Uid::from_raw(4_000_000_000), linger.path());
         assert_eq!(nameless.outcome, Outcome::Fail);
+    }
+
+    #[test]
+    fn a_body_older_than_the_boot_must_answer_again() {
+        let m = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let layout = StateLayout::new(dir.path());
+        std::fs::create_dir_all(layout.scribe_dir()).unwrap();
+        let created = std::fs::metadata(layout.scribe_dir())
+            .unwrap()
+            .created()
+            .unwrap();
+        let all: Vec<String> = m.roles.iter().map(|r| r.name.as_str().to_owned()).collect();
+        let hour = Duration::from_secs(3600);
+        // Booted after the body was made: it lived through a reboot.
+        let after = Some(created + hour);
+        let back = reboot_at(&m, &layout, &all, after);
+        assert_eq!(back.outcome, Outcome::Pass, "{}", back.detail);
+        assert!(
+            back.detail.ends_with("it came back by itself"),
+            "{}",
+            back.detail
+        );
+        let some: Vec<String> = all.iter().filter(|r| *r != "ward").cloned().collect();
+        let missing = reboot_at(&m, &layout, &some, after);
+        assert_eq!(missing.outcome, Outcome::Fail);
+        assert!(
+            missing.detail.ends_with("; ward did not come back"),
+            "{}",
+            missing.detail
+        );
+        // Made since the boot: no reboot to account for.
+        let since = reboot_at(&m, &layout, &some, Some(created - hour));
+        assert_eq!(since.outcome, Outcome::Skip, "{}", since.detail);
+        assert!(
+            since
+                .detail
+                .starts_with("no reboot since the body was created")
+        );
+        assert_eq!(reboot_at(&m, &layout, &all, None).outcome, Outcome::Fail);
     }
 
     #[test]
