@@ -11,6 +11,7 @@ mod hil;
 mod host_checks;
 mod image;
 mod pack;
+mod quiet_pipe;
 mod scribe;
 mod task;
 mod vault;
@@ -333,6 +334,7 @@ pub(crate) fn load_manifest(path: Option<&std::path::Path>) -> anyhow::Result<Ma
 }
 
 fn main() -> ExitCode {
+    quiet_pipe::install();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
