@@ -71,21 +71,23 @@ pub async fn run(args: CompromiseArgs) -> anyhow::Result<ExitCode> {
     let held = copy_leaf(&state, &name, old.path())?;
 
     // 1. Leases and in-flight work, in core's ledger.
-    println!("1. leases and work of {principal}");
-    let report =
-        crate::vault::mark_tainted(&m, &layout, &principal, &format!("compromise: {reason}"))
-            .await
-            .context("core's ledger (the taint needs core serving)")?;
-    println!(
-        "   taint {} recorded: {} record(s) tainted, never resent",
-        report.taint_id,
-        report.records.len()
-    );
-    for t in &report.records {
+    for key in taint_names(&m, &name) {
+        println!("1. leases and work of {key}");
+        let report =
+            crate::vault::mark_tainted(&m, &layout, &key, &format!("compromise: {reason}"))
+                .await
+                .context("core's ledger (the taint needs core serving)")?;
         println!(
-            "   {:<26} {}  {} -> {}",
-            t.record, t.id, t.state_at_taint, t.action
+            "   taint {} recorded: {} record(s) tainted, never resent",
+            report.taint_id,
+            report.records.len()
         );
+        for t in &report.records {
+            println!(
+                "   {:<26} {}  {} -> {}",
+                t.record, t.id, t.state_at_taint, t.action
+            );
+        }
     }
 
     // 2. Its leaf: withheld, then the root it chains to rotated out.
@@ -130,6 +132,28 @@ pub async fn run(args: CompromiseArgs) -> anyhow::Result<ExitCode> {
     println!("3. next steps (seed 001, \"Restart, uncertainty, and compromise\")");
     print!("{}", next_steps(&m, &name, &args.target));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The names core's ledger keys `role`'s work by: its principal (the leases it holds) and, for
+/// egress-provider, the destinations it sends to, which attempts and Intercom tasks are
+/// addressed to (core's `settings.portal.endpoint` and `settings.intercom.peer`).
+fn taint_names(m: &Manifest, role: &str) -> Vec<String> {
+    let mut names = vec![m.principal(role).to_string()];
+    let egress_provider =
+        m.role(role).map(|r| r.kind) == Some(reach_manifest::schema::RoleKind::EgressProvider);
+    if egress_provider && let Some(core) = m.roles.iter().find(|r| r.name.as_str() == "core") {
+        for (table, key) in [("portal", "endpoint"), ("intercom", "peer")] {
+            if let Some(v) = core
+                .settings
+                .get(table)
+                .and_then(|t| t.get(key))
+                .and_then(|v| v.as_str())
+            {
+                names.push(v.to_owned());
+            }
+        }
+    }
+    names
 }
 
 /// Copies `role`'s leaf, key and bundle into `to`; false if it holds no leaf.
@@ -286,6 +310,14 @@ pub fn next_steps(m: &Manifest, role: &str, target: &crate::BodyTarget) -> Strin
     let state = target.target.state.display();
     let mut s = String::new();
     let mut step = |text: String| s.push_str(&format!("   - {text}\n"));
+    // Core holds the vault, ward the authority that mints every decision and grant: whoever
+    // held either could have written what the ledger says, so the ledger's taint proves less.
+    if matches!(role, "core" | "ward") {
+        step(format!(
+            "{role} holds the body's {}: treat this as a compromise of the body (the last step)",
+            if role == "core" { "vault" } else { "authority" }
+        ));
+    }
     step(format!(
         "stop {role} and rebuild it from its trusted pinned image; then give it a fresh leaf \
          with `reach compromise {role} --reinstate --state {state}`"
@@ -363,4 +395,35 @@ pub fn reinstate(
         println!("restart {role} so it serves its new leaf");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// egress-provider's attempts and Intercom tasks are addressed to the destinations it sends
+    /// to, not to its principal: those are tainted too. Another role's work is keyed by its
+    /// principal alone.
+    #[test]
+    fn an_egress_providers_work_is_found_by_its_destinations() {
+        let text = reach_manifest::VPS_PUBLIC.replacen(
+            r#"settings = { corpus_from = "corpus-builder", refusals = "post" }"#,
+            r#"settings = { corpus_from = "corpus-builder", portal = { endpoint = "https://provider.invalid/v1/chat/completions" }, intercom = { peer = "https://peer.invalid/a2a" } }"#,
+            1,
+        );
+        assert_ne!(text, reach_manifest::VPS_PUBLIC);
+        let m = reach_manifest::load(&text).unwrap();
+        assert_eq!(
+            taint_names(&m, "egress-provider"),
+            [
+                "spiffe://reach.local/egress-provider",
+                "https://provider.invalid/v1/chat/completions",
+                "https://peer.invalid/a2a",
+            ]
+        );
+        assert_eq!(
+            taint_names(&m, "egress-discord"),
+            ["spiffe://reach.local/egress-discord"]
+        );
+    }
 }
