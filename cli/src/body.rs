@@ -150,6 +150,7 @@ pub async fn audit(
             receipt.push(check);
         }
         receipt.push(crate::host_checks::reboot_linger());
+        receipt.push(crate::host_checks::unit_core_dumps(&m, dir));
     }
     for check in crate::host_checks::firewall(&m, ruleset) {
         receipt.push(check);

@@ -1,7 +1,7 @@
 //! The live-host receipt's checks of what Scribe materialized on the host (`reach audit`):
-//! the installed Quadlet directory (`units/drift`, `renewal/timer`), the rollout of the state
-//! directory to Podman (`secrets/rollout`), reboots (`reboot/linger`) and the egress firewall
-//! (`firewall/egress`, `network/dns`). The receipt's other checks are the launcher's
+//! the installed Quadlet directory (`units/drift`, `renewal/timer`, `units/core-dumps`), the
+//! rollout of the state directory to Podman (`secrets/rollout`), reboots (`reboot/linger`) and
+//! the egress firewall (`firewall/egress`, `network/dns`). The receipt's other checks are the launcher's
 //! (`reach_launcher::audit`); these need Scribe, Podman or the host's systemd and nftables.
 
 use std::path::{Path, PathBuf};
@@ -295,6 +295,42 @@ fn firewall_egress(path: &Path, live: &Listing) -> reach_launcher::audit::Check 
     }
 }
 
+/// The line every role's unit carries (`reach_scribe::quadlet`): no core dump, soft or hard.
+const NO_CORE_DUMPS: &str = "Ulimit=core=0:0";
+
+/// `units/core-dumps`: every role's installed `.container` unit in `dir` asks for no core dumps
+/// (the unit's half of `process/core-dumps`, which reads the running processes' limits). Any
+/// edit of a unit also fails `units/drift`; this one names the property.
+pub fn unit_core_dumps(m: &Manifest, dir: &Path) -> reach_launcher::audit::Check {
+    use reach_launcher::audit::Check;
+    const ID: &str = "units/core-dumps";
+    let mut missing = Vec::new();
+    for role in &m.roles {
+        let file = dir.join(format!(
+            "{}.container",
+            reach_scribe::quadlet::container_name(role.name.as_str())
+        ));
+        match std::fs::read_to_string(&file) {
+            Ok(text) if text.lines().any(|l| l.trim() == NO_CORE_DUMPS) => {}
+            Ok(_) => missing.push(format!("{} has no `{NO_CORE_DUMPS}`", file.display())),
+            Err(e) => missing.push(format!("{}: {e}", file.display())),
+        }
+    }
+    if missing.is_empty() {
+        Check::observed(
+            ID,
+            true,
+            format!(
+                "{} role units in {} ask `{NO_CORE_DUMPS}`",
+                m.roles.len(),
+                dir.display()
+            ),
+        )
+    } else {
+        Check::observed(ID, false, missing.join("; "))
+    }
+}
+
 /// Where systemd-logind keeps one file per user whose service manager runs from boot (what
 /// `loginctl enable-linger USER` creates).
 const LINGER_DIR: &str = "/var/lib/systemd/linger";
@@ -498,6 +534,27 @@ mod tests {
         }
         assert_eq!(nobody.command().get_args().count(), 1);
         assert!(manager_of(nix::unistd::Uid::from_raw(4_000_000_000)).is_err());
+    }
+
+    /// Scribe's units pass; one whose `Ulimit=core=0:0` line was taken out fails, naming it.
+    #[test]
+    fn every_role_unit_must_ask_for_no_core_dumps() {
+        let state = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let d = derived(state.path(), None);
+        reach_scribe::quadlet::write_out(&d, out.path()).unwrap();
+        let m = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
+        let sound = unit_core_dumps(&m, out.path());
+        assert_eq!(sound.outcome, Outcome::Pass, "{}", sound.detail);
+        let ward = out.path().join("reach-ward.container");
+        let text = std::fs::read_to_string(&ward).unwrap();
+        std::fs::write(&ward, text.replace("Ulimit=core=0:0\n", "")).unwrap();
+        let edited = unit_core_dumps(&m, out.path());
+        assert_eq!(edited.outcome, Outcome::Fail);
+        assert_eq!(
+            edited.detail,
+            format!("{} has no `Ulimit=core=0:0`", ward.display())
+        );
     }
 
     #[test]
