@@ -450,6 +450,22 @@ async fn fresh_vault_refuses_until_reconciled(db: Db) {
         .unwrap();
     assert!(matches!(s, VaultStatus::Serving { .. }));
     p.admit(&request(1)).await.unwrap();
+    // The reason it serves is on record, as the live-host receipt reads it.
+    let recorded = p.reconciliations().await.unwrap();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(
+        (
+            recorded[0].kind.as_str(),
+            recorded[0].operator.as_str(),
+            recorded[0].note.as_str()
+        ),
+        (
+            "EFFECTS_RECONCILED",
+            "ops",
+            "checked channel history for the horizon"
+        )
+    );
+    assert_eq!(recorded[0].recorded_at, clock.now());
 
     // A second fresh vault serves by itself only once the horizon has passed since creation.
     let (mut cfg2, _g2) = config(db, "vault_horizon");
@@ -462,8 +478,17 @@ async fn fresh_vault_refuses_until_reconciled(db: Db) {
         p2.admit(&request(1)).await.unwrap_err().code(),
         "vault/unreconciled"
     );
+    assert!(p2.reconciliations().await.unwrap().is_empty());
     clock.advance(Duration::from_secs(1));
     p2.admit(&request(1)).await.unwrap();
+    let recorded = p2.reconciliations().await.unwrap();
+    assert_eq!(
+        recorded
+            .iter()
+            .map(|r| (r.kind.as_str(), r.operator.as_str()))
+            .collect::<Vec<_>>(),
+        [("HORIZON_ELAPSED", "reach")]
+    );
 }
 
 async fn attempts_follow_what_records_prove(db: Db) {
