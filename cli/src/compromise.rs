@@ -19,8 +19,9 @@
 //!    credentials at their issuers, reconcile the tainted records, and what a root, operator
 //!    or control-plane compromise needs instead.
 //!
-//! A body under Quadlet (`--podman`) holds its leaves as Podman secrets: each Scribe step is
-//! rolled out as `reach scribe renew --restart` does, restarting the roles one at a time.
+//! A body under Quadlet (`--podman`) holds its leaves as Podman secrets: the role's unit is
+//! stopped, then each Scribe step is rolled out as `reach scribe renew --restart` does,
+//! restarting the other roles one at a time (a withheld role is never rolled out to).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -94,6 +95,21 @@ pub async fn run(args: CompromiseArgs) -> anyhow::Result<ExitCode> {
     println!("2. the leaf of {principal}");
     identities::withhold(&state, &name)?;
     println!("   withheld: removed from its secret directory; no issuance gives it another");
+    if args.target.podman {
+        // Its container is stopped: its sessions end with it, and nothing restarts it with
+        // secrets it should no longer hold (the rollouts below skip a withheld role).
+        let manager = crate::host_checks::manager_of(nix::unistd::getuid())?;
+        let unit = reach_scribe::quadlet::service_name(&name);
+        let status = manager
+            .command()
+            .args(["stop", &unit])
+            .status()
+            .with_context(|| format!("{} stop {unit}", manager.systemctl()))?;
+        if !status.success() {
+            bail!("{} stop {unit}: {status}", manager.systemctl());
+        }
+        println!("   {unit} stopped");
+    }
     let now = SystemTime::now;
     identities::write_bundles(&m, &state, Rotation::Root, now())?;
     if args.target.podman {

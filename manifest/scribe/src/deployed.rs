@@ -249,7 +249,16 @@ fn inspect_times(
 /// Asks Podman and the state directory what the body of `input` still needs: which of its
 /// state-directory secrets to replace and which running roles to restart ([`decide`]).
 pub fn rollout(podman: &Podman, input: &QuadletInput<'_>) -> Result<Rollout, RolloutError> {
-    let wanted = state_secrets(input);
+    // A withheld principal (`reach compromise`) holds no leaf: its secrets are not rolled out
+    // and its role is not restarted (it stays as the operator stopped it, until reinstated).
+    let withheld = crate::identities::withheld(&input.state).map_err(|e| RolloutError::Source {
+        path: input.state.scribe_dir(),
+        error: std::io::Error::other(e.to_string()),
+    })?;
+    let wanted: Vec<_> = state_secrets(input)
+        .into_iter()
+        .filter(|(role, _, _)| !withheld.contains(role))
+        .collect();
     let listed: BTreeSet<String> = run(
         podman,
         "secret ls",
@@ -296,7 +305,7 @@ pub fn rollout(podman: &Podman, input: &QuadletInput<'_>) -> Result<Rollout, Rol
         .roles
         .iter()
         .map(|r| (r.name.as_str(), container_name(r.name.as_str())))
-        .filter(|(_, c)| running.contains(c))
+        .filter(|(role, c)| running.contains(c) && !withheld.contains(*role))
         .collect();
     let names: Vec<&str> = containers.iter().map(|(_, c)| c.as_str()).collect();
     let times = inspect_times(
