@@ -401,6 +401,12 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "renewal/timer",
             "secrets/rollout",
             "resources/pids",
+            "process/core-dumps",
+            "units/core-dumps",
+            "host/account",
+            "rotation/root",
+            "recovery/policy",
+            "recovery/reconciliation",
         ]
         .map(String::from),
     );
