@@ -71,13 +71,23 @@ pub async fn run(args: CompromiseArgs) -> anyhow::Result<ExitCode> {
     let old = tempfile::tempdir()?;
     let held = copy_leaf(&state, &name, old.path())?;
 
-    // 1. Leases and in-flight work, in core's ledger.
+    // 1. Leases and in-flight work, in core's ledger. Core not answering does not hold back
+    // the revocation of the leaf: the taint is said to be owed, and the command fails at the end.
+    let mut owed = Vec::new();
     for key in taint_names(&m, &name) {
         println!("1. leases and work of {key}");
-        let report =
-            crate::vault::mark_tainted(&m, &layout, &key, &format!("compromise: {reason}"))
-                .await
-                .context("core's ledger (the taint needs core serving)")?;
+        let reason = format!("compromise: {reason}");
+        let report = match crate::vault::mark_tainted(&m, &layout, &key, &reason).await {
+            Ok(r) => r,
+            Err(e) => {
+                println!("   NOT tainted: core's ledger did not answer ({e:#})");
+                owed.push(format!(
+                    "reach vault taint --principal {key} --reason {reason:?} --state {}",
+                    args.target.target.state.display()
+                ));
+                continue;
+            }
+        };
         println!(
             "   taint {} recorded: {} record(s) tainted, never resent",
             report.taint_id,
@@ -147,7 +157,14 @@ pub async fn run(args: CompromiseArgs) -> anyhow::Result<ExitCode> {
 
     println!("3. next steps (seed 001, \"Restart, uncertainty, and compromise\")");
     print!("{}", next_steps(&m, &name, &args.target));
-    Ok(ExitCode::SUCCESS)
+    if owed.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "reach: the ledger's taint is owed; once core serves, run: {}",
+        owed.join("; ")
+    );
+    Ok(ExitCode::FAILURE)
 }
 
 /// The names core's ledger keys `role`'s work by: its principal (the leases it holds) and, for

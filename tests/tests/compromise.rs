@@ -206,3 +206,61 @@ async fn a_compromised_role_loses_its_lease_and_its_leaf_and_the_rest_serve_on()
     assert!(!again.status.success(), "reinstated twice");
     body.stop().await;
 }
+
+/// Core not answering does not hold back the revocation: the leaf is withheld and its root
+/// retired all the same, the ledger's taint is said to be owed (with the command that records
+/// it once core serves), and the command fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_core_down_the_leaf_is_revoked_and_the_taint_is_owed() {
+    let body = TestBody::start().await;
+    body.operator_after_genesis("compromise test").await;
+    let roles = std::fs::read_to_string(body.layout.run_dir().join("roles")).unwrap();
+    let pid: i32 = roles
+        .lines()
+        .find_map(|l| l.strip_prefix("core "))
+        .expect("core's pid")
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let out = reach(
+        &body,
+        &["compromise", "egress-discord", "--reason", "token leaked"],
+    );
+    let (said, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("NOT tainted: core's ledger did not answer"),
+        "{said}"
+    );
+    assert!(said.contains("previous root retired"), "{said}");
+    assert!(
+        said.contains("the old leaf is refused: ward (which admitted egress-discord before)"),
+        "{said}"
+    );
+    assert!(
+        err.contains(
+            "run: reach vault taint --principal spiffe://reach.local/egress-discord \
+             --reason \"compromise: token leaked\""
+        ),
+        "{err}"
+    );
+    assert!(
+        !body
+            .layout
+            .secret_dir("egress-discord")
+            .join("tls.crt")
+            .exists()
+    );
+    body.stop().await;
+}
