@@ -31,12 +31,15 @@ const CANDIDATES: usize = 32;
 const COVERAGE_CANDIDATES: usize = 20;
 
 /// The relevance gate: the least share of the question's IDF-weighted content terms that one
-/// retrieved passage (its visible text and its headings) must hold for the corpus to be taken as
-/// covering the question. Out-of-corpus questions share only common words with the corpus
-/// (their rare words are absent); in-corpus ones find most of their rare words together.
+/// retrieved passage (its visible text and its headings), or the retrieved passages of one page
+/// together, must hold for the corpus to be taken as covering the question. Out-of-corpus
+/// questions share only common words with the corpus (their rare words are absent); in-corpus
+/// ones find most of their rare words together.
 pub const MIN_COVERAGE: f32 = 0.5;
 
-/// How much more a question word the corpus never uses weighs than its IDF alone.
+/// How much more a question word the corpus never uses weighs than its IDF alone. (1.5 let a
+/// paraphrasing verb through but also "configure nginx as a reverse proxy" on the project's
+/// own docs, once the gate reads whole pages: refusing what the docs do not cover comes first.)
 const UNKNOWN_WEIGHT: f32 = 2.0;
 
 /// Weight of the share of the question a passage's headings hold, in the re-ranking.
@@ -106,15 +109,15 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str =
-    "bm25/headings^2+content/reach-analysis-1+filler/idf-coverage-gate-0.5/coverage-title-rerank-2";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
 /// What the relevance gate read and decided. Figures only: never the question.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Gate {
-    /// The best share of the question's IDF weight one retrieved passage holds (0 to 1).
+    /// The best share of the question's IDF weight one retrieved passage, or one page's retrieved
+    /// passages together, hold (0 to 1).
     pub coverage: f32,
     pub threshold: f32,
     /// Content terms of the question (after stopwords).
@@ -545,6 +548,10 @@ impl Snapshot {
             .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
         let wanted: Vec<&str> = weights.iter().map(|w| w.0.as_str()).collect();
         let mut ranked: Vec<(f32, f32, Passage)> = Vec::with_capacity(hits.len());
+        // What the candidates of each page hold together: a question about two things one page
+        // treats in two sections ("tables and footnotes") is covered by that page.
+        let mut by_page: std::collections::HashMap<String, HashSet<&str>> =
+            std::collections::HashMap::new();
         for (score, addr) in hits {
             let doc: TantivyDocument = searcher
                 .doc(addr)
@@ -562,7 +569,9 @@ impl Snapshot {
             let mut held = analysis::holds(&visible_text(&p), &wanted);
             held.extend(in_headings.iter().copied());
             let coverage = share(&held);
-            gate.coverage = gate.coverage.max(coverage);
+            let page = by_page.entry(p.path.clone()).or_default();
+            page.extend(held.iter().copied());
+            gate.coverage = gate.coverage.max(coverage).max(share(page));
             // A section whose own title names the question's subject is its likeliest answer.
             let key = score
                 * (0.5 + coverage)

@@ -591,6 +591,33 @@ fn conversational_padding_does_not_make_a_covered_question_uncovered() {
 }
 
 #[test]
+fn a_question_about_several_sections_of_one_page_is_covered_by_that_page() {
+    let (_d, store, clock, _) = built();
+    let snap = Snapshot::open_active(store.root()).unwrap();
+    // The BM25 index, line ranges and freshness are three sections of docs/corpus.md; none
+    // holds half of the question's weight alone, so a gate reading one passage at a time
+    // refused it.
+    let q = "Does the BM25 index cite line ranges, and how many hours is a snapshot fresh?";
+    let g = snap
+        .ground(q, &RetrievalLimits::default(), clock.now())
+        .unwrap();
+    let gate = g.gate.unwrap();
+    assert!(gate.admitted, "{gate:?}");
+    assert_eq!(g.bundle.outcome, BundleOutcome::Evidence);
+    let sections: Vec<&str> = g
+        .bundle
+        .passages
+        .iter()
+        .map(|p| p.section.as_str())
+        .collect();
+    assert!(
+        sections.contains(&"Freshness") && sections.contains(&"Citations"),
+        "{sections:?}"
+    );
+    assert_eq!(g.bundle.passages[0].path, "docs/corpus.md");
+}
+
+#[test]
 fn a_published_site_is_cited_at_its_page_and_anchor() {
     let dir = tempfile::tempdir().unwrap();
     let (store, clock) = store(dir.path());
