@@ -6,7 +6,8 @@
 //! documentation usually defines the section's subject) come first, in the page's order; one
 //! sentence from another passage may follow when it holds more of the question. A fenced code
 //! block of a chosen passage is kept whole when the question asks how, or names what the block
-//! holds, and the whole answer fits one Discord message with its sources.
+//! holds, and the whole answer fits one Discord message with its sources. A lead section named
+//! by a code identifier (a lint, a setting, a flag) is named first when its sentences do not.
 
 use serde::{Deserialize, Serialize};
 
@@ -201,11 +202,34 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
             text.push('\n');
         }
     }
+    // A section named by an identifier (a lint, a setting, a flag) is often the answer itself,
+    // and its sentences say "this lint…" without naming it: the lead names it.
+    let title = bundle.passages[0].section.trim();
+    if is_identifier(title)
+        && !text
+            .to_lowercase()
+            .replace('`', "")
+            .contains(&title.to_lowercase())
+    {
+        text = format!("`{title}`: {text}");
+    }
     Answer {
         text: text.trim_end().to_string(),
         citations,
         not_in_docs: false,
     }
+}
+
+/// A code identifier rather than a phrase: one word joined by `_`, `-`, `.` or `::`
+/// (`broken_intra_doc_links`, `opt-level`, `--cap-lints`, `std::io`).
+fn is_identifier(title: &str) -> bool {
+    !title.is_empty()
+        && title.len() <= 64
+        && !title.contains(char::is_whitespace)
+        && title.contains(['_', '-', '.', ':'])
+        && title
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
 }
 
 /// The quotable units of a passage's visible text: sentences (headings, bullets' markers and
@@ -332,6 +356,34 @@ mod tests {
             total_tokens: 0,
             bundle_digest: Sha256Digest::of(b"b"),
         }
+    }
+
+    #[test]
+    fn a_section_named_by_an_identifier_is_named_by_the_answer() {
+        let mut lint = passage(
+            "l",
+            "lints.html",
+            "This lint warns when an intra-doc link cannot be resolved. It is warn by default.",
+        );
+        lint.section = "broken_intra_doc_links".into();
+        let a = extractive_answer(
+            "Which lint warns about unresolved links?",
+            &bundle(vec![lint]),
+        );
+        assert!(
+            a.text
+                .starts_with("`broken_intra_doc_links`: This lint warns when an intra-doc link"),
+            "{}",
+            a.text
+        );
+        // A title in words, or one the answer already says, is not repeated.
+        let mut prose = passage("p", "a.md", "The opt-level setting controls optimization.");
+        prose.section = "opt-level".into();
+        let a = extractive_answer("What does opt-level control?", &bundle(vec![prose.clone()]));
+        assert!(a.text.starts_with("The opt-level setting"), "{}", a.text);
+        prose.section = "Optimization level".into();
+        let a = extractive_answer("What does opt-level control?", &bundle(vec![prose]));
+        assert!(a.text.starts_with("The opt-level setting"), "{}", a.text);
     }
 
     #[test]
