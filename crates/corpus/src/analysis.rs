@@ -307,6 +307,30 @@ mod tests {
     }
 
     #[test]
+    fn title_precision_is_the_share_of_the_title_the_question_names() {
+        let q = content_terms("How are raw string literals written?");
+        let q: Vec<&str> = q.iter().map(String::as_str).collect();
+        let table: Vec<String> = [
+            "Raw string literals",
+            "Raw C string literals",
+            "The Tokens",
+            "",
+        ]
+        .iter()
+        .map(|t| format!("{t:?} {:.2}", title_precision(t, &q)))
+        .collect();
+        assert_eq!(
+            table,
+            [
+                "\"Raw string literals\" 1.00",
+                "\"Raw C string literals\" 0.75",
+                "\"The Tokens\" 0.00",
+                "\"\" 0.00"
+            ]
+        );
+    }
+
+    #[test]
     fn padding_is_not_content() {
         assert_eq!(
             content_terms("Hi! How does a port authenticate a call, a third time? Thanks"),
