@@ -6,6 +6,7 @@
 //! without per-service client code. [`raw_channel`] presents arbitrary certificates, for the
 //! handshake refusals.
 
+pub mod deployed;
 pub mod local_model;
 pub mod packs;
 pub mod tasks;
