@@ -75,7 +75,7 @@ fn reports_changed_missing_and_extra_units() {
     )
     .unwrap();
     expect![[r#"
-        changed: reach-core.container line 17: expected `ReadOnly=true`, found `ReadOnly=false`
+        changed: reach-core.container line 21: expected `ReadOnly=true`, found `ReadOnly=false`
         missing: reach-port-ward.health.volume
         changed: systemd/reach-renew.timer line 7: expected `OnCalendar=hourly`, found `OnCalendar=weekly`
         extra: reach-intruder.container (not derived from the manifest)
@@ -99,9 +99,9 @@ fn a_hand_edit_is_refused_with_the_rule_it_breaks() {
     let text = std::fs::read_to_string(&core).unwrap();
     std::fs::write(&core, text.replace("Network=none\n", "Network=host\n")).unwrap();
     expect![[r#"
-        changed: reach-core.container line 23: expected `Network=none`, found `Network=host`
+        changed: reach-core.container line 27: expected `Network=none`, found `Network=host`
         changed: reach-egress-discord.container line 25: expected `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007`, found `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007 --privileged`
-        refused: reach-core.container: scribe/host-namespace: reach-core.container:23: `Network=host` joins a host namespace
+        refused: reach-core.container: scribe/host-namespace: reach-core.container:27: `Network=host` joins a host namespace
         refused: reach-egress-discord.container: scribe/privileged: reach-egress-discord.container:25: `--privileged` gives the container every capability and device
         refused: reach-egress-discord.container: scribe/foreign-secret: reach-egress-discord.container:36: `reach.core.tls.key` belongs to `core`, not to role `egress-discord`
     "#]].assert_eq(&drift(state.path(), out.path(), &CheckOptions::default()));
