@@ -93,12 +93,7 @@ pub async fn run(args: CompromiseArgs) -> anyhow::Result<ExitCode> {
             report.taint_id,
             report.records.len()
         );
-        for t in &report.records {
-            println!(
-                "   {:<26} {}  {} -> {}",
-                t.record, t.id, t.state_at_taint, t.action
-            );
-        }
+        crate::vault::print_tainted(&report.records, "   ");
     }
 
     // 2. Its leaf: withheld, then the root it chains to rotated out.

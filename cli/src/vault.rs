@@ -118,11 +118,16 @@ pub async fn taint(
         r.taint_id,
         r.records.len()
     );
-    for t in &r.records {
+    print_tainted(&r.records, "  ");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line per record a taint marked, each after `indent` (`vault taint`, `compromise`).
+pub fn print_tainted(records: &[reach_proto::core::v1::TaintedRecord], indent: &str) {
+    for t in records {
         println!(
-            "  {:<26} {}  {} -> {}",
+            "{indent}{:<26} {}  {} -> {}",
             t.record, t.id, t.state_at_taint, t.action
         );
     }
-    Ok(ExitCode::SUCCESS)
 }

@@ -184,38 +184,51 @@ pub async fn qemu_version(qemu: &Path) -> Result<String, std::io::Error> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_chain_and_the_incoming_stream_are_explicit() {
+    /// The arguments of a test machine in `/run/i/abc` with `disks`, loading `incoming`.
+    fn args_of(disks: Disks, incoming: Option<&Path>) -> Vec<String> {
         let dir = Path::new("/run/i/abc");
-        let m = Machine {
+        let (qmp, qga, console, pidfile) = (
+            dir.join("qmp.sock"),
+            dir.join("qga.sock"),
+            dir.join("console.log"),
+            dir.join("qemu.pid"),
+        );
+        Machine {
             accel: Accel::Tcg,
             memory_mib: 384,
             cpus: 1,
             kernel: Path::new("/img/vmlinuz"),
             initrd: Path::new("/img/initrd.img"),
             cmdline: "console=ttyS0",
-            disks: Disks {
+            disks,
+            agent_channel: "org.qemu.guest_agent.0",
+            dir,
+            qmp_sock: &qmp,
+            qga_sock: &qga,
+            console: &console,
+            pidfile: &pidfile,
+            incoming,
+            daemonize: true,
+            name: "reach-vm-abc",
+        }
+        .args()
+        .into_iter()
+        .map(|s| s.into_string().unwrap())
+        .collect()
+    }
+
+    #[test]
+    fn the_chain_and_the_incoming_stream_are_explicit() {
+        let args = args_of(
+            Disks {
                 base_raw: "/img/rootfs.raw".into(),
                 prepared: Some("/prep/disk.qcow2".into()),
-                top: dir.join("overlay.qcow2"),
+                top: "/run/i/abc/overlay.qcow2".into(),
                 throwaway: true,
                 data: None,
             },
-            agent_channel: "org.qemu.guest_agent.0",
-            dir,
-            qmp_sock: &dir.join("qmp.sock"),
-            qga_sock: &dir.join("qga.sock"),
-            console: &dir.join("console.log"),
-            pidfile: &dir.join("qemu.pid"),
-            incoming: Some(Path::new("/prep/it's.mig")),
-            daemonize: true,
-            name: "reach-vm-abc",
-        };
-        let args: Vec<String> = m
-            .args()
-            .into_iter()
-            .map(|s| s.into_string().unwrap())
-            .collect();
+            Some(Path::new("/prep/it's.mig")),
+        );
         let joined = args.join(" ");
         assert!(joined.contains("-M pc-i440fx-7.2"), "{joined}");
         assert!(joined.contains("-nic none"), "{joined}");
@@ -234,36 +247,16 @@ mod tests {
 
     #[test]
     fn a_data_disk_is_read_only_and_after_the_root_disk() {
-        let dir = Path::new("/run/i/abc");
-        let m = Machine {
-            accel: Accel::Tcg,
-            memory_mib: 384,
-            cpus: 1,
-            kernel: Path::new("/img/vmlinuz"),
-            initrd: Path::new("/img/initrd.img"),
-            cmdline: "console=ttyS0",
-            disks: Disks {
+        let joined = args_of(
+            Disks {
                 base_raw: "/img/rootfs.raw".into(),
                 prepared: None,
-                top: dir.join("overlay.qcow2"),
+                top: "/run/i/abc/overlay.qcow2".into(),
                 throwaway: false,
                 data: Some("/bundle/data.ext4".into()),
             },
-            agent_channel: "org.qemu.guest_agent.0",
-            dir,
-            qmp_sock: &dir.join("qmp.sock"),
-            qga_sock: &dir.join("qga.sock"),
-            console: &dir.join("console.log"),
-            pidfile: &dir.join("qemu.pid"),
-            incoming: None,
-            daemonize: false,
-            name: "reach-deploy",
-        };
-        let joined: Vec<String> = m
-            .args()
-            .into_iter()
-            .map(|s| s.into_string().unwrap())
-            .collect();
+            None,
+        );
         let top = joined.iter().position(|a| a == "virtio-blk-pci,drive=top");
         let data = joined
             .iter()
