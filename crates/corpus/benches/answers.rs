@@ -8,7 +8,7 @@
 //! hit@3, key-fact coverage of the rendered answer, the out-of-corpus refusal rate, the
 //! in-corpus false-refusal rate and answer latency printed. `reach corpus eval FILE` runs the
 //! same harness on an operator's directory. `REACH_EVAL_VERBOSE=1` lists every question that
-//! missed.
+//! missed; `REACH_EVAL_ROUNDS=N` asks each question N times (default 5).
 #![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 use std::path::{Path, PathBuf};
@@ -16,8 +16,16 @@ use std::path::{Path, PathBuf};
 use reach_corpus::eval::{QuestionSet, Tally, parse_set};
 use reach_corpus::harness;
 
-/// Each question is asked this many times; the latency figures are over every ask.
+/// Each question is asked this many times (`REACH_EVAL_ROUNDS` for another count, e.g. under a
+/// profiler); the latency figures are over every ask.
 const ROUNDS: usize = 5;
+
+fn rounds() -> usize {
+    std::env::var("REACH_EVAL_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ROUNDS)
+}
 
 fn docs_root() -> Option<PathBuf> {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
@@ -39,7 +47,7 @@ fn run_set(name: &str, set: &QuestionSet, docs: &Path, verbose: bool) -> Option<
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
-    let run = match harness::run(set, entries, dir.path(), ROUNDS) {
+    let run = match harness::run(set, entries, dir.path(), rounds()) {
         Ok(r) => r,
         Err(e) => {
             println!("{name}: refused ({}): {e}", e.code());

@@ -49,9 +49,42 @@ pub const FILLER: &[&str] = &[
     "tried", "trying", "twice", "wonder", "wondering", "yeah", "yes", "yet",
 ];
 
+/// The longest word of [`STOPWORDS`] and [`FILLER`]: a longer word is neither.
+const LONGEST_STOPWORD: usize = 11;
+
 /// Whether `word` (lowercased, unstemmed) is a stopword or conversational [`FILLER`].
 pub fn is_stopword(word: &str) -> bool {
-    STOPWORDS.binary_search(&word).is_ok() || FILLER.binary_search(&word).is_ok()
+    word.len() <= LONGEST_STOPWORD && NOT_CONTENT.get_or_init(not_content).contains(word)
+}
+
+/// [`STOPWORDS`] and [`FILLER`] in one set: every word of every text indexed or asked is
+/// looked up here, so it is a hash set with a hash cheap for short words (FNV-1a).
+type NotContent = HashSet<&'static str, std::hash::BuildHasherDefault<Fnv>>;
+static NOT_CONTENT: std::sync::OnceLock<NotContent> = std::sync::OnceLock::new();
+
+fn not_content() -> NotContent {
+    STOPWORDS.iter().chain(FILLER).copied().collect()
+}
+
+/// FNV-1a, for the short keys of [`NOT_CONTENT`] (no adversary chooses them).
+#[derive(Debug, Clone, Copy)]
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }
 
 /// One analyzed term.
@@ -69,60 +102,67 @@ fn is_joiner(c: char) -> bool {
     matches!(c, '_' | '-' | '.' | ':')
 }
 
-/// Analyze `text` into terms, in order.
-pub fn terms(text: &str) -> Vec<Term> {
-    let mut out = Vec::new();
-    let emit_word = |w: &str, out: &mut Vec<Term>| {
-        // camelCase and PascalCase humps are parts of their own, the whole word too.
-        let parts = humps(w);
-        let lower = w.to_lowercase();
-        let stop = is_stopword(&lower);
-        if parts.len() > 1 {
-            out.push(Term {
-                text: lower,
-                compound: true,
-                stop: false,
-            });
-            for p in parts {
-                let pl = p.to_lowercase();
-                out.push(Term {
-                    stop: is_stopword(&pl),
-                    text: stem(&pl),
-                    compound: false,
-                });
-            }
-        } else {
-            out.push(Term {
-                text: stem(&lower),
-                compound: false,
-                stop,
-            });
-        }
-    };
+/// `w` lowercased into `out` (cleared first); no allocation for ASCII.
+fn lower_into(w: &str, out: &mut String) {
+    out.clear();
+    if w.is_ascii() {
+        out.extend(w.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+    } else {
+        out.push_str(&w.to_lowercase());
+    }
+}
+
+/// Walk the terms of `text` in order, as [`terms`] returns them: `emit(text, compound, stop)`.
+/// The buffers are reused, so a walk allocates only for the few non-ASCII words.
+fn walk(text: &str, mut emit: impl FnMut(&str, bool, bool)) {
+    let (mut lower, mut part, mut stemmed) = (String::new(), String::new(), String::new());
+    let mut parts: Vec<&str> = Vec::new();
     for chunk in text.split(|c: char| !(c.is_alphanumeric() || is_joiner(c))) {
         let chunk = chunk.trim_matches(is_joiner);
         if chunk.is_empty() {
             continue;
         }
-        let words: Vec<&str> = chunk.split(is_joiner).filter(|w| !w.is_empty()).collect();
-        if words.len() > 1 {
-            out.push(Term {
-                text: chunk.to_lowercase(),
-                compound: true,
-                stop: false,
-            });
+        // Trimmed of joiners at both ends, a chunk holding one has two words or more.
+        if chunk.contains(is_joiner) {
+            lower_into(chunk, &mut lower);
+            emit(&lower, true, false);
         }
-        for w in words {
-            emit_word(w, &mut out);
+        for w in chunk.split(is_joiner).filter(|w| !w.is_empty()) {
+            // camelCase and PascalCase humps are parts of their own, the whole word too.
+            humps_into(w, &mut parts);
+            lower_into(w, &mut lower);
+            if parts.len() > 1 {
+                emit(&lower, true, false);
+                for p in &parts {
+                    lower_into(p, &mut part);
+                    stem_into(&part, &mut stemmed);
+                    emit(&stemmed, false, is_stopword(&part));
+                }
+            } else {
+                stem_into(&lower, &mut stemmed);
+                emit(&stemmed, false, is_stopword(&lower));
+            }
         }
     }
+}
+
+/// Analyze `text` into terms, in order.
+pub fn terms(text: &str) -> Vec<Term> {
+    let mut out = Vec::new();
+    walk(text, |t, compound, stop| {
+        out.push(Term {
+            text: t.to_string(),
+            compound,
+            stop,
+        })
+    });
     out
 }
 
-/// The humps of a camelCase or PascalCase word (`TokenStream` → `Token`, `Stream`); a word
-/// without an inner lower-to-upper change is one hump.
-fn humps(w: &str) -> Vec<&str> {
-    let mut out = Vec::new();
+/// The humps of a camelCase or PascalCase word (`TokenStream` → `Token`, `Stream`) into `out`
+/// (cleared first); a word without an inner lower-to-upper change is one hump.
+fn humps_into<'t>(w: &'t str, out: &mut Vec<&'t str>) {
+    out.clear();
     let mut start = 0;
     let mut prev_lower = false;
     for (i, c) in w.char_indices() {
@@ -133,7 +173,6 @@ fn humps(w: &str) -> Vec<&str> {
         prev_lower = c.is_lowercase() || c.is_ascii_digit();
     }
     out.push(&w[start..]);
-    out
 }
 
 fn has_vowel(s: &str) -> bool {
@@ -145,22 +184,28 @@ fn has_vowel(s: &str) -> bool {
 /// consonant, and a final `e`. Words of three letters or fewer, and anything with a digit or a
 /// non-ASCII letter, are kept as they are.
 pub fn stem(w: &str) -> String {
+    let mut s = String::with_capacity(w.len());
+    stem_into(w, &mut s);
+    s
+}
+
+/// [`stem`] into `s` (cleared first), without allocating once `s` has the room.
+fn stem_into(w: &str, s: &mut String) {
+    s.clear();
+    s.push_str(w);
     if w.len() <= 3 || !w.bytes().all(|b| b.is_ascii_lowercase()) {
-        return w.to_string();
+        return;
     }
-    let mut s = w.to_string();
     // "refutability" meets "refutable", "visibility" meets "visible".
     for (long, short) in [("ability", "able"), ("ibility", "ible")] {
-        if let Some(b) = s.strip_suffix(long)
-            && b.len() >= 3
-        {
-            s = format!("{b}{short}");
+        if s.ends_with(long) && s.len() - long.len() >= 3 {
+            s.truncate(s.len() - long.len());
+            s.push_str(short);
         }
     }
-    if let Some(b) = s.strip_suffix("ies")
-        && b.len() >= 2
-    {
-        s = format!("{b}y");
+    if s.ends_with("ies") && s.len() - 3 >= 2 {
+        s.truncate(s.len() - 3);
+        s.push('y');
     } else if ["sses", "xes", "ches", "shes", "zes"]
         .iter()
         .any(|x| s.ends_with(x))
@@ -175,7 +220,7 @@ pub fn stem(w: &str) -> String {
             && b.len() >= 3
             && has_vowel(b)
         {
-            s = b.to_string();
+            s.truncate(b.len());
             cut = true;
             break;
         }
@@ -190,17 +235,16 @@ pub fn stem(w: &str) -> String {
     if s.len() > 4 && s.ends_with('e') {
         s.truncate(s.len() - 1);
     }
-    s
 }
 
 /// The analyzed, deduplicated content terms of a question (no stopwords, no compounds).
 pub fn content_terms(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for t in terms(text) {
-        if !t.stop && !t.compound && t.text.chars().count() >= 2 && !out.contains(&t.text) {
-            out.push(t.text);
+    walk(text, |t, compound, stop| {
+        if !stop && !compound && t.chars().count() >= 2 && !out.iter().any(|o| o == t) {
+            out.push(t.to_string());
         }
-    }
+    });
     out
 }
 
@@ -209,8 +253,53 @@ pub fn content_terms(text: &str) -> Vec<String> {
 /// its word, but for `-ies` → `-y`).
 pub fn holds<'a>(text: &str, wanted: &[&'a str]) -> HashSet<&'a str> {
     let mut out = HashSet::new();
+    for_each_held(text, wanted, |k| {
+        out.insert(wanted[k]);
+    });
+    out
+}
+
+/// How many of `wanted` `text` holds: `holds(text, wanted).len()` without building the set.
+pub fn count_held(text: &str, wanted: &[&str]) -> usize {
+    if wanted.len() > 64 {
+        return holds(text, wanted).len();
+    }
+    let mut mask = 0u64;
+    for_each_held(text, wanted, |k| mask |= 1 << k);
+    mask.count_ones() as usize
+}
+
+/// Call `found(k)` for each word of `text` whose stem is `wanted[k]` (possibly more than once
+/// for one `k`), stopping once every wanted term was found.
+fn for_each_held(text: &str, wanted: &[&str], mut found: impl FnMut(usize)) {
+    // The first letters a wanted term starts with: a word starting with none is skipped unread.
+    let mut firsts = [false; 128];
+    let mut any_first = false;
+    for w in wanted {
+        match w.bytes().next() {
+            Some(b) if b.is_ascii() => firsts[usize::from(b.to_ascii_lowercase())] = true,
+            _ => any_first = true,
+        }
+    }
+    let (mut lower, mut stemmed) = (String::new(), String::new());
+    let mut parts: Vec<&str> = Vec::new();
+    let (mut held_few, mut held_many) = ([false; 64], Vec::new());
+    let held: &mut [bool] = if wanted.len() <= held_few.len() {
+        &mut held_few[..wanted.len()]
+    } else {
+        held_many.resize(wanted.len(), false);
+        &mut held_many
+    };
+    let mut left = wanted.len();
     for word in text.split(|c: char| !c.is_alphanumeric()) {
-        if word.len() < 2 || out.len() == wanted.len() {
+        if left == 0 {
+            return;
+        }
+        if word.len() < 2 {
+            continue;
+        }
+        let first = word.as_bytes()[0];
+        if !any_first && first.is_ascii() && !firsts[usize::from(first.to_ascii_lowercase())] {
             continue;
         }
         let maybe = wanted.iter().any(|w| {
@@ -222,14 +311,19 @@ pub fn holds<'a>(text: &str, wanted: &[&'a str]) -> HashSet<&'a str> {
         if !maybe {
             continue;
         }
-        for part in humps(word) {
-            let s = stem(&part.to_lowercase());
-            if let Some(w) = wanted.iter().find(|w| **w == s) {
-                out.insert(*w);
+        humps_into(word, &mut parts);
+        for part in &parts {
+            lower_into(part, &mut lower);
+            stem_into(&lower, &mut stemmed);
+            if let Some(k) = wanted.iter().position(|w| *w == stemmed) {
+                if !held[k] {
+                    held[k] = true;
+                    left -= 1;
+                }
+                found(k);
             }
         }
     }
-    out
 }
 
 /// The share of a section title's own words (stopwords and whole identifiers aside) that are
@@ -237,11 +331,11 @@ pub fn holds<'a>(text: &str, wanted: &[&'a str]) -> HashSet<&'a str> {
 /// question does not, 0 for an empty title.
 pub fn title_precision(title: &str, wanted: &[&str]) -> f32 {
     let mut words: Vec<String> = Vec::new();
-    for t in terms(title) {
-        if !t.stop && !t.compound && !words.contains(&t.text) {
-            words.push(t.text);
+    walk(title, |t, compound, stop| {
+        if !stop && !compound && !words.iter().any(|w| w == t) {
+            words.push(t.to_string());
         }
-    }
+    });
     if words.is_empty() {
         return 0.0;
     }
@@ -298,12 +392,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stopwords_are_sorted_for_binary_search() {
+    fn stopword_lists_are_sorted_and_all_looked_up() {
         for list in [STOPWORDS, FILLER] {
             let mut s = list.to_vec();
             s.sort_unstable();
             assert_eq!(s, list);
+            for w in list {
+                assert!(w.len() <= LONGEST_STOPWORD, "{w}");
+                assert!(is_stopword(w), "{w}");
+            }
         }
+        for w in ["profile", "differencesx", "", "Thé", "workspace"] {
+            assert!(!is_stopword(w), "{w}");
+        }
+    }
+
+    #[test]
+    fn held_terms_are_counted_once_each() {
+        let q = content_terms("How are raw string literals written in TokenStream docs?");
+        let q: Vec<&str> = q.iter().map(String::as_str).collect();
+        let text = "Raw strings: a raw string literal, and RawStrings in a token-stream. Docs.";
+        let held = holds(text, &q);
+        let mut names: Vec<&str> = held.iter().copied().collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            ["doc", "literal", "raw", "stream", "string", "token"]
+        );
+        assert_eq!(count_held(text, &q), held.len());
+        assert_eq!(count_held("nothing of it here", &q), 0);
     }
 
     #[test]

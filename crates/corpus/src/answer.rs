@@ -82,7 +82,7 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         .split(|c: char| !c.is_alphanumeric())
         .any(|w| HOW_WORDS.contains(&w.to_lowercase().as_str()));
     let score = |s: &str| -> f32 {
-        let base = analysis::holds(s, &q).len() as f32;
+        let base = analysis::count_held(s, &q) as f32;
         let exact = if q_compounds.is_empty() {
             0
         } else {

@@ -8,9 +8,8 @@ use std::path::Path;
 use reach_digest::Sha256Digest;
 use tantivy::schema::{
     Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
-    Value,
 };
-use tantivy::{Index, IndexSettings, TantivyDocument, doc};
+use tantivy::{Index, IndexSettings, doc};
 
 use crate::error::BuildError;
 use crate::passage::Passage;
@@ -174,35 +173,116 @@ pub fn write_index(
     Ok(())
 }
 
+/// A passage's stored fields as the doc store holds them, read without building a generic
+/// document: each value is decoded once and moved, not copied, into the [`Passage`].
+#[derive(Debug, Clone, Default)]
+pub struct StoredDoc {
+    values: Vec<(Field, StoredValue)>,
+}
+
+/// A stored value of this crate's schemas: text or an unsigned number (nothing else is stored).
+#[derive(Debug, Clone)]
+enum StoredValue {
+    Str(String),
+    U64(u64),
+    Other,
+}
+
+impl StoredDoc {
+    /// The first text value of `field`.
+    pub fn str(&self, field: Field) -> Option<&str> {
+        self.values.iter().find_map(|(f, v)| match v {
+            StoredValue::Str(s) if *f == field => Some(s.as_str()),
+            _ => None,
+        })
+    }
+
+    fn u64(&self, field: Field) -> Option<u64> {
+        self.values.iter().find_map(|(f, v)| match v {
+            StoredValue::U64(n) if *f == field => Some(*n),
+            _ => None,
+        })
+    }
+
+    /// Take the first text value of `field` out.
+    fn take(&mut self, field: Field) -> Option<String> {
+        self.values.iter_mut().find_map(|(f, v)| match v {
+            StoredValue::Str(s) if *f == field => Some(std::mem::take(s)),
+            _ => None,
+        })
+    }
+}
+
+impl tantivy::schema::document::DocumentDeserialize for StoredDoc {
+    fn deserialize<'de, D>(mut d: D) -> Result<Self, tantivy::schema::document::DeserializeError>
+    where
+        D: tantivy::schema::document::DocumentDeserializer<'de>,
+    {
+        let mut values = Vec::with_capacity(d.size_hint());
+        while let Some(fv) = d.next_field::<StoredValue>()? {
+            values.push(fv);
+        }
+        Ok(StoredDoc { values })
+    }
+}
+
+impl tantivy::schema::document::ValueDeserialize for StoredValue {
+    fn deserialize<'de, D>(d: D) -> Result<Self, tantivy::schema::document::DeserializeError>
+    where
+        D: tantivy::schema::document::ValueDeserializer<'de>,
+    {
+        struct Visit;
+        impl tantivy::schema::document::ValueVisitor for Visit {
+            type Value = StoredValue;
+            fn visit_string(
+                &self,
+                v: String,
+            ) -> Result<StoredValue, tantivy::schema::document::DeserializeError> {
+                Ok(StoredValue::Str(v))
+            }
+            fn visit_u64(
+                &self,
+                v: u64,
+            ) -> Result<StoredValue, tantivy::schema::document::DeserializeError> {
+                Ok(StoredValue::U64(v))
+            }
+            fn visit_i64(
+                &self,
+                _: i64,
+            ) -> Result<StoredValue, tantivy::schema::document::DeserializeError> {
+                Ok(StoredValue::Other)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
 /// Read a stored document back into a [`Passage`].
-pub fn passage_of(doc: &TantivyDocument, f: &Fields) -> Result<Passage, String> {
-    let s = |field: Field, name: &str| {
-        doc.get_first(field)
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-            .ok_or_else(|| format!("stored field `{name}` missing"))
-    };
-    let n = |field: Field, name: &str| {
-        doc.get_first(field)
-            .and_then(|v| v.as_u64())
+pub fn passage_of(mut doc: StoredDoc, f: &Fields) -> Result<Passage, String> {
+    let missing = |name: &str| format!("stored field `{name}` missing");
+    let n = |doc: &StoredDoc, field: Field, name: &str| {
+        doc.u64(field)
             .and_then(|v| u32::try_from(v).ok())
-            .ok_or_else(|| format!("stored field `{name}` missing"))
+            .ok_or_else(|| missing(name))
     };
-    let digest: Sha256Digest = s(f.digest, "digest")?.parse().map_err(|e| format!("{e}"))?;
+    let digest: Sha256Digest = doc
+        .str(f.digest)
+        .ok_or_else(|| missing("digest"))?
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let (line_start, line_end) = (
+        n(&doc, f.line_start, "line_start")?,
+        n(&doc, f.line_end, "line_end")?,
+    );
     Ok(Passage {
-        id: s(f.id, "id")?,
-        path: s(f.path, "path")?,
-        section: s(f.section, "section")?,
-        context: f
-            .context
-            .and_then(|c| doc.get_first(c))
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string(),
-        anchor: s(f.anchor, "anchor")?,
-        line_start: n(f.line_start, "line_start")?,
-        line_end: n(f.line_end, "line_end")?,
-        text: s(f.body, "body")?,
+        id: doc.take(f.id).ok_or_else(|| missing("id"))?,
+        path: doc.take(f.path).ok_or_else(|| missing("path"))?,
+        section: doc.take(f.section).ok_or_else(|| missing("section"))?,
+        context: f.context.and_then(|c| doc.take(c)).unwrap_or_default(),
+        anchor: doc.take(f.anchor).ok_or_else(|| missing("anchor"))?,
+        line_start,
+        line_end,
+        text: doc.take(f.body).ok_or_else(|| missing("body"))?,
         digest,
     })
 }
@@ -266,9 +346,9 @@ fn stored_passages(
 ) -> Result<Vec<(String, Sha256Digest)>, BuildError> {
     let store = seg.get_store_reader(64)?;
     let mut out = Vec::with_capacity(seg.num_docs() as usize);
-    for doc in store.iter::<TantivyDocument>(seg.alive_bitset()) {
+    for doc in store.iter::<StoredDoc>(seg.alive_bitset()) {
         let doc = doc.map_err(|e| BuildError::Validation(e.to_string()))?;
-        let p = passage_of(&doc, f).map_err(BuildError::Validation)?;
+        let p = passage_of(doc, f).map_err(BuildError::Validation)?;
         if Sha256Digest::of(p.text.as_bytes()) != p.digest {
             return Err(BuildError::Validation(format!(
                 "passage {} text does not match its digest",

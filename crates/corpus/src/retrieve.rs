@@ -12,12 +12,12 @@ use reach_digest::Sha256Digest;
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
-use tantivy::schema::IndexRecordOption;
-use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::{Index, IndexReader, ReloadPolicy, Term};
 use time::OffsetDateTime;
 
 use crate::analysis;
-use crate::index::{Fields, headings_text, passage_of, visible_text};
+use crate::index::{Fields, StoredDoc, passage_of};
 use crate::passage::{Citer, Passage};
 use crate::store::{PublicCorpusSnapshot, active_id};
 
@@ -381,8 +381,8 @@ impl Snapshot {
             .search(&q, &TopDocs::with_limit(2).order_by_score())
             .ok()?;
         let (_, addr) = hits.first()?;
-        let doc: TantivyDocument = searcher.doc(*addr).ok()?;
-        passage_of(&doc, &self.fields).ok()
+        let doc: StoredDoc = searcher.doc(*addr).ok()?;
+        passage_of(doc, &self.fields).ok()
     }
 
     /// Select bounded evidence for `question`. Refuses with `DependencyUnavailable` once `now`
@@ -428,10 +428,12 @@ impl Snapshot {
         let citer = self.citer();
         // One passage per section: the best one stands for it, so the bundle offers choices.
         let mut sections: HashSet<(String, String)> = HashSet::new();
-        for (score, p) in ranked.into_iter().filter(|_| admitted) {
+        // Candidates become passages only here, as far down the ranking as the limits reach.
+        for (score, doc) in ranked.into_iter().filter(|_| admitted) {
             if score < limits.min_score || passages.len() as u32 >= limits.max_passages {
                 break;
             }
+            let p = passage_of(doc, &self.fields).map_err(RetrievalRefusal::Invalid)?;
             if !sections.insert((p.path.clone(), p.anchor.clone())) {
                 continue;
             }
@@ -479,14 +481,14 @@ impl Snapshot {
     }
 
     /// Schema 3: BM25 over `content` and `headings`, the gate, then the candidates re-ranked by
-    /// how much of the question each covers. Returns `(score, passage)` best first.
+    /// how much of the question each covers. Returns `(score, stored document)` best first.
     fn rank(
         &self,
         searcher: &tantivy::Searcher,
         question: &str,
-        content: tantivy::schema::Field,
-        headings: tantivy::schema::Field,
-    ) -> Result<(Vec<(f32, Passage)>, Gate), RetrievalRefusal> {
+        content: Field,
+        headings: Field,
+    ) -> Result<(Vec<(f32, StoredDoc)>, Gate), RetrievalRefusal> {
         let analyzed = analysis::terms(question);
         // Query terms: every non-stopword term, identifiers whole and split.
         let mut query_terms: Vec<&str> = Vec::new();
@@ -547,44 +549,67 @@ impl Snapshot {
             )
             .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
         let wanted: Vec<&str> = weights.iter().map(|w| w.0.as_str()).collect();
-        let mut ranked: Vec<(f32, f32, Passage)> = Vec::with_capacity(hits.len());
+        // Which question terms each candidate holds, read from the index's own postings: the
+        // `content` and `headings` fields are the passage's visible text and headings analyzed
+        // exactly as the question was, so no passage text is read or analyzed again here.
+        let in_content = term_presence(searcher, &hits, &wanted, content)?;
+        let in_headings = term_presence(searcher, &hits, &wanted, headings)?;
+        let nw = wanted.len();
+        let share = |held: &[bool]| {
+            weights
+                .iter()
+                .zip(held)
+                .filter(|(_, h)| **h)
+                .map(|(w, _)| w.1)
+                .sum::<f32>()
+                / total
+        };
+        let mut docs: Vec<(f32, StoredDoc)> = Vec::with_capacity(hits.len());
+        for (score, addr) in &hits {
+            let doc: StoredDoc = searcher
+                .doc(*addr)
+                .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
+            docs.push((*score, doc));
+        }
+        let mut keys: Vec<f32> = Vec::with_capacity(docs.len());
         // What the candidates of each page hold together: a question about two things one page
         // treats in two sections ("tables and footnotes") is covered by that page.
-        let mut by_page: std::collections::HashMap<String, HashSet<&str>> =
+        let mut by_page: std::collections::HashMap<&str, Vec<bool>> =
             std::collections::HashMap::new();
-        for (score, addr) in hits {
-            let doc: TantivyDocument = searcher
-                .doc(addr)
-                .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
-            let p = passage_of(&doc, &self.fields).map_err(RetrievalRefusal::Invalid)?;
-            let share = |held: &HashSet<&str>| {
-                weights
-                    .iter()
-                    .filter(|w| held.contains(w.0.as_str()))
-                    .map(|w| w.1)
-                    .sum::<f32>()
-                    / total
-            };
-            let in_headings = analysis::holds(&headings_text(&p), &wanted);
-            let mut held = analysis::holds(&visible_text(&p), &wanted);
-            held.extend(in_headings.iter().copied());
+        let mut held = vec![false; nw];
+        for (i, (score, doc)) in docs.iter().enumerate() {
+            let heads = &in_headings[i * nw..(i + 1) * nw];
+            for (k, h) in held.iter_mut().enumerate() {
+                *h = in_content[i * nw + k] || heads[k];
+            }
             let coverage = share(&held);
-            let page = by_page.entry(p.path.clone()).or_default();
-            page.extend(held.iter().copied());
+            let page = by_page
+                .entry(stored(doc, self.fields.path, "path")?)
+                .or_insert_with(|| vec![false; nw]);
+            for (p, h) in page.iter_mut().zip(&held) {
+                *p |= *h;
+            }
             gate.coverage = gate.coverage.max(coverage).max(share(page));
+            let section = stored(doc, self.fields.section, "section")?;
             // A section whose own title names the question's subject is its likeliest answer.
-            let key = score
-                * (0.5 + coverage)
-                * (1.0 + HEADING_WEIGHT * share(&in_headings))
-                * (1.0 + TITLE_WEIGHT * analysis::title_precision(&p.section, &wanted));
-            ranked.push((score, key, p));
+            keys.push(
+                score
+                    * (0.5 + coverage)
+                    * (1.0 + HEADING_WEIGHT * share(heads))
+                    * (1.0 + TITLE_WEIGHT * analysis::title_precision(section, &wanted)),
+            );
         }
         gate.admitted = gate.coverage >= MIN_COVERAGE;
         // Re-rank: BM25 weighed by the share of the question a passage covers (so a passage
         // holding every rare word of the question beats one repeating a single word) and by
         // the share its headings hold.
+        let mut ranked: Vec<(f32, f32, StoredDoc)> = docs
+            .into_iter()
+            .zip(keys)
+            .map(|((s, d), k)| (s, k, d))
+            .collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-        Ok((ranked.into_iter().map(|(s, _, p)| (s, p)).collect(), gate))
+        Ok((ranked.into_iter().map(|(s, _, d)| (s, d)).collect(), gate))
     }
 
     /// Schema 1 and 2: BM25 over `section` and `body` with tantivy's default analyzer, no gate.
@@ -592,7 +617,7 @@ impl Snapshot {
         &self,
         searcher: &tantivy::Searcher,
         question: &str,
-    ) -> Result<Vec<(f32, Passage)>, RetrievalRefusal> {
+    ) -> Result<Vec<(f32, StoredDoc)>, RetrievalRefusal> {
         let terms = legacy_query_terms(&self.index, self.fields.body, question);
         if terms.is_empty() {
             return Ok(Vec::new());
@@ -618,16 +643,63 @@ impl Snapshot {
             .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
         let mut out = Vec::with_capacity(hits.len());
         for (score, addr) in hits {
-            let doc: TantivyDocument = searcher
+            let doc: StoredDoc = searcher
                 .doc(addr)
                 .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
-            out.push((
-                score,
-                passage_of(&doc, &self.fields).map_err(RetrievalRefusal::Invalid)?,
-            ));
+            out.push((score, doc));
         }
         Ok(out)
     }
+}
+
+/// A stored text field of a candidate, refused as invalid when missing.
+fn stored<'d>(doc: &'d StoredDoc, field: Field, name: &str) -> Result<&'d str, RetrievalRefusal> {
+    doc.str(field)
+        .ok_or_else(|| RetrievalRefusal::Invalid(format!("stored field `{name}` missing")))
+}
+
+/// Which of `terms` each of `hits` holds in `field`, from the postings: `hits.len()` rows of
+/// `terms.len()` flags. Each segment's postings of a term are read once, its candidates sought
+/// in ascending order.
+fn term_presence(
+    searcher: &tantivy::Searcher,
+    hits: &[(f32, tantivy::DocAddress)],
+    terms: &[&str],
+    field: Field,
+) -> Result<Vec<bool>, RetrievalRefusal> {
+    use tantivy::{DocSet, TERMINATED};
+    let invalid = |e: String| RetrievalRefusal::Invalid(e);
+    let nw = terms.len();
+    let mut out = vec![false; hits.len() * nw];
+    let mut order: Vec<usize> = (0..hits.len()).collect();
+    order.sort_by_key(|&i| (hits[i].1.segment_ord, hits[i].1.doc_id));
+    for run in order.chunk_by(|a, b| hits[*a].1.segment_ord == hits[*b].1.segment_ord) {
+        let seg = searcher.segment_reader(hits[run[0]].1.segment_ord);
+        let inverted = seg
+            .inverted_index(field)
+            .map_err(|e| invalid(e.to_string()))?;
+        for (k, t) in terms.iter().enumerate() {
+            let term = Term::from_field_text(field, t);
+            let Some(mut postings) = inverted
+                .read_postings(&term, IndexRecordOption::Basic)
+                .map_err(|e| invalid(e.to_string()))?
+            else {
+                continue;
+            };
+            for &i in run {
+                let target = hits[i].1.doc_id;
+                let mut at = postings.doc();
+                if at == TERMINATED {
+                    break;
+                }
+                if at < target {
+                    at = postings.seek(target);
+                }
+                out[i * nw + k] = at == target;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Estimated tokens: one per four bytes, rounded up. Deliberately model-agnostic.
@@ -636,7 +708,7 @@ pub fn estimate_tokens(text: &str) -> u32 {
 }
 
 /// Tokenize `question` with the legacy body field's analyzer; drop stopwords and duplicates.
-fn legacy_query_terms(index: &Index, body: tantivy::schema::Field, question: &str) -> Vec<String> {
+fn legacy_query_terms(index: &Index, body: Field, question: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     let Ok(mut analyzer) = index.tokenizer_for_field(body) else {

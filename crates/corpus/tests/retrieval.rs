@@ -591,6 +591,27 @@ fn conversational_padding_does_not_make_a_covered_question_uncovered() {
 }
 
 #[test]
+fn the_gate_reads_the_terms_the_index_holds_of_each_passage() {
+    let (_d, store, clock, _) = built();
+    let snap = Snapshot::open_active(store.root()).unwrap();
+    let gate = |q: &str| {
+        snap.ground(q, &RetrievalLimits::default(), clock.now())
+            .unwrap()
+            .gate
+            .unwrap()
+    };
+    // Every content word of the question in one passage's text, stemmed as at indexing.
+    let g = gate("What does Scribe generate for the Quadlet units?");
+    assert_eq!((g.coverage, g.terms, g.unknown), (1.0, 4, 0), "{g:?}");
+    // "requirements" only in the section's title, "install" only in its page's name.
+    let g = gate("What are the install requirements?");
+    assert_eq!((g.coverage, g.terms, g.unknown), (1.0, 2, 0), "{g:?}");
+    // Half the weight is a word no passage holds.
+    let g = gate("Does Scribe generate Kubernetes manifests?");
+    assert!(!g.admitted && g.coverage < 0.5, "{g:?}");
+}
+
+#[test]
 fn a_question_about_several_sections_of_one_page_is_covered_by_that_page() {
     let (_d, store, clock, _) = built();
     let snap = Snapshot::open_active(store.root()).unwrap();
