@@ -204,20 +204,29 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     }
     // A section named by an identifier (a lint, a setting, a flag) is often the answer itself,
     // and its sentences say "this lint…" without naming it: the lead names it.
-    let title = bundle.passages[0].section.trim();
-    if is_identifier(title)
+    if let Some(name) = named_by_title(bundle.passages[0].section.trim())
         && !text
             .to_lowercase()
             .replace('`', "")
-            .contains(&title.to_lowercase())
+            .contains(&name.to_lowercase())
     {
-        text = format!("`{title}`: {text}");
+        text = format!("`{name}`: {text}");
     }
     Answer {
         text: text.trim_end().to_string(),
         citations,
         not_in_docs: false,
     }
+}
+
+/// The identifier a section title names: the whole title when it is one (`opt-level`), or
+/// the identifier it opens with before a colon (`--explain: provide a detailed explanation`).
+fn named_by_title(title: &str) -> Option<&str> {
+    if is_identifier(title) {
+        return Some(title);
+    }
+    let (head, rest) = title.split_once(": ")?;
+    (is_identifier(head) && !rest.trim().is_empty()).then_some(head)
 }
 
 /// A code identifier rather than a phrase: one word joined by `_`, `-`, `.` or `::`
@@ -384,6 +393,25 @@ mod tests {
         prose.section = "Optimization level".into();
         let a = extractive_answer("What does opt-level control?", &bundle(vec![prose]));
         assert!(a.text.starts_with("The opt-level setting"), "{}", a.text);
+        // A title opening with an identifier before a colon names it too.
+        let mut flag = passage(
+            "f",
+            "cli.html",
+            "This prints a longer explanation of an error.",
+        );
+        flag.section = "--explain: provide a detailed explanation of an error message".into();
+        let a = extractive_answer(
+            "How do I explain an error code?",
+            &bundle(vec![flag.clone()]),
+        );
+        assert!(
+            a.text.starts_with("`--explain`: This prints a longer"),
+            "{}",
+            a.text
+        );
+        flag.section = "Note: errors are explained".into();
+        let a = extractive_answer("How do I explain an error code?", &bundle(vec![flag]));
+        assert!(a.text.starts_with("This prints"), "{}", a.text);
     }
 
     #[test]
