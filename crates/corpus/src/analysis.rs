@@ -13,6 +13,39 @@ use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 /// The tokenizer name registered on every index of schema 3 and later.
 pub const TOKENIZER: &str = "reach";
 
+/// Revisions of the analysis. An index is always queried with the analysis it was built with,
+/// which its snapshot records (`tools.index`); a new index is built with [`Analysis::CURRENT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Analysis {
+    /// Index schema 3: the suffix rules only.
+    Suffixes,
+    /// Index schema 4: also irregular forms ("written" → "write") and the final `e` a short
+    /// stem lost to `-ing` or `-ed` ("naming" → "name", "hiding" → "hide").
+    Irregular,
+}
+
+impl Analysis {
+    pub const CURRENT: Analysis = Analysis::Irregular;
+
+    /// The analysis an index of revision `index` (`PublicCorpusSnapshot.tools.index`) was
+    /// built with: schema 3 had [`Analysis::Suffixes`]; any later one the current analysis.
+    pub fn of_index(index: &str) -> Analysis {
+        if index.ends_with("/reach-schema-3") {
+            Analysis::Suffixes
+        } else {
+            Analysis::CURRENT
+        }
+    }
+
+    /// The name recorded in a bundle's retrieval method.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Analysis::Suffixes => "reach-analysis-1",
+            Analysis::Irregular => "reach-analysis-2",
+        }
+    }
+}
+
 /// Words that carry no retrieval signal in a question.
 #[rustfmt::skip]
 pub const STOPWORDS: &[&str] = &[
@@ -114,7 +147,7 @@ fn lower_into(w: &str, out: &mut String) {
 
 /// Walk the terms of `text` in order, as [`terms`] returns them: `emit(text, compound, stop)`.
 /// The buffers are reused, so a walk allocates only for the few non-ASCII words.
-fn walk(text: &str, mut emit: impl FnMut(&str, bool, bool)) {
+fn walk(text: &str, a: Analysis, mut emit: impl FnMut(&str, bool, bool)) {
     let (mut lower, mut part, mut stemmed) = (String::new(), String::new(), String::new());
     let mut parts: Vec<&str> = Vec::new();
     for chunk in text.split(|c: char| !(c.is_alphanumeric() || is_joiner(c))) {
@@ -135,21 +168,26 @@ fn walk(text: &str, mut emit: impl FnMut(&str, bool, bool)) {
                 emit(&lower, true, false);
                 for p in &parts {
                     lower_into(p, &mut part);
-                    stem_into(&part, &mut stemmed);
+                    stem_into(&part, a, &mut stemmed);
                     emit(&stemmed, false, is_stopword(&part));
                 }
             } else {
-                stem_into(&lower, &mut stemmed);
+                stem_into(&lower, a, &mut stemmed);
                 emit(&stemmed, false, is_stopword(&lower));
             }
         }
     }
 }
 
-/// Analyze `text` into terms, in order.
+/// Analyze `text` into terms, in order ([`Analysis::CURRENT`]).
 pub fn terms(text: &str) -> Vec<Term> {
+    terms_with(text, Analysis::CURRENT)
+}
+
+/// [`terms`] with the analysis `a`.
+pub fn terms_with(text: &str, a: Analysis) -> Vec<Term> {
     let mut out = Vec::new();
-    walk(text, |t, compound, stop| {
+    walk(text, a, |t, compound, stop| {
         out.push(Term {
             text: t.to_string(),
             compound,
@@ -175,6 +213,52 @@ fn humps_into<'t>(w: &'t str, out: &mut Vec<&'t str>) {
     out.push(&w[start..]);
 }
 
+/// Consonant, vowel, consonant (not `w`, `x` or `y`): the shape of a short stem that lost a
+/// final `e` to `-ing` or `-ed`.
+fn is_cvc(b: &[u8]) -> bool {
+    let vowel = |c: u8| matches!(c, b'a' | b'e' | b'i' | b'o' | b'u' | b'y');
+    b.len() == 3
+        && !vowel(b[0])
+        && vowel(b[1])
+        && !vowel(b[2])
+        && !matches!(b[2], b'w' | b'x' | b'y')
+}
+
+/// The base form of an irregular English form documentation and questions use, which no
+/// suffix rule reaches ("written" and "wrote" mean "write"). Forms that are also words of their
+/// own in documentation ("bound", "left", "read") are not listed.
+fn irregular(w: &str) -> Option<&'static str> {
+    Some(match w {
+        "written" | "wrote" => "write",
+        "rewritten" | "rewrote" => "rewrite",
+        "built" => "build",
+        "rebuilt" => "rebuild",
+        "ran" => "run",
+        "chosen" | "chose" => "choose",
+        "found" => "find",
+        "made" => "make",
+        "held" => "hold",
+        "kept" => "keep",
+        "taken" | "took" => "take",
+        "given" | "gave" => "give",
+        "shown" => "show",
+        "thrown" | "threw" => "throw",
+        "hidden" => "hide",
+        "broken" | "broke" => "break",
+        "sent" => "send",
+        "brought" => "bring",
+        "caught" => "catch",
+        "taught" => "teach",
+        "forgotten" | "forgot" => "forget",
+        "began" | "begun" => "begin",
+        "understood" => "understand",
+        "overridden" => "override",
+        "children" => "child",
+        "indices" => "index",
+        _ => return None,
+    })
+}
+
 fn has_vowel(s: &str) -> bool {
     s.chars()
         .any(|c| matches!(c, 'a' | 'e' | 'i' | 'o' | 'u' | 'y'))
@@ -185,13 +269,19 @@ fn has_vowel(s: &str) -> bool {
 /// non-ASCII letter, are kept as they are.
 pub fn stem(w: &str) -> String {
     let mut s = String::with_capacity(w.len());
-    stem_into(w, &mut s);
+    stem_into(w, Analysis::CURRENT, &mut s);
     s
 }
 
-/// [`stem`] into `s` (cleared first), without allocating once `s` has the room.
-fn stem_into(w: &str, s: &mut String) {
+/// [`stem`] with the analysis `a` into `s` (cleared first), without allocating once `s` has
+/// the room.
+fn stem_into(w: &str, a: Analysis, s: &mut String) {
     s.clear();
+    if a == Analysis::Irregular
+        && let Some(base) = irregular(w)
+    {
+        return stem_into(base, a, s);
+    }
     s.push_str(w);
     if w.len() <= 3 || !w.bytes().all(|b| b.is_ascii_lowercase()) {
         return;
@@ -230,6 +320,9 @@ fn stem_into(w: &str, s: &mut String) {
         let n = b.len();
         if n >= 4 && b[n - 1] == b[n - 2] && !matches!(b[n - 1], b'l' | b's' | b'z' | b'e') {
             s.truncate(n - 1);
+        } else if a == Analysis::Irregular && n == 3 && is_cvc(b) {
+            // "naming", "named" meet "name"; "hiding" meets "hide".
+            s.push('e');
         }
     }
     if s.len() > 4 && s.ends_with('e') {
@@ -239,8 +332,13 @@ fn stem_into(w: &str, s: &mut String) {
 
 /// The analyzed, deduplicated content terms of a question (no stopwords, no compounds).
 pub fn content_terms(text: &str) -> Vec<String> {
+    content_terms_with(text, Analysis::CURRENT)
+}
+
+/// [`content_terms`] with the analysis `a`.
+pub fn content_terms_with(text: &str, a: Analysis) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    walk(text, |t, compound, stop| {
+    walk(text, a, |t, compound, stop| {
         if !stop && !compound && t.chars().count() >= 2 && !out.iter().any(|o| o == t) {
             out.push(t.to_string());
         }
@@ -314,7 +412,7 @@ fn for_each_held(text: &str, wanted: &[&str], mut found: impl FnMut(usize)) {
         humps_into(word, &mut parts);
         for part in &parts {
             lower_into(part, &mut lower);
-            stem_into(&lower, &mut stemmed);
+            stem_into(&lower, Analysis::CURRENT, &mut stemmed);
             if let Some(k) = wanted.iter().position(|w| *w == stemmed) {
                 if !held[k] {
                     held[k] = true;
@@ -329,9 +427,9 @@ fn for_each_held(text: &str, wanted: &[&str], mut found: impl FnMut(usize)) {
 /// The share of a section title's own words (stopwords and whole identifiers aside) that are
 /// among `wanted`, the question's analyzed content terms: 1 when the title names nothing the
 /// question does not, 0 for an empty title.
-pub fn title_precision(title: &str, wanted: &[&str]) -> f32 {
+pub fn title_precision(title: &str, wanted: &[&str], a: Analysis) -> f32 {
     let mut words: Vec<String> = Vec::new();
-    walk(title, |t, compound, stop| {
+    walk(title, a, |t, compound, stop| {
         if !stop && !compound && !words.iter().any(|w| w == t) {
             words.push(t.to_string());
         }
@@ -346,9 +444,16 @@ pub fn title_precision(title: &str, wanted: &[&str]) -> f32 {
     held as f32 / words.len() as f32
 }
 
-/// The tokenizer of the `content` and `headings` fields: [`terms`], every one of them.
-#[derive(Debug, Clone, Default)]
-pub struct ReachTokenizer;
+/// The tokenizer of the `content` and `headings` fields: [`terms_with`] its analysis, every
+/// term.
+#[derive(Debug, Clone)]
+pub struct ReachTokenizer(pub Analysis);
+
+impl Default for ReachTokenizer {
+    fn default() -> Self {
+        ReachTokenizer(Analysis::CURRENT)
+    }
+}
 
 #[derive(Debug)]
 pub struct ReachTokenStream {
@@ -359,7 +464,7 @@ pub struct ReachTokenStream {
 impl Tokenizer for ReachTokenizer {
     type TokenStream<'a> = ReachTokenStream;
     fn token_stream<'a>(&'a mut self, text: &'a str) -> ReachTokenStream {
-        let tokens = terms(text)
+        let tokens = terms_with(text, self.0)
             .into_iter()
             .enumerate()
             .map(|(position, t)| Token {
@@ -434,7 +539,7 @@ mod tests {
             "",
         ]
         .iter()
-        .map(|t| format!("{t:?} {:.2}", title_precision(t, &q)))
+        .map(|t| format!("{t:?} {:.2}", title_precision(t, &q, Analysis::CURRENT)))
         .collect();
         assert_eq!(
             table,
@@ -505,6 +610,34 @@ mod tests {
             größe größe
         "#]]
         .assert_eq(&out);
+    }
+
+    #[test]
+    fn irregular_forms_and_short_stems_meet_their_base_since_schema_4() {
+        let words = [
+            "name", "naming", "named", "hide", "hiding", "hidden", "write", "writing", "written",
+            "wrote", "build", "built", "running", "ran", "pinned", "fixed", "ended", "string",
+            "index", "indices",
+        ];
+        let show = |a: Analysis| {
+            let mut s = String::new();
+            walk(&words.join(" "), a, |t, _, _| {
+                s.push_str(t);
+                s.push(' ');
+            });
+            s
+        };
+        assert_eq!(
+            show(Analysis::Irregular),
+            "name name name hide hide hide writ writ writ writ build build run run pin fix end \
+             string index index "
+        );
+        // Schema 3's analysis is kept as it was, for the snapshots built with it.
+        assert_eq!(
+            show(Analysis::Suffixes),
+            "name nam nam hide hid hidden writ writ written wrot build built run ran pin fix end \
+             string index indic "
+        );
     }
 
     #[test]

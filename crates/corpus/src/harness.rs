@@ -86,7 +86,7 @@ pub fn file_entries<P: AsRef<str>, B: AsRef<[u8]>>(
 }
 
 /// The source a harness corpus is built as: the set's include globs, default ceilings.
-fn spec(include: &[String]) -> Result<SourceSpec, HarnessFailure> {
+pub(crate) fn spec(include: &[String]) -> Result<SourceSpec, HarnessFailure> {
     let invalid = |e: crate::SourceRefusal| HarnessFailure::Build(BuildError::Source(e));
     Ok(SourceSpec {
         name: "eval".into(),

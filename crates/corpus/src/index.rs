@@ -11,6 +11,7 @@ use tantivy::schema::{
 };
 use tantivy::{Index, IndexSettings, doc};
 
+use crate::analysis::Analysis;
 use crate::error::BuildError;
 use crate::passage::Passage;
 
@@ -22,7 +23,10 @@ use crate::passage::Passage;
 /// (section path) and two fields analyzed by [`crate::analysis`]: `content` (the passage's
 /// visible text, markup stripped) and `headings` (section, section path and page name).
 /// Snapshots of schema 1 or 2 still open and answer through `body` and `section`.
-pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-3";
+/// Schema 4 keeps schema 3's fields and analyzes them with [`Analysis::Irregular`] (irregular
+/// forms and short stems' final `e`); a snapshot of schema 3 is still queried with the
+/// analysis it was built with ([`Analysis::of_index`]), so its terms and the question's meet.
+pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-4";
 
 /// Writer memory budget. Tantivy splits it across threads and needs ≥ 15 MB per thread.
 const WRITER_MEMORY_BYTES: usize = 96 * 1024 * 1024;
@@ -78,11 +82,18 @@ fn text_analyzed() -> TextOptions {
     )
 }
 
-/// Register this crate's analyzer on `index` (tantivy does not persist custom tokenizers).
+/// Register this crate's current analyzer on `index` (tantivy does not persist custom
+/// tokenizers).
 pub fn register_analyzer(index: &Index) {
-    index
-        .tokenizers()
-        .register(crate::analysis::TOKENIZER, crate::analysis::ReachTokenizer);
+    register_analyzer_for(index, Analysis::CURRENT);
+}
+
+/// Register the analyzer of revision `a` on `index`: the one its snapshot was built with.
+pub fn register_analyzer_for(index: &Index, a: Analysis) {
+    index.tokenizers().register(
+        crate::analysis::TOKENIZER,
+        crate::analysis::ReachTokenizer(a),
+    );
 }
 
 /// The visible text of a passage, as indexed and as answers quote it.
@@ -134,6 +145,17 @@ pub fn write_index(
     passages: &[Passage],
     on_passage: &mut dyn FnMut(u64),
 ) -> Result<(), BuildError> {
+    write_index_with(dir, passages, Analysis::CURRENT, on_passage)
+}
+
+/// [`write_index`] analyzing with `analysis` (an older one only to test that older indexes
+/// are still queried with theirs).
+pub(crate) fn write_index_with(
+    dir: &Path,
+    passages: &[Passage],
+    analysis: Analysis,
+    on_passage: &mut dyn FnMut(u64),
+) -> Result<(), BuildError> {
     let (schema, f) = schema();
     let settings = IndexSettings {
         docstore_compression: tantivy::store::Compressor::Lz4,
@@ -143,7 +165,7 @@ pub fn write_index(
         .schema(schema)
         .settings(settings)
         .create_in_dir(dir)?;
-    register_analyzer(&index);
+    register_analyzer_for(&index, analysis);
     let built = index.schema();
     let (context, content, headings) = (
         built.get_field("context")?,

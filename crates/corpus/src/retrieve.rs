@@ -16,7 +16,7 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{Index, IndexReader, ReloadPolicy, Term};
 use time::OffsetDateTime;
 
-use crate::analysis;
+use crate::analysis::{self, Analysis};
 use crate::index::{Fields, StoredDoc, passage_of};
 use crate::passage::{Citer, Passage};
 use crate::store::{PublicCorpusSnapshot, active_id};
@@ -109,7 +109,9 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
+/// The method of a snapshot of schema 3, queried with the analysis it was built with.
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -254,6 +256,8 @@ pub struct Snapshot {
     reader: IndexReader,
     index: Index,
     fields: Fields,
+    /// The analysis its index was built with, which questions are analyzed with too.
+    analysis: Analysis,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -337,7 +341,8 @@ impl Snapshot {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(|e: tantivy::TantivyError| RetrievalRefusal::Invalid(e.to_string()))?;
-        crate::index::register_analyzer(&index);
+        let analysis = Analysis::of_index(&record.tools.index);
+        crate::index::register_analyzer_for(&index, analysis);
         let fields = Fields::of(&index.schema()).map_err(RetrievalRefusal::Invalid)?;
         Ok(Snapshot {
             dir: dir.to_path_buf(),
@@ -345,6 +350,7 @@ impl Snapshot {
             reader,
             index,
             fields,
+            analysis,
         })
     }
 
@@ -414,7 +420,11 @@ impl Snapshot {
         let (ranked, gate, method) = match (self.fields.content, self.fields.headings) {
             (Some(content), Some(headings)) => {
                 let (ranked, gate) = self.rank(&searcher, question, content, headings)?;
-                (ranked, Some(gate), RETRIEVAL_METHOD)
+                let method = match self.analysis {
+                    Analysis::Suffixes => SCHEMA_3_RETRIEVAL_METHOD,
+                    Analysis::Irregular => RETRIEVAL_METHOD,
+                };
+                (ranked, Some(gate), method)
             }
             _ => (
                 self.rank_legacy(&searcher, question)?,
@@ -489,7 +499,7 @@ impl Snapshot {
         content: Field,
         headings: Field,
     ) -> Result<(Vec<(f32, StoredDoc)>, Gate), RetrievalRefusal> {
-        let analyzed = analysis::terms(question);
+        let analyzed = analysis::terms_with(question, self.analysis);
         // Query terms: every non-stopword term, identifiers whole and split.
         let mut query_terms: Vec<&str> = Vec::new();
         for t in analyzed
@@ -500,7 +510,7 @@ impl Snapshot {
                 query_terms.push(&t.text);
             }
         }
-        let content_terms = analysis::content_terms(question);
+        let content_terms = analysis::content_terms_with(question, self.analysis);
         let n = searcher.num_docs() as f32;
         let df = |field, t: &str| {
             searcher
@@ -596,7 +606,9 @@ impl Snapshot {
                 score
                     * (0.5 + coverage)
                     * (1.0 + HEADING_WEIGHT * share(heads))
-                    * (1.0 + TITLE_WEIGHT * analysis::title_precision(section, &wanted)),
+                    * (1.0
+                        + TITLE_WEIGHT
+                            * analysis::title_precision(section, &wanted, self.analysis)),
             );
         }
         gate.admitted = gate.coverage >= MIN_COVERAGE;
@@ -801,4 +813,113 @@ pub fn render_fenced(bundle: &CorpusEvidenceBundle) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{INDEX_REVISION, register_analyzer_for, write_index_with};
+    use crate::store::{CorpusStore, NoProgress, SystemClock};
+    use crate::tree::{AcquiredTree, Revision};
+
+    const DOC: &str = "# Naming\n\nNaming a crate happens in its manifest.\n";
+
+    /// A snapshot of [`DOC`] whose index was built with the analysis `built` and that is
+    /// queried with `queried`.
+    fn snapshot(scratch: &Path, built: Analysis, queried: Analysis) -> Snapshot {
+        // Other pages, so that the word is rare enough to be evidence.
+        let mut files: Vec<(String, String)> = (0..6)
+            .map(|i| {
+                (
+                    format!("w{i}.md"),
+                    format!("# Widget {i}\n\nThe widget spins.\n"),
+                )
+            })
+            .collect();
+        files.push(("naming.md".into(), DOC.into()));
+        let store = CorpusStore::new(scratch, std::sync::Arc::new(SystemClock)).unwrap();
+        let tree = AcquiredTree {
+            revision: Revision {
+                commit: None,
+                archive_digest: None,
+                citation_rev: "t".into(),
+            },
+            entries: crate::harness::file_entries(files.iter().map(|(p, t)| (p, t)), &[]),
+            compressed_bytes: 1,
+            expanded_bytes: 1,
+        };
+        let spec = crate::harness::spec(&["**/*.md".into()]).unwrap();
+        store
+            .build(&spec, &tree, &crate::Policy::default(), &mut NoProgress)
+            .unwrap();
+        let dir = store
+            .root()
+            .join("snapshots")
+            .join(active_id(store.root()).unwrap());
+        let passages: Vec<Passage> = {
+            let s = Snapshot::open_dir(&dir).unwrap();
+            let searcher = s.reader.searcher();
+            let mut v = Vec::new();
+            for seg in searcher.segment_readers() {
+                let docs = seg.get_store_reader(1).unwrap();
+                for d in docs.iter::<StoredDoc>(seg.alive_bitset()) {
+                    v.push(passage_of(d.unwrap(), &s.fields).unwrap());
+                }
+            }
+            v
+        };
+        std::fs::remove_dir_all(dir.join("index")).unwrap();
+        std::fs::create_dir(dir.join("index")).unwrap();
+        write_index_with(&dir.join("index"), &passages, built, &mut |_| {}).unwrap();
+        let mut s = Snapshot::open_dir(&dir).unwrap();
+        register_analyzer_for(&s.index, queried);
+        s.analysis = queried;
+        s
+    }
+
+    #[test]
+    fn an_index_is_queried_with_the_analysis_it_was_built_with() {
+        assert_eq!(
+            Analysis::of_index("tantivy-0.27/reach-schema-3"),
+            Analysis::Suffixes
+        );
+        assert_eq!(Analysis::of_index(INDEX_REVISION), Analysis::CURRENT);
+        // "Naming" is `nam` to schema 3's analysis and `name` to schema 4's: a question meets
+        // the index only through the analysis that built it.
+        let q = "How does naming work?";
+        let now = OffsetDateTime::now_utc();
+        for (built, queried, admitted, method) in [
+            (
+                Analysis::Suffixes,
+                Analysis::Suffixes,
+                true,
+                "reach-analysis-1",
+            ),
+            (
+                Analysis::Irregular,
+                Analysis::Irregular,
+                true,
+                "reach-analysis-2",
+            ),
+            (
+                Analysis::Suffixes,
+                Analysis::Irregular,
+                false,
+                "reach-analysis-2",
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let s = snapshot(dir.path(), built, queried);
+            let g = s.ground(q, &RetrievalLimits::default(), now).unwrap();
+            let gate = g.gate.unwrap();
+            assert_eq!(gate.admitted, admitted, "{built:?} {queried:?} {gate:?}");
+            assert_eq!(gate.unknown, u32::from(!admitted), "{gate:?}");
+            assert!(
+                g.bundle.retrieval.contains(method),
+                "{}",
+                g.bundle.retrieval
+            );
+            assert_eq!(g.bundle.passages.is_empty(), !admitted);
+        }
+    }
 }
