@@ -52,7 +52,7 @@ mod host;
 mod junit;
 mod logs;
 
-pub use host::{account, swap_in};
+pub use host::{account, shutdown_in, swap_in};
 
 /// The receipt's format name.
 pub const RECEIPT_FORMAT: &str = "reach.audit-receipt.v1";
@@ -208,11 +208,12 @@ pub async fn audit(
             Path::new("/var/lib/systemd/linger"),
         ));
         checks.push(host::reboot(manifest, layout, &up));
+        checks.push(host::shutdown(manifest, layout, nix::unistd::getuid().as_raw()).await);
     } else {
         checks.push(host::account_skipped());
         checks.push(host::reboot_skipped());
+        checks.push(host::shutdown_skipped());
     }
-    checks.push(host::shutdown());
     checks.push(host::rotation(manifest, layout));
     checks.extend(vault(manifest, layout).await);
     checks.push(corpus(manifest, layout).await);

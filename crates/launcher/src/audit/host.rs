@@ -8,7 +8,10 @@
 //! - `process/core-dumps`: every role process's core-file size limit is zero, soft and hard
 //!   (`/proc/<pid>/limits`), so it cannot dump, nor turn dumps back on;
 //! - `lifecycle/reboot` (a Quadlet body): a body older than the current boot answers again;
-//! - `lifecycle/shutdown`: skipped, saying why (no record of a past shutdown is readable);
+//! - `lifecycle/shutdown` (a Quadlet body that predates the boot): the journal of the boot
+//!   before shows how the body last stopped: every role's unit stopped with no failure, kill
+//!   or timeout, each role logged its own `stopped` (it drained), and callers stopped before
+//!   the roles they need;
 //! - `rotation/root`: every principal's bundle pins exactly Scribe's current root, so no
 //!   rotation is half done and no retired root is still trusted.
 
@@ -27,6 +30,8 @@ const ACCOUNT: &str = "host/account";
 const REBOOT: &str = "lifecycle/reboot";
 const SHUTDOWN: &str = "lifecycle/shutdown";
 const ROTATION: &str = "rotation/root";
+/// How long reading the boot before's journal may take (it holds every role's log).
+const JOURNAL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `host/swap` on this host.
 pub(super) fn swap() -> Check {
@@ -352,14 +357,188 @@ pub(super) fn reboot_skipped() -> Check {
     )
 }
 
-/// `lifecycle/shutdown`: nothing on a running host records how the body last stopped.
-pub(super) fn shutdown() -> Check {
+/// `lifecycle/shutdown` for a body the launcher started: it is stopped by `reach down`, not by
+/// a host's shutdown.
+pub(super) fn shutdown_skipped() -> Check {
     Check::skipped(
         SHUTDOWN,
-        "a running body keeps no record of how it last stopped; the drain is judged where the \
-         body is stopped (tests/tests/deployed_host.rs) and the vault's last commit by \
-         vault/serving and recovery/reconciliation",
+        "the launcher's dev profile is not stopped by a host's shutdown; a Quadlet body \
+         (--podman) is judged from the journal of the boot before",
     )
+}
+
+/// `lifecycle/shutdown` for a Quadlet body run by `uid`: if the body predates the current
+/// boot, the last boot's journal (the persistent journal the platform floor keeps) must show
+/// how it stopped ([`shutdown_in`]).
+pub(super) async fn shutdown(manifest: &Manifest, layout: &StateLayout, uid: u32) -> Check {
+    let Some(boot) = boot_time() else {
+        return Check::observed(SHUTDOWN, false, "/proc/stat has no boot time");
+    };
+    let dir = layout.scribe_dir();
+    match std::fs::metadata(&dir).and_then(|m| m.created()) {
+        Ok(created) if created >= boot => {
+            return Check::skipped(
+                SHUTDOWN,
+                format!(
+                    "no shutdown since the body was created ({} created {}, host booted {})",
+                    dir.display(),
+                    at(created),
+                    at(boot)
+                ),
+            );
+        }
+        Ok(_) => {}
+        Err(e) => {
+            return Check::skipped(
+                SHUTDOWN,
+                format!("{}: no creation time ({e})", dir.display()),
+            );
+        }
+    }
+    let out = tokio::process::Command::new("journalctl")
+        .args(["--boot=-1", "--output=json", "--no-pager"])
+        .arg("--output-fields=MESSAGE,USER_UNIT,UNIT,SYSLOG_IDENTIFIER")
+        .arg(format!("_UID={uid}"))
+        .kill_on_drop(true)
+        .output();
+    let journal = match tokio::time::timeout(JOURNAL_TIMEOUT, out).await {
+        Err(_) => Err("journalctl did not answer in time".to_owned()),
+        Ok(Err(e)) => Err(format!("journalctl: {e}")),
+        Ok(Ok(o)) if !o.status.success() => Err(format!(
+            "journalctl --boot=-1: {} (is the journal persistent?)",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Ok(Ok(o)) => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
+    };
+    match journal {
+        Ok(text) => shutdown_in(manifest, &text),
+        Err(e) => Check::observed(
+            SHUTDOWN,
+            false,
+            format!("no record of the last shutdown: {e}"),
+        ),
+    }
+}
+
+/// One journal entry, as `journalctl --output=json` prints it.
+struct Entry {
+    at_us: u64,
+    message: String,
+    /// The unit a service manager's message is about (`USER_UNIT`, or `UNIT` for the system's).
+    unit: Option<String>,
+    identifier: Option<String>,
+}
+
+fn entry(line: &str) -> Option<Entry> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    let text = |k: &str| match &v[k] {
+        serde_json::Value::String(s) => Some(s.clone()),
+        // A field that is not UTF-8 comes as an array of its bytes.
+        serde_json::Value::Array(bytes) => Some(
+            String::from_utf8_lossy(
+                &bytes
+                    .iter()
+                    .filter_map(|b| b.as_u64().map(|b| b as u8))
+                    .collect::<Vec<u8>>(),
+            )
+            .into_owned(),
+        ),
+        _ => None,
+    };
+    Some(Entry {
+        at_us: text("__REALTIME_TIMESTAMP")?.parse().ok()?,
+        message: text("MESSAGE").unwrap_or_default(),
+        unit: text("USER_UNIT").or_else(|| text("UNIT")),
+        identifier: text("SYSLOG_IDENTIFIER"),
+    })
+}
+
+/// Judges how the body last stopped from the journal of the boot it stopped in
+/// (`journalctl --output=json` lines). For each role, from its unit's last start on: the
+/// service manager stopped the unit (`Stopped reach-<role>.service`) and reported no failed
+/// result, timeout, kill or dump; the role logged its own `stopped` (it answered SIGTERM and
+/// drained); and it stopped no later than any role it is ordered after (what it needs).
+pub fn shutdown_in(manifest: &Manifest, journal: &str) -> Check {
+    let entries: Vec<Entry> = journal.lines().filter_map(entry).collect();
+    let Some(last) = entries.iter().map(|e| e.at_us).max() else {
+        return Check::observed(
+            SHUTDOWN,
+            false,
+            "the journal of the boot before holds nothing of the body",
+        );
+    };
+    let mut problems = Vec::new();
+    let mut stopped_at = std::collections::BTreeMap::new();
+    for role in &manifest.roles {
+        let name = role.name.as_str();
+        let unit = format!("reach-{name}.service");
+        let about: Vec<&Entry> = entries
+            .iter()
+            .filter(|e| e.unit.as_deref() == Some(unit.as_str()))
+            .collect();
+        let since = about
+            .iter()
+            .rev()
+            .find(|e| e.message.starts_with("Started "))
+            .map_or(0, |e| e.at_us);
+        let last_run: Vec<&&Entry> = about.iter().filter(|e| e.at_us >= since).collect();
+        for e in &last_run {
+            let m = &e.message;
+            if m.contains("Failed with result")
+                || m.contains("timed out")
+                || m.contains("code=killed")
+                || m.contains("code=dumped")
+            {
+                problems.push(format!("{name}: {m}"));
+            }
+        }
+        match last_run.iter().find(|e| e.message.starts_with("Stopped ")) {
+            Some(e) => {
+                stopped_at.insert(name, e.at_us);
+            }
+            None => problems.push(format!(
+                "{name}: its unit was not stopped before the boot ended"
+            )),
+        }
+        let ident = format!("reach-{name}");
+        let drained = entries.iter().any(|e| {
+            e.at_us >= since
+                && e.identifier.as_deref() == Some(ident.as_str())
+                && e.message.contains("\"message\":\"stopped\"")
+        });
+        if !drained {
+            problems.push(format!(
+                "{name}: logged no `stopped` of its own (it did not drain)"
+            ));
+        }
+    }
+    for role in &manifest.roles {
+        let name = role.name.as_str();
+        for needed in &role.after {
+            if let (Some(a), Some(b)) = (stopped_at.get(name), stopped_at.get(needed.as_str()))
+                && a > b
+            {
+                problems.push(format!("{name} stopped after {needed}, which it needs"));
+            }
+        }
+    }
+    let when = format!(
+        "the boot before (its last entry at unix {} s)",
+        last / 1_000_000
+    );
+    if problems.is_empty() {
+        Check::observed(
+            SHUTDOWN,
+            true,
+            format!(
+                "{when}: all {} roles drained and their units stopped cleanly, callers before \
+                 what they need",
+                manifest.roles.len()
+            ),
+        )
+    } else {
+        Check::observed(SHUTDOWN, false, format!("{when}: {}", problems.join("; ")))
+    }
 }
 
 /// `rotation/root`: every principal's trust bundle pins exactly Scribe's current root: no
@@ -513,6 +692,159 @@ mod tests {
         assert_eq!(root.outcome, Outcome::Fail);
         let nameless = account(nix::unistd::Uid::from_raw(4_000_000_000), linger.path());
         assert_eq!(nameless.outcome, Outcome::Fail);
+    }
+
+    /// A boot's journal as `journalctl --output=json` prints it: each role started, then the
+    /// body stopped in `order`, each role logging its drain before its unit's `Stopped`.
+    fn journal(order: &[&str], extra: &[(usize, &str, &str)]) -> String {
+        let mut t = 1_000_000u64;
+        let mut lines = Vec::new();
+        let mut push = |unit: Option<&str>, ident: &str, message: &str| {
+            t += 1000;
+            let mut v = serde_json::json!({
+                "__REALTIME_TIMESTAMP": t.to_string(),
+                "MESSAGE": message,
+                "SYSLOG_IDENTIFIER": ident,
+            });
+            if let Some(u) = unit {
+                v["USER_UNIT"] = u.into();
+            }
+            lines.push(v.to_string());
+        };
+        for role in order.iter().rev() {
+            push(
+                Some(&format!("reach-{role}.service")),
+                "systemd",
+                &format!("Started reach-{role}.service - Reach role {role}."),
+            );
+        }
+        for (i, role) in order.iter().enumerate() {
+            let unit = format!("reach-{role}.service");
+            push(
+                Some(&unit),
+                "systemd",
+                &format!("Stopping {unit} - Reach role {role}..."),
+            );
+            push(
+                None,
+                &format!("reach-{role}"),
+                r#"{"level":"INFO","fields":{"message":"stopped"}}"#,
+            );
+            for (at, r, m) in extra {
+                if *at == i && r == role {
+                    push(Some(&unit), "systemd", m);
+                }
+            }
+            push(
+                Some(&unit),
+                "systemd",
+                &format!("Stopped {unit} - Reach role {role}."),
+            );
+        }
+        lines.join("\n")
+    }
+
+    /// The manifest's roles in an order that stops every caller before what it needs.
+    fn stop_order(m: &Manifest) -> Vec<&str> {
+        let mut left: Vec<&str> = m.roles.iter().map(|r| r.name.as_str()).collect();
+        let mut order = Vec::new();
+        while !left.is_empty() {
+            let free = *left
+                .iter()
+                .find(|r| {
+                    !left
+                        .iter()
+                        .any(|o| m.role(o).unwrap().after.iter().any(|a| a.as_str() == **r))
+                })
+                .expect("no cycle");
+            order.push(free);
+            left.retain(|r| *r != free);
+        }
+        order
+    }
+
+    #[test]
+    fn the_last_shutdown_is_judged_from_the_journal_of_the_boot_before() {
+        let m = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
+        let order = stop_order(&m);
+        let clean = shutdown_in(&m, &journal(&order, &[]));
+        assert_eq!(clean.outcome, Outcome::Pass, "{}", clean.detail);
+
+        // A unit whose stop failed, though its role drained.
+        let failed = shutdown_in(
+            &m,
+            &journal(
+                &order,
+                &[(0, order[0], "reach-x: Failed with result 'exit-code'.")],
+            ),
+        );
+        assert_eq!(failed.outcome, Outcome::Fail);
+        assert!(
+            failed
+                .detail
+                .contains(&format!("{}: reach-x: Failed with result", order[0])),
+            "{}",
+            failed.detail
+        );
+
+        // A role killed at its stop timeout.
+        let killed = shutdown_in(
+            &m,
+            &journal(
+                &order,
+                &[(1, order[1], "State 'stop-sigterm' timed out. Killing.")],
+            ),
+        );
+        assert_eq!(killed.outcome, Outcome::Fail);
+
+        // A role that never logged its own stop did not drain.
+        let text = journal(&order, &[]);
+        let undrained: String = text
+            .lines()
+            .filter(|l| !l.contains("\"SYSLOG_IDENTIFIER\":\"reach-ward\""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let quiet = shutdown_in(&m, &undrained);
+        assert_eq!(quiet.outcome, Outcome::Fail);
+        assert!(
+            quiet.detail.contains("ward: logged no `stopped`"),
+            "{}",
+            quiet.detail
+        );
+
+        // What is needed stopped first: core stopped after ward.
+        let reversed: Vec<&str> = order.iter().rev().copied().collect();
+        let backwards = shutdown_in(&m, &journal(&reversed, &[]));
+        assert_eq!(backwards.outcome, Outcome::Fail);
+        assert!(
+            backwards
+                .detail
+                .contains("core stopped after ward, which it needs"),
+            "{}",
+            backwards.detail
+        );
+
+        // A unit still running when the boot ended.
+        let cut: String = text
+            .lines()
+            .filter(|l| !l.contains("Stopped reach-core.service"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let running = shutdown_in(&m, &cut);
+        assert!(
+            running.detail.contains("core: its unit was not stopped"),
+            "{}",
+            running.detail
+        );
+
+        // A failure before the unit's last start belongs to an earlier run.
+        let earlier = format!(
+            "{}\n{text}",
+            serde_json::json!({"__REALTIME_TIMESTAMP": "5", "MESSAGE": "reach-core.service: Failed with result 'exit-code'.", "USER_UNIT": "reach-core.service", "SYSLOG_IDENTIFIER": "systemd"})
+        );
+        assert_eq!(shutdown_in(&m, &earlier).outcome, Outcome::Pass);
+
+        assert_eq!(shutdown_in(&m, "").outcome, Outcome::Fail);
     }
 
     #[test]
