@@ -1,5 +1,6 @@
 //! The live-host receipt's checks of what Scribe materialized on the host (`reach audit`):
-//! the installed Quadlet directory (`units/drift`, `renewal/timer`, `units/core-dumps`), the
+//! the installed Quadlet directory (`units/drift`, `renewal/timer`, `units/shutdown`,
+//! `units/core-dumps`), the
 //! rollout of the state directory to Podman (`secrets/rollout`), reboots (`reboot/linger`) and
 //! the egress firewall (`firewall/egress`, `network/dns`). The receipt's other checks are the launcher's
 //! (`reach_launcher::audit`); these need Scribe, Podman or the host's systemd and nftables.
@@ -17,13 +18,13 @@ use crate::scribe::{drift_of, egress_destinations, resolve};
 
 /// The audit's checks of an installed Quadlet directory `dir`, from one derivation:
 /// `units/drift` (Scribe's drift report, with the images the local Podman store holds, its
-/// Podman secrets and image digests included) and `renewal/timer`.
+/// Podman secrets and image digests included), `renewal/timer` and `units/shutdown`.
 pub fn units(
     m: &Manifest,
     manifest: Option<&Path>,
     state: &Path,
     dir: &Path,
-) -> [reach_launcher::audit::Check; 2] {
+) -> [reach_launcher::audit::Check; 3] {
     use reach_launcher::audit::Check;
     const ID: &str = "units/drift";
     let podman = std::path::PathBuf::from("podman");
@@ -40,7 +41,8 @@ pub fn units(
             let e = format!("{e:#}");
             return [
                 Check::observed(ID, false, e.clone()),
-                Check::observed(RENEWAL_TIMER, false, e),
+                Check::observed(RENEWAL_TIMER, false, e.clone()),
+                Check::observed(SHUTDOWN_UNIT, false, e),
             ];
         }
     };
@@ -66,14 +68,83 @@ pub fn units(
                 .join("; "),
         )
     };
-    let timer = match manager_of(nix::unistd::getuid()) {
-        Ok(manager) => renewal_timer_in(&manager, &derived, dir),
-        Err(e) => Check::observed(RENEWAL_TIMER, false, format!("{e:#}")),
+    let uid = nix::unistd::getuid();
+    let (timer, shutdown) = match manager_of(uid) {
+        Ok(manager) => (
+            renewal_timer_in(&manager, &derived, dir),
+            shutdown_unit_in(
+                &manager,
+                &derived,
+                dir,
+                Path::new("/etc/systemd/system"),
+                uid.as_raw(),
+            ),
+        ),
+        Err(e) => (
+            Check::observed(RENEWAL_TIMER, false, format!("{e:#}")),
+            Check::observed(SHUTDOWN_UNIT, false, format!("{e:#}")),
+        ),
     };
-    [drift_check, timer]
+    [drift_check, timer, shutdown]
 }
 
 const RENEWAL_TIMER: &str = "renewal/timer";
+const SHUTDOWN_UNIT: &str = "units/shutdown";
+
+/// `units/shutdown` for a rootless body run by `uid`: the system unit Scribe wrote into `out`
+/// ([`reach_scribe::shutdown`]) is enabled for that uid in the system manager's `units`
+/// directory, exactly as Scribe derives it, so a host's shutdown stops the body in order
+/// before the user's manager exits. Root's body is the system manager's own: skipped.
+fn shutdown_unit_in(
+    manager: &Manager,
+    derived: &reach_scribe::quadlet::Materialized,
+    out: &Path,
+    units: &Path,
+    uid: u32,
+) -> reach_launcher::audit::Check {
+    use reach_launcher::audit::Check;
+    use reach_scribe::shutdown::{TEMPLATE, UNIT_FILE, instance};
+    if !manager.user {
+        return Check::skipped(
+            SHUTDOWN_UNIT,
+            "root's body is run by the system manager, which stops it in order itself",
+        );
+    }
+    let unit = instance(uid);
+    let install = format!(
+        "as root: install -m 0644 {} {}/ && systemctl daemon-reload && systemctl enable --now {unit}",
+        out.join(UNIT_FILE).display(),
+        units.display()
+    );
+    // Read through the link `systemctl enable` makes to the template.
+    let path = units.join("multi-user.target.wants").join(&unit);
+    match std::fs::read_to_string(&path) {
+        Ok(text) if Some(&text) == derived.files.get(UNIT_FILE) => Check::observed(
+            SHUTDOWN_UNIT,
+            true,
+            format!(
+                "{unit} enabled: a shutdown stops the body in order before its user's manager exits"
+            ),
+        ),
+        Ok(_) => Check::observed(
+            SHUTDOWN_UNIT,
+            false,
+            format!(
+                "{} is not the unit Scribe derives ({TEMPLATE}); install Scribe's: `{install}`",
+                path.display()
+            ),
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Check::observed(
+            SHUTDOWN_UNIT,
+            false,
+            format!(
+                "{unit} is not enabled: at a shutdown the user's manager stops the body all at \
+                 once and roles on a Podman network end failed; `{install}`"
+            ),
+        ),
+        Err(e) => Check::observed(SHUTDOWN_UNIT, false, format!("{}: {e}", path.display())),
+    }
+}
 
 /// The service manager that runs a body's units: the system's for root, else the user's own.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -450,6 +521,64 @@ mod tests {
     use crate::scribe::tests::derived;
     use reach_launcher::audit::Outcome;
     use reach_scribe::renewal::{SERVICE_FILE, SERVICE_UNIT, TIMER_FILE, TIMER_UNIT};
+
+    /// `units/shutdown` passes only when the system unit is enabled for the body's uid and is
+    /// Scribe's; root's body needs none.
+    #[test]
+    fn the_shutdown_unit_must_be_enabled_for_the_body_and_scribes() {
+        use reach_scribe::shutdown::{TEMPLATE, UNIT_FILE};
+        let state = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let system = tempfile::tempdir().unwrap();
+        let d = derived(state.path(), None);
+        reach_scribe::quadlet::write_out(&d, out.path()).unwrap();
+        let user = Manager {
+            units: PathBuf::from("/home/reach/.config/systemd/user"),
+            user: true,
+        };
+        let check = |uid| shutdown_unit_in(&user, &d, out.path(), system.path(), uid);
+        let none = check(1500);
+        assert_eq!(none.outcome, Outcome::Fail);
+        assert!(
+            none.detail
+                .contains("reach-shutdown@1500.service is not enabled")
+                && none
+                    .detail
+                    .contains("systemctl enable --now reach-shutdown@1500.service"),
+            "{}",
+            none.detail
+        );
+        // What `install` and `systemctl enable` leave behind.
+        let template = system.path().join(TEMPLATE);
+        std::fs::copy(out.path().join(UNIT_FILE), &template).unwrap();
+        let wants = system.path().join("multi-user.target.wants");
+        std::fs::create_dir_all(&wants).unwrap();
+        std::os::unix::fs::symlink(&template, wants.join("reach-shutdown@1500.service")).unwrap();
+        let on = check(1500);
+        assert_eq!(on.outcome, Outcome::Pass, "{}", on.detail);
+        // Enabled for another user only.
+        assert_eq!(check(1501).outcome, Outcome::Fail);
+        // Edited: not Scribe's.
+        std::fs::write(
+            &template,
+            d.files[UNIT_FILE].replace("ExecStop=-", "ExecStop="),
+        )
+        .unwrap();
+        let edited = check(1500);
+        assert_eq!(edited.outcome, Outcome::Fail);
+        assert!(
+            edited.detail.contains("is not the unit Scribe derives"),
+            "{}",
+            edited.detail
+        );
+        // Root's body is stopped by the system manager itself.
+        let root = Manager {
+            units: PathBuf::from("/etc/systemd/system"),
+            user: false,
+        };
+        let skipped = shutdown_unit_in(&root, &d, out.path(), system.path(), 0);
+        assert_eq!(skipped.outcome, Outcome::Skip);
+    }
 
     /// `renewal/timer` passes only when the timer is enabled and both units systemd finds are
     /// Scribe's, whether linked (`systemctl link`, symlinks) or copied.

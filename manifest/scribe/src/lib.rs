@@ -61,6 +61,7 @@ pub mod nftables;
 pub mod quadlet;
 pub mod refusal;
 pub mod renewal;
+pub mod shutdown;
 
 pub use identities::{IdentityReport, Rotation, ScribeError, materialize_identities};
 pub use refusal::{Refusal, RefusalKind};

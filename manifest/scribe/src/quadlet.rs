@@ -418,6 +418,8 @@ pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
     let mut files = render(input, &containers);
     let timer = crate::renewal::render(&header(m), &m.profile, &input.renewal, input.state.root())?;
     files.extend(timer.map(|(name, text)| (name.to_owned(), text)));
+    let (name, text) = crate::shutdown::render(&header(m), &m.profile, m.roles.len());
+    files.insert(name.to_owned(), text);
     Ok(Materialized { files, containers })
 }
 
@@ -727,12 +729,13 @@ pub fn write_out(out: &Materialized, dir: &Path) -> std::io::Result<Vec<String>>
     Ok(changed)
 }
 
-/// The subdirectories of the output Scribe writes into: the roles' configurations and the
-/// renewal timer's units ([`crate::renewal`]).
-const SUBDIRS: [&str; 2] = ["config", "systemd"];
+/// The subdirectories of the output Scribe writes into: the roles' configurations, the
+/// renewal timer's units ([`crate::renewal`]) and the system unit of the body's orderly stop
+/// ([`crate::shutdown`]).
+const SUBDIRS: [&str; 3] = ["config", "systemd", "systemd/system"];
 
 /// The files in `dir` that Scribe would own: `reach-*` units, `config/*.toml`, the secrets
-/// script, `systemd/reach-*` units. Sorted.
+/// script, `systemd/reach-*` and `systemd/system/reach-*` units. Sorted.
 pub fn scribe_files_on_disk(dir: &Path) -> std::io::Result<BTreeSet<String>> {
     let mut found = BTreeSet::new();
     let list = |d: &Path| -> std::io::Result<Vec<String>> {
@@ -757,9 +760,13 @@ pub fn scribe_files_on_disk(dir: &Path) -> std::io::Result<BTreeSet<String>> {
             found.insert(format!("config/{name}"));
         }
     }
-    for name in list(&dir.join("systemd"))? {
-        if name.starts_with("reach-") && (name.ends_with(".service") || name.ends_with(".timer")) {
-            found.insert(format!("systemd/{name}"));
+    for sub in ["systemd", "systemd/system"] {
+        for name in list(&dir.join(sub))? {
+            if name.starts_with("reach-")
+                && (name.ends_with(".service") || name.ends_with(".timer"))
+            {
+                found.insert(format!("{sub}/{name}"));
+            }
         }
     }
     Ok(found)

@@ -90,6 +90,7 @@ fn reference_output_matches_deploy_quadlet() {
         secrets.sh
         systemd/reach-renew.service
         systemd/reach-renew.timer
+        systemd/system/reach-shutdown@.service
     "#]]
     .assert_eq(&derived.iter().map(|s| format!("{s}\n")).collect::<String>());
 }
