@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Printed, from one run: `boot` (QEMU start → the guest's boot settled), `install` (the
-//! operator's steps, of which Scribe's eight image builds are most), `healthy` (units started
+//! operator's steps: loading the eight role images built on this host, identities, units,
+//! start), `healthy` (units started
 //! → every role healthy), `receipt` (one `reach audit --podman --units`), `reboot`
 //! (`systemctl reboot` → every role healthy again, nobody attending), and the ratio of a
 //! reboot to a first boot plus the body's start, which says what the body adds to a reboot.
@@ -68,7 +69,7 @@ async fn main() {
     println!("deployed host, {} ({roles} roles)", accel.as_str());
     println!("  boot      {:7.1} s  (QEMU start → boot settled)", s(boot));
     println!(
-        "  install   {:7.1} s  (install.sh: images, identities, units, start)",
+        "  install   {:7.1} s  (install.sh: load images, identities, units, start)",
         s(installed)
     );
     println!(

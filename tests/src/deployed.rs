@@ -69,14 +69,20 @@ fn bins_dir() -> PathBuf {
         .unwrap_or_else(reach_launcher::default_bin_dir)
 }
 
-/// Writes the install disk into `dir`: `bin/reach`, the role binaries in `bins/` (debug
-/// information stripped, as `reach scribe images` would anyway) and install.sh, as one
-/// ext4 image. Returns its path.
+/// Writes the install disk into `dir`: `bin/reach`, the role images Scribe builds here from the
+/// role binaries (debug information stripped), as OCI archives in `images/` with the digests
+/// that pin them in `digests.toml`, and install.sh, as one ext4 image. Returns its path.
+///
+/// The images are built on this host, as a release pipeline would, rather than in the guest:
+/// the same `reach scribe images`, minutes faster than under TCG. They are saved uncompressed,
+/// so the guest's `podman load` keeps each manifest, and with it the digest the units pin.
 pub fn install_disk(dir: &Path, manifest: &reach_manifest::Manifest) -> PathBuf {
     let root = dir.join("install");
-    let bins = root.join("bins");
+    let bins = dir.join("bins");
+    let images = root.join("images");
     std::fs::create_dir_all(root.join("bin")).unwrap();
     std::fs::create_dir_all(&bins).unwrap();
+    std::fs::create_dir_all(&images).unwrap();
     let from = bins_dir();
     let strip = |src: &Path, dst: &Path| {
         assert!(
@@ -95,6 +101,26 @@ pub fn install_disk(dir: &Path, manifest: &reach_manifest::Manifest) -> PathBuf 
     strip(&from.join("reach"), &root.join("bin/reach"));
     for role in &manifest.roles {
         strip(&from.join(&role.binary), &bins.join(&role.binary));
+    }
+    let run = |cmd: &mut std::process::Command| {
+        let o = cmd.output().expect("runs");
+        assert!(
+            o.status.success(),
+            "{cmd:?}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    run(std::process::Command::new(root.join("bin/reach"))
+        .args(["scribe", "images", "--bins"])
+        .arg(&bins)
+        .arg("--digests-out")
+        .arg(root.join("digests.toml")));
+    for role in &manifest.roles {
+        run(std::process::Command::new("podman")
+            .args(["save", "--quiet", "--uncompressed", "--format", "oci-archive", "-o"])
+            .arg(images.join(format!("{}.tar", role.name)))
+            .arg(format!("{}:latest", role.image)));
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/guest/install.sh");
     std::fs::copy(&script, root.join("install.sh")).unwrap();
