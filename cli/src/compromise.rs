@@ -21,7 +21,7 @@
 //!
 //! A body under Quadlet (`--podman`) holds its leaves as Podman secrets: the role's unit is
 //! stopped, then each Scribe step is rolled out as `reach scribe renew --restart` does,
-//! restarting the other roles one at a time (a withheld role is never rolled out to).
+//! restarting the other roles (a withheld role is never rolled out to).
 
 use std::process::ExitCode;
 use std::sync::Arc;

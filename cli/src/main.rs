@@ -267,8 +267,8 @@ enum ScribeCommand {
     Check(scribe::CheckArgs),
     /// A Quadlet body's leaf renewal (what its renewal timer runs hourly, as the body's user):
     /// renew every leaf within its renewal window, replace every Podman secret older than its
-    /// file in the state directory and, with `--restart`, restart one at a time every running
-    /// role that started before its secrets were created.
+    /// file in the state directory and, with `--restart`, restart in one transaction every
+    /// running role that started before its secrets were created.
     Renew(scribe::RenewArgs),
 }
 

@@ -378,8 +378,8 @@ pub fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
 pub struct RenewArgs {
     #[command(flatten)]
     target: crate::Target,
-    /// Restart each role that holds older secrets (`systemctl --user restart
-    /// reach-<role>.service`; root's body, the system manager's), one at a time, so it starts
+    /// Restart every role that holds older secrets, in one transaction (`systemctl --user
+    /// restart reach-<role>.service…`; root's body, the system manager's), so each starts once
     /// with its new leaf.
     #[arg(long)]
     restart: bool,
@@ -388,7 +388,7 @@ pub struct RenewArgs {
 /// Renews every leaf within its renewal window, then rolls the state directory out to Podman
 /// ([`reach_scribe::deployed::rollout`]): replaces every secret older than its file (a renewed
 /// leaf, a credential set since) and, with `--restart`, restarts every running role that started
-/// before its secrets were created. Both are decided from what the host shows, so a run
+/// before its secrets were created, in one transaction. Both are decided from what the host shows, so a run
 /// interrupted between renewing and restarting is finished by the next. The operator's own leaf
 /// is renewed in the state directory.
 pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
@@ -410,8 +410,14 @@ pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Rolls the state directory out to a Quadlet body's Podman: replaces every secret older than
-/// its file and, with `restart`, restarts one at a time every running role that started before
-/// its secrets were created (else says which to restart).
+/// its file and, with `restart`, restarts every running role that started before its secrets
+/// were created (else says which to restart).
+///
+/// The restarts are one systemd transaction. Each unit `Requires=` the roles it calls, and
+/// systemd restarts a unit's dependents with it: restarted one at a time, ward took every role
+/// that calls it down and up again, then each later role its own callers, so a role restarted
+/// as often as it had dependencies that needed a restart. In one transaction each unit stops
+/// once, callers first, and starts once, what it needs first.
 pub fn roll_out(
     m: &reach_manifest::Manifest,
     layout: &reach_manifest::plan::StateLayout,
@@ -427,23 +433,31 @@ pub fn roll_out(
     }
     if rollout.restart.is_empty() {
         println!("every running role holds its current secrets");
+        return Ok(());
+    }
+    let units: Vec<String> = rollout
+        .restart
+        .iter()
+        .map(|role| reach_scribe::quadlet::service_name(role))
+        .collect();
+    if !restart {
+        for unit in &units {
+            println!("restart {unit} to serve the new leaf");
+        }
+        return Ok(());
     }
     let manager = crate::host_checks::manager_of(nix::unistd::getuid())?;
     let systemctl = manager.systemctl();
-    for role in &rollout.restart {
-        let unit = reach_scribe::quadlet::service_name(role);
-        if !restart {
-            println!("restart {unit} to serve the new leaf");
-            continue;
-        }
-        let status = manager
-            .command()
-            .args(["restart", &unit])
-            .status()
-            .with_context(|| format!("{systemctl} restart {unit}"))?;
-        if !status.success() {
-            bail!("{systemctl} restart {unit}: {status}");
-        }
+    let status = manager
+        .command()
+        .arg("restart")
+        .args(&units)
+        .status()
+        .with_context(|| format!("{systemctl} restart {}", units.join(" ")))?;
+    if !status.success() {
+        bail!("{systemctl} restart {}: {status}", units.join(" "));
+    }
+    for unit in &units {
         println!("restarted {unit}");
     }
     Ok(())
