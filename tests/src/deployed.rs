@@ -118,7 +118,14 @@ pub fn install_disk(dir: &Path, manifest: &reach_manifest::Manifest) -> PathBuf 
         .arg(root.join("digests.toml")));
     for role in &manifest.roles {
         run(std::process::Command::new("podman")
-            .args(["save", "--quiet", "--uncompressed", "--format", "oci-archive", "-o"])
+            .args([
+                "save",
+                "--quiet",
+                "--uncompressed",
+                "--format",
+                "oci-archive",
+                "-o",
+            ])
             .arg(images.join(format!("{}.tar", role.name)))
             .arg(format!("{}:latest", role.image)));
     }
