@@ -7,13 +7,14 @@
 //! - **ceilings**: cgroup v2 holds every role's memory and pids ceilings (the receipt's
 //!   `resources/*` checks, which honestly fail on a cgroup v1 host, pass here), and the
 //!   kernel's own files say the same;
-//! - **loss**: core's vault deleted, core refuses to serve (the receipt fails `vault/serving`)
-//!   until the operator records `reach vault reconcile`;
+//! - **loss**: core's vault deleted, core refuses to serve (ROLLED_BACK) until the operator
+//!   records `reach vault reconcile`, which the receipt then shows;
 //! - **shutdown**: the reboot's shutdown stops every role cleanly, callers before the roles
 //!   they need, and the vault's last commit is there after it;
 //! - **compromise and root rotation**: `reach compromise egress-discord --podman` under the
 //!   user's systemd: its leaf withheld, the root rotated and the old one retired with every
-//!   other role restarted on its new leaf, the old leaf refused; reinstated, all serve again;
+//!   other role restarted on its new leaf, no role's handshake refused, the old leaf refused;
+//!   reinstated, all serve again;
 //! - **renewal**: the clock moved 19 h on, within every leaf's renewal window: the timer
 //!   Scribe wrote runs `scribe renew --restart` by itself, every leaf is renewed, every role
 //!   serves again;
@@ -233,6 +234,15 @@ async fn a_deployed_host_runs_the_body_under_systemd_across_reboot_and_shutdown(
     let rebooting = Instant::now();
     g.reboot().await;
     let reboot_up_s = g.healthy(roles).await + rebooting.elapsed();
+    // Where a reboot's time goes: the shutdown (monotonic, the boot before) and this boot.
+    let spans = g
+        .ok(
+            "journalctl -b -1 --no-pager -o short-monotonic | grep -E 'Stopping reach-shutdown@|Stopped reach-shutdown@|Stopping User Manager|Stopped User Manager|systemd-shutdown' | head -n 8; \
+             journalctl -b -1 --no-pager -o short-monotonic -n 1; systemd-analyze time || true",
+            SHORT,
+        )
+        .await;
+    println!("reboot:\n{spans}");
     let vault = g
         .body(
             &format!("reach vault status --podman --state {STATE}"),
@@ -353,8 +363,9 @@ async fn body_ok(g: &mut Guest, script: &str, timeout: Duration) -> String {
 }
 
 /// Loss: core's vault is deleted while core is stopped (its high-water mark stays). Core comes
-/// back with a fresh vault that refuses to serve, as the receipt says, until the operator
-/// records that the effects inside the idempotency horizon were reconciled.
+/// back with a fresh vault that refuses to serve (ROLLED_BACK: older than the body's high-water
+/// mark) until the operator records that the effects inside the idempotency horizon were
+/// reconciled. The receipt's `vault/serving` reads the same status.
 async fn loss(g: &mut Guest, roles: usize) {
     body_ok(g, "systemctl --user stop reach-core.service", SHORT).await;
     let data = body_ok(
@@ -388,11 +399,6 @@ async fn loss(g: &mut Guest, roles: usize) {
     g.healthy(roles).await;
     let lost = vault(g).await;
     assert!(lost.starts_with("vault ROLLED_BACK"), "{lost}");
-    let (ok, receipt) = g.receipt().await;
-    let c = checks(&receipt);
-    assert!(!ok, "a lost vault fails the receipt");
-    assert_eq!(c["vault/serving"].0, "fail", "{:?}", c["vault/serving"]);
-    assert_eq!(c["recovery/reconciliation"].0, "fail");
     body_ok(
         g,
         &format!(
@@ -412,6 +418,7 @@ async fn loss(g: &mut Guest, roles: usize) {
 /// reinstated and started the role serves with the rest.
 async fn compromise(g: &mut Guest, m: &reach_manifest::Manifest) {
     let roles = m.roles.len();
+    let since = g.ok("date +%s", SHORT).await;
     let out = body_ok(
         g,
         &format!(
@@ -423,6 +430,21 @@ async fn compromise(g: &mut Guest, m: &reach_manifest::Manifest) {
     .await;
     assert!(out.contains("the old leaf is refused"), "{out}");
     assert!(out.contains("root rotated"), "{out}");
+    // The rotation refused no role: the one handshake refused is the proof's, at the server it
+    // names (restarted roles' calls may fail while a server restarts; none is refused).
+    let server = out
+        .lines()
+        .find_map(|l| l.split("the old leaf is refused: ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no proof: {out}"))
+        .to_owned();
+    let refused = refused_since(g, &since).await;
+    assert!(
+        refused
+            .lines()
+            .all(|l| l.contains(&format!(" reach-{server}["))),
+        "a role was refused during the root rotation:\n{refused}"
+    );
     let state = body_ok(
         g,
         "systemctl --user show reach-egress-discord.service -p ActiveState",
@@ -456,7 +478,7 @@ async fn renewal(g: &mut Guest, m: &reach_manifest::Manifest) {
     let invocation =
         "systemctl --user show reach-renew.service -p InvocationID -p ActiveState -p Result";
     let first = body_ok(g, invocation, SHORT).await;
-    g.ok("date -s '+19 hours' >/dev/null", SHORT).await;
+    let since = g.ok("date -s '+19 hours' +%s", SHORT).await;
     let deadline = Instant::now() + Duration::from_secs(900);
     let done = loop {
         let now = body_ok(g, invocation, SHORT).await;
@@ -502,8 +524,23 @@ async fn renewal(g: &mut Guest, m: &reach_manifest::Manifest) {
         assert!(!after.contains(line), "not renewed: {line}");
     }
     g.healthy(m.roles.len()).await;
+    // Renewed leaves chain to the same root: no handshake was refused.
+    let refused = refused_since(g, &since).await;
+    assert!(refused.is_empty(), "refused during the renewal:\n{refused}");
     let (ok, receipt) = g.receipt().await;
     passes(ok, &receipt, m, true);
+}
+
+/// The body's `handshake refused` log lines since the guest's unix time `since`.
+async fn refused_since(g: &mut Guest, since: &str) -> String {
+    g.ok(
+        &format!(
+            "journalctl --no-pager -o short --since @{} _UID=1500 | grep 'handshake refused' || true",
+            since.trim()
+        ),
+        SHORT,
+    )
+    .await
 }
 
 /// The clean rebuild (seed 001: "destroying and reprovisioning from a trusted pinned image
