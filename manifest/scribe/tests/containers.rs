@@ -363,6 +363,25 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             .map(|(_, at)| user_units.join(at))
             .collect(),
     );
+    // The system unit of the body's orderly stop, installed and enabled for the user as root
+    // would (`install` into /etc/systemd/system, `systemctl enable`; no system manager reads
+    // them here). Removed again with the test, unless they were there.
+    let system = Path::new("/etc/systemd/system");
+    let template = system.join(reach_scribe::shutdown::TEMPLATE);
+    let enabled = system
+        .join("multi-user.target.wants")
+        .join(reach_scribe::shutdown::instance(r.uid));
+    let installed_before = template.exists() || enabled.exists();
+    if !installed_before {
+        std::fs::create_dir_all(enabled.parent().unwrap()).unwrap();
+        std::fs::copy(out_file(reach_scribe::shutdown::UNIT_FILE), &template).unwrap();
+        std::os::unix::fs::symlink(&template, &enabled).unwrap();
+    }
+    let _uninstall = Unlink(if installed_before {
+        Vec::new()
+    } else {
+        vec![enabled.clone(), template.clone()]
+    });
     let audit = reach(&["audit", "--units", &units]);
     let receipt: serde_json::Value = serde_json::from_slice(&audit.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&audit.stderr)));
@@ -399,6 +418,7 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
             "units/drift",
             "reboot/linger",
             "renewal/timer",
+            "units/shutdown",
             "secrets/rollout",
             "resources/pids",
             "process/core-dumps",
@@ -471,6 +491,22 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         "{detail}"
     );
     link(&timer_links[2].0, timer_links[2].1);
+
+    // Not enabled for the user, a shutdown stops the body all at once: exactly
+    // `units/shutdown` fails, saying what root runs.
+    if !installed_before {
+        std::fs::remove_file(&enabled).unwrap();
+        let (id, detail) = only_failure(reach(&["audit", "--units", &units]));
+        assert_eq!(id, "units/shutdown");
+        assert!(
+            detail.contains(&format!(
+                "systemctl enable --now {}",
+                reach_scribe::shutdown::instance(r.uid)
+            )),
+            "{detail}"
+        );
+        std::os::unix::fs::symlink(&template, &enabled).unwrap();
+    }
 
     // Without lingering the body would stay down after a reboot: exactly `reboot/linger` fails,
     // saying what to run.
