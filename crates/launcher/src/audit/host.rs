@@ -471,7 +471,7 @@ pub fn shutdown_in(manifest: &Manifest, journal: &str) -> Check {
     let mut stopped_at = std::collections::BTreeMap::new();
     for role in &manifest.roles {
         let name = role.name.as_str();
-        let unit = format!("reach-{name}.service");
+        let unit = reach_scribe::quadlet::service_name(name);
         let about: Vec<&Entry> = entries
             .iter()
             .filter(|e| e.unit.as_deref() == Some(unit.as_str()))
@@ -500,10 +500,11 @@ pub fn shutdown_in(manifest: &Manifest, journal: &str) -> Check {
                 "{name}: its unit was not stopped before the boot ended"
             )),
         }
-        let ident = format!("reach-{name}");
+        // Quadlet's units log as their own name (`SyslogIdentifier=%N`).
+        let ident = unit.trim_end_matches(".service");
         let drained = entries.iter().any(|e| {
             e.at_us >= since
-                && e.identifier.as_deref() == Some(ident.as_str())
+                && e.identifier.as_deref() == Some(ident)
                 && e.message.contains("\"message\":\"stopped\"")
         });
         if !drained {
