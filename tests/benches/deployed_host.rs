@@ -15,7 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use reach_tests::deployed::{self, Guest, STATE};
+use reach_tests::deployed::{self, Guest};
 
 fn s(d: Duration) -> f64 {
     d.as_secs_f64()
@@ -39,22 +39,10 @@ async fn main() {
     let mut g = Guest::boot(&image, accel, &run, &disk, Some(&install)).await;
     let boot = t.elapsed();
     let t = Instant::now();
-    g.ok(
-        "mkdir -p /mnt/reach-install && \
-         mount -o ro /dev/disk/by-id/virtio-reach-data /mnt/reach-install && \
-         sh /mnt/reach-install/install.sh",
-        Duration::from_secs(1800),
-    )
-    .await;
+    g.install("").await;
     let installed = t.elapsed();
     let healthy = g.healthy(roles).await;
-    let genesis = g
-        .body(
-            &format!("reach vault reconcile --genesis --note bench --podman --state {STATE}"),
-            Duration::from_secs(120),
-        )
-        .await;
-    assert_eq!(genesis.exit_code, Some(0), "genesis");
+    g.reconcile("bench", true).await;
     let t = Instant::now();
     let (ok, _) = g.receipt().await;
     let receipt = t.elapsed();

@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use reach_vm::agent::{Agent, ExecBounds, ExecOutcome};
-use reach_vm::machine::{Disks, Machine};
+use reach_vm::machine::{DATA_DISK_SERIAL, Disks, Machine};
 use reach_vm::manifest::ImageManifest;
 use reach_vm::probe::Accel;
 
@@ -36,6 +36,8 @@ pub const UNITS: &str = "/home/reach/.config/containers/systemd";
 /// The guest's memory: eight roles' ceilings (704 MiB together), Podman and systemd.
 const MEMORY_MIB: u32 = 3072;
 const CPUS: u32 = 2;
+/// How long install.sh may take (TCG).
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(1800);
 /// How long a boot may take to answer the agent (TCG on two shared cores).
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(600);
 const AGENT_CHANNEL: &str = "org.qemu.guest_agent.0";
@@ -341,6 +343,66 @@ impl Guest {
             sh_quote(script)
         );
         self.sh(&wrapped, timeout).await
+    }
+
+    /// Runs `script` as the body's user and asserts it succeeded; its stdout. A failure reports
+    /// as [`Guest::ok`]'s does.
+    pub async fn body_ok(&mut self, script: &str, timeout: Duration) -> String {
+        let o = self.body(script, timeout).await;
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        if o.exit_code != Some(0) {
+            let why = self.diagnose().await;
+            panic!(
+                "{script}: exit {:?}\nstdout:\n{out}\nstderr:\n{}\n{why}",
+                o.exit_code,
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        out
+    }
+
+    /// Runs install.sh from the install disk as root (`mode`: "" installs, "rebuild" rebuilds),
+    /// mounting the disk first if it is not mounted (a reboot unmounts it).
+    pub async fn install(&mut self, mode: &str) {
+        self.ok(
+            &format!(
+                "mkdir -p /mnt/reach-install && \
+                 {{ mountpoint -q /mnt/reach-install || \
+                   mount -o ro /dev/disk/by-id/virtio-{DATA_DISK_SERIAL} /mnt/reach-install; }} && \
+                 sh /mnt/reach-install/install.sh {mode}"
+            ),
+            INSTALL_TIMEOUT,
+        )
+        .await;
+    }
+
+    /// `reach vault status` as the body's user: its output, stdout then stderr.
+    pub async fn vault_status(&mut self) -> String {
+        let o = self
+            .body(
+                &format!("reach vault status --podman --state {STATE}"),
+                Duration::from_secs(120),
+            )
+            .await;
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    }
+
+    /// `reach vault reconcile` as the body's user (`--genesis` for a first start), asserted to
+    /// succeed; `note` is kept in the trail.
+    pub async fn reconcile(&mut self, note: &str, genesis: bool) {
+        self.body_ok(
+            &format!(
+                "reach vault reconcile {}--note {} --podman --state {STATE}",
+                if genesis { "--genesis " } else { "" },
+                sh_quote(note)
+            ),
+            Duration::from_secs(120),
+        )
+        .await;
     }
 
     /// Polls `reach status --podman` as the body's user until all `roles` are healthy; how

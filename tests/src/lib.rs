@@ -523,3 +523,20 @@ pub async fn start_deferring(
     em.set_interaction_window(window);
     (body, em)
 }
+
+/// A `reach audit` receipt's checks as (id, outcome, detail), in the receipt's order (a check
+/// without a detail has an empty one).
+pub fn receipt_checks(receipt: &serde_json::Value) -> Vec<(String, String, String)> {
+    receipt["checks"]
+        .as_array()
+        .expect("the receipt has checks")
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap().to_owned(),
+                c["outcome"].as_str().unwrap().to_owned(),
+                c["detail"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}

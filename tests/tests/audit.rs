@@ -162,18 +162,7 @@ fn only_failure(ok: bool, receipt: &Value) -> (String, String, String) {
 }
 
 fn outcomes(receipt: &Value) -> Vec<(String, String, String)> {
-    receipt["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .map(|c| {
-            (
-                c["id"].as_str().unwrap().to_owned(),
-                c["outcome"].as_str().unwrap().to_owned(),
-                c["detail"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    reach_tests::receipt_checks(receipt)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

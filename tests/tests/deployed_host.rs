@@ -53,19 +53,9 @@ impl Keep {
 
 /// Every check's (outcome, detail) by id.
 fn checks(receipt: &Value) -> BTreeMap<String, (String, String)> {
-    receipt["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .map(|c| {
-            (
-                c["id"].as_str().unwrap().to_owned(),
-                (
-                    c["outcome"].as_str().unwrap().to_owned(),
-                    c["detail"].as_str().unwrap_or_default().to_owned(),
-                ),
-            )
-        })
+    reach_tests::receipt_checks(receipt)
+        .into_iter()
+        .map(|(id, outcome, detail)| (id, (outcome, detail)))
         .collect()
 }
 
@@ -152,29 +142,10 @@ async fn a_deployed_host_runs_the_body_under_systemd_across_reboot_and_shutdown(
     assert!(account.trim().ends_with(":/usr/sbin/nologin"), "{account}");
 
     let installing = Instant::now();
-    g.ok(
-        "mkdir -p /mnt/reach-install && \
-         mount -o ro /dev/disk/by-id/virtio-reach-data /mnt/reach-install && \
-         sh /mnt/reach-install/install.sh",
-        LONG,
-    )
-    .await;
+    g.install("").await;
     let install_s = installing.elapsed();
     let up_s = g.healthy(roles).await;
-    let genesis = g
-        .body(
-            &format!(
-                "reach vault reconcile --genesis --note 'deployed host: first start' --podman --state {STATE}"
-            ),
-            SHORT,
-        )
-        .await;
-    assert_eq!(
-        genesis.exit_code,
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&genesis.stderr)
-    );
+    g.reconcile("deployed host: first start", true).await;
     let audited = Instant::now();
     let (ok, first) = g.receipt().await;
     let receipt_s = audited.elapsed();
@@ -243,13 +214,7 @@ async fn a_deployed_host_runs_the_body_under_systemd_across_reboot_and_shutdown(
         )
         .await;
     println!("reboot:\n{spans}");
-    let vault = g
-        .body(
-            &format!("reach vault status --podman --state {STATE}"),
-            SHORT,
-        )
-        .await;
-    let vault = String::from_utf8_lossy(&vault.stdout).into_owned();
+    let vault = g.vault_status().await;
     assert!(vault.starts_with("vault SERVING"), "{vault}");
     let journal = g
         .ok(
@@ -332,48 +297,19 @@ async fn a_deployed_host_runs_the_body_under_systemd_across_reboot_and_shutdown(
     );
 }
 
-/// `reach vault status` in the guest: its one line.
-async fn vault(g: &mut Guest) -> String {
-    let o = g
-        .body(
-            &format!("reach vault status --podman --state {STATE}"),
-            SHORT,
-        )
-        .await;
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Runs `script` as the body's user and asserts it succeeded; its stdout.
-async fn body_ok(g: &mut Guest, script: &str, timeout: Duration) -> String {
-    let o = g.body(script, timeout).await;
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    if o.exit_code != Some(0) {
-        let why = g.diagnose().await;
-        panic!(
-            "{script}: exit {:?}\nstdout:\n{out}\nstderr:\n{}\n{why}",
-            o.exit_code,
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    out
-}
-
 /// Loss: core's vault is deleted while core is stopped (its high-water mark stays). Core comes
 /// back with a fresh vault that refuses to serve (ROLLED_BACK: older than the body's high-water
 /// mark) until the operator records that the effects inside the idempotency horizon were
 /// reconciled. The receipt's `vault/serving` reads the same status.
 async fn loss(g: &mut Guest, roles: usize) {
-    body_ok(g, "systemctl --user stop reach-core.service", SHORT).await;
-    let data = body_ok(
-        g,
-        "podman volume inspect reach-data-core --format '{{.Mountpoint}}'",
-        SHORT,
-    )
-    .await;
+    g.body_ok("systemctl --user stop reach-core.service", SHORT)
+        .await;
+    let data = g
+        .body_ok(
+            "podman volume inspect reach-data-core --format '{{.Mountpoint}}'",
+            SHORT,
+        )
+        .await;
     let data = data.trim();
     let left = g
         .ok(
@@ -389,26 +325,21 @@ async fn loss(g: &mut Guest, roles: usize) {
         "the high-water mark stays: {left}"
     );
     // Starting core's callers starts core (they require it).
-    body_ok(
-        g,
+    g.body_ok(
         "systemctl --user start reach-core.service reach-egress-discord.service \
          reach-ingress-edge.service",
         SHORT,
     )
     .await;
     g.healthy(roles).await;
-    let lost = vault(g).await;
+    let lost = g.vault_status().await;
     assert!(lost.starts_with("vault ROLLED_BACK"), "{lost}");
-    body_ok(
-        g,
-        &format!(
-            "reach vault reconcile --note 'deployed host: vault deleted; no effect in the horizon' \
-             --podman --state {STATE}"
-        ),
-        SHORT,
+    g.reconcile(
+        "deployed host: vault deleted; no effect in the horizon",
+        false,
     )
     .await;
-    let back = vault(g).await;
+    let back = g.vault_status().await;
     assert!(back.starts_with("vault SERVING"), "{back}");
     // The receipt after the reboot below judges the reconciliation (`recovery/reconciliation`).
 }
@@ -419,15 +350,15 @@ async fn loss(g: &mut Guest, roles: usize) {
 async fn compromise(g: &mut Guest, m: &reach_manifest::Manifest) {
     let roles = m.roles.len();
     let since = g.ok("date +%s", SHORT).await;
-    let out = body_ok(
-        g,
-        &format!(
-            "reach compromise egress-discord --reason 'deployed host: drill' --podman \
+    let out = g
+        .body_ok(
+            &format!(
+                "reach compromise egress-discord --reason 'deployed host: drill' --podman \
              --state {STATE}"
-        ),
-        LONG,
-    )
-    .await;
+            ),
+            LONG,
+        )
+        .await;
     assert!(out.contains("the old leaf is refused"), "{out}");
     assert!(out.contains("root rotated"), "{out}");
     // The rotation refused no role: the one handshake refused is the proof's, at the server it
@@ -445,25 +376,20 @@ async fn compromise(g: &mut Guest, m: &reach_manifest::Manifest) {
             .all(|l| l.contains(&format!(" reach-{server}["))),
         "a role was refused during the root rotation:\n{refused}"
     );
-    let state = body_ok(
-        g,
-        "systemctl --user show reach-egress-discord.service -p ActiveState",
-        SHORT,
-    )
-    .await;
+    let state = g
+        .body_ok(
+            "systemctl --user show reach-egress-discord.service -p ActiveState",
+            SHORT,
+        )
+        .await;
     assert_eq!(state.trim(), "ActiveState=inactive", "{out}");
-    body_ok(
-        g,
+    g.body_ok(
         &format!("reach compromise egress-discord --reinstate --podman --state {STATE}"),
         LONG,
     )
     .await;
-    body_ok(
-        g,
-        "systemctl --user start reach-egress-discord.service",
-        SHORT,
-    )
-    .await;
+    g.body_ok("systemctl --user start reach-egress-discord.service", SHORT)
+        .await;
     g.healthy(roles).await;
     // The receipt after the renewal below judges the rotation (`rotation/root`).
 }
@@ -477,11 +403,11 @@ async fn renewal(g: &mut Guest, m: &reach_manifest::Manifest) {
     let before = g.ok(&leaves, SHORT).await;
     let invocation =
         "systemctl --user show reach-renew.service -p InvocationID -p ActiveState -p Result";
-    let first = body_ok(g, invocation, SHORT).await;
+    let first = g.body_ok(invocation, SHORT).await;
     let since = g.ok("date -s '+19 hours' +%s", SHORT).await;
     let deadline = Instant::now() + Duration::from_secs(900);
     let done = loop {
-        let now = body_ok(g, invocation, SHORT).await;
+        let now = g.body_ok(invocation, SHORT).await;
         let id = |s: &str| {
             s.lines()
                 .find_map(|l| l.strip_prefix("InvocationID="))
@@ -560,13 +486,7 @@ async fn rebuild(g: &mut Guest, m: &reach_manifest::Manifest) {
         SHORT,
     )
     .await;
-    g.ok(
-        "mountpoint -q /mnt/reach-install || \
-         mount -o ro /dev/disk/by-id/virtio-reach-data /mnt/reach-install; \
-         sh /mnt/reach-install/install.sh rebuild",
-        LONG,
-    )
-    .await;
+    g.install("rebuild").await;
     g.healthy(roles).await;
     assert_ne!(g.ok(&bundle, SHORT).await, old_bundle, "the same root");
     let old = g
@@ -577,20 +497,13 @@ async fn rebuild(g: &mut Guest, m: &reach_manifest::Manifest) {
         old.exit_code != Some(0) && said.contains(&format!("0/{roles} roles healthy")),
         "the old operator's leaf: {said}"
     );
-    let fresh = vault(g).await;
+    let fresh = g.vault_status().await;
     assert!(
         fresh.starts_with("vault AWAITING_RECONCILIATION"),
         "{fresh}"
     );
-    body_ok(
-        g,
-        &format!(
-            "reach vault reconcile --note 'deployed host: rebuilt; effects reconciled' \
-             --podman --state {STATE}"
-        ),
-        SHORT,
-    )
-    .await;
+    g.reconcile("deployed host: rebuilt; effects reconciled", false)
+        .await;
     let (ok, receipt) = g.receipt().await;
     // The rebuilt body has not been through a reboot: lifecycle/reboot is skipped.
     passes(ok, &receipt, m, false);
