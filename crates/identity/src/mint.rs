@@ -74,7 +74,9 @@ fn fresh_serial() -> rcgen::SerialNumber {
     // 16 random bytes from a fresh key's public half: unique without another RNG dependency.
     let k = KeyPair::generate().expect("key generation");
     let mut bytes: Vec<u8> = k.public_key_raw().iter().rev().take(16).copied().collect();
-    bytes[0] &= 0x7f; // positive INTEGER
+    // Positive, and minimal as DER writes it: a leading zero byte would be dropped from the
+    // certificate, and the serial recorded here would not be the certificate's.
+    bytes[0] = (bytes[0] & 0x7f) | 0x40;
     rcgen::SerialNumber::from(bytes)
 }
 
