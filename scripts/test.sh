@@ -4,6 +4,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/reach-target}"
 export CARGO_TERM_COLOR=never
+# One build per run: incremental state only grows a target dir kept between runs.
+export CARGO_INCREMENTAL=0
+rm -rf "$CARGO_TARGET_DIR/debug/incremental"
+# What the disk holds matters: guests, containers and the build all write to it.
+disk() { echo "test: disk $1: $(df -h --output=avail /var/tmp | tail -n1 | tr -d ' ') free in /var/tmp, $(df -h --output=avail /tmp | tail -n1 | tr -d ' ') in /tmp"; }
+disk "at start"
 bash scripts/check-docs.sh # the documents name only real paths; SPECIFICATION rows stay short
 
 REACH_TEST_DATABASE_URL=$(scripts/setup-test-host.sh)
@@ -32,8 +38,12 @@ bash scripts/local-model-setup.sh >"$model_log" 2>&1 &
 model=$!
 trap 'kill "$smoke" "$model" 2>/dev/null || true; rm -f "$smoke_log" "$model_log"' EXIT
 
-# Role binaries first: the cross-service tests start them as separate processes.
-cargo build --workspace --bins
+# Role binaries first: the cross-service tests start them as separate processes. Every
+# unit the run uses is listed (fresh or not), so what a kept target dir holds beyond them is
+# pruned before the tests need the disk.
+units=$(mktemp)
+trap 'kill "$smoke" "$model" 2>/dev/null || true; rm -f "$smoke_log" "$model_log" "$units"' EXIT
+cargo build --workspace --bins --message-format=json-render-diagnostics >"$units"
 smoke_rc=0
 wait "$smoke" || smoke_rc=$?
 cat "$smoke_log"
@@ -43,4 +53,7 @@ wait "$model" || model_rc=$?
 cat "$model_log"
 [ "$model_rc" = 0 ] || exit "$model_rc"
 
+cargo test --workspace --no-run --message-format=json-render-diagnostics >>"$units"
+python3 scripts/prune-target.py "$CARGO_TARGET_DIR/debug" "$units"
+disk "before the tests"
 cargo test --workspace --no-fail-fast "$@"
