@@ -15,8 +15,12 @@
 //! Printed, all from one process, per run and as p50: `restart` (SIGKILL → core ready);
 //! `started`: `settle` (core ready → run terminal), of it `destroy` (recovery's destroy of
 //! the instance, from the signed record), and `settle - destroy`; `waiting`: `resume` (core
-//! ready → the waiting step journaled past PENDING). The target (≤ 5 s) is on the p50 over
-//! both points of `settle - destroy` and `resume`.
+//! ready → the waiting step journaled past PENDING).
+//!
+//! Then every point where `tests/task_crash.rs` kills core (`reach_tests::tasks::CRASH_POINTS`),
+//! one run each: core ready → the run's first progress (a passage, fact, experiment or step
+//! state, or its end), beside the restart (SIGKILL → core ready). The target (≤ 5 s,
+//! destruction excluded) is on that p50.
 //!
 //! Knob (environment, bench only): REACH_RECOVERY_RUNS (3).
 #![allow(clippy::disallowed_methods)] // Benchmark knobs, never secrets.
@@ -27,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use reach_proto::core::v1 as core_pb;
 use reach_proto::ward::v1 as ward_pb;
-use reach_tests::tasks::{settled, start};
+use reach_tests::tasks::{CRASH_POINTS, settled, start};
 use reach_tests::workbench::operator_ward;
 use tokio_stream::StreamExt as _;
 
@@ -205,9 +209,92 @@ async fn main() {
     }
     let mut both: Vec<f64> = own.iter().chain(&resumes).copied().collect();
     println!(
-        "waiting p50: resume {:.0} ms; p50 over both points {:.0} ms (target ≤ 5000)",
+        "waiting p50: resume {:.0} ms; p50 over both points {:.0} ms",
         p50(&mut resumes),
         p50(&mut both)
     );
+
+    // Every point where tests/task_crash.rs kills core, one run each: the time from core
+    // ready to the run's first progress (any passage, fact, experiment or step state, or the
+    // run's end). What recovery does before core is ready is in its restart, printed beside.
+    let points: Vec<_> = CRASH_POINTS.iter().filter(|p| p.0 == "core").collect();
+    println!(
+        "task_recovery: {} crash points of core, one run each",
+        points.len()
+    );
+    let mut firsts = Vec::new();
+    for (role, kind, nth, what) in points {
+        let mut stream = story.ask_stream(&mut packs).await;
+        let (mut seen, mut run) = (0, String::new());
+        while let Some(e) = stream.next().await {
+            let e = e.unwrap();
+            run.clone_from(&e.run_id);
+            assert_ne!(e.kind, "ended", "{kind} #{nth} never reached: {e:?}");
+            if e.kind == *kind {
+                seen += 1;
+                if seen == *nth {
+                    break;
+                }
+            }
+        }
+        let launcher = story.f.body.body.as_mut().unwrap();
+        let killed = Instant::now();
+        launcher.kill_role(role).await.unwrap();
+        drop(stream);
+        launcher.start_role(role).await.unwrap();
+        let ready = Instant::now();
+        let at_ready = progress(&mut packs, &run).await;
+        let first = loop {
+            let now = progress(&mut packs, &run).await;
+            if now != at_ready || now.0 != "open" {
+                break ready.elapsed();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let view = settled(&mut packs, &run, Duration::from_secs(600))
+            .await
+            .expect("the run ends");
+        let end = view.run.unwrap();
+        let end = if end.state == "concluded" {
+            end.state
+        } else {
+            end.end_code
+        };
+        println!(
+            "  {what} ({kind} #{nth}): restart {:.0} ms, first progress {:.0} ms after, \
+             then {end}",
+            ms(ready - killed),
+            ms(first)
+        );
+        firsts.push(ms(first));
+    }
+    println!(
+        "every core point p50: first progress {:.0} ms after core ready (target ≤ 5000)",
+        p50(&mut firsts)
+    );
     story.f.body.stop().await;
+}
+
+/// What a run has done, as its report shows: state, passages, facts, and each experiment's
+/// state with its steps' states. Two reads differ once the run has made progress.
+async fn progress(
+    packs: &mut reach_proto::core::v1::packs_client::PacksClient<tonic::transport::Channel>,
+    run: &str,
+) -> (String, usize, usize, Vec<String>) {
+    let Ok(v) = packs.show_run(core_pb::RunRef { run_id: run.into() }).await else {
+        return ("unreadable".into(), 0, 0, vec![]);
+    };
+    let json: serde_json::Value = serde_json::from_str(&v.get_ref().json).unwrap();
+    let experiments = json["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| format!("{}{}", x["state"], x["steps"]))
+        .collect();
+    (
+        v.get_ref().run.as_ref().unwrap().state.clone(),
+        json["passages"].as_array().unwrap().len(),
+        json["facts"].as_array().map_or(0, Vec::len),
+        experiments,
+    )
 }

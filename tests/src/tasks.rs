@@ -19,6 +19,51 @@ use crate::workbench::{Fixture, start_with};
 pub const GOAL: &str = "Mail for alice@example.test must be delivered locally to alice's \
 mailbox, and the server must not be an open relay.";
 
+/// The durable steps of a task run where `tests/task_crash.rs` kills a role (and
+/// `benches/task_recovery.rs` times core's recovery), each as the event that follows its
+/// commit: (the role killed, event kind, its occurrence in the run from 1, what is durable
+/// when it is seen).
+pub const CRASH_POINTS: &[(&str, &str, usize, &str)] = &[
+    ("core", "passage", 1, "the first passage committed"),
+    ("core", "proposal", 1, "a proposal signed"),
+    ("core", "review", 1, "the Reviewer's rejection signed"),
+    ("core", "decision", 1, "the Chair's revision request"),
+    (
+        "core",
+        "experiment",
+        1,
+        "VM1 about to be journaled and created",
+    ),
+    ("core", "step", 1, "VM1's first observation applied"),
+    ("core", "destroyed", 1, "VM1 destroyed, its record signed"),
+    ("core", "decision", 3, "the repair admitted"),
+    ("core", "hil-waiting", 1, "the repair's first request filed"),
+    ("core", "step-started", 6, "a repair step STARTED"),
+    // ("core", "step", 6, "a repair step applied") left a resumed run open in one CI run
+    // (2026-12-05); it has passed in all 7 local runs since, but stays out until that hang is
+    // understood (issue #30).
+    ("core", "verifier", 2, "VM2's verifier result recorded"),
+    ("core", "recipe", 1, "the recipe signed"),
+    (
+        "ward",
+        "hil-waiting",
+        1,
+        "the repair's first request filed, waiting at ward",
+    ),
+    (
+        "workbench",
+        "step-started",
+        6,
+        "a repair step STARTED, its reply due from workbench",
+    ),
+    (
+        "vm-broker",
+        "step-started",
+        6,
+        "a repair step STARTED, its instance held by the broker",
+    ),
+];
+
 /// The body, the inference fixture it calls (none when a real runtime answers), and the pack.
 #[derive(Debug)]
 pub struct Story {

@@ -10,7 +10,9 @@
 //!   the Room (a recipe stored before the crash concludes it; nothing is redone);
 //! - every experiment is terminal, each instance confirmed destroyed, no QEMU of it is left;
 //! - every Experiment fact names a signed record; no step was asked for twice (each
-//!   experiment's HIL requests name distinct steps); no step of the journal is left STARTED.
+//!   experiment's HIL requests name distinct steps); no step of the journal is left STARTED;
+//! - every passage settled before the crash is there once, its charges unchanged, and the
+//!   run's usage is the sum over its passages.
 //!
 //! Prints the number of crash points and runs, and each run's end.
 //!
@@ -26,52 +28,29 @@ use std::time::Duration;
 
 use reach_proto::core::v1 as core_pb;
 use reach_room::fact::{FactBody, RoomFact};
-use reach_tests::tasks::{settled, start};
+use reach_tests::tasks::{CRASH_POINTS as POINTS, settled, start};
 use reach_tests::workbench::{Verdict, hil_requests, operator};
 use tokio_stream::StreamExt as _;
 
-/// A durable step, as the event that follows its commit: (the role killed, event kind, its
-/// occurrence in the run from 1, what is durable when it is seen).
-const POINTS: &[(&str, &str, usize, &str)] = &[
-    ("core", "passage", 1, "the first passage committed"),
-    ("core", "proposal", 1, "a proposal signed"),
-    ("core", "review", 1, "the Reviewer's rejection signed"),
-    ("core", "decision", 1, "the Chair's revision request"),
-    (
-        "core",
-        "experiment",
-        1,
-        "VM1 about to be journaled and created",
-    ),
-    ("core", "step", 1, "VM1's first observation applied"),
-    ("core", "destroyed", 1, "VM1 destroyed, its record signed"),
-    ("core", "decision", 3, "the repair admitted"),
-    ("core", "hil-waiting", 1, "the repair's first request filed"),
-    ("core", "step-started", 6, "a repair step STARTED"),
-    // ("core", "step", 6, "a repair step applied") left a resumed run open in one CI run
-    // (2026-12-05); it has passed in all 7 local runs since, but stays out until that hang is
-    // understood (issue #30).
-    ("core", "verifier", 2, "VM2's verifier result recorded"),
-    ("core", "recipe", 1, "the recipe signed"),
-    (
-        "ward",
-        "hil-waiting",
-        1,
-        "the repair's first request filed, waiting at ward",
-    ),
-    (
-        "workbench",
-        "step-started",
-        6,
-        "a repair step STARTED, its reply due from workbench",
-    ),
-    (
-        "vm-broker",
-        "step-started",
-        6,
-        "a repair step STARTED, its instance held by the broker",
-    ),
-];
+/// The run's passages that had settled (left `submitting`), as the run report shows them.
+async fn settled_passages(
+    packs: &mut reach_proto::core::v1::packs_client::PacksClient<tonic::transport::Channel>,
+    run: &str,
+) -> Vec<serde_json::Value> {
+    let view = packs
+        .show_run(core_pb::RunRef { run_id: run.into() })
+        .await
+        .unwrap()
+        .into_inner();
+    let json: serde_json::Value = serde_json::from_str(&view.json).unwrap();
+    json["passages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["state"] != "submitting")
+        .cloned()
+        .collect()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn core_killed_at_each_durable_step_ends_every_run_once_and_leaves_no_instance() {
@@ -83,12 +62,14 @@ async fn core_killed_at_each_durable_step_ends_every_run_once_and_leaves_no_inst
         // started again after each kill).
         let mut approver = operator(&story.f.body, &story.f.pack, |_| Verdict::Approve);
         let mut stream = story.ask_stream(&mut packs).await;
-        let (mut seen, mut run, mut ended) = (0, String::new(), false);
+        let (mut seen, mut run, mut ended) = (0, String::new(), None);
+        let mut events = Vec::new();
         while let Some(e) = stream.next().await {
             let e = e.unwrap();
             run.clone_from(&e.run_id);
+            events.push(format!("{}: {}", e.kind, e.text));
             if e.kind == "ended" {
-                ended = true;
+                ended = Some(format!("{} ({})", e.code, e.text));
                 break;
             }
             if e.kind == *kind {
@@ -98,7 +79,24 @@ async fn core_killed_at_each_durable_step_ends_every_run_once_and_leaves_no_inst
                 }
             }
         }
-        assert!(!ended, "point {i} ({kind} #{nth}) was never reached");
+        if let Some(end) = ended {
+            let tail = |role: &str| {
+                let log = story.f.body.log(role);
+                let lines: Vec<&str> = log.lines().collect();
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            };
+            panic!(
+                "point {i} ({kind} #{nth}) was never reached: {run} ended {end}\n\
+                 its events:\n{}\n-- core --\n{}\n-- workbench --\n{}\n-- vm-broker --\n{}",
+                events.join("\n"),
+                tail("core"),
+                tail("workbench"),
+                tail("vm-broker"),
+            );
+        }
+        // The passages settled before the crash, with their charges (the view reads the
+        // vault, which the event followed).
+        let before = settled_passages(&mut packs, &run).await;
         // The operator steps away while the role is down and comes back after it restarts.
         approver.abort();
         let launcher = story.f.body.body.as_mut().unwrap();
@@ -183,6 +181,38 @@ async fn core_killed_at_each_durable_step_ends_every_run_once_and_leaves_no_inst
 
         // Every experiment terminal and destroyed, no step left STARTED, no QEMU left.
         let json: serde_json::Value = serde_json::from_str(&view.json).unwrap();
+
+        // A passage settled before the crash is returned, not inferred again: each attempt
+        // appears once, and what it was charged is unchanged by the restart.
+        let passages = json["passages"].as_array().unwrap();
+        let mut attempts: Vec<&str> = passages
+            .iter()
+            .map(|p| p["attempt_id"].as_str().unwrap())
+            .collect();
+        attempts.sort_unstable();
+        let n = attempts.len();
+        attempts.dedup();
+        assert_eq!(attempts.len(), n, "{at}: a passage recorded twice");
+        for b in &before {
+            let after = passages
+                .iter()
+                .find(|p| p["attempt_id"] == b["attempt_id"])
+                .unwrap_or_else(|| panic!("{at}: passage {b} lost"));
+            assert_eq!(
+                after, b,
+                "{at}: a settled passage changed across the restart"
+            );
+        }
+        let usage = &json["usage"];
+        let sum = |k: &str| -> u64 { passages.iter().filter_map(|p| p[k].as_u64()).sum() };
+        assert_eq!(usage["passages"], n, "{at}");
+        for k in ["prompt_tokens", "completion_tokens", "wall_ms"] {
+            assert_eq!(
+                usage[k],
+                sum(k),
+                "{at}: {k} charged other than once per passage"
+            );
+        }
         if *role == "ward" {
             // The operator's answer outlives ward's restart: the waiting experiment goes on
             // and the run concludes without another one.

@@ -49,12 +49,15 @@ pub struct Run {
 
 /// An experiment core restarted in the middle of, while it waited between steps (for the
 /// operator's answer, or for its next grant): its instance still exists, and the steps
-/// before `done.len()` are journaled APPLIED with their records.
+/// before `done.len()` are journaled APPLIED with their records. The next one may be
+/// journaled GRANTED (`regrant`): its grant was minted but it was never STARTED, so it never
+/// reached workbench, and it is granted afresh (the dead core's token died with it).
 struct Resumed {
     n: u32,
     instance_id: String,
     state: ledger::ExperimentState,
     done: Vec<reach_experiment::StepOutcome>,
+    regrant: Option<u32>,
 }
 
 impl std::fmt::Debug for Run {
@@ -152,7 +155,8 @@ impl Run {
     /// flight or answered unrecorded: resuming never infers one again), and whose Room awaits
     /// a turn, a passage, the Chair or the conclusion with every experiment finished, or awaits
     /// an experiment that is either not journaled yet or journaled RUNNING on a live instance
-    /// with its steps APPLIED (with their records) up to the first PENDING one. Nothing
+    /// with its steps APPLIED (with their records) up to the first PENDING one, or up to one
+    /// GRANTED but never STARTED (it never reached workbench; it is granted again). Nothing
     /// committed is redone: a plan is compiled again from the admitted candidate and must have
     /// the journaled digest, an experiment is not admitted again, no applied step is sent
     /// again, and the operator's answers given meanwhile stand (ward returns the request
@@ -312,7 +316,12 @@ impl Run {
             .iter()
             .take_while(|s| s.state == ledger::StepState::Applied)
             .count();
-        if steps[applied..]
+        // A step granted but never STARTED never reached workbench: it is granted again.
+        let regrant = steps
+            .get(applied)
+            .filter(|s| s.state == ledger::StepState::Granted)
+            .map(|s| s.index);
+        if steps[applied + usize::from(regrant.is_some())..]
             .iter()
             .any(|s| s.state != ledger::StepState::Pending)
         {
@@ -345,6 +354,7 @@ impl Run {
             instance_id: instance_id.clone(),
             state: x.state,
             done,
+            regrant,
         }))
     }
 
@@ -621,6 +631,7 @@ impl Run {
                 self.inner.vault.clone(),
                 setup.experiment_id.clone(),
                 r.state,
+                r.regrant,
             );
             let execution = coordinator
                 .resume(

@@ -3,7 +3,8 @@
 //! gone, and after a restart the settling of what a crash left unfinished.
 //!
 //! Invariants: a step is STARTED in the ledger before it is sent; a STARTED step whose
-//! outcome was not journaled becomes UNKNOWN and is never sent again; an experiment with an
+//! outcome was not journaled becomes UNKNOWN and is never sent again (a GRANTED one never
+//! reached workbench: a resumed run grants it again); an experiment with an
 //! UNKNOWN step, or whose destruction is not confirmed, is ROLLBACK_PENDING until the broker
 //! confirms the instance destroyed (or reaped), then DESTROYED.
 
@@ -17,6 +18,8 @@ pub struct VaultJournal {
     vault: Phylactery,
     experiment_id: String,
     verifying: bool,
+    /// The step a restart found GRANTED, never STARTED: its next grant finds it journaled so.
+    regrant: Option<u32>,
 }
 
 impl VaultJournal {
@@ -25,15 +28,23 @@ impl VaultJournal {
             vault,
             experiment_id,
             verifying: false,
+            regrant: None,
         }
     }
 
-    /// For an experiment resumed in `state` (VERIFYING once its verifier started).
-    pub fn resumed(vault: Phylactery, experiment_id: String, state: X) -> Self {
+    /// For an experiment resumed in `state` (VERIFYING once its verifier started), whose step
+    /// `regrant`, if any, a crash left GRANTED and never STARTED.
+    pub fn resumed(
+        vault: Phylactery,
+        experiment_id: String,
+        state: X,
+        regrant: Option<u32>,
+    ) -> Self {
         VaultJournal {
             vault,
             experiment_id,
             verifying: state == X::Verifying,
+            regrant,
         }
     }
 }
@@ -58,6 +69,11 @@ impl Journal for VaultJournal {
                     .experiment_move(id, X::Running, Some(instance_id), None)
                     .await
                     .map(drop),
+                // Granted again after a restart: the step is journaled GRANTED already.
+                Mark::Granted { index } if self.regrant == Some(index as u32) => {
+                    self.regrant = None;
+                    Ok(())
+                }
                 Mark::Granted { index } => v
                     .step_move(id, index as u32, S::Granted, None, None)
                     .await
