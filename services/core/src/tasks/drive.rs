@@ -760,12 +760,17 @@ impl Run {
             "verifier",
             match &rec.verifier {
                 Some(v) if v.passed => "verifier: every check passed".to_owned(),
+                // Each failed check with its detail (the first unmet expectation, bounded by
+                // the record), on one line: a failure explains itself where it is seen.
                 Some(v) => format!(
                     "verifier failed: {}",
                     v.checks
                         .iter()
                         .filter(|c| !c.passed)
-                        .map(|c| c.name.as_str())
+                        .map(|c| match c.detail.trim() {
+                            "" => c.name.clone(),
+                            d => format!("{} ({})", c.name, d.replace(['\n', '\r'], " ")),
+                        })
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
