@@ -299,6 +299,12 @@ impl Guest {
     /// body's units and its user's journal with the script's output.
     pub async fn ok(&mut self, script: &str, timeout: Duration) -> String {
         let o = self.sh(script, timeout).await;
+        self.succeeded(script, o).await
+    }
+
+    /// `o`'s stdout, after asserting that `script` exited 0; a failure panics with both
+    /// outputs and [`Guest::diagnose`]'s report.
+    async fn succeeded(&mut self, script: &str, o: ExecOutcome) -> String {
         if o.exit_code != Some(0) {
             let why = self.diagnose().await;
             panic!(
@@ -349,16 +355,7 @@ impl Guest {
     /// as [`Guest::ok`]'s does.
     pub async fn body_ok(&mut self, script: &str, timeout: Duration) -> String {
         let o = self.body(script, timeout).await;
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        if o.exit_code != Some(0) {
-            let why = self.diagnose().await;
-            panic!(
-                "{script}: exit {:?}\nstdout:\n{out}\nstderr:\n{}\n{why}",
-                o.exit_code,
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        out
+        self.succeeded(script, o).await
     }
 
     /// Runs install.sh from the install disk as root (`mode`: "" installs, "rebuild" rebuilds),
