@@ -22,16 +22,26 @@ pub enum Analysis {
     /// Index schema 4: also irregular forms ("written" → "write") and the final `e` a short
     /// stem lost to `-ing` or `-ed` ("naming" → "name", "hiding" → "hide").
     Irregular,
+    /// Index schema 5: also more irregular forms ("forbidden" → "forbid", "halves" → "half"),
+    /// a base that is a stopword kept as one ("knew"), British `-ise` spellings meeting `-ize`,
+    /// `-ied` meeting `-y` ("specified" → "specify"), and a noun in `-ation` or a verb in `-ate`
+    /// meeting its stem ("configuration" and "configure", "deprecation" and "deprecated",
+    /// "specification" and "specify"): a question's word and the documentation's meet though one
+    /// says "optimise" or "configure" and the other "optimization" or "configuration".
+    Derived,
 }
 
 impl Analysis {
-    pub const CURRENT: Analysis = Analysis::Irregular;
+    pub const CURRENT: Analysis = Analysis::Derived;
 
     /// The analysis an index of revision `index` (`PublicCorpusSnapshot.tools.index`) was
-    /// built with: schema 3 had [`Analysis::Suffixes`]; any later one the current analysis.
+    /// built with: schema 3 had [`Analysis::Suffixes`], schema 4 [`Analysis::Irregular`]; any
+    /// later one the current analysis.
     pub fn of_index(index: &str) -> Analysis {
         if index.ends_with("/reach-schema-3") {
             Analysis::Suffixes
+        } else if index.ends_with("/reach-schema-4") {
+            Analysis::Irregular
         } else {
             Analysis::CURRENT
         }
@@ -42,6 +52,7 @@ impl Analysis {
         match self {
             Analysis::Suffixes => "reach-analysis-1",
             Analysis::Irregular => "reach-analysis-2",
+            Analysis::Derived => "reach-analysis-3",
         }
     }
 }
@@ -169,14 +180,20 @@ fn walk(text: &str, a: Analysis, mut emit: impl FnMut(&str, bool, bool)) {
                 for p in &parts {
                     lower_into(p, &mut part);
                     stem_into(&part, a, &mut stemmed);
-                    emit(&stemmed, false, is_stopword(&part));
+                    emit(&stemmed, false, is_stop(&part, a));
                 }
             } else {
                 stem_into(&lower, a, &mut stemmed);
-                emit(&stemmed, false, is_stopword(&lower));
+                emit(&stemmed, false, is_stop(&lower, a));
             }
         }
     }
+}
+
+/// Whether `word` (lowercased, unstemmed) is no content to the analysis `a`: a stopword or
+/// filler, or (since schema 5) an irregular form of one ("knew", "done").
+fn is_stop(word: &str, a: Analysis) -> bool {
+    is_stopword(word) || (a == Analysis::Derived && irregular(word, a).is_some_and(is_stopword))
 }
 
 /// Analyze `text` into terms, in order ([`Analysis::CURRENT`]).
@@ -227,7 +244,12 @@ fn is_cvc(b: &[u8]) -> bool {
 /// The base form of an irregular English form documentation and questions use, which no
 /// suffix rule reaches ("written" and "wrote" mean "write"). Forms that are also words of their
 /// own in documentation ("bound", "left", "read") are not listed.
-fn irregular(w: &str) -> Option<&'static str> {
+fn irregular(w: &str, a: Analysis) -> Option<&'static str> {
+    if a == Analysis::Derived
+        && let Some(base) = irregular_since_5(w)
+    {
+        return Some(base);
+    }
     Some(match w {
         "written" | "wrote" => "write",
         "rewritten" | "rewrote" => "rewrite",
@@ -259,6 +281,45 @@ fn irregular(w: &str) -> Option<&'static str> {
     })
 }
 
+/// Irregular forms schema 5 adds (schema 4's analysis is kept as it was).
+fn irregular_since_5(w: &str) -> Option<&'static str> {
+    Some(match w {
+        "forbidden" | "forbade" => "forbid",
+        "overwritten" | "overwrote" => "overwrite",
+        "went" | "gone" => "go",
+        "done" | "did" => "do",
+        "undone" | "undid" => "undo",
+        "redone" | "redid" => "redo",
+        "seen" | "saw" => "see",
+        "known" | "knew" => "know",
+        "meant" => "mean",
+        "said" => "say",
+        "told" => "tell",
+        "thought" => "think",
+        "bought" => "buy",
+        "sought" => "seek",
+        "felt" => "feel",
+        "lost" => "lose",
+        "spent" => "spend",
+        "dealt" => "deal",
+        "drawn" | "drew" => "draw",
+        "driven" | "drove" => "drive",
+        "grown" | "grew" => "grow",
+        "fallen" | "fell" => "fall",
+        "frozen" | "froze" => "freeze",
+        "stolen" | "stole" => "steal",
+        "spoken" | "spoke" => "speak",
+        "woken" | "woke" => "wake",
+        "torn" | "tore" => "tear",
+        "worn" | "wore" => "wear",
+        "stuck" => "stick",
+        "came" => "come",
+        "became" => "become",
+        "halves" => "half",
+        _ => return None,
+    })
+}
+
 fn has_vowel(s: &str) -> bool {
     s.chars()
         .any(|c| matches!(c, 'a' | 'e' | 'i' | 'o' | 'u' | 'y'))
@@ -277,14 +338,17 @@ pub fn stem(w: &str) -> String {
 /// the room.
 fn stem_into(w: &str, a: Analysis, s: &mut String) {
     s.clear();
-    if a == Analysis::Irregular
-        && let Some(base) = irregular(w)
+    if a != Analysis::Suffixes
+        && let Some(base) = irregular(w, a)
     {
         return stem_into(base, a, s);
     }
     s.push_str(w);
     if w.len() <= 3 || !w.bytes().all(|b| b.is_ascii_lowercase()) {
         return;
+    }
+    if a == Analysis::Derived {
+        british_ize(s);
     }
     // "refutability" meets "refutable", "visibility" meets "visible".
     for (long, short) in [("ability", "able"), ("ibility", "ible")] {
@@ -320,13 +384,64 @@ fn stem_into(w: &str, a: Analysis, s: &mut String) {
         let n = b.len();
         if n >= 4 && b[n - 1] == b[n - 2] && !matches!(b[n - 1], b'l' | b's' | b'z' | b'e') {
             s.truncate(n - 1);
-        } else if a == Analysis::Irregular && n == 3 && is_cvc(b) {
+        } else if a != Analysis::Suffixes && n == 3 && is_cvc(b) {
             // "naming", "named" meet "name"; "hiding" meets "hide".
             s.push('e');
+        } else if a == Analysis::Derived && n >= 4 && b[n - 1] == b'i' && w.ends_with("ied") {
+            // "specified", "applied" meet "specify", "apply" ("specifies" already does).
+            s.pop();
+            s.push('y');
         }
     }
     if s.len() > 4 && s.ends_with('e') {
         s.truncate(s.len() - 1);
+    }
+    if a == Analysis::Derived {
+        derivation(w, s);
+    }
+}
+
+/// Schema 5: a British `-ise` spelling as the `-ize` one ("optimise", "initialised",
+/// "serialisation" as "optimize", "initialized", "serialization"), when at least four letters
+/// come before it (so "raise", "noise" and "wise" keep theirs).
+fn british_ize(s: &mut String) {
+    for suffix in ["isations", "isation", "ising", "ised", "ises", "ise"] {
+        if let Some(base) = s.strip_suffix(suffix)
+            && base.len() >= 4
+        {
+            let at = base.len();
+            s.replace_range(at..at + 2, "iz");
+            return;
+        }
+    }
+}
+
+/// Schema 5: a noun in `-ation` and a verb in `-ate` meet at their stem when at least four
+/// letters are left ("configuration" meets "configur", "deprecated" and "deprecation" meet
+/// "deprec", "allocate" and "allocation" meet "alloc"); `-ification` meets `-ify`
+/// ("specification" meets "specify"). Called on the stem the other rules made of `w`, so
+/// "configure" is already "configur", "generating" already "generat"; `-at` is cut only where
+/// `w` said `-ate` ("format" and "formatting" keep theirs).
+fn derivation(w: &str, s: &mut String) {
+    if let Some(base) = s.strip_suffix("ification")
+        && base.len() >= 2
+    {
+        s.truncate(base.len());
+        s.push_str("ify");
+        return;
+    }
+    let ate = ["ate", "ates", "ated", "ating"]
+        .iter()
+        .any(|x| w.ends_with(x));
+    for suffix in ["ation", "at"] {
+        if let Some(base) = s.strip_suffix(suffix)
+            && base.len() >= 4
+            && has_vowel(base)
+            && (suffix == "ation" || ate)
+        {
+            s.truncate(base.len());
+            return;
+        }
     }
 }
 
@@ -401,7 +516,11 @@ fn for_each_held(text: &str, wanted: &[&str], mut found: impl FnMut(usize)) {
             continue;
         }
         let maybe = wanted.iter().any(|w| {
+            // A stem is a prefix of its word but for its last letters ("specify" of
+            // "specified", "optimiz" of "optimise", "half" of "halves").
             let stem = w.strip_suffix('y').unwrap_or(w);
+            let keep = stem.len().saturating_sub(2).max(stem.len().min(3));
+            let stem = stem.get(..keep).unwrap_or(stem);
             word.len() >= stem.len()
                 && word.is_char_boundary(stem.len())
                 && word[..stem.len()].eq_ignore_ascii_case(stem)
@@ -422,6 +541,61 @@ fn for_each_held(text: &str, wanted: &[&str], mut found: impl FnMut(usize)) {
             }
         }
     }
+}
+
+/// Words of general English a question may use where documentation says another: each group's
+/// words stand for one another in retrieval and the relevance gate ("how do I stop X" is
+/// covered by a passage on preventing X). Only plain English, no project vocabulary, and never
+/// a word that would join an out-of-corpus question to the documentation by itself.
+#[rustfmt::skip]
+pub const SYNONYMS: &[&[&str]] = &[
+    &["stop", "prevent"],
+    &["enable", "activate"],
+    &["disable", "deactivate"],
+    &["delete", "remove", "erase"],
+    &["begin", "start"],
+    &["finish", "end"],
+    &["allow", "permit"],
+    &["forbid", "prohibit", "disallow"],
+    &["choose", "select", "pick"],
+    &["change", "modify", "alter"],
+    &["create", "generate"],
+    &["show", "display"],
+    &["hide", "conceal"],
+    &["skip", "ignore"],
+    &["run", "execute"],
+    &["call", "invoke"],
+    &["check", "verify"],
+    &["limit", "restrict", "cap"],
+    &["combine", "merge", "join"],
+    &["folder", "directory"],
+    &["big", "large"],
+    &["speed", "fast"],
+    &["crash", "panic"],
+    &["error", "failure"],
+];
+
+/// The other words of `term`'s [`SYNONYMS`] group, analyzed with `a` (`term` is analyzed).
+pub fn synonyms(term: &str, a: Analysis) -> Vec<String> {
+    let mut stemmed = String::new();
+    let mut out: Vec<String> = Vec::new();
+    for group in SYNONYMS {
+        let stems: Vec<String> = group
+            .iter()
+            .map(|w| {
+                stem_into(w, a, &mut stemmed);
+                stemmed.clone()
+            })
+            .collect();
+        if stems.iter().any(|x| x == term) {
+            for x in stems {
+                if x != term && !out.contains(&x) {
+                    out.push(x);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The share of a section title's own words (stopwords and whole identifiers aside) that are
@@ -556,7 +730,7 @@ mod tests {
     fn padding_is_not_content() {
         assert_eq!(
             content_terms("Hi! How does a port authenticate a call, a third time? Thanks"),
-            ["port", "authenticat", "call"]
+            ["port", "authentic", "call"]
         );
     }
 
@@ -638,6 +812,77 @@ mod tests {
             "name nam nam hide hid hidden writ writ written wrot build built run ran pin fix end \
              string index indic "
         );
+    }
+
+    #[test]
+    fn derived_forms_meet_their_base_since_schema_5() {
+        let pairs = [
+            ("configuration", "configure"),
+            ("configurations", "configured"),
+            ("optimization", "optimize"),
+            ("optimisation", "optimizing"),
+            ("optimise", "optimized"),
+            ("initialised", "initialization"),
+            ("deprecation", "deprecated"),
+            ("allocation", "allocate"),
+            ("specification", "specify"),
+            ("specified", "specifies"),
+            ("applied", "apply"),
+            ("forbidden", "forbid"),
+            ("halves", "half"),
+        ];
+        for (a, b) in pairs {
+            let s = |w| {
+                let mut s = String::new();
+                stem_into(w, Analysis::Derived, &mut s);
+                s
+            };
+            assert_eq!(s(a), s(b), "{a} {b}");
+            // Schema 4's analysis is kept as it was.
+            let old = |w| {
+                let mut s = String::new();
+                stem_into(w, Analysis::Irregular, &mut s);
+                s
+            };
+            if a != "halves" {
+                assert_ne!(old(a), old(b), "{a} {b}");
+            }
+        }
+        // Words that only look derived keep theirs apart.
+        for (a, b) in [
+            ("format", "form"),
+            ("formatting", "form"),
+            ("raise", "raze"),
+            ("mutation", "mut"),
+        ] {
+            let s = |w| {
+                let mut s = String::new();
+                stem_into(w, Analysis::Derived, &mut s);
+                s
+            };
+            assert_ne!(s(a), s(b), "{a} {b}");
+        }
+        // A form of a stopword is no content.
+        assert_eq!(
+            content_terms_with("knew it was done", Analysis::Derived),
+            Vec::<String>::new()
+        );
+        // The answer finds a word by its stem though the word's last letters differ.
+        assert_eq!(
+            count_held("It was specified and optimised.", &["specify", "optimiz"]),
+            2
+        );
+    }
+
+    #[test]
+    fn synonyms_are_the_other_words_of_a_group_analyzed() {
+        assert_eq!(synonyms("stop", Analysis::Derived), ["prevent"]);
+        assert_eq!(synonyms("prevent", Analysis::Derived), ["stop"]);
+        assert!(synonyms("widget", Analysis::Derived).is_empty());
+        // Every word of the table is content, or it could never be asked.
+        for w in SYNONYMS.iter().flat_map(|g| g.iter()) {
+            assert!(!is_stopword(w), "{w}");
+        }
     }
 
     #[test]

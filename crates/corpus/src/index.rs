@@ -26,7 +26,9 @@ use crate::passage::Passage;
 /// Schema 4 keeps schema 3's fields and analyzes them with [`Analysis::Irregular`] (irregular
 /// forms and short stems' final `e`); a snapshot of schema 3 is still queried with the
 /// analysis it was built with ([`Analysis::of_index`]), so its terms and the question's meet.
-pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-4";
+/// Schema 5 keeps the fields and analyzes them with [`Analysis::Derived`] (more irregular
+/// forms, `-ise` as `-ize`, `-ation` and `-ate` at their stem); schema 4 keeps its analysis.
+pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-5";
 
 /// Writer memory budget. Tantivy splits it across threads and needs ≥ 15 MB per thread.
 const WRITER_MEMORY_BYTES: usize = 96 * 1024 * 1024;

@@ -51,6 +51,9 @@ const HEADING_WEIGHT: f32 = 2.0;
 /// literals") is the likelier answer.
 const TITLE_WEIGHT: f32 = 0.5;
 
+/// Boost of a question word's synonym ([`analysis::SYNONYMS`]) relative to the word itself.
+const SYNONYM_BOOST: f32 = 0.5;
+
 /// Boost of the `headings` field (section, section path, page name) over the body text.
 const HEADINGS_BOOST: f32 = 2.0;
 
@@ -109,9 +112,11 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-1/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
+/// The method of a snapshot of schema 4, queried with the analysis it was built with.
+pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-1/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
-pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-1/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -422,7 +427,8 @@ impl Snapshot {
                 let (ranked, gate) = self.rank(&searcher, question, content, headings)?;
                 let method = match self.analysis {
                     Analysis::Suffixes => SCHEMA_3_RETRIEVAL_METHOD,
-                    Analysis::Irregular => RETRIEVAL_METHOD,
+                    Analysis::Irregular => SCHEMA_4_RETRIEVAL_METHOD,
+                    Analysis::Derived => RETRIEVAL_METHOD,
                 };
                 (ranked, Some(gate), method)
             }
@@ -438,13 +444,16 @@ impl Snapshot {
         let citer = self.citer();
         // One passage per section: the best one stands for it, so the bundle offers choices.
         let mut sections: HashSet<(String, String)> = HashSet::new();
+        // One passage per text: a page a site repeats under another name (mdBook's index.html
+        // is its first chapter again) would otherwise take two of the bundle's places.
+        let mut texts: HashSet<Sha256Digest> = HashSet::new();
         // Candidates become passages only here, as far down the ranking as the limits reach.
         for (score, doc) in ranked.into_iter().filter(|_| admitted) {
             if score < limits.min_score || passages.len() as u32 >= limits.max_passages {
                 break;
             }
             let p = passage_of(doc, &self.fields).map_err(RetrievalRefusal::Invalid)?;
-            if !sections.insert((p.path.clone(), p.anchor.clone())) {
+            if !sections.insert((p.path.clone(), p.anchor.clone())) || !texts.insert(p.digest) {
                 continue;
             }
             let bytes = p.text.len() as u32;
@@ -511,17 +520,38 @@ impl Snapshot {
             }
         }
         let content_terms = analysis::content_terms_with(question, self.analysis);
+        // Each content term and its synonyms (`alts`): `group[j]` is the content term the
+        // `j`th sought word stands for.
+        let mut sought: Vec<String> = content_terms.clone();
+        let mut group: Vec<usize> = (0..content_terms.len()).collect();
+        for (k, t) in content_terms.iter().enumerate() {
+            for alt in analysis::synonyms(t, self.analysis) {
+                if !sought.contains(&alt) {
+                    sought.push(alt);
+                    group.push(k);
+                }
+            }
+        }
         let n = searcher.num_docs() as f32;
         let df = |field, t: &str| {
             searcher
                 .doc_freq(&Term::from_field_text(field, t))
                 .unwrap_or(0) as f32
         };
-        // IDF of each content term, from the body text (a heading word is rarer still).
+        // IDF of each content term, from the body text (a heading word is rarer still); a
+        // term the corpus says only in a synonym takes the synonym's.
+        let sought_df: Vec<f32> = sought
+            .iter()
+            .map(|t| df(content, t).max(df(headings, t)))
+            .collect();
         let weights: Vec<(String, f32, bool)> = content_terms
             .iter()
-            .map(|t| {
-                let d = df(content, t).max(df(headings, t));
+            .enumerate()
+            .map(|(k, t)| {
+                let d = (0..sought.len())
+                    .filter(|&j| group[j] == k)
+                    .map(|j| sought_df[j])
+                    .fold(0.0f32, f32::max);
                 let idf = (1.0 + (n - d + 0.5) / (d + 0.5)).ln();
                 // A word the corpus never uses says the question is about something else.
                 let weight = if d == 0.0 { UNKNOWN_WEIGHT * idf } else { idf };
@@ -540,7 +570,10 @@ impl Snapshot {
             return Ok((Vec::new(), gate));
         }
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for t in &query_terms {
+        let alts = sought[content_terms.len()..]
+            .iter()
+            .map(|t| (t.as_str(), SYNONYM_BOOST));
+        for (t, weight) in query_terms.iter().map(|t| (*t, 1.0f32)).chain(alts) {
             for (field, boost) in [(content, 1.0f32), (headings, HEADINGS_BOOST)] {
                 let q = TermQuery::new(
                     Term::from_field_text(field, t),
@@ -548,7 +581,7 @@ impl Snapshot {
                 );
                 clauses.push((
                     Occur::Should,
-                    Box::new(tantivy::query::BoostQuery::new(Box::new(q), boost)),
+                    Box::new(tantivy::query::BoostQuery::new(Box::new(q), boost * weight)),
                 ));
             }
         }
@@ -558,13 +591,25 @@ impl Snapshot {
                 &TopDocs::with_limit(COVERAGE_CANDIDATES).order_by_score(),
             )
             .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
-        let wanted: Vec<&str> = weights.iter().map(|w| w.0.as_str()).collect();
+        let sought_refs: Vec<&str> = sought.iter().map(String::as_str).collect();
         // Which question terms each candidate holds, read from the index's own postings: the
         // `content` and `headings` fields are the passage's visible text and headings analyzed
-        // exactly as the question was, so no passage text is read or analyzed again here.
-        let in_content = term_presence(searcher, &hits, &wanted, content)?;
-        let in_headings = term_presence(searcher, &hits, &wanted, headings)?;
-        let nw = wanted.len();
+        // exactly as the question was, so no passage text is read or analyzed again here. A
+        // term is held where it or one of its synonyms is.
+        let fold = |flags: Vec<bool>| {
+            let (ns, nw) = (sought.len(), content_terms.len());
+            let mut out = vec![false; hits.len() * nw];
+            for i in 0..hits.len() {
+                for j in 0..ns {
+                    out[i * nw + group[j]] |= flags[i * ns + j];
+                }
+            }
+            out
+        };
+        let in_content = fold(term_presence(searcher, &hits, &sought_refs, content)?);
+        let in_headings = fold(term_presence(searcher, &hits, &sought_refs, headings)?);
+        let wanted: Vec<&str> = sought_refs.clone();
+        let nw = content_terms.len();
         let share = |held: &[bool]| {
             weights
                 .iter()
@@ -824,6 +869,89 @@ mod tests {
 
     const DOC: &str = "# Naming\n\nNaming a crate happens in its manifest.\n";
 
+    /// The active snapshot of `files` (Markdown), built as corpus-builder would.
+    fn built(scratch: &Path, files: &[(String, String)]) -> Snapshot {
+        let store = CorpusStore::new(scratch, std::sync::Arc::new(SystemClock)).unwrap();
+        let tree = AcquiredTree {
+            revision: Revision {
+                commit: None,
+                archive_digest: None,
+                citation_rev: "t".into(),
+            },
+            entries: crate::harness::file_entries(files.iter().map(|(p, t)| (p, t)), &[]),
+            compressed_bytes: 1,
+            expanded_bytes: 1,
+        };
+        let spec = crate::harness::spec(&["**/*.md".into()]).unwrap();
+        store
+            .build(&spec, &tree, &crate::Policy::default(), &mut NoProgress)
+            .unwrap();
+        Snapshot::open_active(store.root()).unwrap()
+    }
+
+    fn widgets() -> Vec<(String, String)> {
+        (0..6)
+            .map(|i| {
+                (
+                    format!("w{i}.md"),
+                    format!("# Widget {i}\n\nThe widget spins.\n"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_page_repeated_under_another_name_takes_one_place() {
+        // mdBook's index.html is its first chapter again.
+        let intro = "# Gizmos\n\nA gizmo frobnicates the sprocket.\n";
+        let mut files = widgets();
+        files.push(("intro.md".into(), intro.into()));
+        files.push(("index.md".into(), intro.into()));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let now = OffsetDateTime::now_utc();
+        let b = s
+            .retrieve(
+                "What does a gizmo frobnicate?",
+                &RetrievalLimits::default(),
+                now,
+            )
+            .unwrap();
+        let paths: Vec<&str> = b.passages.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths.len(), 1, "{paths:?}");
+    }
+
+    #[test]
+    fn a_question_saying_a_synonym_of_the_docs_word_is_admitted() {
+        let mut files = widgets();
+        files.push((
+            "guard.md".into(),
+            "# Guards\n\nA guard prevents the sprocket from overheating.\n".into(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let now = OffsetDateTime::now_utc();
+        let g = s
+            .ground(
+                "How do I stop the sprocket overheating?",
+                &RetrievalLimits::default(),
+                now,
+            )
+            .unwrap();
+        let gate = g.gate.unwrap();
+        assert!(gate.admitted, "{gate:?}");
+        assert_eq!(g.bundle.passages[0].path, "guard.md");
+        // A synonym alone does not cover a question about something else.
+        let g = s
+            .ground(
+                "How do I stop my dog barking at the mailman?",
+                &RetrievalLimits::default(),
+                now,
+            )
+            .unwrap();
+        assert!(!g.gate.unwrap().admitted);
+    }
+
     /// A snapshot of [`DOC`] whose index was built with the analysis `built` and that is
     /// queried with `queried`.
     fn snapshot(scratch: &Path, built: Analysis, queried: Analysis) -> Snapshot {
@@ -883,6 +1011,10 @@ mod tests {
             Analysis::of_index("tantivy-0.27/reach-schema-3"),
             Analysis::Suffixes
         );
+        assert_eq!(
+            Analysis::of_index("tantivy-0.27/reach-schema-4"),
+            Analysis::Irregular
+        );
         assert_eq!(Analysis::of_index(INDEX_REVISION), Analysis::CURRENT);
         // "Naming" is `nam` to schema 3's analysis and `name` to schema 4's: a question meets
         // the index only through the analysis that built it.
@@ -906,6 +1038,12 @@ mod tests {
                 Analysis::Irregular,
                 false,
                 "reach-analysis-2",
+            ),
+            (
+                Analysis::Derived,
+                Analysis::Derived,
+                true,
+                "reach-analysis-3",
             ),
         ] {
             let dir = tempfile::tempdir().unwrap();
