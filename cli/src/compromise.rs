@@ -19,9 +19,10 @@
 //!    credentials at their issuers, reconcile the tainted records, and what a root, operator
 //!    or control-plane compromise needs instead.
 //!
-//! A body under Quadlet (`--podman`) holds its leaves as Podman secrets: the role's unit is
-//! stopped, then each Scribe step is rolled out as `reach scribe renew --restart` does,
-//! restarting the other roles (a withheld role is never rolled out to).
+//! A body under Quadlet (`--podman`) reads its leaves from the state directory too (each role's
+//! secret directory is mounted into its container): the compromised role's unit is stopped, and
+//! every other role takes each step at its next material reload, as under the launcher. No role
+//! restarts and no call fails during the rotation.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -116,27 +117,17 @@ pub async fn run(args: CompromiseArgs) -> anyhow::Result<ExitCode> {
         println!("   {unit} stopped");
     }
     let now = SystemTime::now;
+    // Every role trusts both roots before any leaf chains to the new one.
     identities::write_bundles(&m, &state, Rotation::Root, now())?;
-    if args.target.podman {
-        crate::scribe::roll_out(&m, &state, true)?;
-    } else {
-        tokio::time::sleep(RELOAD_INTERVAL * 4).await;
-    }
+    tokio::time::sleep(RELOAD_INTERVAL * 4).await;
     let issued = identities::issue_leaves(&m, &state, Rotation::Root, now())?;
     println!(
         "   root rotated: {} leaves issued under the new root ({name} not among them)",
         issued.len()
     );
-    if args.target.podman {
-        crate::scribe::roll_out(&m, &state, true)?;
-    }
     let waited = wait_for_new_leaves(&m, &layout, &state, &name).await;
     identities::write_bundles(&m, &state, Rotation::RetirePreviousRoot, now())?;
-    if args.target.podman {
-        crate::scribe::roll_out(&m, &state, true)?;
-    } else {
-        tokio::time::sleep(RELOAD_INTERVAL * 4).await;
-    }
+    tokio::time::sleep(RELOAD_INTERVAL * 4).await;
     match waited {
         Ok(n) => println!("   previous root retired after {n} live roles served their new leaf"),
         Err(late) => println!(
@@ -418,7 +409,8 @@ pub fn reinstate(
     let issued = identities::issue_leaves(m, state, Rotation::IfNeeded, SystemTime::now())?;
     println!("{role} reinstated; leaves issued: {}", issued.join(", "));
     if podman {
-        crate::scribe::roll_out(m, state, true)?;
+        let unit = reach_scribe::quadlet::service_name(role);
+        println!("start {unit} so {role} serves its new leaf");
     } else {
         println!("restart {role} so it serves its new leaf");
     }

@@ -264,31 +264,27 @@ fn renewal_timer_in(
     )
 }
 
-/// The receipt's `secrets/rollout` for a Quadlet body: every running role holds the secrets its
-/// state directory has now. It fails while a renewed leaf (or a credential set since) waits for
-/// its Podman secret or its role's restart, naming what `reach scribe renew --restart` would do.
+/// The receipt's `secrets/rollout` for a Quadlet body: every running role reads the credentials
+/// its state directory has now (leaves it reloads live). It fails while a credential set since a
+/// role started waits for that role's restart, naming what `reach scribe renew --restart` would
+/// do.
 pub fn secrets_rollout(m: &Manifest, state: &Path) -> reach_launcher::audit::Check {
     use reach_launcher::audit::Check;
     const ID: &str = "secrets/rollout";
     let podman = reach_scribe::image_build::Podman::new("podman");
     let input = QuadletInput::new(m, Default::default(), StateLayout::new(state));
     match reach_scribe::deployed::rollout(&podman, &input) {
-        Ok(r) if r.replace.is_empty() && r.restart.is_empty() => Check::observed(
+        Ok(r) if r.restart.is_empty() => Check::observed(
             ID,
             true,
-            "every running role holds the secrets of the state directory",
+            "every running role reads the secrets of the state directory",
         ),
         Ok(r) => {
-            let mut stale: Vec<String> = r
-                .replace
+            let stale: Vec<String> = r
+                .restart
                 .iter()
-                .map(|(name, file)| format!("{name} is older than {}", file.display()))
+                .map(|role| format!("{role} started before a credential it reads was written"))
                 .collect();
-            stale.extend(
-                r.restart
-                    .iter()
-                    .map(|role| format!("{role} started before its secrets were replaced")),
-            );
             Check::observed(
                 ID,
                 false,

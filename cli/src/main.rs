@@ -317,7 +317,7 @@ enum VaultCommand {
 
 #[derive(Subcommand, Debug)]
 enum SecretCommand {
-    /// Read a credential from standard input into ROLE's secret directory (mode 0600).
+    /// Read a credential from standard input into ROLE's secret directory (mode 0640, for its group).
     Set {
         role: String,
         file: String,
@@ -474,7 +474,11 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let dir = layout.secret_dir(&role);
             reach_identity::files::ensure_secret_dir(&dir)?;
             reach_identity::files::write_secret(&dir.join(&file), trimmed)?;
-            println!("wrote {} (mode 0600)", dir.join(&file).display());
+            println!(
+                "wrote {} (mode {:o})",
+                dir.join(&file).display(),
+                reach_identity::files::SECRET_FILE_MODE
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Trail { key, target } => {

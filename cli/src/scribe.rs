@@ -378,19 +378,20 @@ pub fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
 pub struct RenewArgs {
     #[command(flatten)]
     target: crate::Target,
-    /// Restart every role that holds older secrets, in one transaction (`systemctl --user
-    /// restart reach-<role>.service…`; root's body, the system manager's), so each starts once
-    /// with its new leaf.
+    /// Restart every role that started before a credential it reads at start was written, in
+    /// one transaction (`systemctl --user restart reach-<role>.service…`; root's body, the
+    /// system manager's). Leaves need no restart: roles reload them live.
     #[arg(long)]
     restart: bool,
 }
 
-/// Renews every leaf within its renewal window, then rolls the state directory out to Podman
-/// ([`reach_scribe::deployed::rollout`]): replaces every secret older than its file (a renewed
-/// leaf, a credential set since) and, with `--restart`, restarts every running role that started
-/// before its secrets were created, in one transaction. Both are decided from what the host shows, so a run
-/// interrupted between renewing and restarting is finished by the next. The operator's own leaf
-/// is renewed in the state directory.
+/// Renews every leaf within its renewal window in the state directory, which every role's
+/// container mounts: each role serves its new leaf at its next material reload, with no restart
+/// and no failed call. Then rolls the state directory out ([`reach_scribe::deployed::rollout`]):
+/// with `--restart`, restarts every running role that started before a credential it reads at
+/// start was written (a credential set since), in one transaction. That is decided from what the
+/// host shows, so a run interrupted between writing and restarting is finished by the next. The
+/// operator's own leaf is renewed in the state directory.
 pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
     let m = crate::load_manifest(args.target.manifest.as_deref())?;
     let layout = reach_manifest::plan::StateLayout::new(&args.target.state);
@@ -409,9 +410,8 @@ pub fn renew(args: RenewArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Rolls the state directory out to a Quadlet body's Podman: replaces every secret older than
-/// its file and, with `restart`, restarts every running role that started before its secrets
-/// were created (else says which to restart).
+/// Rolls the state directory out to a Quadlet body: with `restart`, restarts every running role
+/// that started before a credential it reads at start was written (else says which to restart).
 ///
 /// The restarts are one systemd transaction. Each unit `Requires=` the roles it calls, and
 /// systemd restarts a unit's dependents with it: restarted one at a time, ward took every role
@@ -424,15 +424,11 @@ pub fn roll_out(
     restart: bool,
 ) -> anyhow::Result<()> {
     let podman = reach_scribe::image_build::Podman::new("podman");
-    // Which secrets come from the state directory needs no image: none is pinned here.
+    // Which files come from the state directory needs no image: none is pinned here.
     let input = QuadletInput::new(m, Default::default(), layout.clone());
     let rollout = reach_scribe::deployed::rollout(&podman, &input)?;
-    for (name, file) in &rollout.replace {
-        reach_scribe::deployed::replace_secret(&podman, name, file)?;
-        println!("podman secret {name} replaced");
-    }
     if rollout.restart.is_empty() {
-        println!("every running role holds its current secrets");
+        println!("every running role reads its current secrets (leaves are reloaded live)");
         return Ok(());
     }
     let units: Vec<String> = rollout
@@ -442,7 +438,7 @@ pub fn roll_out(
         .collect();
     if !restart {
         for unit in &units {
-            println!("restart {unit} to serve the new leaf");
+            println!("restart {unit} to read its new credential");
         }
         return Ok(());
     }

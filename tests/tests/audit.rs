@@ -395,19 +395,26 @@ async fn the_receipt_observes_a_sound_body_and_names_an_open_secret() {
     let (ok, receipt) = audit(&body).await;
     assert!(ok, "{:#?}", outcomes(&receipt));
 
-    // A leaf key opened to its group: that check fails, naming the file; nothing else does.
+    // A leaf key opened to others: that check fails, naming the file; nothing else does. (Its
+    // own group reading it is how a Quadlet role reads its mounted secret directory.)
     let opened = body.layout.secret_dir("ward").join("tls.key");
-    std::fs::set_permissions(&opened, std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::set_permissions(&opened, std::fs::Permissions::from_mode(0o644)).unwrap();
     let (ok, receipt, said) = audit_with_stderr(&body).await;
-    std::fs::set_permissions(&opened, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(
+        &opened,
+        std::fs::Permissions::from_mode(reach_identity::files::SECRET_FILE_MODE),
+    )
+    .unwrap();
     assert!(
-        said.contains("FAIL secrets/modes: open to group or others:"),
+        said.contains("FAIL secrets/modes: open to others or a foreign group:"),
         "{said}"
     );
     let failed = only_failure(ok, &receipt);
     assert_eq!(failed.0, "secrets/modes");
     assert!(
-        failed.2.contains(&format!("{} 640", opened.display())),
+        failed
+            .2
+            .contains(&format!("{} 644 group", opened.display())),
         "{failed:?}"
     );
 

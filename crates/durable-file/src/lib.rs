@@ -35,6 +35,9 @@ pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
             .create_new(true)
             .mode(mode)
             .open(&tmp)?;
+        // Exactly `mode`, whatever the umask took from it at creation (a 0640 secret the
+        // body's group must read stays 0640 under an operator's umask 077).
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
         f.write_all(bytes)?;
         f.sync_all()?;
     }
@@ -89,6 +92,20 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["leaf.key"]);
+    }
+
+    /// The mode is exact under any umask: a group-readable secret stays group-readable when
+    /// the writer's umask would have taken the group's bit (the other tests here create only
+    /// 0600 files, which a umask of 077 leaves as they are).
+    #[test]
+    fn the_mode_is_exact_whatever_the_umask() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tls.key");
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+        let written = replace(&path, b"key", 0o640);
+        nix::sys::stat::umask(old);
+        written.unwrap();
+        assert_eq!(mode_of(&path), 0o640);
     }
 
     /// Two targets that differ only in their extension get different temporary files (the

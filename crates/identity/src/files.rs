@@ -1,4 +1,14 @@
-//! Secret files: written 0600 in 0700 directories, read only when nobody else can read them.
+//! Secret files: written 0640 in 0750 directories, read only when no one but their owner and
+//! the reader's own group can read them.
+//!
+//! The group bit is what lets a Quadlet body read its secrets live: Scribe bind-mounts each
+//! role's secret directory read-only into its container, where the body user's group is the
+//! role's group (`gidmapping=2000:0:1`) and the owner maps to nobody. So a renewed leaf or a
+//! rotated bundle is one rename the role's [`PortMaterial`] reload sees, with no restart and
+//! no copy. On the host the group is the body user's own, and the state directory above is
+//! 0700: no other account can reach the files.
+//!
+//! [`PortMaterial`]: ../../reach_port/material/index.html
 
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -16,9 +26,18 @@ pub enum SecretFileError {
     /// secret file is missing
     #[error("secret file {0} is missing")]
     Missing(PathBuf),
-    /// secret file is readable or writable by group or others
-    #[error("secret file {path} has mode {mode:o}; group and others must have no access")]
-    TooOpen { path: PathBuf, mode: u32 },
+    /// secret file is open to others, writable by its group, or readable by a group that is
+    /// not the reader's own
+    #[error(
+        "secret file {path} has mode {mode:o} and group {gid}; others must have no access, and \
+         its group (read only) must be the reader's own ({own})"
+    )]
+    TooOpen {
+        path: PathBuf,
+        mode: u32,
+        gid: u32,
+        own: u32,
+    },
     /// secret file could not be read or written
     #[error("secret file {path}: {source}")]
     Io {
@@ -37,8 +56,55 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SecretFileError + '_ {
     }
 }
 
-/// Creates `dir` (mode 0700) if needed.
+/// The mode of a secret file: its owner writes it, the owner's group (the role, inside a
+/// container) reads it.
+pub const SECRET_FILE_MODE: u32 = 0o640;
+/// The mode of a secret directory: the group may list and enter it (see the module's doc).
+pub const SECRET_DIR_MODE: u32 = 0o750;
+
+/// Whether a secret file or directory with permission bits `mode` and group `gid` is private
+/// enough for a reader whose effective group is `own`: nothing for others, no group write, and
+/// any group access only when the group is the reader's own. The one rule every reader and the
+/// receipt's `secrets/modes` apply.
+pub fn private_enough(mode: u32, gid: u32, own: u32) -> bool {
+    let mode = mode & 0o777;
+    mode & 0o007 == 0 && mode & 0o020 == 0 && (mode & 0o070 == 0 || gid == own)
+}
+
+/// The calling process's effective group: the "own" of [`private_enough`].
+pub fn own_group() -> u32 {
+    nix::unistd::getegid().as_raw()
+}
+
+/// Creates `dir` (mode [`SECRET_DIR_MODE`]) if needed.
 pub fn ensure_secret_dir(dir: &Path) -> Result<(), SecretFileError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(SECRET_DIR_MODE)
+        .create(dir)
+        .map_err(io(dir))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(SECRET_DIR_MODE)).map_err(io(dir))
+}
+
+/// Gives the group read access to every owner-only regular file (0600) of secret directory
+/// `dir`: the files a body wrote before secrets were group-readable, which its containers could
+/// not read through the mount. Returns how many changed.
+pub fn open_to_group(dir: &Path) -> Result<usize, SecretFileError> {
+    let mut changed = 0;
+    for entry in fs::read_dir(dir).map_err(io(dir))? {
+        let path = entry.map_err(io(dir))?.path();
+        let meta = fs::symlink_metadata(&path).map_err(io(&path))?;
+        if meta.is_file() && meta.permissions().mode() & 0o777 == 0o600 {
+            fs::set_permissions(&path, fs::Permissions::from_mode(SECRET_FILE_MODE))
+                .map_err(io(&path))?;
+            changed += 1;
+        }
+    }
+    Ok(changed)
+}
+
+/// Creates `dir` with mode 0700 if needed: for what no role reads (Scribe's trust root).
+pub fn ensure_private_dir(dir: &Path) -> Result<(), SecretFileError> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -47,10 +113,15 @@ pub fn ensure_secret_dir(dir: &Path) -> Result<(), SecretFileError> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io(dir))
 }
 
-/// Writes `bytes` to `path` with mode 0600, atomically and durably (`reach_durable_file`), so a
-/// reader never sees half a key and a rotation is one rename.
-pub fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), SecretFileError> {
+/// Writes `bytes` to `path` with mode 0600, like [`write_secret`]: for what no role reads.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), SecretFileError> {
     reach_durable_file::replace(path, bytes, 0o600).map_err(io(path))
+}
+
+/// Writes `bytes` to `path` with mode [`SECRET_FILE_MODE`], atomically and durably
+/// (`reach_durable_file`), so a reader never sees half a key and a rotation is one rename.
+pub fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), SecretFileError> {
+    reach_durable_file::replace(path, bytes, SECRET_FILE_MODE).map_err(io(path))
 }
 
 /// Writes a leaf into a secret directory: key first, then certificate, so a reader that sees
@@ -71,8 +142,9 @@ pub fn read_leaf_cert(dir: &Path) -> Result<Vec<u8>, SecretFileError> {
     }
 }
 
-/// Reads a secret file, refusing it when group or others have any access.
+/// Reads a secret file, refusing it unless it is [`private_enough`] for this process.
 pub fn read_secret(path: &Path) -> Result<Vec<u8>, SecretFileError> {
+    use std::os::unix::fs::MetadataExt as _;
     let meta = match fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -81,10 +153,13 @@ pub fn read_secret(path: &Path) -> Result<Vec<u8>, SecretFileError> {
         Err(e) => return Err(io(path)(e)),
     };
     let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    let own = own_group();
+    if !private_enough(mode, meta.gid(), own) {
         return Err(SecretFileError::TooOpen {
             path: path.to_owned(),
             mode,
+            gid: meta.gid(),
+            own,
         });
     }
     fs::read(path).map_err(io(path))
@@ -116,5 +191,63 @@ mod tests {
             read_secret(&p),
             Err(SecretFileError::TooOpen { mode: 0o644, .. })
         ));
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o660)).unwrap();
+        assert!(matches!(
+            read_secret(&p),
+            Err(SecretFileError::TooOpen { mode: 0o660, .. })
+        ));
+    }
+
+    #[test]
+    fn secrets_are_written_for_the_owner_and_read_by_the_own_group_only() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let sd = dir.path().join("role");
+        ensure_secret_dir(&sd).unwrap();
+        let p = sd.join("k");
+        write_secret(&p, b"x").unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&sd), 0o750);
+        assert_eq!(mode(&p), 0o640);
+        assert_eq!(fs::metadata(&p).unwrap().gid(), own_group());
+        assert_eq!(read_secret(&p).unwrap(), b"x");
+        // The same file under a group that is not the reader's is refused.
+        let other = own_group().wrapping_add(4242);
+        if nix::unistd::chown(&p, None, Some(nix::unistd::Gid::from_raw(other))).is_ok() {
+            assert!(matches!(
+                read_secret(&p),
+                Err(SecretFileError::TooOpen { gid, .. }) if gid == other
+            ));
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+            assert_eq!(read_secret(&p).unwrap(), b"x", "no group access: any group");
+        } else {
+            assert_ne!(nix::unistd::geteuid().as_raw(), 0, "root may chown");
+        }
+    }
+
+    #[test]
+    fn an_older_bodys_owner_only_secrets_are_opened_to_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old, other) = (dir.path().join("tls.key"), dir.path().join("notes"));
+        fs::write(&old, b"k").unwrap();
+        fs::set_permissions(&old, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::write(&other, b"n").unwrap();
+        fs::set_permissions(&other, fs::Permissions::from_mode(0o400)).unwrap();
+        assert_eq!(open_to_group(dir.path()).unwrap(), 1);
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&old), 0o640);
+        assert_eq!(mode(&other), 0o400, "only 0600 files change");
+        assert_eq!(open_to_group(dir.path()).unwrap(), 0);
+    }
+
+    #[test]
+    fn the_rule_admits_group_read_of_the_own_group_only() {
+        assert!(private_enough(0o600, 5, 7));
+        assert!(private_enough(0o640, 7, 7));
+        assert!(private_enough(0o750, 7, 7));
+        assert!(!private_enough(0o640, 5, 7));
+        assert!(!private_enough(0o660, 7, 7));
+        assert!(!private_enough(0o604, 7, 7));
+        assert!(!private_enough(0o601, 7, 7));
     }
 }

@@ -514,8 +514,9 @@ fn secret_files(manifest: &Manifest, layout: &StateLayout) -> Vec<SecretFile> {
     out
 }
 
-/// Every file and directory under the secret directories and Scribe's directory has no group
-/// or other access.
+/// Every file and directory under the secret directories and Scribe's directory is private
+/// enough (`reach_identity::files::private_enough`): nothing for others, and read access for
+/// the body user's own group only (how a Quadlet role reads its bind-mounted secrets).
 fn modes(manifest: &Manifest, layout: &StateLayout) -> Check {
     let mut roots: Vec<PathBuf> = manifest
         .roles
@@ -534,11 +535,18 @@ fn modes(manifest: &Manifest, layout: &StateLayout) -> Check {
     }
     let mut open = Vec::new();
     let mut seen = 0;
+    let own = reach_identity::files::own_group();
     for root in &roots {
-        walk(root, &mut |path, mode| {
+        walk(root, &mut |path, meta| {
             seen += 1;
-            if mode & 0o077 != 0 {
-                open.push(format!("{} {:o}", path.display(), mode & 0o777));
+            let mode = meta.permissions().mode();
+            if !reach_identity::files::private_enough(mode, meta.gid(), own) {
+                open.push(format!(
+                    "{} {:o} group {}",
+                    path.display(),
+                    mode & 0o777,
+                    meta.gid()
+                ));
             }
         });
     }
@@ -546,13 +554,15 @@ fn modes(manifest: &Manifest, layout: &StateLayout) -> Check {
         check(
             "secrets/modes",
             true,
-            format!("{seen} secret files and directories, none open to group or others"),
+            format!(
+                "{seen} secret files and directories, none open to others or to a foreign group"
+            ),
         )
     } else {
         check(
             "secrets/modes",
             false,
-            format!("open to group or others: {}", open.join(", ")),
+            format!("open to others or a foreign group: {}", open.join(", ")),
         )
     }
 }
@@ -684,11 +694,11 @@ fn holders(manifest: &Manifest, layout: &StateLayout) -> Check {
     }
 }
 
-fn walk(path: &Path, visit: &mut impl FnMut(&Path, u32)) {
+fn walk(path: &Path, visit: &mut impl FnMut(&Path, &std::fs::Metadata)) {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return;
     };
-    visit(path, meta.permissions().mode());
+    visit(path, &meta);
     if meta.is_dir()
         && let Ok(entries) = std::fs::read_dir(path)
     {

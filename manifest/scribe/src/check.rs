@@ -14,7 +14,7 @@ use std::process::Command;
 
 use crate::images::local_digest;
 use crate::quadlet::{
-    Materialized, QuadletInput, SecretSource, scribe_files_on_disk, secret_owners,
+    Materialized, QuadletInput, scribe_files_on_disk, secret_owners, state_files,
 };
 use crate::refusal::{Refusal, RefusalKind, vet_podman_args};
 
@@ -34,7 +34,7 @@ pub enum Drift {
     },
     /// a unit on disk breaks a refusal rule
     Refused { file: String, refusal: Refusal },
-    /// a secret's source file is missing from the state directory
+    /// a file a role's container reads from its secret directory is missing
     MissingSecretSource { secret: String, path: PathBuf },
     /// a Podman secret the units mount does not exist
     MissingPodmanSecret(String),
@@ -219,6 +219,12 @@ pub fn vet_unit_text(input: &QuadletInput<'_>, file: &str, role: &str, text: &st
                     )),
                 }
             }
+            "Volume" => {
+                let source = value.trim().split(':').next().unwrap_or("");
+                if let Some(kind) = foreign_state_mount(input, role, source) {
+                    refusals.push(Refusal::new(at, kind));
+                }
+            }
             "Network" if !egress && value.trim() != "none" => {
                 refusals.push(Refusal::new(
                     at,
@@ -246,6 +252,36 @@ pub fn vet_unit_text(input: &QuadletInput<'_>, file: &str, role: &str, text: &st
         }
     }
     refusals
+}
+
+/// A unit's `Volume=` source inside the state directory other than the role's own secret
+/// directory: another role's secrets, Scribe's trust root, or more of the state than a role
+/// may see.
+fn foreign_state_mount(input: &QuadletInput<'_>, role: &str, source: &str) -> Option<RefusalKind> {
+    let path = Path::new(source);
+    let rel = path.strip_prefix(input.state.root()).ok()?;
+    if path == input.state.secret_dir(role) {
+        return None;
+    }
+    let mut parts = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned());
+    let (secret, owner) = (source.to_owned(), role.to_owned());
+    Some(match (parts.next().as_deref(), parts.next()) {
+        (Some("secrets"), Some(o)) if o != role => RefusalKind::ForeignSecret {
+            secret,
+            owner: o,
+            role: owner,
+        },
+        (Some("scribe"), _) => RefusalKind::ForeignSecret {
+            secret,
+            owner: "scribe".to_owned(),
+            role: owner,
+        },
+        _ => RefusalKind::VolumeOutsideManifest(format!(
+            "{source} (inside the state directory Scribe manages)"
+        )),
+    })
 }
 
 /// Compares `derived` (from [`crate::quadlet::derive`]) with `out_dir` and the host.
@@ -299,17 +335,13 @@ pub fn check(
         .iter()
         .flat_map(|c| c.secrets.iter().map(|s| s.name.as_str()))
         .collect();
-    for c in &derived.containers {
-        for s in &c.secrets {
-            if let SecretSource::State(rel) = &s.from {
-                let path = input.state.root().join(rel);
-                if !path.exists() {
-                    drift.push(Drift::MissingSecretSource {
-                        secret: s.name.clone(),
-                        path,
-                    });
-                }
-            }
+    for (role, file, rel) in state_files(input) {
+        let path = input.state.root().join(rel);
+        if !path.exists() {
+            drift.push(Drift::MissingSecretSource {
+                secret: format!("{role}/{file}"),
+                path,
+            });
         }
     }
     if let Some(podman) = &options.podman {

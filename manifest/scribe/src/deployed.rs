@@ -2,8 +2,8 @@
 //! it: each port's socket directory is the mount point of the volume `reach-port-<port>`, each
 //! role's main process the container `reach-<role>`. The operator's CLI reads these to reach
 //! the ports (`reach status --podman`, `reach audit --podman`) and to audit the processes.
-//! [`rollout`] decides what a change in the state directory (a renewed leaf, a new credential)
-//! still needs on the host, and [`replace_secret`] replaces a secret (`reach scribe renew`).
+//! [`rollout`] decides which roles a change in the state directory (a credential set since they
+//! started) still needs restarted; a renewed leaf needs nothing (`reach scribe renew`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use reach_manifest::Manifest;
 use reach_manifest::plan::StateLayout;
 
 use crate::image_build::Podman;
-use crate::quadlet::{QuadletInput, container_name, port_volume_name, state_secrets};
+use crate::quadlet::{QuadletInput, container_name, port_volume_name, reloaded_live, state_files};
 
 /// A deployed body as its host shows it.
 #[derive(Debug)]
@@ -60,19 +60,6 @@ fn run(podman: &Podman, what: &'static str, args: &[&str]) -> Result<String, Loc
         });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Replaces Podman secret `name` with the bytes of `source`, as the generated `secrets.sh` does:
-/// remove, then create (Podman 4.3 has no `secret create --replace`). Removing a secret a
-/// running container uses is safe: the container keeps the copy it took when it was created.
-pub fn replace_secret(podman: &Podman, name: &str, source: &Path) -> Result<(), LocateError> {
-    let _ = podman.command().args(["secret", "rm", name]).output();
-    run(
-        podman,
-        "secret create",
-        &["secret", "create", name, &source.to_string_lossy()],
-    )
-    .map(drop)
 }
 
 /// Asks Podman where `manifest`'s body, with its state directory at `state`, lives.
@@ -147,51 +134,35 @@ pub fn locate(podman: &Podman, manifest: &Manifest, state: &Path) -> Result<Depl
 
 /// What a Quadlet body still has to do after its state directory changed, decided from what
 /// the host shows rather than from what one run changed: a run interrupted anywhere between
-/// writing a leaf and restarting its role is finished by the next one.
+/// writing a credential and restarting its role is finished by the next one. Leaves, keys and
+/// bundles never need anything: each role's secret directory is mounted into its container and
+/// the role reloads them live ([`crate::quadlet::reloaded_live`]).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Rollout {
-    /// Podman secrets that are missing, or were created before their file in the state
-    /// directory was last written, each with that file: replace them.
-    pub replace: Vec<(String, PathBuf)>,
-    /// Running roles, in manifest order, that started before one of their secrets was created
-    /// or whose secrets are replaced now: each holds older copies until it restarts.
+    /// Running roles, in manifest order, that started before one of the credentials they read
+    /// at start was last written: each runs on the older one until it restarts.
     pub restart: Vec<String>,
 }
 
-/// One state-directory secret of a role, with the two times that decide its rollout (both
-/// nanoseconds since the epoch on the host's clock).
+/// One file a role reads from its secret directory only at start, with the time it was last
+/// written (nanoseconds since the epoch on the host's clock).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SecretTimes {
+pub struct FileTimes {
     pub role: String,
-    pub secret: String,
     pub file: PathBuf,
-    /// When the file was last written.
     pub written: i128,
-    /// When Podman created the secret; `None` when Podman has none by that name.
-    pub created: Option<i128>,
 }
 
-/// The rollout for `secrets` (roles in manifest order) and the running role containers' start
-/// times. A replaced secret counts as created now, after every start.
-pub fn decide(secrets: &[SecretTimes], started: &BTreeMap<String, i128>) -> Rollout {
+/// The rollout for `files` (roles in manifest order) and the running role containers' start
+/// times.
+pub fn decide(files: &[FileTimes], started: &BTreeMap<String, i128>) -> Rollout {
     let mut out = Rollout::default();
-    let mut newest: Vec<(&str, i128)> = Vec::new();
-    for s in secrets {
-        let created = match s.created {
-            Some(c) if c >= s.written => c,
-            _ => {
-                out.replace.push((s.secret.clone(), s.file.clone()));
-                i128::MAX
-            }
-        };
-        match newest.iter_mut().find(|(r, _)| *r == s.role) {
-            Some((_, n)) => *n = (*n).max(created),
-            None => newest.push((&s.role, created)),
+    for f in files {
+        if out.restart.contains(&f.role) {
+            continue;
         }
-    }
-    for (role, newest) in newest {
-        if started.get(role).is_some_and(|&at| at < newest) {
-            out.restart.push(role.to_owned());
+        if started.get(&f.role).is_some_and(|&at| at < f.written) {
+            out.restart.push(f.role.clone());
         }
     }
     out
@@ -246,40 +217,20 @@ fn inspect_times(
     Ok(times(&run(podman, kind, &args)?))
 }
 
-/// Asks Podman and the state directory what the body of `input` still needs: which of its
-/// state-directory secrets to replace and which running roles to restart ([`decide`]).
+/// Asks Podman and the state directory which running roles of the body of `input` started
+/// before a credential they read at start was written ([`decide`]).
 pub fn rollout(podman: &Podman, input: &QuadletInput<'_>) -> Result<Rollout, RolloutError> {
-    // A withheld principal (`reach compromise`) holds no leaf: its secrets are not rolled out
-    // and its role is not restarted (it stays as the operator stopped it, until reinstated).
+    // A withheld principal (`reach compromise`) holds no leaf: its role is not restarted (it
+    // stays as the operator stopped it, until reinstated).
     let withheld = crate::identities::withheld(&input.state).map_err(|e| RolloutError::Source {
         path: input.state.scribe_dir(),
         error: std::io::Error::other(e.to_string()),
     })?;
-    let wanted: Vec<_> = state_secrets(input)
-        .into_iter()
-        .filter(|(role, _, _)| !withheld.contains(role))
-        .collect();
-    let listed: BTreeSet<String> = run(
-        podman,
-        "secret ls",
-        &["secret", "ls", "--format", "{{.Name}}"],
-    )?
-    .lines()
-    .map(|l| l.trim().to_owned())
-    .collect();
-    let present: Vec<&str> = wanted
-        .iter()
-        .map(|(_, name, _)| name.as_str())
-        .filter(|n| listed.contains(*n))
-        .collect();
-    let created = inspect_times(
-        podman,
-        "secret",
-        "{{.Spec.Name}} {{.CreatedAt.UnixNano}}",
-        &present,
-    )?;
-    let mut secrets = Vec::new();
-    for (role, secret, rel) in wanted {
+    let mut files = Vec::new();
+    for (role, name, rel) in state_files(input) {
+        if withheld.contains(&role) || reloaded_live(&name) {
+            continue;
+        }
         let file = input.state.root().join(rel);
         let written = std::fs::metadata(&file)
             .and_then(|m| m.modified())
@@ -287,10 +238,8 @@ pub fn rollout(podman: &Podman, input: &QuadletInput<'_>) -> Result<Rollout, Rol
                 path: file.clone(),
                 error,
             })?;
-        secrets.push(SecretTimes {
-            created: created.get(&secret).copied(),
+        files.push(FileTimes {
             role,
-            secret,
             file,
             written: nanos(written),
         });
@@ -318,69 +267,36 @@ pub fn rollout(podman: &Podman, input: &QuadletInput<'_>) -> Result<Rollout, Rol
         .iter()
         .filter_map(|(role, c)| Some(((*role).to_owned(), *times.get(c)?)))
         .collect();
-    Ok(decide(&secrets, &started))
+    Ok(decide(&files, &started))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn secret(role: &str, file: &str, written: i128, created: Option<i128>) -> SecretTimes {
-        SecretTimes {
+    fn file(role: &str, name: &str, written: i128) -> FileTimes {
+        FileTimes {
             role: role.to_owned(),
-            secret: format!("reach.{role}.{file}"),
-            file: PathBuf::from(format!("/state/secrets/{role}/{file}")),
+            file: PathBuf::from(format!("/state/secrets/{role}/{name}")),
             written,
-            created,
         }
     }
 
     #[test]
-    fn a_secret_older_than_its_file_is_replaced_and_its_running_role_restarted() {
-        let secrets = [
-            secret("core", "tls.crt", 10, Some(20)),
-            secret("ward", "tls.crt", 30, Some(20)),
-            secret("ward", "tls.key", 30, None),
-            secret("vm-broker", "tls.crt", 30, Some(20)),
+    fn a_role_started_before_a_credential_was_written_is_restarted_once() {
+        let files = [
+            file("core", "portal-key", 10),
+            file("egress-discord", "discord-bot-token", 30),
+            file("egress-discord", "interaction-seal", 40),
+            file("egress-provider", "provider-key", 30),
         ];
-        // vm-broker is not running: its secret is replaced, nothing restarted.
-        let started = BTreeMap::from([("core".to_owned(), 25), ("ward".to_owned(), 25)]);
-        let r = decide(&secrets, &started);
-        assert_eq!(
-            r.replace,
-            vec![
-                (
-                    "reach.ward.tls.crt".to_owned(),
-                    PathBuf::from("/state/secrets/ward/tls.crt")
-                ),
-                (
-                    "reach.ward.tls.key".to_owned(),
-                    PathBuf::from("/state/secrets/ward/tls.key")
-                ),
-                (
-                    "reach.vm-broker.tls.crt".to_owned(),
-                    PathBuf::from("/state/secrets/vm-broker/tls.crt")
-                ),
-            ]
-        );
-        assert_eq!(r.restart, vec!["ward".to_owned()]);
-    }
-
-    #[test]
-    fn a_role_started_before_its_current_secret_is_restarted_even_with_nothing_to_replace() {
-        // The run that replaced ward's secret at 40 stopped before restarting ward (started 25).
-        let secrets = [
-            secret("core", "tls.crt", 10, Some(20)),
-            secret("ward", "tls.crt", 30, Some(40)),
-            secret("ward", "bundle.pem", 5, Some(20)),
-        ];
-        let started = BTreeMap::from([("core".to_owned(), 25), ("ward".to_owned(), 25)]);
-        let r = decide(&secrets, &started);
-        assert!(r.replace.is_empty());
-        assert_eq!(r.restart, vec!["ward".to_owned()]);
-        // Once ward has started after it, nothing is left to do.
-        let started = BTreeMap::from([("core".to_owned(), 25), ("ward".to_owned(), 41)]);
-        assert_eq!(decide(&secrets, &started), Rollout::default());
+        // egress-provider is not running: nothing to restart there.
+        let started = BTreeMap::from([("core".to_owned(), 25), ("egress-discord".to_owned(), 25)]);
+        let r = decide(&files, &started);
+        assert_eq!(r.restart, vec!["egress-discord".to_owned()]);
+        // Once it has started after its newest credential, nothing is left to do.
+        let started = BTreeMap::from([("core".to_owned(), 25), ("egress-discord".to_owned(), 41)]);
+        assert_eq!(decide(&files, &started), Rollout::default());
     }
 
     #[test]

@@ -81,8 +81,8 @@ fn load_root(dir: &Path) -> Result<Option<TrustRoot>, ScribeError> {
 }
 
 fn save_root(dir: &Path, root: &TrustRoot) -> Result<(), ScribeError> {
-    files::write_secret(&dir.join(ROOT_CERT), root.cert_pem.as_bytes())?;
-    files::write_secret(&dir.join(ROOT_KEY), root.key_pem().as_bytes())?;
+    files::write_private(&dir.join(ROOT_CERT), root.cert_pem.as_bytes())?;
+    files::write_private(&dir.join(ROOT_KEY), root.key_pem().as_bytes())?;
     Ok(())
 }
 
@@ -127,7 +127,7 @@ pub fn write_bundles(
     now: SystemTime,
 ) -> Result<IdentityReport, ScribeError> {
     let dir = layout.scribe_dir();
-    files::ensure_secret_dir(&dir)?;
+    files::ensure_private_dir(&dir)?;
     let mut report = IdentityReport::default();
     let current = load_root(&dir)?;
     let previous_path = dir.join(PREVIOUS_ROOT_CERT);
@@ -141,7 +141,7 @@ pub fn write_bundles(
         }
         (Some(old), Rotation::Root) => {
             report.root_created = true;
-            files::write_secret(&previous_path, old.cert_pem.as_bytes())?;
+            files::write_private(&previous_path, old.cert_pem.as_bytes())?;
             let r = TrustRoot::generate(&manifest.trust_domain, now)?;
             save_root(&dir, &r)?;
             r
@@ -169,6 +169,8 @@ pub fn write_bundles(
     for p in manifest.principals() {
         let sd = layout.secret_dir(p.name());
         files::ensure_secret_dir(&sd)?;
+        // A body whose files predate group-readable secrets: its containers read them now.
+        files::open_to_group(&sd)?;
         let path = sd.join(TRUST_BUNDLE);
         let same = files::read_secret(&path)
             .map(|b| b == bundle.as_bytes())
@@ -205,9 +207,9 @@ fn write_withheld(
     names: &std::collections::BTreeSet<String>,
 ) -> Result<(), ScribeError> {
     let dir = layout.scribe_dir();
-    files::ensure_secret_dir(&dir)?;
+    files::ensure_private_dir(&dir)?;
     let text: String = names.iter().map(|n| format!("{n}\n")).collect();
-    files::write_secret(&dir.join(WITHHELD), text.as_bytes())?;
+    files::write_private(&dir.join(WITHHELD), text.as_bytes())?;
     Ok(())
 }
 

@@ -10,9 +10,11 @@
 //!   digest depends on the binaries alone) and hands the digest to the pinning path; [`images`]
 //!   pins every role's image by digest.
 //! * [`quadlet`] derives the rootless Quadlet units, volumes, networks, container-side configs
-//!   and the Podman secrets script: one `.container` unit per role, image by digest, read-only,
-//!   no capabilities, no new privileges, network none unless egress, per-port socket volumes for
-//!   the server and its allowed callers only, the role's own secrets only, and the pids ceiling
+//!   and the Podman secrets script (the configurations): one `.container` unit per role, image
+//!   by digest, read-only, no capabilities, no new privileges, network none unless egress,
+//!   per-port socket volumes for the server and its allowed callers only, the role's own secret
+//!   directory only (bind-mounted read-only: 0640 files of the body's group, so a renewed leaf
+//!   or a rotated root reaches a running role with no restart), and the pids ceiling
 //!   both as `PidsLimit` and as the role user's `RLIMIT_NPROC` (the config's `process_ceiling`,
 //!   set by the role on itself), which holds where rootless cgroup v1 ignores cgroup limits. Every role runs as 1000:2000 in a sized
 //!   `UserNS=auto` namespace (disjoint host ids per container) that maps the body's group 2000
@@ -38,9 +40,9 @@
 //!   re-derives everything and reports drift from what is on disk (`reach scribe check`).
 //! * [`deployed`] finds a deployed body's port volumes and role containers through Podman (for
 //!   `reach status --podman` and `reach audit --podman`) and decides the rollout of a changed
-//!   state directory (`reach scribe renew`): every Podman secret older than its file is
-//!   replaced, every running role started before its secrets were created is restarted, decided
-//!   from Podman's and the files' times, so an interrupted run is finished by the next.
+//!   state directory (`reach scribe renew`): leaves need none; every running role started before
+//!   a credential it reads at start was written is restarted, decided from Podman's and the
+//!   files' times, so an interrupted run is finished by the next.
 //!
 //! `tests/containers.rs` runs all eight roles from their generated units' exact `podman run`
 //! lines as the rootless user `reach-ci` (`scripts/podman-setup.sh`).

@@ -1,13 +1,18 @@
 //! Quadlet units: one `.container` per role, the `.volume`/`.network` units they need, the
-//! container-side role configurations, and the script that creates the Podman secrets.
+//! container-side role configurations, and the script that creates the configurations' Podman
+//! secrets.
 //!
 //! Inside every container the body is laid out as [`StateLayout`] rooted at [`CONTAINER_ROOT`],
 //! so a role reads the same [`RoleConfig`](reach_manifest::plan::RoleConfig) shape as under the
 //! dev launcher, only with container paths:
 //!
 //! * `/reach/config/<role>.toml` — the role's configuration (a Podman secret, read-only);
-//! * `/reach/secrets/<role>/…` — its leaf, key, trust bundle and own credentials, each a Podman
-//!   secret mounted with mode 0400;
+//! * `/reach/secrets/<role>/…` — its leaf, key, trust bundle and own credentials: the role's
+//!   own secret directory of the host's state directory, bind-mounted read-only. The files are
+//!   0640 in a 0750 directory of the body user's group, which the units map to the role's group
+//!   ([`BODY_GID`]); their owner is nobody inside. A renewed leaf or a rotated bundle is one
+//!   rename on the host that the role's material reload sees: no copy, no restart, no failed
+//!   call (a Podman secret is a copy taken when the container starts);
 //! * `/reach/sockets/<port>/` — one named volume per port: writable in the server, read-only in
 //!   each allowed caller (connecting to a Unix socket needs no write access to the mount);
 //! * `/reach/data/<role>/` — the role's own writable volume.
@@ -18,7 +23,8 @@
 //! roles without egress have no network at all.
 //!
 //! **Architecture Invariant:** output is a pure function of the manifest, the pinned images,
-//! which optional credentials exist and the renewal command (the binary and manifest paths). No
+//! which optional credentials exist, the state directory's path and the renewal command (the
+//! binary and manifest paths). No
 //! timestamps, no host names, sorted everywhere, so a re-run is byte-identical and
 //! `reach scribe check` can compare bytes.
 
@@ -37,8 +43,8 @@ use crate::renewal::Renewal;
 pub const CONTAINER_ROOT: &str = "/reach";
 /// How long a role may drain after SIGTERM before Podman kills it (the launcher's 15 s).
 pub const STOP_TIMEOUT_SECS: u32 = 15;
-/// The mode of every mounted secret: the role's own user reads it; group and others nothing
-/// (roles refuse secret files group or others can read).
+/// The mode of every mounted Podman secret (the configuration): the role's own user reads it;
+/// group and others nothing.
 const SECRET_MODE: &str = "0400";
 /// The user every role runs as inside its container (the images' `USER`, the units' `User=`).
 /// Not root: with `UserNS=auto` each container's 1000 is a different host id anyway, and a
@@ -78,7 +84,8 @@ pub struct QuadletInput<'a> {
     pub manifest: &'a Manifest,
     /// Every role's image, pinned (see [`crate::images::pin_images`]).
     pub images: BTreeMap<String, PinnedImage>,
-    /// The body's state directory on the host: the secrets script reads from it.
+    /// The body's state directory on the host: each role's secret directory in it is mounted
+    /// into its container.
     pub state: StateLayout,
     /// Optional credentials present in the state directory, as (role, file). An absent optional
     /// credential is not mounted: the capability it enables is disabled.
@@ -127,25 +134,16 @@ pub struct VolumeMount {
     pub read_only: bool,
 }
 
-/// One Podman secret mounted into a container.
+/// One Podman secret mounted into a container: a role's configuration.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SecretMount {
-    /// The Podman secret name, `reach.<role>.<file>`.
+    /// The Podman secret name, `reach.<role>.config`.
     pub name: String,
     /// The path inside the container.
     pub target: String,
-    /// Where the secrets script takes its bytes from, relative to the state directory or, for
-    /// the configuration, to the output directory.
-    pub from: SecretSource,
-}
-
-/// Where a secret's bytes come from.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum SecretSource {
-    /// `config/<role>.toml` in the output directory.
-    Config(String),
-    /// A file under the state directory.
-    State(PathBuf),
+    /// Where the secrets script takes its bytes from, relative to the output directory
+    /// (`config/<role>.toml`).
+    pub from: String,
 }
 
 /// Everything one role's `.container` unit says.
@@ -211,46 +209,56 @@ pub fn secret_name(role: &str, file: &str) -> String {
 /// The file the secrets script lives in.
 pub const SECRETS_SCRIPT: &str = "secrets.sh";
 
-/// Every Podman secret each role owns: its configuration, leaf, key, bundle and credentials
-/// (absent optional ones excluded).
+/// Every Podman secret each role owns: its configuration.
 pub fn secret_owners(input: &QuadletInput<'_>) -> SecretOwners {
     let mut owners = SecretOwners::new();
     for role in &input.manifest.roles {
-        for s in role_secrets(input, role.name.as_str()) {
+        for s in role_secrets(role.name.as_str()) {
             owners.insert(s.name, role.name.as_str().to_owned());
         }
     }
     owners
 }
 
-/// Every Podman secret whose bytes come from the state directory, as (role, secret name, path
-/// relative to the state directory), roles in manifest order: what a change in the state
-/// directory must be rolled out to ([`crate::deployed::rollout`]).
-pub fn state_secrets(input: &QuadletInput<'_>) -> Vec<(String, String, PathBuf)> {
+/// Whether a role rereads a file of its secret directory while it runs: the leaf, its key and
+/// the trust bundle ([`PortMaterial`](../../reach_port/material/index.html) reloads them). A
+/// credential is read at start, so a change to one needs a restart.
+pub fn reloaded_live(file: &str) -> bool {
+    [LEAF_CERT, LEAF_KEY, TRUST_BUNDLE].contains(&file)
+}
+
+/// Every file a role's container reads from its secret directory, as (role, file name, path
+/// relative to the state directory), roles in manifest order: what must exist before the body
+/// starts ([`crate::check`]) and what a change in the state directory may need a restart for
+/// ([`crate::deployed::rollout`]).
+pub fn state_files(input: &QuadletInput<'_>) -> Vec<(String, String, PathBuf)> {
     let mut v = Vec::new();
     for role in &input.manifest.roles {
-        for s in role_secrets(input, role.name.as_str()) {
-            if let SecretSource::State(rel) = s.from {
-                v.push((role.name.as_str().to_owned(), s.name, rel));
-            }
+        let name = role.name.as_str();
+        for f in role_state_files(input, name) {
+            let rel = PathBuf::from("secrets").join(name).join(&f);
+            v.push((name.to_owned(), f, rel));
         }
     }
     v
 }
 
-fn role_secrets(input: &QuadletInput<'_>, role_name: &str) -> Vec<SecretMount> {
+fn role_secrets(role_name: &str) -> Vec<SecretMount> {
     let inside = StateLayout::new(CONTAINER_ROOT);
+    vec![SecretMount {
+        name: secret_name(role_name, "config"),
+        target: inside.config_path(role_name).display().to_string(),
+        from: format!("config/{role_name}.toml"),
+    }]
+}
+
+/// The file names of `role_name`'s secret directory its container reads: leaf, key, bundle
+/// and its credentials (absent optional ones excluded).
+fn role_state_files(input: &QuadletInput<'_>, role_name: &str) -> Vec<String> {
     let role = input
         .manifest
         .role(role_name)
         .expect("role of the manifest");
-    let secret_dir = inside.secret_dir(role_name);
-    let rel_secret = |file: &str| PathBuf::from("secrets").join(role_name).join(file);
-    let mut v = vec![SecretMount {
-        name: secret_name(role_name, "config"),
-        target: inside.config_path(role_name).display().to_string(),
-        from: SecretSource::Config(format!("config/{role_name}.toml")),
-    }];
     let mut files: Vec<&str> = vec![LEAF_CERT, LEAF_KEY, TRUST_BUNDLE];
     for c in &role.credentials {
         if !c.optional
@@ -261,15 +269,9 @@ fn role_secrets(input: &QuadletInput<'_>, role_name: &str) -> Vec<SecretMount> {
             files.push(&c.file);
         }
     }
-    for f in files {
-        v.push(SecretMount {
-            name: secret_name(role_name, f),
-            target: secret_dir.join(f).display().to_string(),
-            from: SecretSource::State(rel_secret(f)),
-        });
-    }
-    v.sort();
-    v
+    let mut files: Vec<String> = files.into_iter().map(str::to_owned).collect();
+    files.sort();
+    files
 }
 
 /// Derives every unit from `input`, refusing any unsafe arrangement.
@@ -321,11 +323,19 @@ pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
             unit_word(a, format!("roles[{i}].args"), &|| a.clone())?;
         }
 
-        let mut volumes = vec![VolumeMount {
-            source: data_volume(name),
-            target: inside.data_dir(name).display().to_string(),
-            read_only: false,
-        }];
+        let mut volumes = vec![
+            VolumeMount {
+                source: data_volume(name),
+                target: inside.data_dir(name).display().to_string(),
+                read_only: false,
+            },
+            // Its own secret directory, read-only: the files the role reads live.
+            VolumeMount {
+                source: input.state.secret_dir(name).display().to_string(),
+                target: inside.secret_dir(name).display().to_string(),
+                read_only: true,
+            },
+        ];
         for p in &m.ports {
             let served = p.server == role.name;
             let calls = p.grants.iter().any(|g| g.caller == name);
@@ -405,7 +415,7 @@ pub fn derive(input: &QuadletInput<'_>) -> Result<Materialized, Refusal> {
             user_ns: unit_user_ns(&role.user_ns),
             network,
             volumes,
-            secrets: role_secrets(input, name),
+            secrets: role_secrets(name),
             environment: role.environment.clone(),
             memory_mib: role.limits.memory_mib,
             pids: role.limits.pids,
@@ -681,22 +691,17 @@ fn render_secrets_script(input: &QuadletInput<'_>, containers: &[ContainerUnit])
     let mut s = String::from("#!/bin/sh\n");
     s.push_str(&header(m));
     s.push_str(&format!(
-        "#\n# Creates (or replaces) every Podman secret the units mount. Run it as the body's user.\n\
-         # Usage: secrets.sh [STATE_DIR]    (default {})\n\
+        "#\n# Creates (or replaces) every Podman secret the units mount: the roles' configurations.\n\
+         # Run it as the body's user. Leaves, keys and credentials are not Podman secrets: each\n\
+         # role's secret directory under {} is mounted into its container.\n\
          set -eu\n\
-         state=\"${{1:-{}}}\"\n\
          here=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\n\
          put() {{\n    podman secret rm \"$1\" >/dev/null 2>&1 || true\n    podman secret create \"$1\" \"$2\" >/dev/null\n    echo \"secret $1\"\n}}\n",
         input.state.root().display(),
-        input.state.root().display()
     ));
     for c in containers {
         for sec in &c.secrets {
-            let from = match &sec.from {
-                SecretSource::Config(rel) => format!("\"$here/{rel}\""),
-                SecretSource::State(rel) => format!("\"$state/{}\"", rel.display()),
-            };
-            s.push_str(&format!("put {} {from}\n", sec.name));
+            s.push_str(&format!("put {} \"$here/{}\"\n", sec.name, sec.from));
         }
     }
     s

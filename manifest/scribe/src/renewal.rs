@@ -1,10 +1,11 @@
 //! The renewal timer of a Quadlet body: two user units that run `reach scribe renew --restart`
 //! every hour, so no leaf outlives its day unrenewed.
 //!
-//! A Quadlet body's containers hold their leaves as Podman secrets copied when they started;
-//! nothing inside them can renew a leaf (Scribe's CA key stays in the host's state directory),
-//! so without this timer every role's leaf ends 24 hours after it was issued and the body stops
-//! talking. The units go in `systemd/` of the output directory: the Quadlet generator reads only
+//! A Quadlet body's containers read their leaves from their secret directories, mounted
+//! read-only, and reload them live; nothing inside them can renew a leaf (Scribe's CA key stays
+//! in the host's state directory), so without this timer every role's leaf ends 24 hours after
+//! it was issued and the body stops talking. A renewed leaf needs no restart: `--restart` is for
+//! a credential the operator set since its role started. The units go in `systemd/` of the output directory: the Quadlet generator reads only
 //! its own kinds of file, so systemd learns of them by `systemctl --user link` (see
 //! deploy/README.md), and `reach audit --units` checks they are linked and enabled.
 //!

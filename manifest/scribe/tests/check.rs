@@ -91,9 +91,18 @@ fn a_hand_edit_is_refused_with_the_rule_it_breaks() {
     let text = text
         .replace("PodmanArgs=--memory=64m --memory-swap=64m --umask=0007\n", "PodmanArgs=--memory=64m --memory-swap=64m --umask=0007 --privileged\n")
         .replace(
-            "Secret=reach.egress-discord.tls.key,",
-            "Secret=reach.core.tls.key,type=mount,target=/stolen,mode=0400,uid=1000,gid=2000\nSecret=reach.egress-discord.tls.key,",
+            "Secret=reach.egress-discord.config,",
+            "Secret=reach.core.config,type=mount,target=/stolen,mode=0400,uid=1000,gid=2000\nSecret=reach.egress-discord.config,",
         );
+    // Another role's secret directory, and Scribe's, mounted beside its own.
+    let own = format!("Volume={}/secrets/egress-discord:", state.path().display());
+    let text = text.replace(
+        &own,
+        &format!(
+            "Volume={0}/secrets/core:/stolen-key:ro\nVolume={0}/scribe:/root-key:ro\n{own}",
+            state.path().display()
+        ),
+    );
     std::fs::write(&unit, text).unwrap();
     let core = out.path().join("reach-core.container");
     let text = std::fs::read_to_string(&core).unwrap();
@@ -103,7 +112,9 @@ fn a_hand_edit_is_refused_with_the_rule_it_breaks() {
         changed: reach-egress-discord.container line 25: expected `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007`, found `PodmanArgs=--memory=64m --memory-swap=64m --umask=0007 --privileged`
         refused: reach-core.container: scribe/host-namespace: reach-core.container:27: `Network=host` joins a host namespace
         refused: reach-egress-discord.container: scribe/privileged: reach-egress-discord.container:25: `--privileged` gives the container every capability and device
-        refused: reach-egress-discord.container: scribe/foreign-secret: reach-egress-discord.container:36: `reach.core.tls.key` belongs to `core`, not to role `egress-discord`
+        refused: reach-egress-discord.container: scribe/foreign-secret: reach-egress-discord.container:27: `<state>/secrets/core` belongs to `core`, not to role `egress-discord`
+        refused: reach-egress-discord.container: scribe/foreign-secret: reach-egress-discord.container:28: `<state>/scribe` belongs to `scribe`, not to role `egress-discord`
+        refused: reach-egress-discord.container: scribe/foreign-secret: reach-egress-discord.container:34: `reach.core.config` belongs to `core`, not to role `egress-discord`
     "#]].assert_eq(&drift(state.path(), out.path(), &CheckOptions::default()));
 }
 
@@ -126,7 +137,7 @@ fn reports_missing_secret_sources_and_ruleset_drift() {
         )),
     };
     expect![[r#"
-        secret source missing: reach.ingress-edge.discord-bot-token from <state>/secrets/ingress-edge/discord-bot-token
+        secret source missing: ingress-edge/discord-bot-token from <state>/secrets/ingress-edge/discord-bot-token
         ruleset <out>/reach.nft line 2: expected `	chain output {`, found `}`
     "#]].assert_eq(&drift(state.path(), out.path(), &options));
 }

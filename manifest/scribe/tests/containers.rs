@@ -13,6 +13,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
 
 use common::podman::{
     Cleanup, USER, bins_dir, clean, materialize, probe, restart, rootless_or_skip, start,
@@ -530,21 +531,19 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
     );
 
     // Leaf renewal of the Quadlet body, as its user: ward's leaf swapped for one of the same
-    // root that ends in 5 hours is renewed by `reach scribe renew`, which replaces exactly
-    // ward's two leaf secrets (its container copied the old ones when it started).
-    let secret_ids = || -> Vec<(String, String)> {
-        m.roles
-            .iter()
-            .flat_map(|role| ["tls.crt", "tls.key"].map(|f| (role.name.as_str().to_owned(), f)))
-            .map(|(role, f)| {
-                let name = format!("reach.{role}.{f}");
-                let out = r.podman_out(&["secret", "inspect", "--format", "{{.ID}}", &name]);
-                assert!(out.status.success(), "{name}");
-                (name, String::from_utf8_lossy(&out.stdout).trim().to_owned())
-            })
-            .collect()
+    // root that ends in 5 hours is renewed by `reach scribe renew`, and ward serves each new
+    // leaf from its mounted secret directory at its next reload: no Podman secret, no restart.
+    let started = |role: &str| -> String {
+        let out = r.podman_out(&[
+            "inspect",
+            "--format",
+            "{{.State.StartedAt.UnixNano}}",
+            &format!("reach-{role}"),
+        ]);
+        assert!(out.status.success(), "inspect reach-{role}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
-    let before = secret_ids();
+    let ward_started = started("ward");
     let scribe_dir = mat.state.join("scribe");
     let ward_dir = mat.state.join("secrets").join("ward");
     // Ward's leaf in the state directory swapped for one of the same root lasting `hours`.
@@ -563,7 +562,41 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         reach_identity::files::write_leaf(&ward_dir, &leaf).unwrap();
         r.give(&ward_dir);
     };
+    // Ward serves the leaf its secret directory holds, within a few reloads.
+    let serves_its_file = || {
+        // Read as the body's user: the file is its group's, not this (root) process's.
+        let cat = [
+            "cat".to_owned(),
+            ward_dir.join("tls.crt").display().to_string(),
+        ];
+        let pem = r.command(&cat, &[]).output().unwrap().stdout;
+        let der = rustls_pemfile::certs(&mut &pem[..])
+            .next()
+            .unwrap()
+            .unwrap();
+        let serial = reach_identity::inspect_leaf(&der, &m.trust_domain, SystemTime::now())
+            .unwrap()
+            .serial_hex;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let status = reach(&["status"]);
+            let text = String::from_utf8_lossy(&status.stdout).into_owned();
+            let line = text.lines().find(|l| l.starts_with("ward ")).unwrap_or("");
+            if status.status.success()
+                && text.contains("8/8 roles healthy")
+                && line.ends_with(&serial[..12])
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ward does not serve {serial}:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
     ward_leaf_for(5);
+    serves_its_file();
     // What the renewal timer runs, as the body's user (no --restart: no user manager here).
     let renew = || {
         let renew = r
@@ -587,65 +620,19 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
         );
         said
     };
-    let said = renew();
-    assert!(said.starts_with("renewed: ward\n"), "{said}");
-    assert!(
-        said.contains("podman secret reach.ward.tls.crt replaced\n")
-            && said.contains("podman secret reach.ward.tls.key replaced\n")
-            && said.ends_with("restart reach-ward.service to serve the new leaf\n"),
-        "{said}"
-    );
-    let after = secret_ids();
-    for ((name, was), (_, now)) in before.iter().zip(&after) {
-        if name.starts_with("reach.ward.") {
-            assert_ne!(was, now, "{name} replaced");
-        } else {
-            assert_eq!(was, now, "{name} left alone");
-        }
-    }
-
-    // That run stopped short of restarting ward. The next, with no leaf to renew, still finds
-    // ward's container started before its secrets were replaced, and replaces nothing.
+    const CURRENT: &str =
+        "every running role reads its current secrets (leaves are reloaded live)\n";
+    assert_eq!(renew(), format!("renewed: ward\n{CURRENT}"));
+    serves_its_file();
+    assert_eq!(started("ward"), ward_started, "ward was not restarted");
     assert_eq!(
         renew(),
-        "no leaf within its renewal window\nrestart reach-ward.service to serve the new leaf\n"
+        format!("no leaf within its renewal window\n{CURRENT}")
     );
-    assert_eq!(secret_ids(), after);
-    // Meanwhile the receipt fails exactly `secrets/rollout`, naming ward (without --units: the
+
+    // A credential the operator sets since is read at start: its role's restart is named, and
+    // until then the receipt fails exactly `secrets/rollout`, naming it (without --units: the
     // user no longer lingers, see above).
-    let (id, detail) = only_failure(reach(&["audit"]));
-    assert_eq!(id, "secrets/rollout");
-    assert!(
-        detail
-            .starts_with("ward started before its secrets were replaced; run `reach scribe renew"),
-        "{detail}"
-    );
-    // Restarted as systemd restarts its unit, ward serves its new leaf and every role answers.
-    restart(&r, &mat, "ward");
-    let status = reach(&["status"]);
-    let text = String::from_utf8_lossy(&status.stdout).into_owned();
-    assert!(
-        status.status.success() && text.contains("8/8 roles healthy"),
-        "{text}"
-    );
-    assert_eq!(
-        renew(),
-        "no leaf within its renewal window\nevery running role holds its current secrets\n"
-    );
-
-    // A run killed after writing a leaf and before replacing its secrets leaves a leaf newer
-    // than ward's secrets (a full day's, so not for renewing): the next run replaces them.
-    ward_leaf_for(24);
-    assert_eq!(
-        renew(),
-        "no leaf within its renewal window\n\
-         podman secret reach.ward.tls.crt replaced\n\
-         podman secret reach.ward.tls.key replaced\n\
-         restart reach-ward.service to serve the new leaf\n"
-    );
-
-    // A credential the operator sets since is rolled out the same way: its secret replaced,
-    // its role's restart named (after ward's, still pending: manifest order).
     let mut set = r
         .command(
             &[
@@ -668,8 +655,26 @@ fn every_role_runs_as_a_hardened_rootless_container_from_its_unit() {
     assert_eq!(
         renew(),
         "no leaf within its renewal window\n\
-         podman secret reach.egress-discord.discord-bot-token replaced\n\
-         restart reach-ward.service to serve the new leaf\n\
-         restart reach-egress-discord.service to serve the new leaf\n"
+         restart reach-egress-discord.service to read its new credential\n"
+    );
+    let (id, detail) = only_failure(reach(&["audit"]));
+    assert_eq!(id, "secrets/rollout");
+    assert!(
+        detail.starts_with(
+            "egress-discord started before a credential it reads was written; run `reach scribe renew"
+        ),
+        "{detail}"
+    );
+    // Restarted as systemd restarts its unit, it reads the new token and every role answers.
+    restart(&r, &mat, "egress-discord");
+    let status = reach(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        status.status.success() && text.contains("8/8 roles healthy"),
+        "{text}"
+    );
+    assert_eq!(
+        renew(),
+        format!("no leaf within its renewal window\n{CURRENT}")
     );
 }

@@ -131,6 +131,7 @@ fn the_core_unit_in_full() {
         Ulimit=core=0:0
         PodmanArgs=--memory=128m --memory-swap=128m --umask=0007
         StopTimeout=15
+        Volume=/var/lib/reach/secrets/core:/reach/secrets/core:ro
         Volume=reach-data-core.volume:/reach/data/core:U
         Volume=reach-data-corpus-builder.volume:/reach/data/corpus-builder:ro
         Volume=reach-port-core.admission.volume:/reach/sockets/core.admission:U
@@ -142,10 +143,7 @@ fn the_core_unit_in_full() {
         Volume=reach-port-vm-broker.instances.volume:/reach/sockets/vm-broker.instances:ro
         Volume=reach-port-ward.authority.volume:/reach/sockets/ward.authority:ro
         Volume=reach-port-workbench.steps.volume:/reach/sockets/workbench.steps:ro
-        Secret=reach.core.bundle.pem,type=mount,target=/reach/secrets/core/bundle.pem,mode=0400,uid=1000,gid=2000
         Secret=reach.core.config,type=mount,target=/reach/config/core.toml,mode=0400,uid=1000,gid=2000
-        Secret=reach.core.tls.crt,type=mount,target=/reach/secrets/core/tls.crt,mode=0400,uid=1000,gid=2000
-        Secret=reach.core.tls.key,type=mount,target=/reach/secrets/core/tls.key,mode=0400,uid=1000,gid=2000
 
         [Service]
         Restart=on-failure
@@ -177,6 +175,14 @@ fn output_is_byte_identical_on_rerun_and_writes_nothing_twice() {
 #[test]
 fn each_role_mounts_exactly_its_sockets_and_secrets() {
     let out = derive_text(VPS_PUBLIC, Path::new(REFERENCE_STATE)).unwrap();
+    // The files each role reads from its (mounted) secret directory.
+    let m = load(VPS_PUBLIC);
+    let input = QuadletInput::new(
+        &m,
+        Default::default(),
+        StateLayout::new(Path::new(REFERENCE_STATE)),
+    );
+    let files = reach_scribe::quadlet::state_files(&input);
     let table: String = out
         .containers
         .iter()
@@ -193,58 +199,73 @@ fn each_role_mounts_exactly_its_sockets_and_secrets() {
                 })
                 .collect();
             let secrets: Vec<&str> = c.secrets.iter().map(|s| s.name.as_str()).collect();
+            let read: Vec<&str> = files
+                .iter()
+                .filter(|(role, _, _)| *role == c.role)
+                .map(|(_, f, _)| f.as_str())
+                .collect();
             format!(
-                "{} net={} after={:?}\n  volumes: {}\n  secrets: {}\n",
+                "{} net={} after={:?}\n  volumes: {}\n  secrets: {}\n  reads: {}\n",
                 c.role,
                 c.network.as_deref().unwrap_or("none"),
                 c.after,
                 vols.join(" "),
-                secrets.join(" ")
+                secrets.join(" "),
+                read.join(" ")
             )
         })
         .collect();
     expect![[r#"
         ward net=none after=[]
-          volumes: reach-data-ward reach-port-ward.authority reach-port-ward.health
-          secrets: reach.ward.bundle.pem reach.ward.config reach.ward.tls.crt reach.ward.tls.key reach.ward.ward-key
+          volumes: /var/lib/reach/secrets/ward(ro) reach-data-ward reach-port-ward.authority reach-port-ward.health
+          secrets: reach.ward.config
+          reads: bundle.pem tls.crt tls.key ward-key
         corpus-builder net=reach-egress-corpus-builder.network after=[]
-          volumes: reach-data-corpus-builder reach-port-corpus-builder.admin reach-port-corpus-builder.health
-          secrets: reach.corpus-builder.bundle.pem reach.corpus-builder.config reach.corpus-builder.tls.crt reach.corpus-builder.tls.key
+          volumes: /var/lib/reach/secrets/corpus-builder(ro) reach-data-corpus-builder reach-port-corpus-builder.admin reach-port-corpus-builder.health
+          secrets: reach.corpus-builder.config
+          reads: bundle.pem tls.crt tls.key
         egress-provider net=reach-egress-egress-provider.network after=["ward"]
-          volumes: reach-data-egress-provider reach-port-egress-provider.call reach-port-egress-provider.health reach-port-ward.authority(ro)
-          secrets: reach.egress-provider.bundle.pem reach.egress-provider.config reach.egress-provider.tls.crt reach.egress-provider.tls.key
+          volumes: /var/lib/reach/secrets/egress-provider(ro) reach-data-egress-provider reach-port-egress-provider.call reach-port-egress-provider.health reach-port-ward.authority(ro)
+          secrets: reach.egress-provider.config
+          reads: bundle.pem tls.crt tls.key
         core net=none after=["corpus-builder", "egress-provider", "vm-broker", "ward", "workbench"]
-          volumes: reach-data-core reach-data-corpus-builder(ro) reach-port-core.admission reach-port-core.delivery reach-port-core.health reach-port-core.packs reach-port-core.trail reach-port-egress-provider.call(ro) reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro) reach-port-workbench.steps(ro)
-          secrets: reach.core.bundle.pem reach.core.config reach.core.tls.crt reach.core.tls.key
+          volumes: /var/lib/reach/secrets/core(ro) reach-data-core reach-data-corpus-builder(ro) reach-port-core.admission reach-port-core.delivery reach-port-core.health reach-port-core.packs reach-port-core.trail reach-port-egress-provider.call(ro) reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro) reach-port-workbench.steps(ro)
+          secrets: reach.core.config
+          reads: bundle.pem tls.crt tls.key
         egress-discord net=reach-egress-egress-discord.network after=["core", "ward"]
-          volumes: reach-data-egress-discord reach-port-core.delivery(ro) reach-port-egress-discord.health reach-port-ward.authority(ro)
-          secrets: reach.egress-discord.bundle.pem reach.egress-discord.config reach.egress-discord.discord-bot-token reach.egress-discord.interaction-seal-key reach.egress-discord.tls.crt reach.egress-discord.tls.key
+          volumes: /var/lib/reach/secrets/egress-discord(ro) reach-data-egress-discord reach-port-core.delivery(ro) reach-port-egress-discord.health reach-port-ward.authority(ro)
+          secrets: reach.egress-discord.config
+          reads: bundle.pem discord-bot-token interaction-seal-key tls.crt tls.key
         ingress-edge net=reach-egress-ingress-edge.network after=["core"]
-          volumes: reach-data-ingress-edge reach-port-core.admission(ro) reach-port-ingress-edge.health
-          secrets: reach.ingress-edge.bundle.pem reach.ingress-edge.config reach.ingress-edge.discord-bot-token reach.ingress-edge.interaction-seal-public reach.ingress-edge.tls.crt reach.ingress-edge.tls.key
+          volumes: /var/lib/reach/secrets/ingress-edge(ro) reach-data-ingress-edge reach-port-core.admission(ro) reach-port-ingress-edge.health
+          secrets: reach.ingress-edge.config
+          reads: bundle.pem discord-bot-token interaction-seal-public tls.crt tls.key
         workbench net=none after=["vm-broker", "ward"]
-          volumes: reach-data-workbench reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro) reach-port-workbench.health reach-port-workbench.steps
-          secrets: reach.workbench.bundle.pem reach.workbench.config reach.workbench.tls.crt reach.workbench.tls.key
+          volumes: /var/lib/reach/secrets/workbench(ro) reach-data-workbench reach-port-vm-broker.instances(ro) reach-port-ward.authority(ro) reach-port-workbench.health reach-port-workbench.steps
+          secrets: reach.workbench.config
+          reads: bundle.pem tls.crt tls.key
         vm-broker net=none after=[]
-          volumes: reach-data-vm-broker reach-port-vm-broker.health reach-port-vm-broker.instances
-          secrets: reach.vm-broker.bundle.pem reach.vm-broker.config reach.vm-broker.tls.crt reach.vm-broker.tls.key
+          volumes: /var/lib/reach/secrets/vm-broker(ro) reach-data-vm-broker reach-port-vm-broker.health reach-port-vm-broker.instances
+          secrets: reach.vm-broker.config
+          reads: bundle.pem tls.crt tls.key
     "#]].assert_eq(&table);
 }
 
 #[test]
-fn optional_credential_is_mounted_only_when_present() {
+fn optional_credential_is_required_only_when_present() {
     let state = tempfile::tempdir().unwrap();
-    let without = derive_text(VPS_PUBLIC, state.path()).unwrap();
-    let has_key = |o: &reach_scribe::quadlet::Materialized| {
-        o.files["reach-egress-provider.container"]
-            .contains("reach.egress-provider.provider-api-key")
+    let m = load(VPS_PUBLIC);
+    let has_key = || {
+        let input = QuadletInput::new(&m, Default::default(), StateLayout::new(state.path()));
+        reach_scribe::quadlet::state_files(&input)
+            .iter()
+            .any(|(role, f, _)| role == "egress-provider" && f == "provider-api-key")
     };
-    assert!(!has_key(&without));
+    assert!(!has_key());
     let dir = StateLayout::new(state.path()).secret_dir("egress-provider");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("provider-api-key"), "k").unwrap();
-    let with = derive_text(VPS_PUBLIC, state.path()).unwrap();
-    assert!(has_key(&with));
+    assert!(has_key());
 }
 
 // --- Images -------------------------------------------------------------------------------
@@ -569,10 +590,10 @@ fn refuses_foreign_secret() {
     refused(
         &with_role_lines(
             "egress-discord",
-            "podman_args = [\"--secret\", \"reach.core.tls.key,type=mount\"]",
+            "podman_args = [\"--secret\", \"reach.core.config,type=mount\"]",
         ),
         expect![
-            "scribe/foreign-secret: roles[4].podman_args[0]: `reach.core.tls.key` belongs to `core`, not to role `egress-discord`"
+            "scribe/foreign-secret: roles[4].podman_args[0]: `reach.core.config` belongs to `core`, not to role `egress-discord`"
         ],
     );
     // Another role's secret directory, or Scribe's own, as a manifest mount.

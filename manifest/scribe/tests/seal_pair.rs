@@ -29,7 +29,7 @@ fn the_pair_opens_what_ingress_edge_seals_and_survives_a_rerun() {
         .secret_dir("ingress-edge")
         .join("interaction-seal-public");
     let mode = std::fs::metadata(&private).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600);
+    assert_eq!(mode, reach_identity::files::SECRET_FILE_MODE);
     for role in ["core", "ward", "ingress-edge"] {
         assert!(
             !layout
@@ -114,7 +114,7 @@ fn a_rotation_keeps_the_previous_key_for_its_grace_window() {
         reach_scribe::identities::rotate_interaction_seal(&manifest, &layout, now).unwrap();
     assert_eq!(written, vec![private.clone(), public.clone()]);
     let mode = std::fs::metadata(&private).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600);
+    assert_eq!(mode, reach_identity::files::SECRET_FILE_MODE);
     let ring = SealKeyring::from_bytes(&std::fs::read(&private).unwrap()).unwrap();
     let new = SealPublicKey::from_bytes(&std::fs::read(&public).unwrap()).unwrap();
     assert_ne!(new, old);

@@ -281,6 +281,14 @@ pub fn materialize(r: &Rootless, m: &Manifest, with_probe: bool) -> Materialized
     write_out(&units, &out).expect("units written");
     r.give(dir.path());
 
+    // Secrets an earlier run (or an older Scribe, which made Podman secrets of leaves) left in
+    // the test user's store: `reach audit --units` reports any `reach.*` secret no unit mounts.
+    let listed = r.podman_out(&["secret", "ls", "--format", "{{.Name}}"]);
+    for name in String::from_utf8_lossy(&listed.stdout).lines() {
+        if name.starts_with("reach.") {
+            r.podman_out(&["secret", "rm", name]);
+        }
+    }
     let secrets = out.join("secrets.sh");
     let o = r
         .command(
