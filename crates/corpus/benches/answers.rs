@@ -8,7 +8,7 @@
 //! hit@3, key-fact coverage of the rendered answer, the out-of-corpus refusal rate, the
 //! in-corpus false-refusal rate and answer latency printed. `reach corpus eval FILE` runs the
 //! same harness on an operator's directory. `REACH_EVAL_VERBOSE=1` lists every question that
-//! missed; `REACH_EVAL_ROUNDS=N` asks each question N times (default 5).
+//! missed (`=2` also every question's gate coverage); `REACH_EVAL_ROUNDS=N` asks each question N times (default 5).
 #![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 use std::path::{Path, PathBuf};
@@ -38,7 +38,13 @@ fn docs_root() -> Option<PathBuf> {
     root.is_dir().then_some(root)
 }
 
-fn run_set(name: &str, set: &QuestionSet, docs: &Path, verbose: bool) -> Option<Tally> {
+fn run_set(
+    name: &str,
+    set: &QuestionSet,
+    docs: &Path,
+    verbose: bool,
+    gates: bool,
+) -> Option<Tally> {
     let root = docs.join(&set.header.root);
     let files = reach_corpus::local::dir_files(&root).unwrap_or_default();
     let entries = harness::file_entries(files, &set.header.exclude);
@@ -66,12 +72,24 @@ fn run_set(name: &str, set: &QuestionSet, docs: &Path, verbose: bool) -> Option<
             println!("{}", harness::describe_miss(a));
         }
     }
+    if gates {
+        for a in &run.asked {
+            let c = a.gate.map_or(f32::NAN, |g| g.coverage);
+            let kind = if a.question.out_of_corpus {
+                "out"
+            } else {
+                "in "
+            };
+            println!("  gate {kind} {c:.2} {:?}", a.question.question);
+        }
+    }
     println!("{name}: {}", run.tally.figures());
     Some(run.tally)
 }
 
 fn main() {
-    let verbose = std::env::var("REACH_EVAL_VERBOSE").is_ok_and(|v| v == "1");
+    let verbose = std::env::var("REACH_EVAL_VERBOSE").is_ok_and(|v| v == "1" || v == "2");
+    let gates = std::env::var("REACH_EVAL_VERBOSE").is_ok_and(|v| v == "2");
     let sets: Vec<PathBuf> = match std::env::var("REACH_EVAL_SETS") {
         Ok(v) if !v.is_empty() => v.split(':').map(PathBuf::from).collect(),
         _ => {
@@ -99,7 +117,7 @@ fn main() {
                 std::process::exit(2);
             }
         };
-        if let Some(t) = run_set(&name, &set, &docs, verbose) {
+        if let Some(t) = run_set(&name, &set, &docs, verbose, gates) {
             all.merge(&t);
         }
     }

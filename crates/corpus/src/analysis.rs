@@ -167,7 +167,12 @@ fn walk(text: &str, a: Analysis, mut emit: impl FnMut(&str, bool, bool)) {
             continue;
         }
         // Trimmed of joiners at both ends, a chunk holding one has two words or more.
-        if chunk.contains(is_joiner) {
+        let joined = chunk.contains(is_joiner);
+        // Padding pads a sentence, never an identifier: "time" of "link-time" is content.
+        let is_stop = |w: &str, a| {
+            is_stop(w, a) && !(joined && a == Analysis::Derived && FILLER.contains(&w))
+        };
+        if joined {
             lower_into(chunk, &mut lower);
             emit(&lower, true, false);
         }
@@ -482,6 +487,15 @@ pub fn count_held(text: &str, wanted: &[&str]) -> usize {
     mask.count_ones() as usize
 }
 
+/// How many groups of `wanted` `text` holds a word of, where `group[k]` (below 64) is the group
+/// of `wanted[k]`: a question's terms with their synonyms ([`synonyms`]), each term counted
+/// once whether the text says it or a synonym.
+pub fn count_groups_held(text: &str, wanted: &[&str], group: &[usize]) -> usize {
+    let mut mask = 0u64;
+    for_each_held(text, wanted, |k| mask |= 1 << group[k].min(63));
+    mask.count_ones() as usize
+}
+
 /// Call `found(k)` for each word of `text` whose stem is `wanted[k]` (possibly more than once
 /// for one `k`), stopping once every wanted term was found.
 fn for_each_held(text: &str, wanted: &[&str], mut found: impl FnMut(usize)) {
@@ -732,6 +746,21 @@ mod tests {
             content_terms("Hi! How does a port authenticate a call, a third time? Thanks"),
             ["port", "authentic", "call"]
         );
+        // Since schema 5, a word of an identifier is never padding.
+        assert_eq!(
+            content_terms_with(
+                "How do I turn on link-time optimization?",
+                Analysis::Derived
+            ),
+            ["turn", "link", "time", "optimiz"]
+        );
+        assert_eq!(
+            content_terms_with(
+                "How do I turn on link-time optimization?",
+                Analysis::Irregular
+            ),
+            ["turn", "link", "optimization"]
+        );
     }
 
     #[test]
@@ -879,6 +908,16 @@ mod tests {
         assert_eq!(synonyms("stop", Analysis::Derived), ["prevent"]);
         assert_eq!(synonyms("prevent", Analysis::Derived), ["stop"]);
         assert!(synonyms("widget", Analysis::Derived).is_empty());
+        // A sentence saying a term's synonym holds the term, once.
+        let (wanted, group) = (["stop", "sprocket", "prevent"], [0, 1, 0]);
+        assert_eq!(
+            count_groups_held("It prevents the sprocket.", &wanted, &group),
+            2
+        );
+        assert_eq!(
+            count_groups_held("Stop! It prevents it.", &wanted, &group),
+            1
+        );
         // Every word of the table is content, or it could never be asked.
         for w in SYNONYMS.iter().flat_map(|g| g.iter()) {
             assert!(!is_stopword(w), "{w}");

@@ -1,9 +1,10 @@
 //! The extractive answer: the default local cognition every deployment without a model
 //! provider uses. It quotes only bundle passages, each sentence or code block cited as `[n]`.
 //!
-//! Sentences are chosen to answer, not to summarise: the best-ranked passage leads, its
-//! sentences holding most of the question's words (and its opening sentence, which in
-//! documentation usually defines the section's subject) come first, in the page's order; one
+//! Sentences are chosen to answer, not to summarise: the best-ranked passage leads, up to three
+//! of its sentences holding most of the question's words or their synonyms (and its opening
+//! sentence, which in documentation usually defines the section's subject) come first, in the
+//! page's order; one
 //! sentence from another passage may follow when it holds more of the question. A fenced code
 //! block of a chosen passage is kept whole when the question asks how, or names what the block
 //! holds, and the whole answer fits one Discord message with its sources. A lead section named
@@ -27,7 +28,9 @@ pub struct Answer {
 pub const NOT_IN_DOCS: &str = "I could not find this in the documentation.";
 
 /// Maximum prose sentences in an answer.
-const ANSWER_SENTENCES: usize = 3;
+const ANSWER_SENTENCES: usize = 4;
+/// Maximum sentences of the lead passage in an answer.
+const LEAD_SENTENCES: usize = 3;
 /// Sentences longer than this are cut at a word boundary in the answer.
 const ANSWER_SENTENCE_BYTES: usize = 400;
 /// The answer text's budget: Discord's 2,000 characters, less the sources list that the
@@ -71,7 +74,17 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
             not_in_docs: true,
         };
     }
-    let q_terms = analysis::content_terms(question);
+    // The question's terms and their synonyms: a sentence saying "prevent" answers "stop".
+    let mut q_terms = analysis::content_terms(question);
+    let mut group: Vec<usize> = (0..q_terms.len()).collect();
+    for k in 0..q_terms.len() {
+        for alt in analysis::synonyms(&q_terms[k], analysis::Analysis::CURRENT) {
+            if !q_terms.contains(&alt) {
+                q_terms.push(alt);
+                group.push(k);
+            }
+        }
+    }
     let q: Vec<&str> = q_terms.iter().map(String::as_str).collect();
     let q_compounds: Vec<String> = analysis::terms(question)
         .into_iter()
@@ -82,7 +95,7 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         .split(|c: char| !c.is_alphanumeric())
         .any(|w| HOW_WORDS.contains(&w.to_lowercase().as_str()));
     let score = |s: &str| -> f32 {
-        let base = analysis::count_held(s, &q) as f32;
+        let base = analysis::count_groups_held(s, &q, &group) as f32;
         let exact = if q_compounds.is_empty() {
             0
         } else {
@@ -115,7 +128,7 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         chosen.push((0, i));
     }
     for &(i, s) in &by_score {
-        if chosen.len() >= 2 || s <= 0.0 {
+        if chosen.len() >= LEAD_SENTENCES || s <= 0.0 {
             break;
         }
         if !chosen.contains(&(0, i)) {
@@ -446,6 +459,21 @@ opt-level = 1
         .assert_eq(&a.text);
         assert_eq!(a.citations.len(), 1);
         assert!(!a.not_in_docs);
+    }
+
+    #[test]
+    fn the_lead_gives_three_sentences_holding_the_question_and_says_its_synonyms() {
+        let lead = "A sprocket turns. Colours are nice. The sprocket has teeth. \
+            The sprocket is red. A guard prevents jamming. Weather is mild.";
+        let a = extractive_answer(
+            "How do I stop a sprocket jamming?",
+            &bundle(vec![passage("p", "s.md", lead)]),
+        );
+        // The opening sentence, then the best: "prevents" answers "stop".
+        assert_eq!(
+            a.text,
+            "A sprocket turns. [1] The sprocket has teeth. [1] A guard prevents jamming. [1]"
+        );
     }
 
     #[test]
