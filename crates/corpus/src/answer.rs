@@ -4,11 +4,11 @@
 //! Sentences are chosen to answer, not to summarise: the best-ranked passage leads, up to three
 //! of its sentences holding most of the question's words or their synonyms (and its opening
 //! sentence, which in documentation usually defines the section's subject) come first, in the
-//! page's order; one
-//! sentence from another passage may follow when it holds more of the question. A fenced code
-//! block of a chosen passage is kept whole when the question asks how, or names what the block
-//! holds, and the whole answer fits one Discord message with its sources. A lead section named
-//! by a code identifier (a lint, a setting, a flag) is named first when its sentences do not.
+//! page's order; one sentence from another passage may follow when it holds more of the
+//! question. A fenced code block of a chosen passage is kept whole when the question asks how,
+//! or names what the block holds, and the whole answer fits one Discord message with its
+//! sources. A lead section named by a code identifier (a lint, a setting, a flag) is named
+//! first when its sentences do not.
 
 use serde::{Deserialize, Serialize};
 
