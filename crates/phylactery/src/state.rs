@@ -419,7 +419,8 @@ str_enum!(
         Started = "STARTED",
         /// Workbench reported it ran and succeeded.
         Applied = "APPLIED",
-        /// Workbench reported it ran and failed, or refused it before any effect.
+        /// Workbench reported it ran and failed, or refused it before any effect; or it was
+        /// granted and never sent, its experiment ended by a crash first (`task/interrupted`).
         Failed = "FAILED",
         /// It may have reached the guest and its outcome is not known.
         Unknown = "UNKNOWN",
@@ -432,7 +433,8 @@ impl StepState {
         use StepState::*;
         match self {
             Pending => to == Granted,
-            Granted => to == Started,
+            // A grant never redeemed dies with its instance: the step never ran.
+            Granted => matches!(to, Started | Failed),
             Started => matches!(to, Applied | Failed | Unknown),
             _ => false,
         }

@@ -356,7 +356,12 @@ async fn the_database_alone_holds_the_rules(db: Db) {
     p.close().await;
 
     let raw = Raw::of(&cfg).await;
-    let cases: [(&'static str, &str); 10] = [
+    let cases: [(&'static str, &str); 11] = [
+        // A granted step is not unknown without being started: it never left core.
+        (
+            "UPDATE run_steps SET state = 'UNKNOWN' WHERE step_index = 0",
+            "journal/invalid-transition",
+        ),
         (
             "UPDATE task_runs SET goal = 'another goal'",
             "ledger/immutable-identity",
@@ -401,12 +406,18 @@ async fn the_database_alone_holds_the_rules(db: Db) {
             None => panic!("{sql} was accepted"),
         }
     }
-    // The legal move is accepted by the database too.
+    // The legal moves are accepted by the database too: a grant never sent fails (step 1).
     assert_eq!(
         raw.refused("UPDATE run_steps SET state = 'STARTED' WHERE step_index = 0")
             .await,
         None
     );
+    for sql in [
+        "UPDATE run_steps SET state = 'GRANTED' WHERE step_index = 1",
+        "UPDATE run_steps SET state = 'FAILED', code = 'task/interrupted' WHERE step_index = 1",
+    ] {
+        assert_eq!(raw.refused(sql).await, None, "{sql}");
+    }
     raw.close().await;
 }
 
@@ -429,6 +440,13 @@ fn the_rust_tables_are_the_documented_machines() {
     }
     assert!(!Running.can_become(Succeeded), "only the verifier succeeds");
     assert!(StepState::Started.can_become(StepState::Unknown));
+    assert!(
+        StepState::Granted.can_become(StepState::Failed),
+        "a grant never sent"
+    );
+    for to in [StepState::Applied, StepState::Unknown, StepState::Pending] {
+        assert!(!StepState::Granted.can_become(to), "{to}");
+    }
     assert!(!StepState::Unknown.can_become(StepState::Started));
     assert!(!StepState::Pending.can_become(StepState::Started));
 }

@@ -88,6 +88,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "passage_usage",
         sql: include_str!("../../migrations/sqlite/0014_passage_usage.sql"),
     },
+    Migration {
+        version: 15,
+        name: "granted_withdrawn",
+        sql: include_str!("../../migrations/sqlite/0015_granted_withdrawn.sql"),
+    },
 ];
 
 pub(crate) const POSTGRES: &[Migration] = &[
@@ -170,6 +175,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         version: 16,
         name: "passage_usage",
         sql: include_str!("../../migrations/postgres/0016_passage_usage.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "granted_withdrawn",
+        sql: include_str!("../../migrations/postgres/0017_granted_withdrawn.sql"),
     },
 ];
 

@@ -4,7 +4,8 @@
 //!
 //! Invariants: a step is STARTED in the ledger before it is sent; a STARTED step whose
 //! outcome was not journaled becomes UNKNOWN and is never sent again (a GRANTED one never
-//! reached workbench: a resumed run grants it again); an experiment with an
+//! reached workbench: a resumed run grants it again, an interrupted one FAILS it with
+//! `task/interrupted`, its grant dead with the instance); an experiment with an
 //! UNKNOWN step, or whose destruction is not confirmed, is ROLLBACK_PENDING until the broker
 //! confirms the instance destroyed (or reaped), then DESTROYED.
 
@@ -186,11 +187,16 @@ pub async fn interrupt(
 ) -> Result<(ExperimentRow, Vec<StepRow>), LedgerError> {
     let id = row.experiment_id.as_str();
     for s in vault.steps(id).await? {
-        if s.state == S::Started {
-            vault
-                .step_move(id, s.index, S::Unknown, None, Some(INTERRUPTED))
-                .await?;
-        }
+        // STARTED may have reached the guest: UNKNOWN, never sent again. GRANTED never left
+        // core (STARTED is durable before a send): its grant dies with the instance.
+        let to = match s.state {
+            S::Started => S::Unknown,
+            S::Granted => S::Failed,
+            _ => continue,
+        };
+        vault
+            .step_move(id, s.index, to, None, Some(INTERRUPTED))
+            .await?;
     }
     let row = to(vault, row, X::RollbackPending, Some(INTERRUPTED)).await?;
     Ok((row, vault.steps(id).await?))
@@ -210,4 +216,95 @@ pub async fn never_created(vault: &Phylactery, row: &ExperimentRow) -> Result<()
     to(vault, row, X::Refused, Some(INTERRUPTED))
         .await
         .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use reach_digest::Sha256Digest;
+    use reach_phylactery::{
+        NewExperiment, NewRun, NewStep, OperatorReconciliation, ReconciliationKind, SystemClock,
+        UnixMillis, VaultConfig,
+    };
+
+    use super::*;
+
+    /// A crash left step 0 APPLIED, step 1 STARTED, step 2 GRANTED (only one is in flight in a
+    /// live run; both kinds are settled here) and step 3 PENDING. Interrupting settles each
+    /// in-flight step to a terminal (STARTED → UNKNOWN, GRANTED → FAILED), both with
+    /// `task/interrupted`, and leaves the rest as they were.
+    #[tokio::test]
+    async fn an_interrupted_experiment_leaves_no_step_in_flight() {
+        let dir = tempfile::tempdir().unwrap();
+        let vault = Phylactery::open(
+            VaultConfig::sqlite(dir.path().join("vault.db")),
+            Arc::new(SystemClock),
+        )
+        .await
+        .unwrap();
+        vault
+            .record_operator_reconciliation(&OperatorReconciliation {
+                kind: ReconciliationKind::Genesis,
+                operator: "test".into(),
+                note: "fresh vault".into(),
+            })
+            .await
+            .unwrap();
+        vault
+            .run_open(&NewRun {
+                run_id: "run-0a".into(),
+                pack: "app-local".into(),
+                pack_generation: 1,
+                goal_digest: Sha256Digest::of("goal"),
+                goal: "goal".into(),
+                opened_at: UnixMillis(1),
+            })
+            .await
+            .unwrap();
+        let id = "run-0a-e1";
+        vault
+            .experiment_open(&NewExperiment {
+                experiment_id: id.into(),
+                run_id: "run-0a".into(),
+                n: 1,
+                plan_digest: Sha256Digest::of("plan"),
+                steps: (0..4)
+                    .map(|i| NewStep {
+                        index: i,
+                        digest: Sha256Digest::of(format!("step {i}")),
+                        kind: "run".into(),
+                    })
+                    .collect(),
+            })
+            .await
+            .unwrap();
+        let row = vault
+            .experiment_move(id, X::Running, Some("inst-1"), None)
+            .await
+            .unwrap();
+        for (i, to) in [
+            (0, S::Granted),
+            (0, S::Started),
+            (1, S::Granted),
+            (1, S::Started),
+            (2, S::Granted),
+        ] {
+            vault.step_move(id, i, to, None, None).await.unwrap();
+        }
+        vault.step_ran(id, 0, true, b"{\"step\":0}").await.unwrap();
+        let (row, steps) = interrupt(&vault, &row).await.unwrap();
+        assert_eq!(row.state, X::RollbackPending);
+        let ends: Vec<_> = steps.iter().map(|s| (s.state, s.code.clone())).collect();
+        let interrupted = Some(INTERRUPTED.to_owned());
+        assert_eq!(
+            ends,
+            [
+                (S::Applied, None),
+                (S::Unknown, interrupted.clone()),
+                (S::Failed, interrupted),
+                (S::Pending, None),
+            ]
+        );
+    }
 }
