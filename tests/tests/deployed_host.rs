@@ -344,6 +344,28 @@ async fn loss(g: &mut Guest, roles: usize) {
     // The receipt after the reboot below judges the reconciliation (`recovery/reconciliation`).
 }
 
+/// Where the background caller of the compromise drill writes, and its end-of-run mark.
+const CALLS: &str = "/tmp/reach-calls";
+const CALLED: &str = "-- end of run --";
+
+/// The health calls in the background caller's output `text` to every role but `withheld`, and
+/// the lines of those that failed. A run whose own material could not be read (the operator's
+/// leaf caught between its key's and its certificate's write) lists no role and makes no call.
+fn failed_calls(text: &str, m: &reach_manifest::Manifest, withheld: &str) -> (usize, Vec<String>) {
+    let (mut made, mut failed) = (0, Vec::new());
+    for line in text.lines() {
+        let role = line.split_whitespace().next().unwrap_or_default();
+        if role == withheld || m.role(role).is_none() {
+            continue;
+        }
+        made += 1;
+        if !line.contains(" healthy ") {
+            failed.push(line.to_owned());
+        }
+    }
+    (made, failed)
+}
+
 /// Each role's systemd invocation: a restart changes it.
 async fn invocations(g: &mut Guest, m: &reach_manifest::Manifest) -> BTreeMap<String, String> {
     let units: Vec<String> = m
@@ -380,6 +402,17 @@ async fn invocations(g: &mut Guest, m: &reach_manifest::Manifest) -> BTreeMap<St
 async fn compromise(g: &mut Guest, m: &reach_manifest::Manifest) {
     let roles = m.roles.len();
     let before = invocations(g, m).await;
+    // Calls through the whole drill: the operator asks every role's health port (an mTLS call
+    // each) twice a second, in the background, with the leaf the state directory holds then.
+    g.body_ok(
+        &format!(
+            "rm -f {CALLS} {CALLS}.stop && nohup sh -c 'while [ ! -e {CALLS}.stop ]; do \
+             reach status --podman --state {STATE} >> {CALLS} 2>&1; echo {CALLED} >> {CALLS}; \
+             sleep 0.5; done' >/dev/null 2>&1 &"
+        ),
+        SHORT,
+    )
+    .await;
     let since = g.ok("date +%s", SHORT).await;
     let out = g
         .body_ok(
@@ -404,6 +437,20 @@ async fn compromise(g: &mut Guest, m: &reach_manifest::Manifest) {
             );
         }
     }
+    g.body_ok(&format!("touch {CALLS}.stop && sleep 2"), SHORT)
+        .await;
+    let calls = g.body_ok(&format!("cat {CALLS}"), SHORT).await;
+    let (made, failed) = failed_calls(&calls, m, "egress-discord");
+    println!(
+        "root rotation on the deployed body: {made} calls to the roles that stay up, {} failed",
+        failed.len()
+    );
+    assert!(made > 0, "no call was made during the drill:\n{calls}");
+    assert!(
+        failed.is_empty(),
+        "calls failed during the rotation:\n{}",
+        failed.join("\n")
+    );
     let server = out
         .lines()
         .find_map(|l| l.split("the old leaf is refused: ").nth(1))

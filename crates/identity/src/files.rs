@@ -76,13 +76,21 @@ pub fn own_group() -> u32 {
     nix::unistd::getegid().as_raw()
 }
 
-/// Creates `dir` (mode [`SECRET_DIR_MODE`]) if needed.
+/// Creates `dir` (mode [`SECRET_DIR_MODE`]) if needed, and any missing directory above it
+/// with mode 0700: the group reads a role's own directory through its mount, never the state
+/// directory's other entries.
 pub fn ensure_secret_dir(dir: &Path) -> Result<(), SecretFileError> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(SECRET_DIR_MODE)
-        .create(dir)
-        .map_err(io(dir))?;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(io(parent))?;
+    }
+    match fs::DirBuilder::new().mode(SECRET_DIR_MODE).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(io(dir)(e)),
+        _ => {}
+    }
     fs::set_permissions(dir, fs::Permissions::from_mode(SECRET_DIR_MODE)).map_err(io(dir))
 }
 
@@ -202,11 +210,17 @@ mod tests {
     fn secrets_are_written_for_the_owner_and_read_by_the_own_group_only() {
         use std::os::unix::fs::MetadataExt as _;
         let dir = tempfile::tempdir().unwrap();
-        let sd = dir.path().join("role");
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let sd = dir.path().join("state/secrets/role");
         ensure_secret_dir(&sd).unwrap();
+        assert_eq!(
+            mode(&dir.path().join("state")),
+            0o700,
+            "the state above stays closed"
+        );
+        assert_eq!(mode(&dir.path().join("state/secrets")), 0o700);
         let p = sd.join("k");
         write_secret(&p, b"x").unwrap();
-        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&sd), 0o750);
         assert_eq!(mode(&p), 0o640);
         assert_eq!(fs::metadata(&p).unwrap().gid(), own_group());
