@@ -100,7 +100,7 @@ done
 
 echo "install: units"
 as_body reach scribe quadlet --state "$state" --digests "$digests" --out "$units"
-as_body sh "$units/secrets.sh" "$state"
+as_body sh "$units/secrets.sh"
 as_body systemctl --user daemon-reload
 as_body systemctl --user link "$units/systemd/reach-renew.service" "$units/systemd/reach-renew.timer"
 as_body systemctl --user enable --now reach-renew.timer

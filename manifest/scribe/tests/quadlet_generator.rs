@@ -98,19 +98,13 @@ fn real_quadlet_generates_hardened_podman_run_lines() {
             ["--config", &format!("/reach/config/{}.toml", c.role)]
         );
 
-        // Only own secrets: exactly the role's files, nobody else's.
-        let secrets: BTreeSet<String> = values(&words, "--secret")
+        // Only its own configuration as a Podman secret; its leaf, key, bundle and credentials
+        // come from its own secret directory, mounted read-only (below).
+        let secrets: Vec<String> = values(&words, "--secret")
             .iter()
             .map(|s| s.split(',').next().unwrap().to_owned())
             .collect();
-        let mut expected: BTreeSet<String> = ["config", "tls.crt", "tls.key", "bundle.pem"]
-            .iter()
-            .map(|f| format!("reach.{}.{f}", c.role))
-            .collect();
-        for cred in role.credentials.iter().filter(|c| !c.optional) {
-            expected.insert(format!("reach.{}.{}", c.role, cred.file));
-        }
-        assert_eq!(secrets, expected, "{}", c.role);
+        assert_eq!(secrets, [format!("reach.{}.config", c.role)], "{}", c.role);
         for s in values(&words, "--secret") {
             assert!(s.ends_with(",mode=0400,uid=1000,gid=2000"), "{s}");
         }
@@ -135,8 +129,15 @@ fn real_quadlet_generates_hardened_podman_run_lines() {
             .iter()
             .filter(|v| !v.starts_with("reach-port-"))
             .collect();
-        // Its own data writable; another role's snapshots read-only where the manifest says so.
-        let mut expected_data = vec![format!("reach-data-{0}:/reach/data/{0}:U", c.role)];
+        // Its own secret directory read-only, nobody else's; its own data writable; another
+        // role's snapshots read-only where the manifest says so.
+        let mut expected_data = vec![
+            format!(
+                "{REFERENCE_STATE}/secrets/{0}:/reach/secrets/{0}:ro",
+                c.role
+            ),
+            format!("reach-data-{0}:/reach/data/{0}:U", c.role),
+        ];
         if let Some(from) = role.settings.get("corpus_from").and_then(|v| v.as_str()) {
             expected_data.push(format!("reach-data-{from}:/reach/data/{from}:ro"));
         }
