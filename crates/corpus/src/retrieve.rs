@@ -869,8 +869,9 @@ mod tests {
 
     const DOC: &str = "# Naming\n\nNaming a crate happens in its manifest.\n";
 
-    /// The active snapshot of `files` (Markdown), built as corpus-builder would.
-    fn built(scratch: &Path, files: &[(String, String)]) -> Snapshot {
+    /// A store under `scratch` whose active snapshot holds `files` (Markdown), built as
+    /// corpus-builder would.
+    fn store_of(scratch: &Path, files: &[(String, String)]) -> CorpusStore {
         let store = CorpusStore::new(scratch, std::sync::Arc::new(SystemClock)).unwrap();
         let tree = AcquiredTree {
             revision: Revision {
@@ -886,7 +887,12 @@ mod tests {
         store
             .build(&spec, &tree, &crate::Policy::default(), &mut NoProgress)
             .unwrap();
-        Snapshot::open_active(store.root()).unwrap()
+        store
+    }
+
+    /// The active snapshot of `files` (Markdown), built as corpus-builder would.
+    fn built(scratch: &Path, files: &[(String, String)]) -> Snapshot {
+        Snapshot::open_active(store_of(scratch, files).root()).unwrap()
     }
 
     fn widgets() -> Vec<(String, String)> {
@@ -965,21 +971,7 @@ mod tests {
             })
             .collect();
         files.push(("naming.md".into(), DOC.into()));
-        let store = CorpusStore::new(scratch, std::sync::Arc::new(SystemClock)).unwrap();
-        let tree = AcquiredTree {
-            revision: Revision {
-                commit: None,
-                archive_digest: None,
-                citation_rev: "t".into(),
-            },
-            entries: crate::harness::file_entries(files.iter().map(|(p, t)| (p, t)), &[]),
-            compressed_bytes: 1,
-            expanded_bytes: 1,
-        };
-        let spec = crate::harness::spec(&["**/*.md".into()]).unwrap();
-        store
-            .build(&spec, &tree, &crate::Policy::default(), &mut NoProgress)
-            .unwrap();
+        let store = store_of(scratch, &files);
         let dir = store
             .root()
             .join("snapshots")
