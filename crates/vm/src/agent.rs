@@ -105,6 +105,11 @@ pub struct Agent {
     reader: BufReader<OwnedReadHalf>,
     writer: OwnedWriteHalf,
     next_id: u64,
+    /// A request went unanswered in time: its reply may still arrive, and QGA replies carry
+    /// no id, so the next request first resynchronizes (which discards that late reply).
+    in_doubt: bool,
+    /// How long a plain request waits for its reply ([`REQUEST_TIMEOUT`]).
+    request_timeout: Duration,
 }
 
 impl Agent {
@@ -119,11 +124,7 @@ impl Agent {
             match UnixStream::connect(path).await {
                 Ok(s) => {
                     let (r, w) = s.into_split();
-                    let mut a = Agent {
-                        reader: BufReader::new(r),
-                        writer: w,
-                        next_id: seed,
-                    };
+                    let mut a = Agent::over(r, w, seed);
                     // Sync attempts on one connection until the agent answers or time is up.
                     while Instant::now() < deadline {
                         match a.sync(Duration::from_secs(1)).await {
@@ -141,6 +142,16 @@ impl Agent {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         Err(last)
+    }
+
+    fn over(r: OwnedReadHalf, w: OwnedWriteHalf, seed: u64) -> Self {
+        Agent {
+            reader: BufReader::new(r),
+            writer: w,
+            next_id: seed,
+            in_doubt: false,
+            request_timeout: REQUEST_TIMEOUT,
+        }
     }
 
     /// `guest-sync-delimited` with a fresh id: flushes anything stale between us and the agent.
@@ -180,6 +191,7 @@ impl Agent {
             }
             let v = self.read_line(left).await?;
             if v.get("return").and_then(Value::as_u64) == Some(id) {
+                self.in_doubt = false;
                 return Ok(());
             }
         }
@@ -202,13 +214,35 @@ impl Agent {
         serde_json::from_slice(text).map_err(|e| AgentError::Protocol(e.to_string()))
     }
 
-    /// One request → its `return` value.
+    /// One request → its `return` value, waiting [`REQUEST_TIMEOUT`] for the reply.
     pub async fn call(&mut self, command: &str, arguments: Value) -> Result<Value, AgentError> {
+        self.call_within(command, arguments, self.request_timeout)
+            .await
+    }
+
+    /// One request → its `return` value, waiting up to `wait` for the reply. A guest under
+    /// load (TCG, a busy disk) may answer late; one request is in flight at a time, so
+    /// waiting longer is never a retry. After a request timed out, the next one resyncs first.
+    async fn call_within(
+        &mut self,
+        command: &str,
+        arguments: Value,
+        wait: Duration,
+    ) -> Result<Value, AgentError> {
+        if self.in_doubt {
+            self.sync(self.request_timeout).await?;
+        }
         let mut bytes =
             serde_json::to_vec(&json!({"execute": command, "arguments": arguments})).expect("json");
         bytes.push(b'\n');
         self.writer.write_all(&bytes).await?;
-        let v = self.read_line(REQUEST_TIMEOUT).await?;
+        let v = match self.read_line(wait).await {
+            Err(AgentError::Timeout) => {
+                self.in_doubt = true;
+                return Err(AgentError::Timeout);
+            }
+            other => other?,
+        };
         if let Some(r) = v.get("return") {
             return Ok(r.clone());
         }
@@ -233,10 +267,18 @@ impl Agent {
         let (path, args) = argv
             .split_first()
             .ok_or_else(|| AgentError::Protocol("empty argv".into()))?;
+        // The command's own deadline bounds each reply: a late answer is waited for, since
+        // a guest-exec asked again would start the command twice, and an exited command's
+        // status is handed out once.
+        let floor = self.request_timeout;
+        let patient =
+            |started: Instant| bounds.timeout.saturating_sub(started.elapsed()).max(floor);
+        let wait = patient(started);
         let r = self
-            .call(
+            .call_within(
                 "guest-exec",
                 json!({"path": path, "arg": args, "capture-output": true}),
+                wait,
             )
             .await?;
         let pid = r
@@ -244,7 +286,10 @@ impl Agent {
             .and_then(Value::as_i64)
             .ok_or_else(|| AgentError::Protocol(format!("guest-exec reply: {r}")))?;
         loop {
-            let s = self.call("guest-exec-status", json!({"pid": pid})).await?;
+            let wait = patient(started);
+            let s = self
+                .call_within("guest-exec-status", json!({"pid": pid}), wait)
+                .await?;
             if s.get("exited").and_then(Value::as_bool) == Some(true) {
                 let (stdout, stdout_truncated) =
                     decode_bounded(&s, "out-data", "out-truncated", bounds.max_output)?;
@@ -537,6 +582,90 @@ fn decode_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A QGA peer over a socket pair that answers each request with `answer`, after the
+    /// delay it returns; syncs are answered at once. The client's request timeout is 100 ms.
+    fn peer(
+        answer: impl Fn(&Value, usize) -> (Duration, Value) + Send + 'static,
+    ) -> (Agent, tokio::task::JoinHandle<()>) {
+        let (ours, theirs) = UnixStream::pair().expect("socket pair");
+        let (r, w) = ours.into_split();
+        let mut agent = Agent::over(r, w, 1);
+        agent.request_timeout = Duration::from_millis(100);
+        let task = tokio::spawn(async move {
+            let (r, mut w) = theirs.into_split();
+            let mut lines = BufReader::new(r);
+            let mut n = 0;
+            loop {
+                let mut line = Vec::new();
+                if lines.read_until(b'\n', &mut line).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                let sync = line.first() == Some(&0xFF);
+                let v: Value = serde_json::from_slice(line.strip_prefix(&[0xFF]).unwrap_or(&line))
+                    .expect("json request");
+                let mut out = Vec::new();
+                if sync {
+                    out.push(0xFF);
+                    out.extend(
+                        serde_json::to_vec(&json!({"return": v["arguments"]["id"]})).unwrap(),
+                    );
+                } else {
+                    let (delay, r) = answer(&v, n);
+                    n += 1;
+                    tokio::time::sleep(delay).await;
+                    out.extend(serde_json::to_vec(&json!({ "return": r })).unwrap());
+                }
+                out.push(b'\n');
+                if w.write_all(&out).await.is_err() {
+                    return;
+                }
+            }
+        });
+        (agent, task)
+    }
+
+    #[tokio::test]
+    async fn a_late_status_reply_is_waited_for_within_the_commands_deadline() {
+        let (mut agent, _peer) = peer(|v, _| match v["execute"].as_str() {
+            Some("guest-exec") => (Duration::ZERO, json!({"pid": 7})),
+            // Three times the request timeout: a loaded guest's agent.
+            _ => (
+                Duration::from_millis(300),
+                json!({"exited": true, "exitcode": 0, "out-data": B64.encode(b"done")}),
+            ),
+        });
+        let argv = ["/bin/true".to_owned()];
+        let o = agent
+            .exec(
+                &argv,
+                ExecBounds {
+                    timeout: Duration::from_secs(5),
+                    max_output: 64,
+                },
+            )
+            .await
+            .expect("the command's deadline bounds its replies, not the request timeout");
+        assert_eq!((o.exit_code, o.stdout), (Some(0), b"done".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn after_a_request_timed_out_its_late_reply_is_not_taken_for_the_next() {
+        let (mut agent, _peer) = peer(|_, n| match n {
+            0 => (Duration::from_millis(300), json!(111)),
+            _ => (Duration::ZERO, json!(222)),
+        });
+        assert!(matches!(
+            agent.call("guest-get-time", json!({})).await,
+            Err(AgentError::Timeout)
+        ));
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(
+            agent.call("guest-get-time", json!({})).await.unwrap(),
+            json!(222),
+            "the first request's late reply was discarded by a resync"
+        );
+    }
 
     #[test]
     fn output_is_bounded_and_marked() {
