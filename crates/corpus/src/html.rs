@@ -11,7 +11,9 @@
 //!   marks them as chrome (mdBook's hidden `boring` lines, the Reference's rule labels and
 //!   railroad diagrams);
 //! - headings as section boundaries, with the `id` the site gave them as the anchor;
-//! - `<pre>` blocks verbatim, as fenced code with the language their `language-*` class names.
+//! - `<pre>` blocks verbatim, as fenced code with the language their `language-*` class names;
+//! - nothing of a redirect stub (a `<meta http-equiv="refresh">` with no delay, as mdBook and
+//!   other site generators leave at a moved page's old path): no reader ever sees its text.
 //!
 //! Every block carries the 1-based source lines its text came from, so a citation to a passage
 //! built from blocks points at real lines of the page.
@@ -339,8 +341,31 @@ impl Builder {
     }
 }
 
-/// Extract the main content of `html` as blocks, in page order.
+/// Whether `html` is a redirect stub: before its `<body>`, a `<meta http-equiv="refresh">`
+/// whose delay is zero sends every reader elsewhere at once.
+pub fn is_redirect(html: &str) -> bool {
+    let head = match html.to_ascii_lowercase().find("<body") {
+        Some(end) => &html[..end],
+        None => html,
+    };
+    head.match_indices('<').any(|(i, _)| {
+        read_tag(&head[i..]).is_some_and(|(tag, _)| {
+            tag.name == "meta"
+                && !tag.closing
+                && attr(tag.attrs, "http-equiv").is_some_and(|v| v.eq_ignore_ascii_case("refresh"))
+                && attr(tag.attrs, "content").is_some_and(|c| {
+                    let delay = c.split([';', ',']).next().unwrap_or("").trim();
+                    delay.parse::<f32>().is_ok_and(|d| d == 0.0)
+                })
+        })
+    })
+}
+
+/// Extract the main content of `html` as blocks, in page order (none of a redirect stub).
 pub fn extract(html: &str) -> Vec<Block> {
+    if is_redirect(html) {
+        return Vec::new();
+    }
     let root = content_root(html);
     let mut b = Builder {
         blocks: Vec::new(),
@@ -548,6 +573,23 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn a_redirect_stub_has_no_content() {
+        let stub = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n\
+            <META HTTP-EQUIV=\"Refresh\" content=\"0; URL=../new/page.html\">\n</head>\n\
+            <body><p>Redirecting to... <a href=\"../new/page.html\">page</a>.</p></body></html>";
+        assert!(is_redirect(stub));
+        assert!(extract(stub).is_empty());
+        // A page that refreshes itself later (a live dashboard) is read; so is one merely
+        // mentioning the tag in its text.
+        let later = "<html><head><meta http-equiv=\"refresh\" content=\"30\"></head>\n\
+            <body><p>Status</p></body></html>";
+        let told = "<html><body><p>Write &lt;meta http-equiv=\"refresh\" content=\"0\"&gt;</p>\n\
+            <pre><code><meta http-equiv=\"refresh\" content=\"0\"></code></pre></body></html>";
+        assert!(!is_redirect(later) && !is_redirect(told));
+        assert!(!extract(later).is_empty() && !extract(told).is_empty());
     }
 
     #[test]
