@@ -28,7 +28,9 @@ use crate::passage::Passage;
 /// analysis it was built with ([`Analysis::of_index`]), so its terms and the question's meet.
 /// Schema 5 keeps the fields and analyzes them with [`Analysis::Derived`] (more irregular
 /// forms, `-ise` as `-ize`, `-ation` and `-ate` at their stem); schema 4 keeps its analysis.
-pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-5";
+/// Schema 6 keeps schema 5's fields and analysis; its `headings` also hold the page's
+/// directories ([`headings_text`]). A schema-5 snapshot is queried the same way.
+pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-6";
 
 /// Writer memory budget. Tantivy splits it across threads and needs ≥ 15 MB per thread.
 const WRITER_MEMORY_BYTES: usize = 96 * 1024 * 1024;
@@ -106,11 +108,13 @@ pub fn visible_text(p: &Passage) -> String {
     }
 }
 
-/// The text of a passage's `headings` field: section, section path and page name.
+/// The text of a passage's `headings` field: section, section path, and the page's place in
+/// the site (its directories and name: `rust-2021/prelude.html` is the 2021 prelude page).
 pub fn headings_text(p: &Passage) -> String {
-    let page = p.path.rsplit('/').next().unwrap_or(&p.path);
+    let (dirs, page) = p.path.rsplit_once('/').unwrap_or(("", &p.path));
     let page = page.rsplit_once('.').map_or(page, |(stem, _)| stem);
-    format!("{} \n{} \n{page}", p.section, p.context)
+    let dirs = dirs.replace('/', " ");
+    format!("{} \n{} \n{dirs} {page}", p.section, p.context)
 }
 
 /// Tokenized text with BM25 statistics (frequencies and field norms) but no positions: no query
