@@ -68,9 +68,11 @@ pub const STOPWORDS: &[&str] = &[
     "just", "like", "long", "make", "makes", "many", "may", "me", "mean", "means", "might",
     "mine", "more", "most", "much", "must", "my", "need", "needs", "no", "not", "now", "of",
     "off", "often", "on", "one", "only", "or", "other", "our", "out", "over", "own", "please",
-    "same", "she", "should", "so", "some", "such", "tell", "than", "that", "the", "their",
+    "same", "several", "she", "should", "so", "some", "such", "tell", "than", "that", "the",
+    "their",
     "them", "then", "there", "these", "they", "thing", "things", "this", "those", "through",
-    "to", "too", "under", "up", "us", "use", "used", "uses", "using", "very", "want", "wants",
+    "to", "too", "under", "up", "us", "use", "used", "uses", "using", "various", "very", "want",
+    "wants",
     "was", "way", "ways", "we", "were", "what", "when", "where", "whether", "which", "while",
     "who", "whom", "why", "will", "with", "without", "work", "works", "would", "you", "your",
     "yours",
@@ -79,14 +81,17 @@ pub const STOPWORDS: &[&str] = &[
 /// Conversational padding: words a chat question wraps around its subject ("hi, how do I X a
 /// third time? thanks") that say nothing of what it asks. Like stopwords they are neither
 /// queried nor weighed by the relevance gate, so padding cannot make a covered question look
-/// uncovered. Words that are also documentation vocabulary (`help`, `try`, `question`,
-/// `explain`, `right`) are deliberately absent.
+/// uncovered (a question's "anymore" is a word most docs never use, which the gate would weigh
+/// as the question's subject). Words that are also documentation vocabulary (`help`, `try`,
+/// `question`, `explain`, `right`) are deliberately absent.
 #[rustfmt::skip]
 pub const FILLER: &[&str] = &[
-    "actually", "again", "already", "anybody", "anyone", "anything", "anyway", "apparently",
+    "actually", "again", "already", "anybody", "anymore", "anyone", "anything", "anyway",
+    "apparently",
     "basically", "certainly", "cheers", "currently", "definitely", "everyone", "everything",
     "exactly", "fifth", "folks", "fourth", "guys", "hello", "hey", "hi", "honestly", "hopefully",
-    "idea", "know", "knows", "literally", "maybe", "nobody", "ok", "okay", "once", "perhaps",
+    "idea", "know", "knows", "lately", "literally", "maybe", "nobody", "nowadays", "ok", "okay",
+    "once", "perhaps",
     "possible", "possibly", "pretty", "probably", "quick", "quickly", "quite", "really",
     "seriously", "simply", "somebody", "somehow", "someone", "something", "sorry", "still",
     "stuff", "sure", "thank", "thanks", "third", "though", "thx", "time", "times", "today",
@@ -745,6 +750,11 @@ mod tests {
         assert_eq!(
             content_terms("Hi! How does a port authenticate a call, a third time? Thanks"),
             ["port", "authentic", "call"]
+        );
+        // Quantifiers and "anymore" say how much or since when, never what is asked.
+        assert_eq!(
+            content_terms("Can several if let chains be used anymore, nowadays?"),
+            ["let", "chain"]
         );
         // Since schema 5, a word of an identifier is never padding.
         assert_eq!(
