@@ -31,7 +31,7 @@ const CANDIDATES: usize = 32;
 const COVERAGE_CANDIDATES: usize = 20;
 
 /// The relevance gate: the least share of the question's IDF-weighted content terms that one
-/// retrieved passage (its visible text and its headings), or the retrieved passages of one page
+/// retrieved passage (its visible text and its headings), or two retrieved passages of one page
 /// together, must hold for the corpus to be taken as covering the question. Out-of-corpus
 /// questions share only common words with the corpus (their rare words are absent); in-corpus
 /// ones find most of their rare words together.
@@ -112,11 +112,11 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-1/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-2";
 /// The method of a snapshot of schema 4, queried with the analysis it was built with.
-pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-1/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
+pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-2";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
-pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-1/idf-page-coverage-gate-0.5/coverage-title-rerank-2";
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-2";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -627,24 +627,32 @@ impl Snapshot {
             docs.push((*score, doc));
         }
         let mut keys: Vec<f32> = Vec::with_capacity(docs.len());
-        // What the candidates of each page hold together: a question about two things one page
-        // treats in two sections ("tables and footnotes") is covered by that page.
-        let mut by_page: std::collections::HashMap<&str, Vec<bool>> =
+        // What two candidates of one page hold together: a question about two things one page
+        // treats in two sections ("tables and footnotes") is covered by that page. Never more
+        // than two: a long page's many sections together hold the common words of almost any
+        // question ("install", "Windows", "Python" each somewhere in one architecture page).
+        let mut by_page: std::collections::HashMap<&str, Vec<usize>> =
             std::collections::HashMap::new();
-        let mut held = vec![false; nw];
+        let mut held_by: Vec<bool> = vec![false; docs.len() * nw];
+        let mut pair = vec![false; nw];
         for (i, (score, doc)) in docs.iter().enumerate() {
             let heads = &in_headings[i * nw..(i + 1) * nw];
-            for (k, h) in held.iter_mut().enumerate() {
-                *h = in_content[i * nw + k] || heads[k];
+            for k in 0..nw {
+                held_by[i * nw + k] = in_content[i * nw + k] || heads[k];
             }
-            let coverage = share(&held);
+            let held = &held_by[i * nw..(i + 1) * nw];
+            let coverage = share(held);
+            gate.coverage = gate.coverage.max(coverage);
             let page = by_page
                 .entry(stored(doc, self.fields.path, "path")?)
-                .or_insert_with(|| vec![false; nw]);
-            for (p, h) in page.iter_mut().zip(&held) {
-                *p |= *h;
+                .or_default();
+            for &j in page.iter() {
+                for (k, p) in pair.iter_mut().enumerate() {
+                    *p = held[k] || held_by[j * nw + k];
+                }
+                gate.coverage = gate.coverage.max(share(&pair));
             }
-            gate.coverage = gate.coverage.max(coverage).max(share(page));
+            page.push(i);
             let section = stored(doc, self.fields.section, "section")?;
             // A section whose own title names the question's subject is its likeliest answer.
             keys.push(
@@ -925,6 +933,41 @@ mod tests {
             .unwrap();
         let paths: Vec<&str> = b.passages.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(paths.len(), 1, "{paths:?}");
+    }
+
+    #[test]
+    fn two_sections_of_a_page_cover_a_question_but_a_long_page_does_not_cover_any() {
+        let mut files = widgets();
+        files.push((
+            "guide.md".into(),
+            "# Guide\n\n## Tables\n\nA table has rows.\n\n## Footnotes\n\nA footnote has a label.\n"
+                .into(),
+        ));
+        files.push((
+            "misc.md".into(),
+            "# Captions\n\nA caption is text.\n".into(),
+        ));
+        // One long page whose sections each say one common word of an unrelated question.
+        files.push((
+            "architecture.md".into(),
+            "# Architecture\n\n## Install\n\nInstall the files.\n\n## Windows\n\nBuilds for \
+             Windows.\n\n## Python\n\nA Python script checks the output.\n\n## Packages\n\n\
+             Packages are signed.\n"
+                .into(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let now = OffsetDateTime::now_utc();
+        let gate = |q: &str| {
+            s.ground(q, &RetrievalLimits::default(), now)
+                .unwrap()
+                .gate
+                .unwrap()
+        };
+        let g = gate("Do tables have rows and footnotes labels, and what are captions?");
+        assert!(g.admitted, "{g:?}");
+        let g = gate("How do I install Python packages with pip on Windows?");
+        assert!(!g.admitted, "{g:?}");
     }
 
     #[test]
