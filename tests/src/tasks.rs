@@ -39,9 +39,7 @@ pub const CRASH_POINTS: &[(&str, &str, usize, &str)] = &[
     ("core", "decision", 3, "the repair admitted"),
     ("core", "hil-waiting", 1, "the repair's first request filed"),
     ("core", "step-started", 6, "a repair step STARTED"),
-    // ("core", "step", 6, "a repair step applied") left a resumed run open in one CI run
-    // (2026-12-05); it has passed in all 7 local runs since, but stays out until that hang is
-    // understood (issue #30).
+    ("core", "step", 6, "a repair step applied"),
     ("core", "verifier", 2, "VM2's verifier result recorded"),
     ("core", "recipe", 1, "the recipe signed"),
     (

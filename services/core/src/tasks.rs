@@ -110,14 +110,17 @@ impl TaskRuns {
     pub fn recover(&self) {
         let inner = self.inner.clone();
         tokio::spawn(async move {
-            // A run resumed by one attempt is driven already: never twice.
+            // A run resumed by one attempt is driven already: never twice. An open run is
+            // never abandoned: a role still starting, or a host slow to answer, is waited for
+            // (every second for a minute, then every ten), however long it takes.
             let mut resumed = std::collections::HashSet::new();
-            for attempt in 0..60 {
+            for attempt in 0u64.. {
                 match recover_once(&inner, &mut resumed).await {
                     Ok(()) => return,
                     Err(e) => {
                         tracing::warn!(attempt, error = e.message(), "task-run recovery");
-                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        let pause = if attempt < 60 { 1 } else { 10 };
+                        tokio::time::sleep(std::time::Duration::from_secs(pause)).await;
                     }
                 }
             }
