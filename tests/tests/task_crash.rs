@@ -32,6 +32,9 @@ use reach_tests::tasks::{CRASH_POINTS as POINTS, settled, start};
 use reach_tests::workbench::{Verdict, hil_requests, operator};
 use tokio_stream::StreamExt as _;
 
+/// A crash point: the role killed, the event kind, its occurrence, what is durable then.
+type Point = (&'static str, &'static str, usize, &'static str);
+
 /// The run's passages that had settled (left `submitting`), as the run report shows them.
 async fn settled_passages(
     packs: &mut reach_proto::core::v1::packs_client::PacksClient<tonic::transport::Channel>,
@@ -63,7 +66,7 @@ async fn core_killed_at_each_durable_step_ends_every_run_once_and_leaves_no_inst
     let only: Option<Vec<String>> = std::env::var("REACH_CRASH_ONLY")
         .ok()
         .map(|s| s.split(',').map(str::to_owned).collect());
-    let points: Vec<(usize, &(&str, &str, usize, &str))> = match &only {
+    let points: Vec<(usize, &Point)> = match &only {
         None => POINTS.iter().enumerate().collect(),
         Some(only) => only
             .iter()
