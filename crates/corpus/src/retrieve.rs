@@ -112,11 +112,11 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-2";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
 /// The method of a snapshot of schema 4, queried with the analysis it was built with.
-pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-2";
+pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
-pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-2";
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -657,7 +657,7 @@ impl Snapshot {
             // A section whose own title names the question's subject is its likeliest answer.
             keys.push(
                 score
-                    * (0.5 + coverage)
+                    * (0.25 + coverage)
                     * (1.0 + HEADING_WEIGHT * share(heads))
                     * (1.0
                         + TITLE_WEIGHT
@@ -666,8 +666,10 @@ impl Snapshot {
         }
         gate.admitted = gate.coverage >= MIN_COVERAGE;
         // Re-rank: BM25 weighed by the share of the question a passage covers (so a passage
-        // holding every rare word of the question beats one repeating a single word) and by
-        // the share its headings hold.
+        // holding every rare word of the question beats one repeating a single word; a full
+        // cover weighs 5 times a passage holding none, against 3 times before rerank-3, since a
+        // section repeating one word of the question often outscores the one answering it) and
+        // by the share its headings hold.
         let mut ranked: Vec<(f32, f32, StoredDoc)> = docs
             .into_iter()
             .zip(keys)
