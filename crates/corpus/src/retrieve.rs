@@ -112,11 +112,11 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-1+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
 /// The method of a snapshot of schema 4, queried with the analysis it was built with.
-pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
+pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-1+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
-pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-1/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-1+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -538,6 +538,34 @@ impl Snapshot {
                 .doc_freq(&Term::from_field_text(field, t))
                 .unwrap_or(0) as f32
         };
+        // Two adjacent words of the question the docs write as one ("doc test", "name space"):
+        // the joined word stands for each of the two.
+        let words: Vec<&str> = question
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        for pair in words.windows(2) {
+            let one = |w: &str| {
+                let mut t = analysis::content_terms_with(w, self.analysis);
+                (t.len() == 1).then(|| t.remove(0))
+            };
+            let (Some(a), Some(b), Some(joined)) = (
+                one(pair[0]),
+                one(pair[1]),
+                one(&format!("{}{}", pair[0], pair[1])),
+            ) else {
+                continue;
+            };
+            if df(content, &joined).max(df(headings, &joined)) == 0.0 {
+                continue;
+            }
+            for part in [a, b] {
+                if let Some(k) = content_terms.iter().position(|t| *t == part) {
+                    sought.push(joined.clone());
+                    group.push(k);
+                }
+            }
+        }
         // IDF of each content term, from the body text (a heading word is rarer still); a
         // term the corpus says only in a synonym takes the synonym's.
         let sought_df: Vec<f32> = sought
@@ -970,6 +998,26 @@ mod tests {
         assert!(g.admitted, "{g:?}");
         let g = gate("How do I install Python packages with pip on Windows?");
         assert!(!g.admitted, "{g:?}");
+    }
+
+    #[test]
+    fn two_words_the_docs_write_as_one_meet_it() {
+        let mut files = widgets();
+        files.push((
+            "doctests.md".into(),
+            "# Doctests\n\nA doctest runs the examples of the crate.\n".into(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let g = s
+            .ground(
+                "What does a doc test run?",
+                &RetrievalLimits::default(),
+                OffsetDateTime::now_utc(),
+            )
+            .unwrap();
+        assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
+        assert_eq!(g.bundle.passages[0].path, "doctests.md");
     }
 
     #[test]
