@@ -213,8 +213,9 @@ async fn the_story_reviews_observes_repairs_and_signs_a_recipe() {
         .cloned()
         .collect();
     assert_eq!(recipe["patch"]["steps"].as_array().unwrap(), &patches);
-    // What the guest received: the patch step's record names the file's digest after the
-    // patch, which is the baseline with exactly the recipe's edits applied.
+    // What the guest received: a patch step is `ok` only when workbench read the file back
+    // from the guest with the stamped post-image's digest (the baseline with exactly the
+    // recipe's edits); otherwise it is refused `workbench/write-not-confirmed`.
     let patched = recs[1]["steps"]
         .as_array()
         .unwrap()
