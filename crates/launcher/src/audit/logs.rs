@@ -14,6 +14,12 @@ use super::{Check, Processes};
 const ID: &str = "secrets/logs";
 /// Bytes read at a time.
 const CHUNK: usize = 64 * 1024;
+/// How often a log command is run before its failure is reported, and the pause between runs.
+/// Podman 4.3's journald driver fails `podman logs` now and then ("initial journal cursor:
+/// failed to get cursor"; containers/podman#12029), as it did right after a deployed host's
+/// reboot; the next run reads the log.
+const COMMAND_ATTEMPTS: u32 = 3;
+const COMMAND_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Where one role's log is read from.
 enum Source {
@@ -51,7 +57,15 @@ pub(super) fn logs(
     let mut found = Vec::new();
     let mut bytes = 0u64;
     for (role, source) in &sources {
-        match scan_source(source, values) {
+        let mut scanned = scan_source(source, values);
+        for _ in 1..COMMAND_ATTEMPTS {
+            if scanned.is_ok() || matches!(source, Source::File(_)) {
+                break;
+            }
+            std::thread::sleep(COMMAND_PAUSE);
+            scanned = scan_source(source, values);
+        }
+        match scanned {
             Ok((read, hits)) => {
                 bytes += read;
                 found.extend(
@@ -97,9 +111,10 @@ fn scan_source(
                 .spawn()?;
             let scanned = scan(reader, values);
             let status = child.wait()?;
+            // Its output is never quoted: it is the role's log, and may hold a secret's part.
             if !status.success() {
                 return Err(std::io::Error::other(format!(
-                    "`{}` {status}",
+                    "`{}` {status} ({COMMAND_ATTEMPTS} runs)",
                     argv.join(" ")
                 )));
             }
@@ -155,6 +170,58 @@ mod tests {
             self.0 = &self.0[n..];
             Ok(n)
         }
+    }
+
+    fn command_logs(role: &str, argv: &[&str]) -> Processes {
+        Processes::Listed(vec![crate::audit::RoleProcess {
+            role: role.to_owned(),
+            pid: 0,
+            configured_env: None,
+            log_command: Some(argv.iter().map(|a| (*a).to_owned()).collect()),
+        }])
+    }
+
+    #[test]
+    fn a_log_command_that_fails_once_is_run_again_and_one_that_keeps_failing_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
+        let layout = StateLayout::new(dir.path());
+        let values = vec![("token".to_owned(), b"s3cret-token-bytes".to_vec())];
+        // Fails the first time (as podman's journald cursor does), prints the log the second.
+        let flag = dir.path().join("ran-once");
+        let script = format!(
+            "if [ -e {f} ]; then echo 'a log holding s3cret-token-bytes'; \
+             else touch {f}; echo 'Error: initial journal cursor' >&2; exit 125; fi",
+            f = flag.display()
+        );
+        let c = logs(
+            &manifest,
+            &layout,
+            &command_logs("ward", &["/bin/sh", "-c", &script]),
+            &values,
+        );
+        assert_eq!(c.outcome, crate::audit::Outcome::Fail, "{c:?}");
+        assert_eq!(
+            c.detail, "ward's log holds token",
+            "the second run was read"
+        );
+        // A command that always fails: its status, never its output.
+        let log = dir.path().join("log");
+        std::fs::write(&log, "s3cret-token-bytes-partial").unwrap();
+        let script = format!("cat {}; exit 125", log.display());
+        let c = logs(
+            &manifest,
+            &layout,
+            &command_logs("ward", &["/bin/sh", "-c", &script]),
+            &values,
+        );
+        assert_eq!(c.outcome, crate::audit::Outcome::Fail, "{c:?}");
+        assert!(
+            c.detail.contains("exit status: 125 (3 runs)"),
+            "{}",
+            c.detail
+        );
+        assert!(!c.detail.contains("s3cret"), "{}", c.detail);
     }
 
     #[test]
