@@ -105,8 +105,10 @@ pub struct Agent {
     reader: BufReader<OwnedReadHalf>,
     writer: OwnedWriteHalf,
     next_id: u64,
-    /// A request went unanswered in time: its reply may still arrive, and QGA replies carry
-    /// no id, so the next request first resynchronizes (which discards that late reply).
+    /// A request was sent whose reply was not read: it timed out, or its caller's future was
+    /// dropped mid-call (a cancelled port call drops the broker's handler). The reply may
+    /// still arrive, and QGA replies carry no id, so the next request first resynchronizes
+    /// (which discards that late reply) instead of taking it for its own.
     in_doubt: bool,
     /// How long a plain request waits for its reply ([`REQUEST_TIMEOUT`]).
     request_timeout: Duration,
@@ -156,6 +158,8 @@ impl Agent {
 
     /// `guest-sync-delimited` with a fresh id: flushes anything stale between us and the agent.
     pub async fn sync(&mut self, wait: Duration) -> Result<(), AgentError> {
+        // Until its own reply is read, whatever is in the stream is someone else's.
+        self.in_doubt = true;
         self.next_id += 1;
         let id = self.next_id;
         let mut msg = vec![0xFFu8];
@@ -235,14 +239,12 @@ impl Agent {
         let mut bytes =
             serde_json::to_vec(&json!({"execute": command, "arguments": arguments})).expect("json");
         bytes.push(b'\n');
+        // Set before the first byte is sent and cleared once the reply is read: a timeout, an
+        // error or a dropped future in between leaves the next request to resync.
+        self.in_doubt = true;
         self.writer.write_all(&bytes).await?;
-        let v = match self.read_line(wait).await {
-            Err(AgentError::Timeout) => {
-                self.in_doubt = true;
-                return Err(AgentError::Timeout);
-            }
-            other => other?,
-        };
+        let v = self.read_line(wait).await?;
+        self.in_doubt = false;
         if let Some(r) = v.get("return") {
             return Ok(r.clone());
         }
@@ -647,6 +649,46 @@ mod tests {
             .await
             .expect("the command's deadline bounds its replies, not the request timeout");
         assert_eq!((o.exit_code, o.stdout), (Some(0), b"done".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_caller_gave_up_leaves_no_reply_for_the_next() {
+        // The broker's handler is dropped when its port call is cancelled (a verifier attempt
+        // that overran): the command's reply, due later, must not answer the next command.
+        let (mut agent, _peer) = peer(|v, _| match v["execute"].as_str() {
+            Some("guest-exec") if v["arguments"]["path"] == "/bin/first" => {
+                (Duration::from_millis(50), json!({"pid": 1}))
+            }
+            Some("guest-exec") => (Duration::ZERO, json!({"pid": 2})),
+            // Each command's status is its own.
+            _ => {
+                let out: &[u8] = if v["arguments"]["pid"] == 1 {
+                    b"first's output"
+                } else {
+                    b"second's output"
+                };
+                (
+                    Duration::ZERO,
+                    json!({"exited": true, "exitcode": 0, "out-data": B64.encode(out)}),
+                )
+            }
+        });
+        agent.request_timeout = Duration::from_secs(5);
+        let bounds = ExecBounds {
+            timeout: Duration::from_secs(5),
+            max_output: 64,
+        };
+        let first = ["/bin/first".to_owned()];
+        // Dropped while its guest-exec reply is due: the caller gave up.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(10), agent.exec(&first, bounds))
+                .await
+                .is_err()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let second = ["/bin/second".to_owned()];
+        let o = agent.exec(&second, bounds).await.unwrap();
+        assert_eq!(o.stdout, b"second's output");
     }
 
     #[tokio::test]
