@@ -366,8 +366,18 @@ pub fn evaluate(
         if then != now {
             let gone: Vec<&String> = then.iter().filter(|l| !now.contains(l)).collect();
             let new: Vec<&String> = now.iter().filter(|l| !then.contains(l)).collect();
+            // Counts and the first of each first: a detail is bounded (300 characters in the
+            // record), and what is new says most about what happened.
             return Err(format!(
-                "{p}: differs from the {which} snapshot: gone {gone:?}, new {new:?}"
+                "{p}: differs from the {which} snapshot: {} of {} lines gone, {} new \
+                 (exit {:?}, {} bytes); first new {:?}; first gone {:?}",
+                gone.len(),
+                then.len(),
+                new.len(),
+                obs.exit_code,
+                obs.stdout.len(),
+                new.first(),
+                gone.first()
             ));
         }
     }
@@ -380,4 +390,60 @@ pub fn evaluate(
         return Ok(Some((c.name.clone(), value)));
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observed(stdout: &str) -> Observation {
+        Observation {
+            profile: "state-digests".into(),
+            args: Vec::new(),
+            argv: Vec::new(),
+            exit_code: Some(0),
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: Vec::new(),
+            stdout_sha256: reach_digest::Sha256Digest::of(stdout.as_bytes()),
+            stdout_truncated: false,
+            timed_out: false,
+            elapsed_ms: 1,
+        }
+    }
+
+    #[test]
+    fn a_snapshot_mismatch_says_how_much_changed_and_what_is_new_first() {
+        let o: Observe = serde_json::from_value(serde_json::json!({
+            "profile": "state-digests",
+            "same_as": "verifier-start",
+        }))
+        .unwrap();
+        let then: Vec<String> = (0..20).map(|i| format!("{i:064x}  /etc/f{i}")).collect();
+        // Every line gone, one foreign line new: the detail must still show the new one
+        // within a record's 300 characters.
+        let why = evaluate(
+            &o,
+            &observed("something else\n"),
+            &BTreeMap::new(),
+            Some(&then),
+        )
+        .unwrap_err();
+        assert!(
+            why.starts_with(
+                "state-digests: differs from the verifier-start snapshot: 20 of 20 lines gone, \
+                 1 new (exit Some(0), 15 bytes); first new Some(\"something else\")"
+            ),
+            "{why}"
+        );
+        assert!(why.chars().count() < 300, "{why}");
+        assert!(
+            evaluate(
+                &o,
+                &observed(&then.join("\n")),
+                &BTreeMap::new(),
+                Some(&then)
+            )
+            .is_ok()
+        );
+    }
 }
