@@ -187,6 +187,14 @@ mod tests {
         let manifest = reach_manifest::load(reach_manifest::VPS_PUBLIC).unwrap();
         let layout = StateLayout::new(dir.path());
         let values = vec![("token".to_owned(), b"s3cret-token-bytes".to_vec())];
+        let run = |script: &str| {
+            logs(
+                &manifest,
+                &layout,
+                &command_logs("ward", &["/bin/sh", "-c", script]),
+                &values,
+            )
+        };
         // Fails the first time (as podman's journald cursor does), prints the log the second.
         let flag = dir.path().join("ran-once");
         let script = format!(
@@ -194,12 +202,7 @@ mod tests {
              else touch {f}; echo 'Error: initial journal cursor' >&2; exit 125; fi",
             f = flag.display()
         );
-        let c = logs(
-            &manifest,
-            &layout,
-            &command_logs("ward", &["/bin/sh", "-c", &script]),
-            &values,
-        );
+        let c = run(&script);
         assert_eq!(c.outcome, crate::audit::Outcome::Fail, "{c:?}");
         assert_eq!(
             c.detail, "ward's log holds token",
@@ -209,12 +212,7 @@ mod tests {
         let log = dir.path().join("log");
         std::fs::write(&log, "s3cret-token-bytes-partial").unwrap();
         let script = format!("cat {}; exit 125", log.display());
-        let c = logs(
-            &manifest,
-            &layout,
-            &command_logs("ward", &["/bin/sh", "-c", &script]),
-            &values,
-        );
+        let c = run(&script);
         assert_eq!(c.outcome, crate::audit::Outcome::Fail, "{c:?}");
         assert!(
             c.detail.contains("exit status: 125 (3 runs)"),
