@@ -5,10 +5,14 @@
 //! of its sentences holding most of the question's words or their synonyms (and its opening
 //! sentence, which in documentation usually defines the section's subject) come first, in the
 //! page's order; one sentence from another passage may follow when it holds more of the
-//! question. A fenced code block of a chosen passage is kept whole when the question asks how,
-//! or names what the block holds, and the whole answer fits one Discord message with its
-//! sources. A lead section named by a code identifier (a lint, a setting, a flag) is named
-//! first when its sentences do not.
+//! question. A chosen sentence brings what it needs to be read: the sentence before it when it
+//! leans on it ("It is called…"), the list its colon introduces; a chosen list item brings its
+//! list and the sentence introducing it, under that sentence's citation. One fenced code block
+//! is kept whole when the question asks how, or names what the block holds: the best-ranked
+//! chosen passage's block holding most of the question. Everything is quoted in the page's
+//! order, as much as fits one Discord message with its sources, the chosen sentences first. A
+//! lead section named by a code identifier (a lint, a setting, a flag) is named first when its
+//! sentences do not.
 
 use serde::{Deserialize, Serialize};
 
@@ -57,12 +61,54 @@ const HOW_WORDS: &[&str] = &[
     "disable",
 ];
 
+/// A sentence whose colon introduces a list quotes at most this many of its items.
+const LIST_ITEMS: usize = 8;
+
 /// One quotable unit of a passage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Unit {
     Sentence(String),
+    /// A whole list item (bullet or number), its marker dropped.
+    Item(String),
     /// A whole fenced block, fences included.
     Code(String),
+}
+
+impl Unit {
+    /// The unit's text when it is prose (a sentence or a list item).
+    fn prose(&self) -> Option<&str> {
+        match self {
+            Unit::Sentence(s) | Unit::Item(s) => Some(s),
+            Unit::Code(_) => None,
+        }
+    }
+}
+
+/// Whether a sentence leans on the one before it for its subject ("It is called…", "This
+/// means…"): quoted alone it says nothing the reader can place.
+fn leans_back(s: &str) -> bool {
+    let first = s
+        .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
+        .next()
+        .unwrap_or("");
+    matches!(
+        first,
+        "It" | "Its"
+            | "It's"
+            | "It’s"
+            | "This"
+            | "That"
+            | "That's"
+            | "That’s"
+            | "These"
+            | "Those"
+            | "They"
+            | "Such"
+            | "Then"
+            | "Otherwise"
+            | "Instead"
+            | "However"
+    )
 }
 
 /// The default local cognition: answer from the bundle's passages, citing them as `[1]`, `[2]`….
@@ -107,17 +153,14 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         };
         base + exact as f32
     };
-    // (passage index, unit index, unit, score) of every unit.
     let units: Vec<Vec<Unit>> = bundle.passages.iter().map(passage_units).collect();
-    let mut chosen: Vec<(usize, usize)> = Vec::new();
-    // The lead passage: its best sentences, and its first sentence when it holds any word.
+    // The units asked for, most wanted first: (passage, unit).
+    let mut wanted: Vec<(usize, usize)> = Vec::new();
+    // The lead passage: its first sentence when it holds any word, and its best sentences.
     let lead: Vec<(usize, f32)> = units[0]
         .iter()
         .enumerate()
-        .filter_map(|(i, u)| match u {
-            Unit::Sentence(s) => Some((i, score(s))),
-            Unit::Code(_) => None,
-        })
+        .filter_map(|(i, u)| u.prose().map(|s| (i, score(s))))
         .collect();
     let mut by_score = lead.clone();
     by_score.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -125,21 +168,21 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     if let Some(&(i, s)) = lead.first()
         && s > 0.0
     {
-        chosen.push((0, i));
+        wanted.push((0, i));
     }
     for &(i, s) in &by_score {
-        if chosen.len() >= LEAD_SENTENCES || s <= 0.0 {
+        if wanted.len() >= LEAD_SENTENCES || s <= 0.0 {
             break;
         }
-        if !chosen.contains(&(0, i)) {
-            chosen.push((0, i));
+        if !wanted.contains(&(0, i)) {
+            wanted.push((0, i));
         }
     }
     // One sentence from another passage, when it holds more of the question than the lead.
     let mut other: Option<(usize, usize, f32)> = None;
     for (pi, us) in units.iter().enumerate().skip(1) {
         for (ui, u) in us.iter().enumerate() {
-            if let Unit::Sentence(s) = u {
+            if let Some(s) = u.prose() {
                 let sc = score(s);
                 if sc > best_lead && other.is_none_or(|o| sc > o.2) {
                     other = Some((pi, ui, sc));
@@ -148,34 +191,126 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         }
     }
     if let Some((pi, ui, _)) = other {
-        chosen.push((pi, ui));
+        wanted.push((pi, ui));
     }
-    if chosen.is_empty() {
+    if wanted.is_empty() {
         // Retrieval matched headings only: the lead passage's first sentence says what it is.
-        if let Some(i) = units[0].iter().position(|u| matches!(u, Unit::Sentence(_))) {
-            chosen.push((0, i));
+        if let Some(i) = units[0].iter().position(|u| u.prose().is_some()) {
+            wanted.push((0, i));
         }
     }
-    chosen.truncate(ANSWER_SENTENCES);
-    // A code block of a chosen passage, after its sentences, when it answers.
+    wanted.truncate(ANSWER_SENTENCES);
+    // A code block of the best-ranked wanted passage that has one that answers: the one holding
+    // most of the question, one a wanted sentence introduces (its colon) before another, the
+    // first before a later.
+    let mut passages_wanted: Vec<usize> = wanted.iter().map(|c| c.0).collect();
+    passages_wanted.sort();
+    passages_wanted.dedup();
     let mut code: Option<(usize, usize)> = None;
-    let chosen_passages: Vec<usize> = {
-        let mut v: Vec<usize> = chosen.iter().map(|c| c.0).collect();
-        v.dedup();
-        v
-    };
-    'find: for &pi in &chosen_passages {
+    let mut code_score = f32::MIN;
+    for &pi in &passages_wanted {
+        if code.is_some() {
+            break;
+        }
         for (ui, u) in units[pi].iter().enumerate() {
-            if let Unit::Code(c) = u
-                && c.len() <= CODE_BLOCK_BYTES
-                && (wants_code || score(c) >= 1.0)
-            {
+            let Unit::Code(c) = u else {
+                continue;
+            };
+            let held = score(c);
+            if c.len() > CODE_BLOCK_BYTES || !(wants_code || held >= 1.0) {
+                continue;
+            }
+            let introduced = ui > 0
+                && wanted.contains(&(pi, ui - 1))
+                && units[pi][ui - 1]
+                    .prose()
+                    .is_some_and(|s| s.trim_end().ends_with(':'));
+            let sc = held + if introduced { 0.5 } else { 0.0 };
+            if sc > code_score {
                 code = Some((pi, ui));
-                break 'find;
+                code_score = sc;
             }
         }
     }
-    chosen.sort();
+    // What each wanted sentence brings along: the sentence it leans on, and the list its colon
+    // introduces.
+    let mut along: Vec<(usize, usize)> = Vec::new();
+    for &(pi, ui) in &wanted {
+        let Some(s) = units[pi][ui].prose() else {
+            continue;
+        };
+        if ui > 0
+            && matches!(units[pi][ui], Unit::Sentence(_))
+            && leans_back(s)
+            && matches!(units[pi][ui - 1], Unit::Sentence(_))
+        {
+            along.push((pi, ui - 1));
+        }
+        if matches!(units[pi][ui], Unit::Item(_)) {
+            // A list item out of its list loses the other options: its list comes along, and the
+            // sentence introducing it.
+            let first = (0..ui)
+                .rev()
+                .take_while(|&k| matches!(units[pi][k], Unit::Item(_)))
+                .last()
+                .unwrap_or(ui);
+            if first > 0
+                && units[pi][first - 1]
+                    .prose()
+                    .is_some_and(|s| s.trim_end().ends_with(':'))
+            {
+                along.push((pi, first - 1));
+            }
+            along.extend(
+                (first..units[pi].len())
+                    .take_while(|&k| matches!(units[pi][k], Unit::Item(_)))
+                    .take(LIST_ITEMS)
+                    .map(|k| (pi, k)),
+            );
+        }
+        if s.trim_end().ends_with(':') {
+            along.extend(
+                (ui + 1..units[pi].len())
+                    .take_while(|&k| matches!(units[pi][k], Unit::Item(_)))
+                    .take(LIST_ITEMS)
+                    .map(|k| (pi, k)),
+            );
+        }
+    }
+    // Keep what fits, most wanted first, then quote it in the pages' order.
+    let budget = ANSWER_BYTES - TITLE_RESERVE;
+    let cost = |(pi, ui): (usize, usize)| -> usize {
+        match &units[pi][ui] {
+            Unit::Sentence(s) | Unit::Item(s) => s.trim().len() + 6,
+            Unit::Code(c) => c.len() + 2,
+        }
+    };
+    let mut kept: Vec<(usize, usize)> = Vec::new();
+    let mut used = 0usize;
+    for u in wanted.iter().chain(code.iter()).chain(along.iter()) {
+        if kept.contains(u) {
+            continue;
+        }
+        let c = cost(*u);
+        if !kept.is_empty() && used + c > budget {
+            continue;
+        }
+        used += c;
+        kept.push(*u);
+    }
+    kept.sort();
+    // The items a kept sentence's colon introduced carry its citation.
+    let introduced = |(pi, ui): (usize, usize)| -> bool {
+        (0..ui)
+            .rev()
+            .find(|&k| !matches!(units[pi][k], Unit::Item(_)))
+            .is_some_and(|k| {
+                kept.contains(&(pi, k))
+                    && units[pi][k]
+                        .prose()
+                        .is_some_and(|s| s.trim_end().ends_with(':'))
+            })
+    };
     let mut citations: Vec<(u32, String, String)> = Vec::new();
     let mut text = String::new();
     let mut cite = |p: &EvidencePassage| -> u32 {
@@ -188,31 +323,36 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
             }
         }
     };
-    let mut emitted = 0usize;
-    for (k, &(pi, ui)) in chosen.iter().enumerate() {
-        let Unit::Sentence(s) = &units[pi][ui] else {
-            continue;
-        };
-        let piece = format!("{} [{}]", s.trim(), cite(&bundle.passages[pi]));
-        if emitted > 0 && text.len() + piece.len() + 1 > ANSWER_BYTES {
-            break;
-        }
-        if !text.is_empty() {
-            text.push(' ');
-        }
-        text.push_str(&piece);
-        emitted += 1;
-        // The code block follows the last sentence of its passage.
-        let last_of_passage = chosen.get(k + 1).is_none_or(|n| n.0 != pi);
-        if last_of_passage
-            && let Some((cpi, cui)) = code
-            && cpi == pi
-            && let Unit::Code(c) = &units[cpi][cui]
-            && text.len() + c.len() + 2 <= ANSWER_BYTES
-        {
-            text.push('\n');
-            text.push_str(c);
-            text.push('\n');
+    let mut line_start = true;
+    for &(pi, ui) in &kept {
+        match &units[pi][ui] {
+            Unit::Sentence(s) => {
+                if !line_start {
+                    text.push(' ');
+                }
+                text.push_str(&format!("{} [{}]", s.trim(), cite(&bundle.passages[pi])));
+                line_start = false;
+            }
+            Unit::Item(s) => {
+                if !line_start {
+                    text.push('\n');
+                }
+                text.push_str("- ");
+                text.push_str(s.trim());
+                if !introduced((pi, ui)) {
+                    text.push_str(&format!(" [{}]", cite(&bundle.passages[pi])));
+                }
+                text.push('\n');
+                line_start = true;
+            }
+            Unit::Code(c) => {
+                if !text.is_empty() && !line_start {
+                    text.push('\n');
+                }
+                text.push_str(c);
+                text.push('\n');
+                line_start = true;
+            }
         }
     }
     // A section named by an identifier (a lint, a setting, a flag) is often the answer itself,
@@ -231,6 +371,9 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         not_in_docs: false,
     }
 }
+
+/// Room kept in [`ANSWER_BYTES`] for the name of a section titled by an identifier.
+const TITLE_RESERVE: usize = 70;
 
 /// The identifier a section title names: the whole title when it is one (`opt-level`), or
 /// the identifier it opens with before a colon (`--explain: provide a detailed explanation`).
@@ -264,11 +407,19 @@ fn passage_units(p: &EvidencePassage) -> Vec<Unit> {
     let mut out = Vec::new();
     let mut fence: Option<(String, String)> = None; // (marker, block so far)
     let mut buf = String::new();
-    let flush = |buf: &mut String, out: &mut Vec<Unit>| {
+    // Whether `buf` holds a list item (ended by a blank line, a new item or an unindented line).
+    let mut in_item = false;
+    let flush = |buf: &mut String, out: &mut Vec<Unit>, in_item: &mut bool| {
         if !buf.trim().is_empty() {
-            out.push(Unit::Sentence(cut(std::mem::take(buf))));
+            let s = cut(std::mem::take(buf));
+            out.push(if *in_item {
+                Unit::Item(s)
+            } else {
+                Unit::Sentence(s)
+            });
         }
         buf.clear();
+        *in_item = false;
     };
     for line in text.lines() {
         let t = line.trim();
@@ -284,32 +435,58 @@ fn passage_units(p: &EvidencePassage) -> Vec<Unit> {
             continue;
         }
         if t.starts_with("```") || t.starts_with("~~~") {
-            flush(&mut buf, &mut out);
+            flush(&mut buf, &mut out, &mut in_item);
             let marker: String = t.chars().take_while(|c| *c == '`' || *c == '~').collect();
             fence = Some((marker, t.to_string()));
             continue;
         }
         if t.is_empty() || t.starts_with('#') || t.starts_with('|') && t.ends_with('|') {
-            flush(&mut buf, &mut out);
+            flush(&mut buf, &mut out, &mut in_item);
             continue;
         }
-        let bullet = t.starts_with(['-', '*', '+']) && t[1..].starts_with(' ');
-        if bullet {
-            flush(&mut buf, &mut out);
+        let item_text = list_item(t);
+        if item_text.is_some() || in_item && !line.starts_with(char::is_whitespace) {
+            flush(&mut buf, &mut out, &mut in_item);
         }
-        let t = t.trim_start_matches(['-', '*', '+', '>']).trim();
+        let t = match item_text {
+            Some(rest) => {
+                in_item = true;
+                rest
+            }
+            None => t.trim_start_matches('>').trim(),
+        };
         if !buf.is_empty() {
             buf.push(' ');
         }
         buf.push_str(t);
-        while let Some(i) = find_sentence_end(&buf) {
+        while !in_item && let Some(i) = find_sentence_end(&buf) {
             let s: String = buf[..=i].to_string();
             buf = buf[i + 1..].trim_start().to_string();
             out.push(Unit::Sentence(cut(s)));
         }
     }
-    flush(&mut buf, &mut out);
+    flush(&mut buf, &mut out, &mut in_item);
     out
+}
+
+/// The text of a list item's line without its marker (`- `, `* `, `+ `, `1. `, `2) `), or
+/// `None` when the line opens no item.
+fn list_item(t: &str) -> Option<&str> {
+    if let Some(rest) = t.strip_prefix(['-', '*', '+'])
+        && rest.starts_with(' ')
+    {
+        return Some(rest.trim());
+    }
+    let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    if (1..=3).contains(&digits) {
+        let rest = &t[digits..];
+        if let Some(rest) = rest.strip_prefix(['.', ')'])
+            && rest.starts_with(' ')
+        {
+            return Some(rest.trim());
+        }
+    }
+    None
 }
 
 /// A sentence cut to [`ANSWER_SENTENCE_BYTES`] at a word boundary.
@@ -474,6 +651,78 @@ opt-level = 1
             a.text,
             "A sprocket turns. [1] The sprocket has teeth. [1] A guard prevents jamming. [1]"
         );
+    }
+
+    #[test]
+    fn a_sentence_introducing_a_list_brings_the_list_under_its_citation() {
+        let lead = "The question mark operator applies to these types:\n\
+            - `Result<T, E>`: an `Err(e)` returns early.\n\
+            - `Option<T>`: a `None` returns early.\n\
+            \n\
+            Colours are nice.\n";
+        let a = extractive_answer(
+            "Which types does the question mark operator apply to?",
+            &bundle(vec![passage("p", "q.md", lead)]),
+        );
+        assert_eq!(
+            a.text,
+            "The question mark operator applies to these types: [1]\n\
+             - `Result<T, E>`: an `Err(e)` returns early.\n\
+             - `Option<T>`: a `None` returns early."
+        );
+    }
+
+    #[test]
+    fn a_list_item_brings_its_list_and_the_sentence_introducing_it() {
+        // Numbered items are items too, never a sentence "1.".
+        let lead = "Colours are nice. The widget can be stopped by:\n\
+            1. Pressing the red button.\n\
+            2. Setting `halt = true` in the widget file.\n";
+        let a = extractive_answer(
+            "How do I press the button?",
+            &bundle(vec![passage("p", "w.md", lead)]),
+        );
+        assert_eq!(
+            a.text,
+            "The widget can be stopped by: [1]\n\
+             - Pressing the red button.\n\
+             - Setting `halt = true` in the widget file."
+        );
+    }
+
+    #[test]
+    fn a_sentence_leaning_on_the_one_before_brings_it() {
+        let lead = "The `///` syntax documents the item after it. There is another syntax: \
+            `//!`, which documents the item it is inside. It is called an inner comment.";
+        let a = extractive_answer(
+            "What is an inner comment?",
+            &bundle(vec![passage("p", "d.md", lead)]),
+        );
+        assert_eq!(
+            a.text,
+            "There is another syntax: `//!`, which documents the item it is inside. [1] \
+             It is called an inner comment. [1]"
+        );
+    }
+
+    #[test]
+    fn the_code_block_is_the_lead_passages_and_the_one_holding_the_question() {
+        let lead = "Dependencies can be optional. An optional one defines a feature:\n\n\
+            ```toml\n[features]\ngif = [\"dep:gif\"]\n```\n\n\
+            The dependency itself is written like this:\n\n\
+            ```toml\n[dependencies]\ngif = { version = \"1\", optional = true }\n```\n";
+        let other = "To make a dependency optional, list it below:\n\n\
+            ```toml\n[features]\nmake = [\"dependency\", \"optional\"]\n```\n";
+        let a = extractive_answer(
+            "How can I make a dependency optional?",
+            &bundle(vec![
+                passage("p1", "f.md", lead),
+                passage("p2", "g.md", other),
+            ]),
+        );
+        assert!(a.text.contains("optional = true"), "{}", a.text);
+        assert!(!a.text.contains("dep:gif"), "{}", a.text);
+        assert!(!a.text.contains("\"dependency\""), "{}", a.text);
     }
 
     #[test]
