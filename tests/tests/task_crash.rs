@@ -11,6 +11,10 @@
 //! - every experiment is terminal, each instance confirmed destroyed, no QEMU of it is left;
 //! - every Experiment fact names a signed record; no step was asked for twice (each
 //!   experiment's HIL requests name distinct steps); no step of the journal is left STARTED;
+//! - no mutation applied twice, read in the guest: each verified instance's unit starts
+//!   (the pack's `service-starts`, read after its verifier and kept in the signed record) are
+//!   its prepared system's and then one per restart step recorded `ok`; a patch cannot apply
+//!   twice (workbench refuses a drifted pre-image);
 //! - every passage settled before the crash is there once, its charges unchanged, and the
 //!   run's usage is the sum over its passages.
 //!
@@ -60,6 +64,8 @@ async fn core_killed_at_each_durable_step_ends_every_run_once_and_leaves_no_inst
     let mut story = start("reference", |_| {}).await;
     let mut packs = story.bind("each-mutation").await;
     let mut ends = BTreeMap::<String, usize>::new();
+    // Every run's signed execution records: the guest's witness of its restarts.
+    let mut all_records = Vec::new();
     // `REACH_CRASH_ONLY=role:kind:nth` runs that point alone, as often as it is listed
     // (`core:step:6,core:step:6`): a knob for chasing one point's flake.
     #[allow(clippy::disallowed_methods)] // A test knob, never a secret.
@@ -272,6 +278,8 @@ async fn core_killed_at_each_durable_step_ends_every_run_once_and_leaves_no_inst
             assert_eq!(r["destroyed"] == true, created, "{at}: {r:#}");
         }
 
+        all_records.extend(execution_records);
+
         // No step was asked for twice.
         let asked = hil_requests(&story.f.body).await;
         let mut steps: Vec<(String, u32)> = asked
@@ -287,8 +295,13 @@ async fn core_killed_at_each_durable_step_ends_every_run_once_and_leaves_no_inst
         println!("  {at}");
         *ends.entry(end).or_default() += 1;
     }
+    // No mutation applied twice, as the guests saw it: every verified instance shows its
+    // prepared system's unit starts and then one per restart step recorded `ok`.
+    let (witnessed, restarts) = reach_tests::tasks::restarts_witnessed(&all_records);
+    assert!(witnessed > 0 && restarts > 0, "{all_records:#?}");
     println!(
-        "task_crash: {} crash points, {runs} runs, ends {ends:?}",
+        "task_crash: {} crash points, {runs} runs, ends {ends:?}; {witnessed} instances \
+         read after their verifier, {restarts} restart(s) seen, none twice",
         POINTS.len(),
     );
     story.f.body.stop().await;

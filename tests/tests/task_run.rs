@@ -148,6 +148,12 @@ async fn the_story_reviews_observes_repairs_and_signs_a_recipe() {
         .collect();
     assert_eq!(failed, ["local-delivery"]);
     assert_ne!(recs[0]["instance"], recs[1]["instance"]);
+    // Read in each guest after its verifier: VM1 saw no restart, VM2 exactly one.
+    assert_eq!(
+        reach_tests::tasks::restarts_witnessed(&recs),
+        (2, 1),
+        "{recs:#?}"
+    );
 
     // One HIL answer per mutation: VM1 observed only (none), VM2 patched and restarted (two).
     approver.abort();
@@ -666,6 +672,12 @@ async fn answered_while_down(vault: Vault) {
     assert_eq!(k.last(), Some(&"concluded"), "{k:?}");
     let recs = records(&t, "execution-record");
     assert_eq!(recs.len(), 2);
+    // The guest itself saw one restart, though core died between the repair's two requests.
+    assert_eq!(
+        reach_tests::tasks::restarts_witnessed(&recs),
+        (2, 1),
+        "{recs:#?}"
+    );
     let named: Vec<&str> = recs[1]["steps"]
         .as_array()
         .unwrap()

@@ -14,7 +14,8 @@
 //! **Architecture Invariant:** nothing here names a service, program or file of any
 //! particular task: every such name comes from the pack's files (`tests/no_mta.rs` in
 //! `crates/taskpack` holds this crate to it). The only fixed names are the pack format's own
-//! conventions: the profiles [`restart::RESTART_PROFILE`] and [`restart::STATUS_PROFILE`].
+//! conventions: the profiles [`restart::RESTART_PROFILE`] and [`restart::STATUS_PROFILE`], and
+//! the optional [`restart::STARTS_PROFILE`].
 //!
 //! **Architecture Invariant:** a refused step writes nothing. Patch checks read the real
 //! file, its owner and mode, and compute the post-image before the one atomic write.
@@ -125,6 +126,11 @@ impl Workbench {
             });
         }
         Ok(obs)
+    }
+
+    /// Whether the pack has a profile `name`.
+    pub(crate) fn has_profile(&self, name: &str) -> bool {
+        self.commands.get(name).is_some()
     }
 
     /// The pack's profile `name`, with an enforced mode, or the refusal.

@@ -13,6 +13,13 @@ pub const RESTART_PROFILE: &str = "service-restart";
 /// one unit it is given (`systemctl is-active`).
 pub const STATUS_PROFILE: &str = "service-status";
 
+/// The pack format's optional unit-starts profile: an `observation` verifier-only profile,
+/// with no arguments, printing one line for each start in the guest's current boot of every
+/// unit a restart step may name (systemd's "unit started" journal entries). Read after the
+/// verifier's checks, it is the guest's own witness of how many restarts an instance saw
+/// ([`starts`]).
+pub const STARTS_PROFILE: &str = "service-starts";
+
 /// How long a restarted unit may take to settle, and how often it is asked.
 pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
 pub const SETTLE_INTERVAL: Duration = Duration::from_millis(500);
@@ -73,4 +80,17 @@ pub async fn restart<G: Guest>(
         polls,
         settled_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// The guest's witness of its units' starts ([`STARTS_PROFILE`]), when the pack has the
+/// profile. A restored instance begins with its prepared system's starts, identical in every
+/// instance of it; each restart adds its own.
+pub async fn starts<G: Guest>(
+    bench: &Workbench,
+    guest: &G,
+) -> Result<Option<Observation>, Refusal> {
+    if !bench.has_profile(STARTS_PROFILE) {
+        return Ok(None);
+    }
+    bench.observe(guest, STARTS_PROFILE, &[]).await.map(Some)
 }

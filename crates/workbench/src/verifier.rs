@@ -69,6 +69,9 @@ pub struct VerifierReport {
     pub outcome: VerifierOutcome,
     pub checks: Vec<CheckReport>,
     pub elapsed_ms: u64,
+    /// The pack's unit-starts witness, read after the checks
+    /// ([`crate::restart::STARTS_PROFILE`]); `None` when the pack has no such profile.
+    pub unit_starts: Option<Observation>,
 }
 
 impl VerifierReport {
@@ -164,6 +167,8 @@ pub async fn run<G: Guest>(
         .filter(|r| !r.passed)
         .map(|r| r.name.clone())
         .collect();
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let unit_starts = crate::restart::starts(bench, guest).await?;
     Ok(VerifierReport {
         outcome: if failed.is_empty() {
             VerifierOutcome::Passed
@@ -171,7 +176,8 @@ pub async fn run<G: Guest>(
             VerifierOutcome::Failed(failed)
         },
         checks: reports,
-        elapsed_ms: started.elapsed().as_millis() as u64,
+        elapsed_ms,
+        unit_starts,
     })
 }
 

@@ -94,6 +94,37 @@ async fn baseline_fails_exactly_delivery_and_the_repair_passes_all_seven() {
             .collect::<Vec<_>>()
     );
     assert_eq!(verdicts(&repaired).values().filter(|p| **p).count(), 7);
+
+    // The guest's witness of restarts, read after each verifier: the baseline shows the
+    // prepared system's own starts, the repair (one restart) exactly one more, and a restart
+    // applied a second time would show as a second.
+    let starts = |r: &reach_workbench_steps::VerifierReport| -> Vec<String> {
+        let o = r.unit_starts.as_ref().expect("the pack has service-starts");
+        assert_eq!(o.exit_code, Some(0), "{o:?}");
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    let (before, after) = (starts(&base), starts(&repaired));
+    assert!(!before.is_empty());
+    assert_eq!(after.len(), before.len() + 1, "{before:?} → {after:?}");
+    assert!(after.starts_with(&before), "{before:?} → {after:?}");
+    let restart = plan("repair")
+        .steps
+        .into_iter()
+        .find(|s| matches!(s.action, Action::Restart { .. }))
+        .unwrap();
+    let again = step::execute(&bench, &g, &restart, &snaps).await.unwrap();
+    assert!(again.succeeded(), "{:?}", again.outcome);
+    let twice = reach_workbench_steps::restart::starts(&bench, &g)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&twice.stdout).lines().count(),
+        before.len() + 2
+    );
     broker.destroy(&g.id).await.unwrap();
 }
 

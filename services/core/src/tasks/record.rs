@@ -106,10 +106,17 @@ pub fn execution_record(
             .and_then(|o| serde_json::from_slice(&o.record).ok())
             .unwrap_or(Value::Null);
         let report = &record["outcome"]["report"];
-        let observation = match record["outcome"]["kind"].as_str() {
-            Some("observed" | "ran") => Some(Observation::new(
-                report["profile"].as_str().unwrap_or_default(),
-                report["args"]
+        // A command's own observation; for the verifier, the pack's unit-starts witness
+        // read after its checks (the guest's count of restarts, when the pack has one).
+        let observed = match record["outcome"]["kind"].as_str() {
+            Some("observed" | "ran") => Some(report),
+            Some("verified") => Some(&report["unit_starts"]).filter(|o| o.is_object()),
+            _ => None,
+        };
+        let observation = observed.map(|o| {
+            Observation::new(
+                o["profile"].as_str().unwrap_or_default(),
+                o["args"]
                     .as_array()
                     .map(|a| {
                         a.iter()
@@ -117,11 +124,10 @@ pub fn execution_record(
                             .collect()
                     })
                     .unwrap_or_default(),
-                report["exit_code"].as_i64().map(|c| c as i32).unwrap_or(-1),
-                &redact(report["stdout"].as_str().unwrap_or_default(), forbidden),
-            )),
-            _ => None,
-        };
+                o["exit_code"].as_i64().map(|c| c as i32).unwrap_or(-1),
+                &redact(o["stdout"].as_str().unwrap_or_default(), forbidden),
+            )
+        });
         if record["outcome"]["kind"].as_str() == Some("verified") {
             verifier_ms = report["elapsed_ms"].as_u64().unwrap_or(0);
             let checks: Vec<Check> = report["checks"]
