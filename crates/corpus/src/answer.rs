@@ -1,7 +1,7 @@
 //! The extractive answer: the default local cognition every deployment without a model
 //! provider uses. It quotes only bundle passages, each sentence or code block cited as `[n]`.
 //!
-//! Sentences are chosen to answer, not to summarise: the best-ranked passage leads, up to three
+//! Sentences are chosen to answer, not to summarise: the best-ranked passage leads, up to four
 //! of its sentences holding most of the question's words or their synonyms (and its opening
 //! sentence, which in documentation usually defines the section's subject) come first, in the
 //! page's order; one sentence from another passage may follow when it holds more of the
@@ -12,7 +12,8 @@
 //! chosen passage's block holding most of the question. Everything is quoted in the page's
 //! order, as much as fits one Discord message with its sources, the chosen sentences first. A
 //! lead section named by a code identifier (a lint, a setting, a flag) is named first when its
-//! sentences do not.
+//! sentences do not. A label left in a page's text ("Note", "Filename: src/main.rs" without a
+//! stop) is not a sentence; an abbreviation's point ("e.g. the") ends none.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,9 +33,9 @@ pub struct Answer {
 pub const NOT_IN_DOCS: &str = "I could not find this in the documentation.";
 
 /// Maximum prose sentences in an answer.
-const ANSWER_SENTENCES: usize = 4;
+const ANSWER_SENTENCES: usize = 5;
 /// Maximum sentences of the lead passage in an answer.
-const LEAD_SENTENCES: usize = 3;
+const LEAD_SENTENCES: usize = 4;
 /// Sentences longer than this are cut at a word boundary in the answer.
 const ANSWER_SENTENCE_BYTES: usize = 400;
 /// The answer text's budget: Discord's 2,000 characters, less the sources list that the
@@ -299,12 +300,12 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         kept.push(*u);
     }
     kept.sort();
-    // The items a kept sentence's colon introduced carry its citation.
+    // The items a kept sentence's (or item's) colon introduced carry its citation.
     let introduced = |(pi, ui): (usize, usize)| -> bool {
         (0..ui)
             .rev()
-            .find(|&k| !matches!(units[pi][k], Unit::Item(_)))
-            .is_some_and(|k| {
+            .take_while(|&k| k + 1 == ui || matches!(units[pi][k + 1], Unit::Item(_)))
+            .any(|k| {
                 kept.contains(&(pi, k))
                     && units[pi][k]
                         .prose()
@@ -400,9 +401,14 @@ fn is_identifier(title: &str) -> bool {
 /// The quotable units of a passage's visible text: sentences (headings, bullets' markers and
 /// table rules dropped) and whole fenced code blocks.
 fn passage_units(p: &EvidencePassage) -> Vec<Unit> {
-    let text = match crate::process::Media::of_path(&p.path) {
-        Some(crate::process::Media::Markdown) => crate::markup::clean_markdown(&p.text),
-        _ => p.text.clone(),
+    let markdown = matches!(
+        crate::process::Media::of_path(&p.path),
+        Some(crate::process::Media::Markdown)
+    );
+    let text = if markdown {
+        crate::markup::clean_markdown(&p.text)
+    } else {
+        p.text.clone()
     };
     let mut out = Vec::new();
     let mut fence: Option<(String, String)> = None; // (marker, block so far)
@@ -410,7 +416,7 @@ fn passage_units(p: &EvidencePassage) -> Vec<Unit> {
     // Whether `buf` holds a list item (ended by a blank line, a new item or an unindented line).
     let mut in_item = false;
     let flush = |buf: &mut String, out: &mut Vec<Unit>, in_item: &mut bool| {
-        if !buf.trim().is_empty() {
+        if !buf.trim().is_empty() && (*in_item || !is_label(buf)) {
             let s = cut(std::mem::take(buf));
             out.push(if *in_item {
                 Unit::Item(s)
@@ -464,9 +470,20 @@ fn passage_units(p: &EvidencePassage) -> Vec<Unit> {
             buf = buf[i + 1..].trim_start().to_string();
             out.push(Unit::Sentence(cut(s)));
         }
+        // A page's text holds one block (a paragraph, a label, an item) a line; Markdown wraps.
+        if !markdown {
+            flush(&mut buf, &mut out, &mut in_item);
+        }
     }
     flush(&mut buf, &mut out, &mut in_item);
     out
+}
+
+/// A few words ending in no punctuation: a label or a heading left in the text ("Note",
+/// "2024 Edition differences", "Example"), not a sentence that says anything.
+fn is_label(s: &str) -> bool {
+    let t = s.trim();
+    !t.ends_with(['.', '!', '?', ':', ';', ')', '"', '”', '`']) && t.split_whitespace().count() <= 4
 }
 
 /// The text of a list item's line without its marker (`- `, `* `, `+ `, `1. `, `2) `), or
@@ -511,7 +528,12 @@ fn find_sentence_end(s: &str) -> Option<usize> {
         if b[i] == b'`' {
             in_code = !in_code;
         }
-        if !in_code && matches!(b[i], b'.' | b'!' | b'?') && b.get(i + 1) == Some(&b' ') {
+        // "e.g. the", "etc. and": an abbreviation's point before a lowercase word ends nothing.
+        if !in_code
+            && matches!(b[i], b'.' | b'!' | b'?')
+            && b.get(i + 1) == Some(&b' ')
+            && !b.get(i + 2).is_some_and(u8::is_ascii_lowercase)
+        {
             return Some(i);
         }
     }
@@ -639,7 +661,7 @@ opt-level = 1
     }
 
     #[test]
-    fn the_lead_gives_three_sentences_holding_the_question_and_says_its_synonyms() {
+    fn the_lead_gives_four_sentences_holding_the_question_and_says_its_synonyms() {
         let lead = "A sprocket turns. Colours are nice. The sprocket has teeth. \
             The sprocket is red. A guard prevents jamming. Weather is mild.";
         let a = extractive_answer(
@@ -649,7 +671,8 @@ opt-level = 1
         // The opening sentence, then the best: "prevents" answers "stop".
         assert_eq!(
             a.text,
-            "A sprocket turns. [1] The sprocket has teeth. [1] A guard prevents jamming. [1]"
+            "A sprocket turns. [1] The sprocket has teeth. [1] The sprocket is red. [1] \
+             A guard prevents jamming. [1]"
         );
     }
 
@@ -723,6 +746,48 @@ opt-level = 1
         assert!(a.text.contains("optional = true"), "{}", a.text);
         assert!(!a.text.contains("dep:gif"), "{}", a.text);
         assert!(!a.text.contains("\"dependency\""), "{}", a.text);
+    }
+
+    #[test]
+    fn a_pages_labels_are_not_sentences_and_abbreviations_end_none() {
+        // A page's text holds a block a line: a label ends where its line does and is dropped.
+        let lead = "Note\nThe sprocket turns slowly, e.g. when cold.\n\
+            2024 Edition differences\nBefore 2024 the sprocket was blue.\n";
+        let a = extractive_answer(
+            "Why does the sprocket turn slowly?",
+            &bundle(vec![passage("p", "s.html", lead)]),
+        );
+        assert!(
+            a.text
+                .starts_with("The sprocket turns slowly, e.g. when cold. [1]")
+                && !a.text.contains("Note"),
+            "{}",
+            a.text
+        );
+        let a = extractive_answer(
+            "Was the sprocket blue before 2024?",
+            &bundle(vec![passage("p", "s.html", lead)]),
+        );
+        assert!(
+            a.text.contains("Before 2024 the sprocket was blue. [1]")
+                && !a.text.contains("differences"),
+            "{}",
+            a.text
+        );
+    }
+
+    #[test]
+    fn an_item_introducing_a_nested_list_carries_its_citation() {
+        let lead = "Colours are nice.\n\n- These attributes must be unsafe:\n- `export_name`\n\
+            - `no_mangle`\n";
+        let a = extractive_answer(
+            "Which attributes must be unsafe?",
+            &bundle(vec![passage("p", "a.md", lead)]),
+        );
+        assert_eq!(
+            a.text,
+            "- These attributes must be unsafe: [1]\n- `export_name`\n- `no_mangle`"
+        );
     }
 
     #[test]
