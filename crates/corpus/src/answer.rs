@@ -1,18 +1,19 @@
 //! The extractive answer: the default local cognition every deployment without a model
 //! provider uses. It quotes only bundle passages, each sentence or code block cited as `[n]`.
 //!
-//! Sentences are chosen to answer, not to summarise: the best-ranked passage leads, up to four
-//! of its sentences holding most of the question's words or their synonyms (and its opening
-//! sentence, which in documentation usually defines the section's subject) come first, in the
-//! page's order; one sentence from another passage may follow when it holds more of the
-//! question. A chosen sentence brings what it needs to be read: the sentence before it when it
-//! leans on it ("It is called…"), the list its colon introduces; a chosen list item brings its
-//! list and the sentence introducing it, under that sentence's citation. One fenced code block
-//! is kept whole when the question asks how, or names what the block holds: the best-ranked
-//! chosen passage's block holding most of the question. Everything is quoted in the page's
-//! order, as much as fits one Discord message with its sources, the chosen sentences first. A
-//! lead section named by a code identifier (a lint, a setting, a flag) is named first when its
-//! sentences do not. A label left in a page's text ("Note", "Filename: src/main.rs" without a
+//! Sentences are chosen to answer, not to summarise: the best-ranked passage leads, up to four of
+//! its sentences holding most of the question's words or their synonyms (and its opening sentence,
+//! which in documentation usually defines the section's subject) come first, in the page's order;
+//! one sentence from another passage may follow when it holds more of the question, and when the
+//! lead has fewer than four to give, the next passages' sentences holding as much of the question
+//! as the lead's best (two words at least) fill the room. A chosen sentence brings what it needs to
+//! be read: the sentence before it when it leans on it ("It is called…"), the list its colon
+//! introduces; a chosen list item brings its list and the sentence introducing it, under that
+//! sentence's citation. One fenced code block is kept whole when the question asks how, or names
+//! what the block holds: the best-ranked chosen passage's block holding most of the question.
+//! Everything is quoted in the page's order, as much as fits one Discord message with its sources,
+//! the chosen sentences first. A lead section named by a code identifier (a lint, a setting, a
+//! flag) is named first when its sentences do not. A label left in a page's text ("Note", "Filename: src/main.rs" without a
 //! stop) is not a sentence; an abbreviation's point ("e.g. the") ends none.
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,9 @@ pub const NOT_IN_DOCS: &str = "I could not find this in the documentation.";
 const ANSWER_SENTENCES: usize = 5;
 /// Maximum sentences of the lead passage in an answer.
 const LEAD_SENTENCES: usize = 4;
+/// A sentence of another passage fills a short lead's room when it holds at least this many of
+/// the question's words (and as many as the lead's best).
+const FILL_FLOOR: f32 = 2.0;
 /// Sentences longer than this are cut at a word boundary in the answer.
 const ANSWER_SENTENCE_BYTES: usize = 400;
 /// The answer text's budget: Discord's 2,000 characters, less the sources list that the
@@ -193,6 +197,29 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     }
     if let Some((pi, ui, _)) = other {
         wanted.push((pi, ui));
+    }
+    // A lead with little to say leaves room: the next passages' sentences holding most of the
+    // question fill it, the better-ranked passage first.
+    let lead_wanted = wanted.iter().filter(|w| w.0 == 0).count();
+    if lead_wanted < LEAD_SENTENCES {
+        let floor = FILL_FLOOR.max(best_lead);
+        'fill: for (pi, us) in units.iter().enumerate().skip(1) {
+            let mut cands: Vec<(usize, f32)> = us
+                .iter()
+                .enumerate()
+                .filter_map(|(ui, u)| u.prose().map(|s| (ui, score(s))))
+                .filter(|&(_, sc)| sc >= floor)
+                .collect();
+            cands.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            for (ui, _) in cands {
+                if wanted.len() >= LEAD_SENTENCES {
+                    break 'fill;
+                }
+                if !wanted.contains(&(pi, ui)) {
+                    wanted.push((pi, ui));
+                }
+            }
+        }
     }
     if wanted.is_empty() {
         // Retrieval matched headings only: the lead passage's first sentence says what it is.
@@ -787,6 +814,25 @@ opt-level = 1
         assert_eq!(
             a.text,
             "- These attributes must be unsafe: [1]\n- `export_name`\n- `no_mangle`"
+        );
+    }
+
+    #[test]
+    fn a_short_lead_leaves_room_the_next_passages_fill() {
+        let lead = "Avoid global widgets.";
+        let other = "Widgets are blue. A global widget can be an atomic counter. \
+            Use a global lock for other widgets.";
+        let a = extractive_answer(
+            "What can a global widget be instead?",
+            &bundle(vec![
+                passage("p1", "a.md", lead),
+                passage("p2", "b.md", other),
+            ]),
+        );
+        assert_eq!(
+            a.text,
+            "Avoid global widgets. [1] A global widget can be an atomic counter. [2] \
+             Use a global lock for other widgets. [2]"
         );
     }
 
