@@ -547,7 +547,8 @@ fn judge(scenario: &str, act: Act, r: &Retained, checks: &mut Vec<Check>) {
         })
     };
     let executions = r.executions();
-    // Every scenario: signatures, one end, instances gone, each request filed once.
+    // Every scenario: signatures, one end, instances gone, each request filed once, no
+    // restart twice in a guest.
     check(
         "signatures-verify",
         r.signatures_verified.is_ok(),
@@ -603,6 +604,33 @@ fn judge(scenario: &str, act: Act, r: &Retained, checks: &mut Vec<Check>) {
         "hil-filed-once",
         filed.len() == n,
         format!("{n} requests, {} distinct steps", filed.len()),
+    );
+    // The guests' own witness: each verified instance saw its prepared system's unit starts
+    // and one more per restart step recorded `ok`, so no restart reached a guest twice.
+    let parsed: Vec<reach_room::record::ExecutionRecord> = executions
+        .iter()
+        .filter_map(|x| serde_json::from_value((*x).clone()).ok())
+        .collect();
+    let witness = if parsed.len() == executions.len() {
+        reach_room::record::restarts_witnessed(&parsed)
+    } else {
+        Err(format!(
+            "{} of {} records are not execution records",
+            executions.len() - parsed.len(),
+            executions.len()
+        ))
+    };
+    check(
+        "restarts-once-in-guest",
+        witness.is_ok(),
+        match witness {
+            Ok(w) => format!(
+                "{} guests read after their verifier saw {} restart(s) beyond their prepared \
+                 system's, one per restart step recorded ok",
+                w.instances, w.restarts
+            ),
+            Err(e) => e,
+        },
     );
     let recipe = r.recipe();
     let failed_checks = |x: &Value| -> Vec<String> {

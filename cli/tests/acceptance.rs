@@ -129,4 +129,16 @@ fn acceptance_runs_every_scenario_and_reports_each_check() {
         assert!(!c["evidence"].as_str().unwrap().is_empty());
     }
     assert!(checks.iter().all(|c| c["passed"] == true));
+    // The story's two guests were read after their verifiers: VM1 saw no restart, VM2 one.
+    let witness = checks
+        .iter()
+        .find(|c| c["scenario"] == "story" && c["check"] == "restarts-once-in-guest")
+        .unwrap_or_else(|| panic!("no story/restarts-once-in-guest in {r:#}"));
+    assert!(
+        witness["evidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 guests read after their verifier saw 1 restart(s)"),
+        "{witness}"
+    );
 }

@@ -341,58 +341,16 @@ pub async fn settled(
     .ok()
 }
 
-/// The guest's own witness that no restart was applied twice, read from signed execution
-/// records (each a `reach.room.execution-record.v1` as JSON, of one prepared system): the
-/// verify step's observation is the pack's `service-starts` output, read in the guest after
-/// the verifier's checks, one line per start of the restartable unit in the guest's boot. A
-/// record with no restart applied shows the prepared system's own starts (the baseline);
-/// every record shows the baseline's lines first and then exactly one line per restart step
-/// whose outcome is `ok`. Panics naming the record that breaks this; returns how many records
-/// were witnessed and how many restarts they counted.
+/// The guest's own witness that no restart was applied twice, over signed execution records
+/// as JSON (`reach_room::record::restarts_witnessed` judges them). Panics naming the record
+/// that breaks it; returns how many records were witnessed and how many restarts they saw.
 pub fn restarts_witnessed(records: &[serde_json::Value]) -> (usize, usize) {
-    let witnessed: Vec<(&serde_json::Value, Vec<&str>, usize)> = records
+    let records: Vec<reach_room::record::ExecutionRecord> = records
         .iter()
-        .filter_map(|r| {
-            let steps = r["steps"].as_array()?;
-            let verify = steps.iter().find(|s| s["kind"] == "verify")?;
-            let o = &verify["observation"];
-            (o["profile"] == "service-starts").then_some(())?;
-            assert_eq!(o["exit"], 0, "the witness failed: {r:#}");
-            let lines = o["output"].as_str()?.lines().collect();
-            let restarts = steps
-                .iter()
-                .filter(|s| s["kind"] == "restart" && s["outcome"] == "ok")
-                .count();
-            Some((r, lines, restarts))
-        })
+        .map(|r| serde_json::from_value(r.clone()).expect("a signed execution record"))
         .collect();
-    let Some((_, baseline, _)) = witnessed.iter().find(|(_, _, n)| *n == 0) else {
-        assert!(
-            witnessed.is_empty(),
-            "no record without a restart to compare with"
-        );
-        return (0, 0);
-    };
-    assert!(
-        !baseline.is_empty(),
-        "a prepared system shows its unit's start"
-    );
-    for (r, lines, restarts) in &witnessed {
-        assert!(
-            lines.starts_with(baseline),
-            "the prepared system's starts differ: {lines:?} vs {baseline:?}: {r:#}"
-        );
-        assert_eq!(
-            lines.len(),
-            baseline.len() + restarts,
-            "the guest saw {} starts after its prepared system's, for {restarts} restart \
-             step(s): {r:#}",
-            lines.len() - baseline.len().min(lines.len()),
-        );
+    match reach_room::record::restarts_witnessed(&records) {
+        Ok(w) => (w.instances, w.restarts),
+        Err(e) => panic!("{e}: {records:#?}"),
     }
-    let counted = witnessed
-        .iter()
-        .map(|(_, l, _)| l.len() - baseline.len())
-        .sum();
-    (witnessed.len(), counted)
 }

@@ -314,6 +314,82 @@ impl ExecutionRecord {
     }
 }
 
+/// What the guests said of their restarts, over records of instances of one prepared system
+/// ([`restarts_witnessed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartWitness {
+    /// Records whose `verify` step kept the pack's unit-starts witness.
+    pub instances: usize,
+    /// The starts they saw beyond their prepared system's.
+    pub restarts: usize,
+}
+
+/// Holds records to the guest's own witness that no restart was applied twice: a `verify`
+/// step's observation of the pack's unit-starts profile
+/// ([`reach_taskpack::source::STARTS_PROFILE`]), read in the guest after the verifier, has
+/// one line per start of the restartable units in the guest's boot. A record with no restart
+/// applied shows its prepared system's own starts (the same lines in every instance of it);
+/// every record must show those lines first and then exactly one per restart step whose
+/// outcome is `ok`. Records without the witness are left out; with no record free of
+/// restarts to compare with, nothing is judged. `Err` names the record that breaks it.
+pub fn restarts_witnessed(records: &[ExecutionRecord]) -> Result<RestartWitness, String> {
+    use reach_taskpack::source::STARTS_PROFILE;
+    let mut witnessed = Vec::new();
+    for r in records {
+        let Some(o) = r
+            .steps
+            .iter()
+            .find(|s| s.kind == "verify")
+            .and_then(|s| s.observation.as_ref())
+            .filter(|o| o.profile == STARTS_PROFILE)
+        else {
+            continue;
+        };
+        if o.exit != 0 || o.output.ends_with(TRUNCATED_MARKER) {
+            return Err(format!(
+                "{} experiment {}: the witness exited {} or was truncated",
+                r.room, r.n, o.exit
+            ));
+        }
+        let restarts = r
+            .steps
+            .iter()
+            .filter(|s| s.kind == "restart" && s.outcome == "ok")
+            .count();
+        let who = format!("{} experiment {}", r.room, r.n);
+        witnessed.push((who, o.output.lines().collect::<Vec<_>>(), restarts));
+    }
+    let Some((_, baseline, _)) = witnessed.iter().find(|(_, _, n)| *n == 0) else {
+        return Ok(RestartWitness {
+            instances: 0,
+            restarts: 0,
+        });
+    };
+    if baseline.is_empty() {
+        return Err("a record with no restart shows no start of its unit".into());
+    }
+    let mut restarts = 0;
+    for (n, lines, applied) in &witnessed {
+        if !lines.starts_with(baseline) {
+            return Err(format!(
+                "{n}: the prepared system's starts differ: {lines:?} vs {baseline:?}"
+            ));
+        }
+        let seen = lines.len() - baseline.len();
+        if seen != *applied {
+            return Err(format!(
+                "{n}: the guest saw {seen} start(s) beyond its prepared system's \
+                 for {applied} restart step(s) recorded ok: {lines:?}"
+            ));
+        }
+        restarts += seen;
+    }
+    Ok(RestartWitness {
+        instances: witnessed.len(),
+        restarts,
+    })
+}
+
 /// The Chair's revision request of `round` as evidence.
 pub fn revision_request_evidence(round: u32, reason: &str) -> Evidence {
     Evidence::new(

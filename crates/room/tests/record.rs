@@ -7,8 +7,8 @@ use reach_room::recipe::{
 };
 use reach_room::record::{
     Check, ExecutionRecord, MAX_OUTPUT_BYTES, MAX_OUTPUT_LINES, Observation, RecordFormat,
-    RecordTimings, Resources, StepRecord, TRUNCATED_MARKER, VerifierResult, bound_output,
-    review_evidence, revision_request_evidence,
+    RecordTimings, Resources, RestartWitness, StepRecord, TRUNCATED_MARKER, VerifierResult,
+    bound_output, restarts_witnessed, review_evidence, revision_request_evidence,
 };
 use reach_taskpack::source::EvidenceKind;
 use serde_json::{Value, json};
@@ -240,4 +240,97 @@ fn retention_refuses_paths_and_prompt_text() {
     r.diagnosis = "----- BEGIN UNTRUSTED goal sha256:00 -----".into();
     let e = retention_check(&r.canonical_bytes(), &[]).unwrap_err();
     assert_eq!(e.code(), "room/retention-prompt-text");
+}
+
+/// A record whose verify step kept the unit-starts witness `lines`, with `restarts` restart
+/// steps recorded `ok` (and one refused, which must not count).
+fn witnessed(n: u32, lines: &[&str], restarts: usize) -> ExecutionRecord {
+    let mut r = record();
+    r.n = n;
+    let mut steps = Vec::new();
+    for i in 0..restarts {
+        steps.push(StepRecord {
+            index: i,
+            step_digest: Sha256Digest::of(b"r"),
+            kind: "restart".into(),
+            outcome: "ok".into(),
+            hil_request: Some(format!("hil-{i}")),
+            observation: None,
+        });
+    }
+    steps.push(StepRecord {
+        index: restarts,
+        step_digest: Sha256Digest::of(b"r"),
+        kind: "restart".into(),
+        outcome: "refused:workbench/restart-not-admitted".into(),
+        hil_request: None,
+        observation: None,
+    });
+    let output: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    steps.push(StepRecord {
+        index: restarts + 1,
+        step_digest: Sha256Digest::of(b"v"),
+        kind: "verify".into(),
+        outcome: "ok".into(),
+        hil_request: None,
+        observation: Some(Observation::new("service-starts", vec![], 0, &output)),
+    });
+    r.steps = steps;
+    r
+}
+
+#[test]
+fn the_guest_witness_counts_each_restart_once_beyond_the_prepared_system() {
+    let boot = ["[ 58.7] Finished unit.", "[ 74.6] Finished unit."];
+    let vm1 = witnessed(1, &boot, 0);
+    let vm2 = witnessed(2, &[boot[0], boot[1], "[ 92.0] Finished unit."], 1);
+    // A record without the witness (an interrupted experiment) is left out.
+    let mut interrupted = record();
+    interrupted.n = 3;
+    assert_eq!(
+        restarts_witnessed(&[vm1.clone(), vm2.clone(), interrupted]),
+        Ok(RestartWitness {
+            instances: 2,
+            restarts: 1
+        })
+    );
+    // One restart step, two starts seen: applied twice.
+    let twice = witnessed(
+        2,
+        &[
+            boot[0],
+            boot[1],
+            "[ 92.0] Finished unit.",
+            "[ 93.1] Finished unit.",
+        ],
+        1,
+    );
+    let e = restarts_witnessed(&[vm1.clone(), twice]).unwrap_err();
+    assert!(
+        e.contains("saw 2 start(s)") && e.contains("for 1 restart"),
+        "{e}"
+    );
+    // Another prepared system's starts (or a journal that lost them).
+    let other = witnessed(2, &["[ 60.0] Finished unit.", "[ 92.0] Finished unit."], 1);
+    let e = restarts_witnessed(&[vm1.clone(), other]).unwrap_err();
+    assert!(e.contains("starts differ"), "{e}");
+    // A witness that failed in the guest judges nothing: it is an error, not a pass.
+    let mut failed = vm2.clone();
+    let o = failed
+        .steps
+        .last_mut()
+        .unwrap()
+        .observation
+        .as_mut()
+        .unwrap();
+    o.exit = 1;
+    assert!(restarts_witnessed(&[vm1, failed]).is_err());
+    // With no record free of restarts there is nothing to compare with.
+    assert_eq!(
+        restarts_witnessed(&[vm2]),
+        Ok(RestartWitness {
+            instances: 0,
+            restarts: 0
+        })
+    );
 }

@@ -27,7 +27,7 @@ pub use answers::{
 };
 pub use commands::{
     COMMAND_PROFILES_FORMAT, CommandProfileSpec, CommandProfiles, DEFAULT_MAX_OUTPUT,
-    DEFAULT_TIMEOUT_S, MAX_MAX_OUTPUT, MAX_TIMEOUT_S, Slot,
+    DEFAULT_TIMEOUT_S, MAX_MAX_OUTPUT, MAX_TIMEOUT_S, STARTS_PROFILE, Slot,
 };
 pub use corpus::{
     BindingChoices, Event, FixtureKind, Owner, REFUSAL_FIXTURE_FORMAT, RefusalCase, RefusalFixture,

@@ -13,12 +13,9 @@ pub const RESTART_PROFILE: &str = "service-restart";
 /// one unit it is given (`systemctl is-active`).
 pub const STATUS_PROFILE: &str = "service-status";
 
-/// The pack format's optional unit-starts profile: an `observation` verifier-only profile,
-/// with no arguments, printing one line for each start in the guest's current boot of every
-/// unit a restart step may name (systemd's "unit started" journal entries). Read after the
-/// verifier's checks, it is the guest's own witness of how many restarts an instance saw
-/// ([`starts`]).
-pub const STARTS_PROFILE: &str = "service-starts";
+/// The pack format's optional unit-starts profile, read after the verifier's checks as the
+/// guest's own witness of how many restarts an instance saw ([`starts`]).
+pub use reach_taskpack::source::STARTS_PROFILE;
 
 /// How long a restarted unit may take to settle, and how often it is asked.
 pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);

@@ -9,6 +9,12 @@ use super::{COMMAND_PROFILES_FILE, SourceError, check_format, is_name, parse_tom
 
 pub const COMMAND_PROFILES_FORMAT: &str = "reach.taskpack.command-profiles.v1";
 
+/// The format's optional unit-starts witness: an `observation` profile with no arguments that
+/// prints one line per start, in the guest's current boot, of the units a restart step may
+/// name. Workbench reads it after the verifier's checks; the execution record keeps it as the
+/// `verify` step's observation.
+pub const STARTS_PROFILE: &str = "service-starts";
+
 /// A profile's run time when it names none, and the most it may name (seconds).
 pub const DEFAULT_TIMEOUT_S: u32 = 30;
 pub const MAX_TIMEOUT_S: u32 = 300;
