@@ -4,17 +4,18 @@
 //! Sentences are chosen to answer, not to summarise: the best-ranked passage leads, up to four of
 //! its sentences holding most of the question's words or their synonyms (and its opening sentence,
 //! which in documentation usually defines the section's subject) come first, in the page's order;
-//! one sentence from another passage may follow when it holds more of the question, and when the
-//! lead has fewer than four to give, the next passages' sentences holding as much of the question
-//! as the lead's best (two words at least) fill the room. A chosen sentence brings what it needs to
-//! be read: the sentence before it when it leans on it ("It is called…"), the list its colon
-//! introduces; a chosen list item brings its list and the sentence introducing it, under that
-//! sentence's citation. One fenced code block is kept whole when the question asks how, or names
-//! what the block holds: the best-ranked chosen passage's block holding most of the question.
-//! Everything is quoted in the page's order, as much as fits one Discord message with its sources,
-//! the chosen sentences first. A lead section named by a code identifier (a lint, a setting, a
-//! flag) is named first when its sentences do not. A label left in a page's text ("Note", "Filename: src/main.rs" without a
-//! stop) is not a sentence; an abbreviation's point ("e.g. the") ends none.
+//! one sentence from another passage may follow when it holds as much of the question, and when
+//! the lead has fewer than four to give, the next passages' sentences holding as much of the
+//! question as the lead's best (two words at least) fill the room. A chosen sentence brings what
+//! it needs to be read: the sentence before it when it leans on it ("It is called…"), the list its
+//! colon introduces; a chosen list item brings its list and the sentence introducing it, under
+//! that sentence's citation. One fenced code block is kept whole when the question asks how, or
+//! names what the block holds: the best-ranked chosen passage's block holding most of the
+//! question. Everything is quoted in the page's order, as much as fits one Discord message with
+//! its sources, the chosen sentences first. A lead section named by a code identifier (a lint, a
+//! setting, a flag) is named first when its sentences do not. A label left in a page's text
+//! ("Note", "Filename: src/main.rs" without a stop) is not a sentence; an abbreviation's point
+//! ("e.g. the") ends none.
 
 use serde::{Deserialize, Serialize};
 
@@ -183,13 +184,13 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
             wanted.push((0, i));
         }
     }
-    // One sentence from another passage, when it holds more of the question than the lead.
+    // One sentence from another passage, when it holds as much of the question as the lead's best.
     let mut other: Option<(usize, usize, f32)> = None;
     for (pi, us) in units.iter().enumerate().skip(1) {
         for (ui, u) in us.iter().enumerate() {
             if let Some(s) = u.prose() {
                 let sc = score(s);
-                if sc > best_lead && other.is_none_or(|o| sc > o.2) {
+                if sc >= best_lead && sc > 0.0 && other.is_none_or(|o| sc > o.2) {
                     other = Some((pi, ui, sc));
                 }
             }
@@ -833,6 +834,25 @@ opt-level = 1
             a.text,
             "Avoid global widgets. [1] A global widget can be an atomic counter. [2] \
              Use a global lock for other widgets. [2]"
+        );
+    }
+
+    #[test]
+    fn another_passage_gives_a_sentence_holding_as_much_as_the_leads_best() {
+        let lead = "A sprocket turns. The sprocket has teeth. The sprocket is red. \
+            The sprocket spins.";
+        let a = extractive_answer(
+            "Why does the sprocket jam?",
+            &bundle(vec![
+                passage("p1", "a.md", lead),
+                passage("p2", "b.md", "Colours are nice. A gear can jam when cold."),
+            ]),
+        );
+        assert!(
+            a.text
+                .ends_with("The sprocket spins. [1] A gear can jam when cold. [2]"),
+            "{}",
+            a.text
         );
     }
 
