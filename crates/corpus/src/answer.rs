@@ -88,6 +88,11 @@ impl Unit {
             Unit::Code(_) => None,
         }
     }
+
+    /// Prose ending in ":", which introduces what follows it (a list, a code block).
+    fn introduces(&self) -> bool {
+        self.prose().is_some_and(|s| s.trim_end().ends_with(':'))
+    }
 }
 
 /// Whether a sentence leans on the one before it for its subject ("It is called…", "This
@@ -249,11 +254,8 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
             if c.len() > CODE_BLOCK_BYTES || !(wants_code || held >= 1.0) {
                 continue;
             }
-            let introduced = ui > 0
-                && wanted.contains(&(pi, ui - 1))
-                && units[pi][ui - 1]
-                    .prose()
-                    .is_some_and(|s| s.trim_end().ends_with(':'));
+            let introduced =
+                ui > 0 && wanted.contains(&(pi, ui - 1)) && units[pi][ui - 1].introduces();
             let sc = held + if introduced { 0.5 } else { 0.0 };
             if sc > code_score {
                 code = Some((pi, ui));
@@ -263,6 +265,14 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     }
     // What each wanted sentence brings along: the sentence it leans on, and the list its colon
     // introduces.
+    // The list starting at unit `start` of passage `pi`, at most LIST_ITEMS items.
+    let list_from = |pi: usize, start: usize| {
+        let us = &units[pi];
+        (start..us.len())
+            .take_while(move |&k| matches!(us[k], Unit::Item(_)))
+            .take(LIST_ITEMS)
+            .map(move |k| (pi, k))
+    };
     let mut along: Vec<(usize, usize)> = Vec::new();
     for &(pi, ui) in &wanted {
         let Some(s) = units[pi][ui].prose() else {
@@ -283,27 +293,13 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
                 .take_while(|&k| matches!(units[pi][k], Unit::Item(_)))
                 .last()
                 .unwrap_or(ui);
-            if first > 0
-                && units[pi][first - 1]
-                    .prose()
-                    .is_some_and(|s| s.trim_end().ends_with(':'))
-            {
+            if first > 0 && units[pi][first - 1].introduces() {
                 along.push((pi, first - 1));
             }
-            along.extend(
-                (first..units[pi].len())
-                    .take_while(|&k| matches!(units[pi][k], Unit::Item(_)))
-                    .take(LIST_ITEMS)
-                    .map(|k| (pi, k)),
-            );
+            along.extend(list_from(pi, first));
         }
-        if s.trim_end().ends_with(':') {
-            along.extend(
-                (ui + 1..units[pi].len())
-                    .take_while(|&k| matches!(units[pi][k], Unit::Item(_)))
-                    .take(LIST_ITEMS)
-                    .map(|k| (pi, k)),
-            );
+        if units[pi][ui].introduces() {
+            along.extend(list_from(pi, ui + 1));
         }
     }
     // Keep what fits, most wanted first, then quote it in the pages' order.
@@ -333,12 +329,7 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         (0..ui)
             .rev()
             .take_while(|&k| k + 1 == ui || matches!(units[pi][k + 1], Unit::Item(_)))
-            .any(|k| {
-                kept.contains(&(pi, k))
-                    && units[pi][k]
-                        .prose()
-                        .is_some_and(|s| s.trim_end().ends_with(':'))
-            })
+            .any(|k| kept.contains(&(pi, k)) && units[pi][k].introduces())
     };
     let mut citations: Vec<(u32, String, String)> = Vec::new();
     let mut text = String::new();
