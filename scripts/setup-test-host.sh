@@ -18,6 +18,9 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)
+# The observation protocol test holds a client's redirection window open with strace's
+# syscall delay injection (crates/vm/tests/observe_protocol.rs).
+command -v strace >/dev/null 2>&1 || need+=(strace)
 # The fuzz smoke (scripts/fuzz-smoke.sh) links libFuzzer, which libfuzzer-sys compiles (C++).
 command -v c++ >/dev/null 2>&1 || need+=(g++)
 # The A2A interop test runs a peer built from the official SDK (PyPI a2a-sdk) in a venv.

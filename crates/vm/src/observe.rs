@@ -14,9 +14,13 @@
 //!
 //! Each observation is one guest-agent command, [`CLIENT`]: it makes a reply FIFO, sends its
 //! own pid, the deadline and the argv, and waits for the exit status. The server's child
-//! writes straight into the client's standard output and error (`/proc/<client>/fd/1` and
-//! `2`, the pipes the guest agent captures), so the agent reports the observation's own bytes
-//! and exit status exactly as if it had run it. A client that finds no live session exits
+//! writes straight into the client's standard output and error (through the client's copies
+//! of them, `/proc/<client>/fd/7` and `8`, of the pipes the guest agent captures), so the
+//! agent reports the observation's own bytes and exit status exactly as if it had run it.
+//! Not fd 1: while the client writes its request, its fd 1 *is* the request FIFO, and a
+//! server quick enough to open `/proc/<client>/fd/1` then wrote the command's output into
+//! the FIFO, so the observation came back empty with exit 0 and the server read the output
+//! as requests (`tests/observe_protocol.rs` holds that window open). A client that finds no live session exits
 //! [`NO_SESSION_EXIT`] with [`NO_SESSION`] on stderr and runs nothing; the broker then starts
 //! one ([`start_argv`]) and asks again, once.
 //!
@@ -75,7 +79,7 @@ pub const READ_ONLY_PROPERTIES: [&str; 12] = [
 /// Requests are NUL-separated fields: the client's pid, the deadline in seconds, the number
 /// of arguments, then the arguments; fields that are not numbers end the request unread (no
 /// shell arithmetic on them). Each request runs in a background child: the command in a
-/// process group of its own, its streams the client's (`/proc/<client>/fd/1` and `2`), a
+/// process group of its own, its streams the client's (`/proc/<client>/fd/7` and `8`), a
 /// watchdog that kills the whole group at the deadline (a `read -t` on a FIFO nobody writes:
 /// no process is started to wait), and the exit status written to the client's reply pipe
 /// (`/proc/<client>/fd/4`). Forks only: under TCG each program started costs 40–130 ms.
@@ -91,7 +95,7 @@ while IFS= read -r -d '' c <&3 && IFS= read -r -d '' t <&3 && IFS= read -r -d ''
   while [ "$#" -lt "$k" ] && IFS= read -r -d '' x <&3; do set -- "$@" "$x"; done
   (
     set -m
-    "$@" </dev/null >>"/proc/$c/fd/1" 2>>"/proc/$c/fd/2" &
+    "$@" </dev/null >>"/proc/$c/fd/7" 2>>"/proc/$c/fd/8" &
     p=$!
     { read -r -t "$t" -u 9 _; kill -KILL -- "-$p"; } &
     w=$!
@@ -104,11 +108,14 @@ done
 "#;
 
 /// An observation, `sh -c CLIENT reach-observe SECONDS ARGV…`, run by the guest agent (POSIX
-/// sh, which starts in a third of bash's time under TCG). Its reply pipe is a here-document
-/// (a pipe in dash, quoted so nothing forks) that it holds open for writing too, so the read
-/// waits for the server's line. Exits with the command's status; [`NO_SESSION_EXIT`] with
+/// sh, which starts in a third of bash's time under TCG). It first copies its standard
+/// output and error to fds 7 and 8, which no redirection below moves: the server writes the
+/// command's streams there (fd 1 is the request FIFO while `printf` runs). Its reply pipe
+/// is a here-document (a pipe in dash, quoted so nothing forks) that it holds open for
+/// writing too, so the read waits for the server's line. Exits with the command's status; [`NO_SESSION_EXIT`] with
 /// [`NO_SESSION`] when no session is alive (nothing ran).
-pub const CLIENT: &str = r#"d=/run/reach-observe
+pub const CLIENT: &str = r#"exec 7>&1 8>&2
+d=/run/reach-observe
 t=$1
 shift
 p=
