@@ -258,9 +258,7 @@ async fn a_substituted_layer_an_unpinned_base_another_qemu_or_shape_is_refused_b
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
     use reach_vm::agent::AgentError;
-    use reach_vm::prepared::{
-        self, DISK_FILE, PREPARED_DIGEST_FILE, PREPARED_MANIFEST_FILE, PrepareError, PrepareInputs,
-    };
+    use reach_vm::prepared::{self, PrepareError, PrepareInputs};
     let (base, _, _) = common::image();
     let mut inputs = PrepareInputs::new(base, common::accel());
     let out = tempfile::tempdir().unwrap();
@@ -320,6 +318,19 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
         matches!(&err, PrepareError::Guest(m) if m == "reach-never-up is not active after 10s"),
         "{err}"
     );
+
+    nothing_pinned(&[&failing, &dir, &stuck]);
+}
+
+/// A capture that fails (the state stream unwritable, QEMU killed while writing it) or a
+/// guest that is not ready in time pins nothing and leaves no guest. Apart from the spec
+/// failures above, so the two run side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capture_that_fails_or_a_slow_guest_pins_nothing_and_leaves_no_guest() {
+    use reach_vm::prepared::{self, PrepareError, PrepareInputs};
+    let (base, _, _) = common::image();
+    let mut inputs = PrepareInputs::new(base, common::accel());
+    let out = tempfile::tempdir().unwrap();
 
     // The guest is ready and the spec applied, but the state stream cannot be written: a QEMU
     // wrapper makes its path a directory just before the real QEMU starts. The migration
@@ -401,8 +412,14 @@ async fn a_spec_the_guest_cannot_apply_pins_nothing_and_leaves_no_guest() {
         "{err}"
     );
 
-    // Nothing is pinned: no manifest, no digest a broker could name.
-    for d in [&failing, &dir, &stuck, &unwritable, &killed, &slow] {
+    nothing_pinned(&[&unwritable, &killed, &slow]);
+}
+
+/// Asserts each failed preparation's directory pins nothing (no manifest, no digest a broker
+/// could name) and that no QEMU still runs on its layer.
+fn nothing_pinned(dirs: &[&Path]) {
+    use reach_vm::prepared::{DISK_FILE, PREPARED_DIGEST_FILE, PREPARED_MANIFEST_FILE};
+    for d in dirs {
         for f in [PREPARED_MANIFEST_FILE, PREPARED_DIGEST_FILE] {
             assert!(!d.join(f).exists(), "{f} written for a failed preparation");
         }
