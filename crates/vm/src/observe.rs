@@ -20,9 +20,10 @@
 //! Not fd 1: while the client writes its request, its fd 1 *is* the request FIFO, and a
 //! server quick enough to open `/proc/<client>/fd/1` then wrote the command's output into
 //! the FIFO, so the observation came back empty with exit 0 and the server read the output
-//! as requests (`tests/observe_protocol.rs` holds that window open). A client that finds no live session exits
-//! [`NO_SESSION_EXIT`] with [`NO_SESSION`] on stderr and runs nothing; the broker then starts
-//! one ([`start_argv`]) and asks again, once.
+//! as requests (`tests/observe_protocol.rs` holds that window open).
+//!
+//! A client that finds no live session exits [`NO_SESSION_EXIT`] with [`NO_SESSION`] on
+//! stderr and runs nothing; the broker then starts one ([`start_argv`]) and asks again, once.
 //!
 //! **Architecture Invariant:** nothing an observation names runs outside the session's unit:
 //! the client only relays, and the server only runs what a request carries, inside itself.
