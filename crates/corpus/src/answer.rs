@@ -263,8 +263,6 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
             }
         }
     }
-    // What each wanted sentence brings along: the sentence it leans on, and the list its colon
-    // introduces.
     // The list starting at unit `start` of passage `pi`, at most LIST_ITEMS items.
     let list_from = |pi: usize, start: usize| {
         let us = &units[pi];
@@ -273,6 +271,8 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
             .take(LIST_ITEMS)
             .map(move |k| (pi, k))
     };
+    // What each wanted sentence brings along: the sentence it leans on, and the list its colon
+    // introduces.
     let mut along: Vec<(usize, usize)> = Vec::new();
     for &(pi, ui) in &wanted {
         let Some(s) = units[pi][ui].prose() else {

@@ -113,8 +113,8 @@ done
 /// output and error to fds 7 and 8, which no redirection below moves: the server writes the
 /// command's streams there (fd 1 is the request FIFO while `printf` runs). Its reply pipe
 /// is a here-document (a pipe in dash, quoted so nothing forks) that it holds open for
-/// writing too, so the read waits for the server's line. Exits with the command's status; [`NO_SESSION_EXIT`] with
-/// [`NO_SESSION`] when no session is alive (nothing ran).
+/// writing too, so the read waits for the server's line. Exits with the command's status;
+/// [`NO_SESSION_EXIT`] with [`NO_SESSION`] when no session is alive (nothing ran).
 pub const CLIENT: &str = r#"exec 7>&1 8>&2
 d=/run/reach-observe
 t=$1
