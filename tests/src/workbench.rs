@@ -172,6 +172,11 @@ fn stamp(vocabulary: &reach_plan::Vocabulary, candidate: &str, generation: u64) 
 }
 
 impl Fixture {
+    /// The pack's vocabulary, as the host compiles against it.
+    pub fn vocabulary(&self) -> &reach_plan::Vocabulary {
+        &self.vocabulary
+    }
+
     /// The fixture's repair stamped at pack generation `generation` (after a reactivation).
     pub fn plan_at(&self, generation: u64) -> StampedPlan {
         stamp(&self.vocabulary, &self.repair, generation)

@@ -191,9 +191,14 @@ async fn the_runtime_is_asked_for_the_turns_schema() {
     let f = &seen[0].json["response_format"];
     assert_eq!(f["type"], "json_schema");
     assert_eq!(f["json_schema"]["name"], "reach_plan_candidate_v1");
+    // The published schema, narrowed to the bound pack's vocabulary.
+    let narrowing = reach_passage::constraint::Narrowing::candidate(story.f.vocabulary());
     assert_eq!(
         f["json_schema"]["schema"],
-        reach_passage::constraint::constraint(reach_taskpack::source::Answer::Candidate)
+        reach_passage::constraint::narrowed(
+            reach_taskpack::source::Answer::Candidate,
+            Some(&narrowing)
+        )
     );
     assert_eq!(seen[0].json["stream_options"]["include_usage"], true);
     story.f.body.stop().await;

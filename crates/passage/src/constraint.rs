@@ -10,9 +10,23 @@
 //! narrows what a model may emit: the quarantine still reads every answer with the plan's
 //! full parsers, so an answer the constraint let through and the schema does not admit is
 //! refused there.
+//!
+//! A passage may also carry a [`Narrowing`]: what its pack and its turn let a model name at
+//! all. For a Solver, the activated pack's vocabulary: each candidate profile with its
+//! argument values, the services, each patch target with the lines its baseline holds (an
+//! edit's `line`) and its line shapes (an added line); for a Reviewer, the candidate under
+//! review's string values with their paths (a finding's `at` and `quote`), and the verdict
+//! bound to the findings as the schema describes it (approve: none; reject: at least one).
+//! [`narrowed`] writes these into the constraint as `const`s, `enum`s, `anyOf`s and patterns,
+//! and bounds prose at [`PROSE_MAX`] characters and steps at the pack's `max_steps`: a small
+//! model then spends its tokens choosing among what the compiler could admit instead of
+//! inventing names or repeating a sentence to its token bound. Everything narrowed is still a
+//! subset of the published schema; the compiler and the quarantine decide as before.
 
+use reach_plan::vocabulary::Vocabulary;
 use reach_taskpack::source::Answer as AnswerKind;
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 /// The keywords left out of a constraint.
 pub const LEFT_OUT: [&str; 3] = ["pattern", "maxLength", "minLength"];
@@ -53,6 +67,344 @@ fn without_left_out(v: Value) -> Value {
     }
 }
 
+/// The longest prose (a diagnosis, a finding's note, a summary) a narrowed constraint lets a
+/// model write, in characters: room for a real diagnosis (the packs' own run to about 550),
+/// not for a sentence repeated to the token bound. The published schema admits 2,000;
+/// llama.cpp expands a length bound into one nested rule per character, and at 2,000 the
+/// runtime refused the grammar.
+pub const PROSE_MAX: u64 = 1000;
+
+/// The most findings a narrowed review may hold: a small model otherwise lists one per value.
+pub const FINDINGS_MAX: u64 = 4;
+
+/// What a passage's answer may name, beyond the published schema (module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Narrowing {
+    /// A Solver's: the activated pack's vocabulary.
+    Candidate {
+        max_steps: u64,
+        profiles: Vec<NarrowProfile>,
+        services: Vec<String>,
+        files: Vec<NarrowFile>,
+    },
+    /// A Reviewer's: the candidate under review's string values.
+    Review { leaves: Vec<Leaf> },
+}
+
+/// A candidate profile and, per positional slot, its admitted values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NarrowProfile {
+    pub name: String,
+    pub args: Vec<Vec<String>>,
+}
+
+/// A patch target: the lines of its baseline, and the shapes an added line must have.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NarrowFile {
+    pub target: String,
+    pub lines: Vec<String>,
+    pub shapes: Vec<String>,
+}
+
+/// One string value of a candidate and its path, as a finding names them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Leaf {
+    pub at: String,
+    pub quote: String,
+}
+
+impl Narrowing {
+    /// A Solver's narrowing: `vocabulary`'s candidate profiles, services and patch targets
+    /// (each with its distinct baseline lines, in order). A target with no baseline gets no
+    /// `line` narrowing: the compiler refuses it anyway.
+    pub fn candidate(vocabulary: &Vocabulary) -> Self {
+        let profiles = vocabulary
+            .commands
+            .iter()
+            .map(|(name, p)| NarrowProfile {
+                name: name.clone(),
+                args: p.args.iter().map(|s| s.one_of.clone()).collect(),
+            })
+            .collect();
+        let files = vocabulary
+            .patch_policy
+            .files()
+            .map(|f| {
+                let mut lines: Vec<String> = Vec::new();
+                for l in vocabulary
+                    .baselines
+                    .get(f.target.as_str())
+                    .map(|b| b.lines())
+                    .into_iter()
+                    .flatten()
+                {
+                    if !lines.iter().any(|x| x == l) {
+                        lines.push(l.to_owned());
+                    }
+                }
+                NarrowFile {
+                    target: f.target.as_str().to_owned(),
+                    lines,
+                    shapes: f
+                        .line_shapes
+                        .iter()
+                        .map(|s| s.source().to_owned())
+                        .collect(),
+                }
+            })
+            .collect();
+        Narrowing::Candidate {
+            max_steps: vocabulary.max_steps as u64,
+            profiles,
+            services: vocabulary.services.iter().cloned().collect(),
+            files,
+        }
+    }
+
+    /// A Reviewer's narrowing: every string value of `candidate` with its path, or `None`
+    /// when the candidate is not a JSON object (the quarantine then refuses any quote).
+    pub fn review(candidate: &[u8]) -> Option<Self> {
+        let v: Value = serde_json::from_slice(candidate).ok()?;
+        if !v.is_object() {
+            return None;
+        }
+        let mut leaves = Vec::new();
+        leaves_of(&v, String::new(), &mut leaves);
+        Some(Narrowing::Review { leaves })
+    }
+}
+
+/// Every string value under `v` with its path: keys joined by `.`, indices as `[i]`.
+fn leaves_of(v: &Value, at: String, out: &mut Vec<Leaf>) {
+    match v {
+        Value::String(s) => out.push(Leaf {
+            at,
+            quote: s.clone(),
+        }),
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                leaves_of(x, p, out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                leaves_of(x, format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The decoding constraint for `kind`'s answer, narrowed by `narrowing` when it is the
+/// answer's own kind; [`constraint`] otherwise.
+pub fn narrowed(kind: AnswerKind, narrowing: Option<&Narrowing>) -> Value {
+    let mut c = constraint(kind);
+    match (kind, narrowing) {
+        (
+            AnswerKind::Candidate,
+            Some(Narrowing::Candidate {
+                max_steps,
+                profiles,
+                services,
+                files,
+            }),
+        ) => {
+            c["properties"]["diagnosis"]["maxLength"] = PROSE_MAX.into();
+            c["properties"]["steps"]["maxItems"] = (*max_steps).max(1).into();
+            let defs = &mut c["$defs"];
+            defs["run"] = any_of(profiles.iter().map(|p| {
+                let mut o = json!({
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["kind", "profile"],
+                    "properties": {
+                        "kind": {"const": "run"},
+                        "profile": {"const": p.name},
+                        "args": {"const": []},
+                    },
+                });
+                if !p.args.is_empty() {
+                    o["required"] = json!(["kind", "profile", "args"]);
+                    o["properties"]["args"] = json!({
+                        "type": "array",
+                        "prefixItems": p.args.iter().map(|one_of| json!({"enum": one_of})).collect::<Vec<_>>(),
+                    });
+                }
+                o
+            }));
+            defs["restart"]["properties"]["service"] = json!({ "enum": services });
+            defs["patch"] = any_of(files.iter().map(patch_of));
+        }
+        (AnswerKind::Review, Some(Narrowing::Review { leaves })) => {
+            c["$defs"]["prose"]["maxLength"] = PROSE_MAX.into();
+            let finding = c["$defs"]["finding"].clone();
+            c["$defs"]["finding"] = any_of(leaves.iter().map(|l| {
+                let mut f = finding.clone();
+                f["properties"]["at"] = json!({ "const": l.at });
+                f["properties"]["quote"] = json!({ "const": l.quote });
+                f
+            }));
+            let review = c.clone();
+            let with = |verdict: &str, findings: Value| {
+                let mut r = review.clone();
+                if let Some(m) = r.as_object_mut() {
+                    m.remove("$defs");
+                    m.remove("$schema");
+                    m.remove("$id");
+                }
+                r["properties"]["verdict"] = json!({ "const": verdict });
+                r["properties"]["findings"] = findings;
+                r
+            };
+            let approve = with("approve", json!({ "const": [] }));
+            let reject = with(
+                "reject",
+                json!({
+                    "type": "array",
+                    "items": {"$ref": "#/$defs/finding"},
+                    "minItems": 1,
+                    "maxItems": FINDINGS_MAX.min(leaves.len() as u64).max(1),
+                }),
+            );
+            let defs = c["$defs"].clone();
+            let mut top = serde_json::Map::new();
+            for k in ["$schema", "$id", "title", "description"] {
+                if let Some(v) = c.get(k) {
+                    top.insert(k.to_owned(), v.clone());
+                }
+            }
+            top.insert("anyOf".to_owned(), json!([approve, reject]));
+            top.insert("$defs".to_owned(), defs);
+            c = Value::Object(top);
+        }
+        _ => {}
+    }
+    c
+}
+
+/// `{"anyOf": [...]}`, or a schema nothing satisfies when there is no alternative.
+fn any_of(alternatives: impl Iterator<Item = Value>) -> Value {
+    let alts: Vec<Value> = alternatives.collect();
+    if alts.is_empty() {
+        json!({ "enum": [] })
+    } else {
+        json!({ "anyOf": alts })
+    }
+}
+
+/// A patch step on `f` only: its target as a `const`, an edit's `line` one of the baseline's
+/// lines, an added line one of the shapes a grammar can take (unconstrained text when none
+/// can: the compiler still checks every shape).
+fn patch_of(f: &NarrowFile) -> Value {
+    let shapes: Vec<String> = f.shapes.iter().filter_map(|s| grammar_pattern(s)).collect();
+    let added = if shapes.is_empty() || shapes.len() != f.shapes.len() {
+        json!({ "type": "string" })
+    } else {
+        any_of(
+            shapes
+                .iter()
+                .map(|p| json!({ "type": "string", "pattern": p })),
+        )
+    };
+    let old = if f.lines.is_empty() {
+        json!({ "type": "string" })
+    } else {
+        json!({ "enum": f.lines })
+    };
+    let edits = json!({
+        "type": "array",
+        "minItems": 1,
+        "items": {"anyOf": [
+            {
+                "type": "object", "additionalProperties": false,
+                "required": ["op", "line", "with"],
+                "properties": {"op": {"const": "replace"}, "line": old, "with": added},
+            },
+            {
+                "type": "object", "additionalProperties": false,
+                "required": ["op", "with"],
+                "properties": {"op": {"const": "append"}, "with": added},
+            },
+            {
+                "type": "object", "additionalProperties": false,
+                "required": ["op", "line"],
+                "properties": {"op": {"const": "delete"}, "line": old},
+            },
+        ]},
+    });
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["kind", "target", "edits"],
+        "properties": {"kind": {"const": "patch"}, "target": {"const": f.target}, "edits": edits},
+    })
+}
+
+/// `shape` as a grammar compiler takes it, or `None`: anchored at both ends, no group
+/// modifier (`(?`: look-around, non-capturing, flags), no back-reference or class escape
+/// (`\d`, `\w`, `\1`...). An escaped punctuation character outside a class is rewritten as a
+/// one-character class (`\.` as `[.]`): the same language, and llama.cpp's converter copies
+/// such an escape into a literal its grammar parser refuses.
+pub fn grammar_pattern(shape: &str) -> Option<String> {
+    if !shape.starts_with('^') || !shape.ends_with('$') || shape.ends_with("\\$") {
+        return None;
+    }
+    if shape.contains("(?") {
+        return None;
+    }
+    let mut out = String::with_capacity(shape.len());
+    let mut in_class = false;
+    let mut chars = shape.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let e = chars.next()?;
+                if !e.is_ascii_punctuation() {
+                    return None;
+                }
+                if in_class {
+                    out.push('\\');
+                    out.push(e);
+                } else if matches!(e, '\\' | ']' | '[' | '^' | '-') {
+                    return None;
+                } else {
+                    out.push('[');
+                    out.push(e);
+                    out.push(']');
+                }
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+                // A `]` or `^]` right after the opening bracket is a member, not the end.
+                if let Some(n) = chars.clone().next()
+                    && n == '^'
+                {
+                    out.push(chars.next()?);
+                }
+                if let Some(']') = chars.clone().next() {
+                    out.push(chars.next()?);
+                }
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    (!in_class).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +425,43 @@ mod tests {
                 }
             }
             _ => {}
+        }
+    }
+
+    #[test]
+    fn a_line_shape_becomes_a_pattern_a_grammar_takes_or_none() {
+        let same = |shape: &str, samples: &[&str]| {
+            let p = grammar_pattern(shape).unwrap_or_else(|| panic!("{shape}"));
+            let (a, b) = (
+                regex::Regex::new(shape).unwrap(),
+                regex::Regex::new(&p).unwrap(),
+            );
+            for s in samples {
+                assert_eq!(a.is_match(s), b.is_match(s), "{shape} vs {p} on {s:?}");
+            }
+            p
+        };
+        let net = r"^mynetworks = [0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$";
+        assert_eq!(
+            same(
+                net,
+                &["mynetworks = 10.0.0.1/32", "mynetworks = 10x0.0.1/32"]
+            ),
+            "^mynetworks = [0-9]{1,3}([.][0-9]{1,3}){3}/[0-9]{1,2}$"
+        );
+        // An escape inside a class stays; a class starting with `]` or `^]` is one class.
+        same(r"^a[\.\-]b$", &["a.b", "a-b", "a\\b", "axb"]);
+        same(r"^[]a]+$", &["]a", "b"]);
+        same(r"^[^]a]+$", &["]a", "b"]);
+        // Unanchored, look-around, class escapes, back-references: none.
+        for shape in [
+            r"mydestination = .*",
+            r"^(?!x).*$",
+            r"^\d+$",
+            r"^(a)\1$",
+            r"^a\$",
+        ] {
+            assert_eq!(grammar_pattern(shape), None, "{shape}");
         }
     }
 

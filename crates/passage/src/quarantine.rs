@@ -32,6 +32,10 @@ pub struct PassagePayload {
     pub system: String,
     pub user: String,
     pub max_completion_tokens: u64,
+    /// What the answer may name beyond the published schema, for the runtime's decoding
+    /// constraint ([`crate::constraint::narrowed`]). Absent: the published schema alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub narrowing: Option<crate::constraint::Narrowing>,
 }
 
 /// Why payload bytes were refused.
@@ -65,6 +69,7 @@ impl PassagePayload {
             system: rendered.system.clone(),
             user: rendered.user.clone(),
             max_completion_tokens: u64::from(turn.max_completion_tokens),
+            narrowing: rendered.narrowing.clone(),
         }
     }
 

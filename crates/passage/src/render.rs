@@ -10,6 +10,8 @@
 use reach_digest::Sha256Digest;
 use reach_plan::EffectClass;
 use reach_taskpack::VerifiedPack;
+
+use crate::constraint::Narrowing;
 use reach_taskpack::source::{Placeholder, Role, Sources, Turn};
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +42,9 @@ pub struct Rendered {
     pub system: String,
     pub user: String,
     pub evidence: EvidenceManifest,
+    /// The answer's narrowing: the pack's vocabulary for a Solver, the candidate's values for
+    /// a Reviewer.
+    pub narrowing: Option<crate::constraint::Narrowing>,
 }
 
 /// Which evidence a passage carried, in the order it is fenced.
@@ -280,6 +285,10 @@ pub fn render(pack: &VerifiedPack, inputs: &RenderInputs<'_>) -> Result<Rendered
         system,
         user,
         evidence: EvidenceManifest { entries },
+        narrowing: match (inputs.role, inputs.candidate) {
+            (Role::Reviewer, Some(c)) => Narrowing::review(c),
+            _ => Some(Narrowing::candidate(&pack.vocabulary())),
+        },
     })
 }
 

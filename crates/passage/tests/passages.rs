@@ -487,7 +487,7 @@ fn payloads_are_canonical_and_read_strictly() {
     assert!(text.starts_with(
         r#"{"schema":"reach.room.passage/1","role":"solver","answer":"candidate","system":""#
     ));
-    assert!(text.ends_with(r#","max_completion_tokens":2048}"#));
+    assert!(text.contains(r#","max_completion_tokens":2048,"narrowing":{"candidate":"#));
     let code = |t: String| PassagePayload::from_bytes(t.as_bytes()).unwrap_err().code();
     assert_eq!(
         code(text.replace("reach.room.passage/1", "reach.room.passage/2")),
@@ -506,4 +506,159 @@ fn payloads_are_canonical_and_read_strictly() {
         "passage/schema"
     );
     assert_eq!(code(" ".repeat(1024 * 1024 + 1)), "passage/too-large");
+}
+
+fn validator(schema: &serde_json::Value) -> jsonschema::Validator {
+    assert!(jsonschema::meta::is_valid(schema), "a valid JSON Schema");
+    jsonschema::draft202012::new(schema).expect("the constraint compiles")
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap()
+}
+
+/// A narrowing takes nothing the host would admit away: for every pack, each fixture
+/// candidate that compiles against the pack satisfies the Solver's narrowed constraint, and
+/// each expected review satisfies the narrowed constraint of its candidate's Reviewer; and
+/// what a narrowed constraint admits the published schema admits.
+#[test]
+fn every_packs_narrowing_admits_what_the_host_would_take() {
+    use reach_passage::constraint::{narrowed, published_schema};
+    use reach_taskpack::source::Answer as Kind;
+    let (mut compiled, mut reviews) = (0, 0);
+    for dir in pack_dirs() {
+        let pack = verified(&dir);
+        let flow = &pack.sources().flow;
+        let answers = &pack.sources().answers;
+        let s = render(&pack, &inputs(Role::Solver, None, &[], &[])).unwrap();
+        let solver = PassagePayload::new(&s, flow.turn(Role::Solver));
+        assert!(solver.narrowing.is_some(), "{}", dir.display());
+        let narrow = validator(&narrowed(Kind::Candidate, solver.narrowing.as_ref()));
+        let published = validator(&json(published_schema(Kind::Candidate)));
+        let terms = reach_plan::BindingTerms {
+            hil: reach_plan::HilMode::EachStep,
+            generation: 1,
+        };
+        for a in &answers.solver {
+            let c = json(&a.candidate);
+            if reach_plan::compile(&pack.vocabulary(), &terms, a.candidate.as_bytes()).is_ok() {
+                assert!(narrow.is_valid(&c), "{}: {}", dir.display(), a.id);
+                compiled += 1;
+            }
+            if narrow.is_valid(&c) {
+                assert!(published.is_valid(&c), "{}: {}", dir.display(), a.id);
+            }
+        }
+        let candidates: BTreeMap<&str, &str> = answers
+            .solver
+            .iter()
+            .map(|s| (s.id.as_str(), s.candidate.as_str()))
+            .collect();
+        let published = validator(&json(published_schema(Kind::Review)));
+        for review in &answers.reviews {
+            let candidate = candidates[review.of.as_str()].as_bytes();
+            let r = render(&pack, &inputs(Role::Reviewer, Some(candidate), &[], &[])).unwrap();
+            let p = PassagePayload::new(&r, flow.turn(Role::Reviewer));
+            let narrow = validator(&narrowed(Kind::Review, p.narrowing.as_ref()));
+            let v = json(&review.review);
+            assert!(narrow.is_valid(&v), "{}: {}", dir.display(), review.of);
+            assert!(published.is_valid(&v));
+            reviews += 1;
+        }
+    }
+    assert!(
+        compiled >= 3 && reviews >= 2,
+        "{compiled} compiled candidates, {reviews} reviews"
+    );
+}
+
+/// What a narrowing refuses that the published schema admits: a profile, an argument, a
+/// service or a target the pack does not name, an edit of a line its baseline does not hold,
+/// an added line of no shape, prose past the bound; a finding whose quote is not the
+/// candidate's value at its path, an approval with findings, a rejection without.
+#[test]
+fn a_narrowing_refuses_names_outside_the_pack_and_quotes_outside_the_candidate() {
+    use reach_passage::constraint::{PROSE_MAX, narrowed, published_schema};
+    use reach_taskpack::source::Answer as Kind;
+    let pack = test_pack();
+    let (solver, reviewer, candidate) = payloads(&pack);
+    let narrow = validator(&narrowed(Kind::Candidate, solver.narrowing.as_ref()));
+    let published = validator(&json(published_schema(Kind::Candidate)));
+    let good = json(std::str::from_utf8(&candidate).unwrap());
+    assert!(narrow.is_valid(&good), "{good:#}");
+    let vocab = pack.vocabulary();
+    let (target, baseline) = vocab.baselines.iter().next().unwrap();
+    let line = baseline.lines().next().unwrap();
+    let (profile, slots) = vocab
+        .commands
+        .iter()
+        .find(|(_, p)| !p.args.is_empty())
+        .map(|(n, p)| (n.as_str(), &p.args))
+        .unwrap();
+    let service = vocab.services.iter().next().unwrap();
+    let shape = &vocab.patch_policy.files().next().unwrap().line_shapes[0];
+    let step = |s: serde_json::Value| serde_json::json!({"format": "reach.plan.candidate.v1", "diagnosis": "d", "steps": [s]});
+    let arg = &slots[0].one_of[0];
+    let admitted = [
+        step(serde_json::json!({"kind": "run", "profile": profile, "args": [arg]})),
+        step(serde_json::json!({"kind": "restart", "service": service})),
+        step(
+            serde_json::json!({"kind": "patch", "target": target, "edits": [
+            {"op": "delete", "line": line}]}),
+        ),
+    ];
+    for c in &admitted {
+        assert!(narrow.is_valid(c), "{c}");
+    }
+    let refused = [
+        step(serde_json::json!({"kind": "run", "profile": "made-up"})),
+        step(serde_json::json!({"kind": "run", "profile": profile, "args": ["made-up"]})),
+        step(serde_json::json!({"kind": "restart", "service": "made-up"})),
+        step(
+            serde_json::json!({"kind": "patch", "target": "etc/made-up", "edits": [
+            {"op": "delete", "line": line}]}),
+        ),
+        step(
+            serde_json::json!({"kind": "patch", "target": target, "edits": [
+            {"op": "delete", "line": "no such line"}]}),
+        ),
+        step(
+            serde_json::json!({"kind": "patch", "target": target, "edits": [
+            {"op": "append", "with": "no shape = at all"}]}),
+        ),
+        serde_json::json!({"format": "reach.plan.candidate.v1",
+            "diagnosis": "d".repeat(PROSE_MAX as usize + 1),
+            "steps": [{"kind": "verify"}]}),
+    ];
+    for c in &refused {
+        assert!(published.is_valid(c), "{c}");
+        assert!(!narrow.is_valid(c), "{c}");
+    }
+    assert!(!shape.matches("no shape = at all"));
+
+    let narrow = validator(&narrowed(Kind::Review, reviewer.narrowing.as_ref()));
+    let published = validator(&json(published_schema(Kind::Review)));
+    let finding = |at: &str, quote: &serde_json::Value| serde_json::json!({"at": at, "quote": quote, "concern": "other", "note": "n"});
+    let review = |verdict: &str, findings: Vec<serde_json::Value>| {
+        serde_json::json!({"format": "reach.plan.review.v1", "verdict": verdict,
+            "findings": findings, "summary": "s"})
+    };
+    let real = finding("steps[0].kind", &good["steps"][0]["kind"]);
+    assert!(narrow.is_valid(&review("approve", vec![])));
+    assert!(narrow.is_valid(&review("reject", vec![real.clone()])));
+    for r in [
+        review("approve", vec![real.clone()]),
+        review("reject", vec![]),
+        review(
+            "reject",
+            vec![finding("steps[0].kind", &serde_json::json!("not it"))],
+        ),
+        review(
+            "reject",
+            vec![finding("steps[9].kind", &good["steps"][0]["kind"])],
+        ),
+    ] {
+        assert!(published.is_valid(&r), "{r}");
+        assert!(!narrow.is_valid(&r), "{r}");
+    }
 }

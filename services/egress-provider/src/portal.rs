@@ -120,7 +120,7 @@ impl Portal {
                 code: "egress/probe-not-a-completion".into(),
             }),
             ModelPayload::Passage(p) => {
-                let schema = reach_passage::constraint::constraint(p.answer);
+                let schema = reach_passage::constraint::narrowed(p.answer, p.narrowing.as_ref());
                 let messages = Messages {
                     system: &p.system,
                     user: &p.user,
