@@ -8,7 +8,7 @@
 //! the run ends in one terminal with a failure class, each passage charged once.
 
 use reach_proto::core::v1 as core_pb;
-use reach_room::fact::{FactBody, PassageOutcome, RoomFact, SignedKind};
+use reach_room::fact::{Decision, FactBody, PassageOutcome, RoomFact, SignedKind};
 use reach_tests::tasks::{GOAL, Runtime, Vault, settled, start_with_runtime};
 use reach_tests::workbench::{Verdict, operator};
 
@@ -138,11 +138,35 @@ async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_pass
     }
     assert_eq!(report["usage"]["prompt_tokens"], prompt);
     assert_eq!(report["usage"]["completion_tokens"], completion);
-    // Nothing the boundaries would not admit ran: any experiment ran a compiled, reviewed
-    // plan, and a recipe exists only for a run whose verifier passed.
+    // Every answer the quarantine admitted as a proposal either compiles against the pack or
+    // is refused by the compiler with its code; the Chair admitted only a proposal that
+    // compiles and that its review approved; nothing the boundaries would not admit ran.
+    let terms = reach_plan::BindingTerms {
+        hil: reach_plan::HilMode::EachMutation,
+        generation: 1,
+    };
+    let mut compiled = std::collections::BTreeMap::new();
     for f in &facts {
-        if let FactBody::ChairDecision(d) = &f.body {
-            eprintln!("  chair: {d:?}");
+        match &f.body {
+            FactBody::Proposal(p) => {
+                let c = reach_plan::compile(story.f.vocabulary(), &terms, p.candidate.as_bytes());
+                eprintln!(
+                    "  proposal r{}: {}: {}",
+                    p.round,
+                    c.as_ref()
+                        .map_or_else(|e| e.code().to_string(), |_| "compiles".into()),
+                    p.candidate
+                );
+                compiled.insert(p.candidate_digest, c.is_ok());
+            }
+            FactBody::Review(r) => eprintln!("  review r{}: {:?}", r.round, r.verdict),
+            FactBody::ChairDecision(d) => {
+                eprintln!("  chair r{}: {:?}", d.round, d.decision);
+                if let Decision::Admit { .. } = d.decision {
+                    assert_eq!(compiled.get(&d.candidate_digest), Some(&true), "{d:?}");
+                }
+            }
+            _ => {}
         }
     }
 
