@@ -341,6 +341,21 @@ pub async fn settled(
     .ok()
 }
 
+/// The trail's signed records of `kind` (`execution-record`, `recipe`...), each checked
+/// against the run's key, as JSON.
+pub fn records(trail: &core_pb::RunTrailResponse, kind: &str) -> Vec<serde_json::Value> {
+    trail
+        .records
+        .iter()
+        .filter(|r| r.kind == kind)
+        .map(|r| {
+            let k = reach_room::fact::SignedKind::from_name(&r.kind).unwrap();
+            reach_room::fact::verify(k, &r.bytes, &r.signature, &trail.public_key).unwrap();
+            serde_json::from_slice(&r.bytes).unwrap()
+        })
+        .collect()
+}
+
 /// The guest's own witness that no restart was applied twice, over signed execution records
 /// as JSON (`reach_room::record::restarts_witnessed` judges them). Panics naming the record
 /// that breaks it; returns how many records were witnessed and how many restarts they saw.

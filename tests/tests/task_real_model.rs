@@ -5,11 +5,12 @@
 //! runtime is asked to constrain its answer to the turn's schema, every answer is quarantined,
 //! and the Room, the compiler, the Reviewer, workbench and the verifier judge whatever the
 //! model proposes. A 135M model will most likely not find the repair; what must hold is that
-//! the run ends in one terminal with a failure class, each passage charged once.
+//! the run ends in one terminal with a failure class, each passage charged once, and that a
+//! fresh run whose mutations the operator denies starts none of them.
 
 use reach_proto::core::v1 as core_pb;
 use reach_room::fact::{Decision, FactBody, PassageOutcome, RoomFact, SignedKind};
-use reach_tests::tasks::{GOAL, Runtime, Vault, settled, start_with_runtime};
+use reach_tests::tasks::{GOAL, Runtime, Vault, records, settled, start_with_runtime};
 use reach_tests::workbench::{Verdict, operator};
 
 async fn show(
@@ -170,6 +171,44 @@ async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_pass
         }
     }
 
+    // Whatever ran was judged by the verifier; a recipe exists only for a concluded run.
+    let t = packs
+        .run_trail(core_pb::RunRef {
+            run_id: run.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    for r in records(&t, "execution-record") {
+        let failed: Vec<&str> = r["verifier"]["checks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["passed"] == false)
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        let steps: Vec<String> = r["steps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| format!("{} {}", s["kind"], s["outcome"]))
+            .collect();
+        eprintln!(
+            "  experiment: steps {steps:?}, verifier {}, failed {failed:?}",
+            if r["verifier"].is_null() {
+                "not run"
+            } else {
+                "ran"
+            }
+        );
+        assert_eq!(r["destroyed"], true, "{r:#}");
+    }
+    assert_eq!(
+        records(&t, "recipe").is_empty(),
+        last.code != "concluded",
+        "{report:#}"
+    );
+
     // A restart replays the Room: nothing is inferred again, nothing charged again.
     let launcher = story.f.body.body.as_mut().unwrap();
     launcher.kill_role("core").await.unwrap();
@@ -181,5 +220,69 @@ async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_pass
     assert_eq!(again["usage"], report["usage"]);
     assert_eq!(again["passages"], report["passages"]);
     assert_eq!(again["failure"], report["failure"]);
+
+    // The seed's "a fresh second passage refuses mutation HIL without starting a mutation":
+    // a fresh run of the same model on the same body, the operator denying every request.
+    // Whatever the model proposes and the Reviewer approves, no mutation runs: every step that
+    // asked is `denied` or never ran, and every patch or restart is `denied` or `not-run`.
+    // When the model reaches a mutation (greedy decoding does on this machine: its first
+    // candidate patches main.cf and its review approves), the denial ends the run
+    // `hil/denied` at that step, with the instance destroyed and no recipe.
+    let denier = operator(&story.f.body, &story.f.pack, |_| {
+        Verdict::Deny("not on this machine")
+    });
+    let events = tokio::time::timeout(
+        std::time::Duration::from_secs(1500),
+        story.ask(&mut packs, GOAL),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the run did not end; runtime:\n{}", runtime.log_tail()));
+    denier.abort();
+    let last = events.last().unwrap();
+    assert_eq!(last.kind, "ended", "{events:#?}");
+    let t = packs
+        .run_trail(core_pb::RunRef {
+            run_id: last.run_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let recs = records(&t, "execution-record");
+    let mut denied = 0;
+    for r in &recs {
+        assert_eq!(r["destroyed"], true, "{r:#}");
+        let steps = r["steps"].as_array().unwrap();
+        for (i, s) in steps.iter().enumerate() {
+            let outcome = s["outcome"].as_str().unwrap();
+            if !s["hil_request"].is_null()
+                || ["patch", "restart"].contains(&s["kind"].as_str().unwrap())
+            {
+                assert!(["denied", "not-run"].contains(&outcome), "step {i}: {r:#}");
+            }
+            if outcome == "denied" {
+                denied += 1;
+                assert!(!s["hil_request"].is_null(), "{r:#}");
+                assert!(
+                    steps[i + 1..].iter().all(|s| s["outcome"] == "not-run"),
+                    "{r:#}"
+                );
+            }
+        }
+    }
+    assert!(records(&t, "recipe").is_empty());
+    eprintln!(
+        "real-model denial run {}: end {}, {} record(s), {denied} step(s) denied",
+        last.run_id,
+        last.code,
+        recs.len()
+    );
+    if denied > 0 {
+        assert_eq!(denied, 1);
+        assert_eq!(last.code, "hil/denied", "{events:#?}");
+    } else {
+        // The model never reached a mutation this time: the boundary was not exercised, and
+        // the run ended for another reason, with nothing mutated.
+        assert_ne!(last.code, "hil/denied", "{events:#?}");
+    }
     story.f.body.stop().await;
 }

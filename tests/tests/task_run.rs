@@ -13,7 +13,7 @@
 
 use reach_proto::core::v1 as core_pb;
 use reach_room::fact::{FactBody, RoomFact, SignedKind};
-use reach_tests::tasks::{GOAL, Vault, settled, start, start_on};
+use reach_tests::tasks::{GOAL, Vault, records, settled, start, start_on};
 use reach_tests::workbench::{Verdict, operator};
 
 fn facts(trail: &core_pb::RunTrailResponse) -> Vec<RoomFact> {
@@ -55,19 +55,6 @@ async fn show(
         .into_inner();
     let json = serde_json::from_str(&v.json).unwrap();
     (v.run.unwrap(), json)
-}
-
-fn records(trail: &core_pb::RunTrailResponse, kind: &str) -> Vec<serde_json::Value> {
-    trail
-        .records
-        .iter()
-        .filter(|r| r.kind == kind)
-        .map(|r| {
-            let k = SignedKind::from_name(&r.kind).unwrap();
-            reach_room::fact::verify(k, &r.bytes, &r.signature, &trail.public_key).unwrap();
-            serde_json::from_slice(&r.bytes).unwrap()
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

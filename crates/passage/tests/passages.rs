@@ -629,7 +629,14 @@ fn a_narrowing_refuses_names_outside_the_pack_and_quotes_outside_the_candidate()
         serde_json::json!({"format": "reach.plan.candidate.v1",
             "diagnosis": "d".repeat(PROSE_MAX as usize + 1),
             "steps": [{"kind": "verify"}]}),
+        serde_json::json!({"format": "reach.plan.candidate.v1",
+            "diagnosis": "two\nlines", "steps": [{"kind": "verify"}]}),
+        serde_json::json!({"format": "reach.plan.candidate.v1",
+            "diagnosis": "a \"quote\"", "steps": [{"kind": "verify"}]}),
     ];
+    let longest = serde_json::json!({"format": "reach.plan.candidate.v1",
+        "diagnosis": "d".repeat(PROSE_MAX as usize), "steps": [{"kind": "verify"}]});
+    assert!(narrow.is_valid(&longest));
     for c in &refused {
         assert!(published.is_valid(c), "{c}");
         assert!(!narrow.is_valid(c), "{c}");
@@ -646,7 +653,10 @@ fn a_narrowing_refuses_names_outside_the_pack_and_quotes_outside_the_candidate()
     let real = finding("steps[0].kind", &good["steps"][0]["kind"]);
     assert!(narrow.is_valid(&review("approve", vec![])));
     assert!(narrow.is_valid(&review("reject", vec![real.clone()])));
+    let mut broken = review("approve", vec![]);
+    broken["summary"] = "a line\tand a tab".into();
     for r in [
+        broken,
         review("approve", vec![real.clone()]),
         review("reject", vec![]),
         review(

@@ -134,7 +134,67 @@ pub fn messages_body(
     {
         body["response_format"] = f;
     }
-    serde_json::to_vec(&body).expect("request serializes")
+    serde_json::to_vec(&RequiredFirst(&body)).expect("request serializes")
+}
+
+/// `v` serialized with each schema object's `properties` in the order of its `required`
+/// list, then the optional ones. A runtime that constrains decoding writes an object's members
+/// in the order its schema lists them, and `serde_json`'s map is sorted: without this a
+/// review's `findings` would come before its `verdict` and a candidate's `steps` before its
+/// `diagnosis`, not in the order the published schemas and the packs' prompts write them.
+struct RequiredFirst<'a>(&'a serde_json::Value);
+
+impl Serialize for RequiredFirst<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        use serde_json::Value;
+        match self.0 {
+            Value::Object(m) => {
+                let required: Vec<&str> = m
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|r| r.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let mut out = s.serialize_map(Some(m.len()))?;
+                for (k, v) in m {
+                    match v {
+                        Value::Object(props) if k == "properties" && !required.is_empty() => {
+                            let first = required.iter().filter_map(|r| props.get_key_value(*r));
+                            let rest = props
+                                .iter()
+                                .filter(|(p, _)| !required.contains(&p.as_str()));
+                            let ordered: Vec<(&String, &Value)> = first.chain(rest).collect();
+                            out.serialize_entry(k, &Entries(&ordered))?;
+                        }
+                        _ => out.serialize_entry(k, &RequiredFirst(v))?,
+                    }
+                }
+                out.end()
+            }
+            Value::Array(a) => {
+                let mut out = s.serialize_seq(Some(a.len()))?;
+                for v in a {
+                    out.serialize_element(&RequiredFirst(v))?;
+                }
+                out.end()
+            }
+            other => other.serialize(s),
+        }
+    }
+}
+
+/// A map's entries in the given order.
+struct Entries<'a>(&'a [(&'a String, &'a serde_json::Value)]);
+
+impl Serialize for Entries<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut out = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            out.serialize_entry(k, &RequiredFirst(v))?;
+        }
+        out.end()
+    }
 }
 
 /// The schema of a readiness probe's payload: which models the runtime serves.
@@ -492,6 +552,38 @@ mod tests {
             body(true, Constrain::None)["stream_options"]["include_usage"],
             true
         );
+    }
+
+    #[test]
+    fn a_schemas_properties_are_sent_in_their_required_order() {
+        let schema = json!({
+            "type": "object",
+            "required": ["format", "verdict", "findings"],
+            "properties": {
+                "summary": {"type": "string"},
+                "findings": {"type": "array", "items": {
+                    "required": ["quote", "at"],
+                    "properties": {"at": {}, "quote": {}, "note": {}},
+                }},
+                "verdict": {"enum": ["approve", "reject"]},
+                "format": {"const": "f"},
+            },
+        });
+        let m = Messages {
+            system: "s",
+            user: "u",
+            schema: Some(("n", &schema)),
+        };
+        let bytes = messages_body(&m, "m", 10, false, Constrain::JsonObject);
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let at = |k: &str| text.find(&format!("\"{k}\":")).unwrap();
+        // Required first, in the list's order, then the rest; nested schemas too.
+        assert!(at("format") < at("verdict") && at("verdict") < at("findings"));
+        assert!(at("findings") < at("summary"), "{text}");
+        assert!(at("quote") < at("at") && at("at") < at("note"), "{text}");
+        // The same schema, only in another order.
+        let read: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(read["response_format"]["schema"], schema);
     }
 
     #[test]
