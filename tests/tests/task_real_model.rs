@@ -179,7 +179,14 @@ async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_pass
         .await
         .unwrap()
         .into_inner();
+    let mut asked = 0;
     for r in records(&t, "execution-record") {
+        asked += r["steps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| !s["hil_request"].is_null())
+            .count();
         let failed: Vec<&str> = r["verifier"]["checks"]
             .as_array()
             .into_iter()
@@ -224,10 +231,17 @@ async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_pass
     // The seed's "a fresh second passage refuses mutation HIL without starting a mutation":
     // a fresh run of the same model on the same body, the operator denying every request.
     // Whatever the model proposes and the Reviewer approves, no mutation runs: every step that
-    // asked is `denied` or never ran, and every patch or restart is `denied` or `not-run`.
-    // When the model reaches a mutation (greedy decoding does on this machine: its first
-    // candidate patches main.cf and its review approves), the denial ends the run
-    // `hil/denied` at that step, with the instance destroyed and no recipe.
+    // asked is `denied` or never ran, and every patch or restart is `denied` or `not-run`;
+    // a denial ends the run `hil/denied` at that step, the instance destroyed, no recipe.
+    // Decoding is greedy, so a fresh run proposes what this one did: the denial run is made
+    // only when this run was asked about a step (before the compiler required a final
+    // `verify`, SmolLM2's first candidate reached a mutation and was denied here; since, its
+    // candidates are refused `plan/verify-not-last`).
+    if asked == 0 {
+        eprintln!("real-model run asked about no mutation: the denial run is skipped");
+        story.f.body.stop().await;
+        return;
+    }
     let denier = operator(&story.f.body, &story.f.pack, |_| {
         Verdict::Deny("not on this machine")
     });

@@ -26,7 +26,10 @@ pub const VERIFIER_SOURCE: &str = "verifier.toml";
 /// 4. the first step's derived class: `plan/first-step-not-observation`;
 /// 5. every patch, step by step, under the patch policy on the baseline pre-image (a second
 ///    patch to the same target applies to the first one's post-image):
-///    `workbench/patch-outside-policy`.
+///    `workbench/patch-outside-policy`;
+/// 6. the verifier: the last step is `verify` and no other is, so the verifier judges the
+///    instance after every step (the packs' prompts promise the Solver the host enforces
+///    this): `plan/verify-not-last`.
 ///
 /// Each class is derived here: `run` takes its profile's enforced mode (none enforced:
 /// [`EffectClass::ContainedMutation`]), `patch` and `restart` are contained mutations, `verify`
@@ -117,6 +120,20 @@ pub fn compile(
         steps.push(stamped);
     }
 
+    let verifies = steps
+        .iter()
+        .filter(|s| matches!(s.action, Action::Verify {}))
+        .count();
+    match steps.last().map(|s| kind_name(&s.action)) {
+        Some("verify") if verifies == 1 => {}
+        last => {
+            return Err(PlanRefusal::VerifyNotLast {
+                verifies,
+                last: last.unwrap_or("nothing"),
+            });
+        }
+    }
+
     let mut plan = StampedPlan {
         format: StampedFormat::V1,
         pack: vocab.pack.clone(),
@@ -194,5 +211,15 @@ fn resolve(vocab: &Vocabulary, step: &Step) -> Result<Resolved, OutsideProfile> 
             class: EffectClass::Observation,
             source: VERIFIER_SOURCE.to_owned(),
         }),
+    }
+}
+
+/// A step's kind as a candidate writes it.
+fn kind_name(action: &Action) -> &'static str {
+    match action {
+        Action::Run { .. } => "run",
+        Action::Patch { .. } => "patch",
+        Action::Restart { .. } => "restart",
+        Action::Verify {} => "verify",
     }
 }

@@ -28,12 +28,18 @@ pub enum PlanRefusal {
     /// step {index}: {refusal}
     #[error("step {index}: {refusal}")]
     PatchOutsidePolicy { index: usize, refusal: PatchRefusal },
+    /// the candidate does not end with its one `verify` step ({verifies} verify steps, the
+    /// last a `{last}`)
+    #[error(
+        "the candidate does not end with its one `verify` step ({verifies} verify steps, the last a `{last}`)"
+    )]
+    VerifyNotLast { verifies: usize, last: &'static str },
 }
 
 impl PlanRefusal {
     /// The refusal code: `plan/schema`, `plan/outside-profile`,
-    /// `plan/first-step-not-observation`, `plan/too-many-steps` or
-    /// `workbench/patch-outside-policy`.
+    /// `plan/first-step-not-observation`, `plan/too-many-steps`,
+    /// `workbench/patch-outside-policy` or `plan/verify-not-last`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::Schema { .. } => "plan/schema",
@@ -41,6 +47,7 @@ impl PlanRefusal {
             Self::FirstStepNotObservation { .. } => "plan/first-step-not-observation",
             Self::TooManySteps { .. } => "plan/too-many-steps",
             Self::PatchOutsidePolicy { refusal, .. } => refusal.code(),
+            Self::VerifyNotLast { .. } => "plan/verify-not-last",
         }
     }
 

@@ -83,11 +83,13 @@ fn a_profile_without_an_enforced_mode_is_a_mutation() {
         HilMode::EachMutation,
         r#"{"format":"reach.plan.candidate.v1","diagnosis":"","steps":[
             {"kind":"run","profile":"list-dir","args":["var"]},
-            {"kind":"run","profile":"legacy-tool"}]}"#,
+            {"kind":"run","profile":"legacy-tool"},
+            {"kind":"verify"}]}"#,
         expect![[r#"
             hil EachMutation, generation 7
             0 run list-dir ["var"]: Observation from command-profiles.toml#list-dir [-] rollback recreate-prepared-system
             1 run legacy-tool []: ContainedMutation from command-profiles.toml#legacy-tool [HIL] rollback recreate-prepared-system
+            2 verify: Observation from verifier.toml [-] rollback recreate-prepared-system
         "#]],
     );
 }
@@ -156,7 +158,8 @@ fn the_stamped_form() {
     let vocab = vocabulary();
     let candidate = r#"{"format":"reach.plan.candidate.v1","diagnosis":"add the local domain","steps":[
         {"kind":"run","profile":"show-config"},
-        {"kind":"patch","target":"etc/app.conf","edits":[{"op":"replace","line":"accept = localhost","with":"accept = localhost, example.test"}]}]}"#;
+        {"kind":"patch","target":"etc/app.conf","edits":[{"op":"replace","line":"accept = localhost","with":"accept = localhost, example.test"}]},
+        {"kind":"verify"}]}"#;
     let plan = compile(&vocab, &terms(HilMode::EachMutation), candidate.as_bytes()).unwrap();
     let pretty = serde_json::to_string_pretty(&plan).unwrap();
     expect![[r#"
@@ -170,7 +173,7 @@ fn the_stamped_form() {
           },
           "generation": 7,
           "hil": "each-mutation",
-          "candidate_digest": "sha256:4c773eafd8465e9b3fb410f6be1a309860d0272c861af95477b0d394936d7847",
+          "candidate_digest": "sha256:ab8d1a19331d0e9866d0dc9de46db7eae7a9efa4a511f8aef8359b55ccba26ab",
           "diagnosis": "add the local domain",
           "steps": [
             {
@@ -207,9 +210,20 @@ fn the_stamped_form() {
               "hil_required": true,
               "rollback": "recreate-prepared-system",
               "digest": "sha256:1f03859e50efaf9b5471c6e9706ce8900a5e7713014c42213949523766520e5f"
+            },
+            {
+              "index": 2,
+              "action": {
+                "kind": "verify"
+              },
+              "effect_class": "observation",
+              "source": "verifier.toml",
+              "hil_required": false,
+              "rollback": "recreate-prepared-system",
+              "digest": "sha256:6e746abc03351f51457067eb9a102e8b6268f24ed941362bacda4fa4af290107"
             }
           ],
-          "digest": "sha256:caa79e8b21d5e0e8a473a0acb9ef012fde088972e014f33a27c7dfae95f57124"
+          "digest": "sha256:54e162d850c8bbae8489f0101f0f9a69d49449c8db08acfc1cfd0fd35ede70cd"
         }"#]]
     .assert_eq(&pretty);
 }

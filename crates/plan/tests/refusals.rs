@@ -335,7 +335,11 @@ fn patch_outside_policy() {
 
 #[test]
 fn too_many_steps() {
-    let steps = |n: usize| vec![r#"{"kind":"verify"}"#; n].join(",");
+    let steps = |n: usize| {
+        let mut s = vec![r#"{"kind":"run","profile":"show-config"}"#; n - 1];
+        s.push(r#"{"kind":"verify"}"#);
+        s.join(",")
+    };
     check(
         &[
             ("sixteen steps", only(&steps(16))),
@@ -353,6 +357,29 @@ fn too_many_steps() {
             sixteen steps: admitted, 16 steps
             seventeen steps: plan/too-many-steps: the candidate has 17 steps; the pack admits at most 16
             seventeen steps, the last outside the profile: plan/too-many-steps: the candidate has 17 steps; the pack admits at most 16
+        "#]],
+    );
+}
+
+#[test]
+fn verify_not_last() {
+    let show = r#"{"kind":"run","profile":"show-config"}"#;
+    let verify = r#"{"kind":"verify"}"#;
+    check(
+        &[
+            ("no verify", only(show)),
+            (
+                "verify, then a run",
+                only(&format!("{show},{verify},{show}")),
+            ),
+            ("two verifies", only(&format!("{show},{verify},{verify}"))),
+            ("a run, then verify", only(&format!("{show},{verify}"))),
+        ],
+        expect![[r#"
+            no verify: plan/verify-not-last: the candidate does not end with its one `verify` step (0 verify steps, the last a `run`)
+            verify, then a run: plan/verify-not-last: the candidate does not end with its one `verify` step (1 verify steps, the last a `run`)
+            two verifies: plan/verify-not-last: the candidate does not end with its one `verify` step (2 verify steps, the last a `verify`)
+            a run, then verify: admitted, 2 steps
         "#]],
     );
 }

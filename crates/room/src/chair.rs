@@ -73,7 +73,7 @@ mod tests {
     use super::*;
 
     const OBSERVE: &str = r#"{"format":"reach.plan.candidate.v1","diagnosis":"look","steps":[{"kind":"run","profile":"show-config","args":[]},{"kind":"verify"}]}"#;
-    const OTHER: &str = r#"{"format":"reach.plan.candidate.v1","diagnosis":"other","steps":[{"kind":"run","profile":"show-config","args":[]}]}"#;
+    const OTHER: &str = r#"{"format":"reach.plan.candidate.v1","diagnosis":"other","steps":[{"kind":"run","profile":"show-config","args":[]},{"kind":"run","profile":"show-config","args":[]},{"kind":"verify"}]}"#;
 
     /// A verdict, what the review is bound to, the compiler's answer, rounds left, the decision.
     type Row<'a> = (
