@@ -205,6 +205,19 @@ fn check(bytes: &[u8], each_step: bool) {
                 plan.steps.first().map(|s| s.effect_class),
                 Some(EffectClass::Observation)
             );
+            let verifies = plan
+                .steps
+                .iter()
+                .filter(|s| matches!(s.action, Action::Verify {}))
+                .count();
+            assert!(
+                verifies == 1
+                    && matches!(
+                        plan.steps.last().map(|s| &s.action),
+                        Some(Action::Verify {})
+                    ),
+                "a compiled plan does not end with its one verify step"
+            );
             for (i, s) in plan.steps.iter().enumerate() {
                 assert_eq!(s.index, i);
                 let (class, source) = match &s.action {
