@@ -10,7 +10,8 @@
 
 use reach_proto::core::v1 as core_pb;
 use reach_room::fact::{Decision, FactBody, PassageOutcome, RoomFact, SignedKind};
-use reach_tests::tasks::{GOAL, Runtime, Vault, records, settled, start_with_runtime};
+use reach_tests::local_model::LocalModel;
+use reach_tests::tasks::{GOAL, Runtime, Story, Vault, records, settled, start_with_runtime};
 use reach_tests::workbench::{Verdict, operator};
 
 async fn show(
@@ -25,15 +26,35 @@ async fn show(
     serde_json::from_str(&v.json).unwrap()
 }
 
+async fn trail(
+    packs: &mut reach_proto::core::v1::packs_client::PacksClient<tonic::transport::Channel>,
+    run: &str,
+) -> core_pb::RunTrailResponse {
+    packs
+        .run_trail(core_pb::RunRef { run_id: run.into() })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// One ask of the goal, driven to its end (the real model is slow on this CPU); the events.
+async fn ask_to_the_end(
+    story: &Story,
+    packs: &mut reach_proto::core::v1::packs_client::PacksClient<tonic::transport::Channel>,
+    runtime: &LocalModel,
+) -> Vec<core_pb::TaskEvent> {
+    let events = tokio::time::timeout(std::time::Duration::from_secs(1500), story.ask(packs, GOAL))
+        .await
+        .unwrap_or_else(|_| panic!("the run did not end; runtime:\n{}", runtime.log_tail()));
+    assert_eq!(events.last().unwrap().kind, "ended", "{events:#?}");
+    events
+}
+
 async fn facts(
     packs: &mut reach_proto::core::v1::packs_client::PacksClient<tonic::transport::Channel>,
     run: &str,
 ) -> Vec<RoomFact> {
-    let t = packs
-        .run_trail(core_pb::RunRef { run_id: run.into() })
-        .await
-        .unwrap()
-        .into_inner();
+    let t = trail(packs, run).await;
     t.facts
         .iter()
         .map(|f| {
@@ -65,15 +86,9 @@ async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_pass
     let mut story = start_with_runtime(Runtime::Local(&runtime), |_| {}, Vault::Sqlite).await;
     let mut packs = story.bind("each-mutation").await;
     let approver = operator(&story.f.body, &story.f.pack, |_| Verdict::Approve);
-    let events = tokio::time::timeout(
-        std::time::Duration::from_secs(1500),
-        story.ask(&mut packs, GOAL),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("the run did not end; runtime:\n{}", runtime.log_tail()));
+    let events = ask_to_the_end(&story, &mut packs, &runtime).await;
     approver.abort();
     let last = events.last().unwrap();
-    assert_eq!(last.kind, "ended", "{events:#?}");
     let run = last.run_id.clone();
     let report = show(&mut packs, &run).await;
     eprintln!(
@@ -172,13 +187,7 @@ async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_pass
     }
 
     // Whatever ran was judged by the verifier; a recipe exists only for a concluded run.
-    let t = packs
-        .run_trail(core_pb::RunRef {
-            run_id: run.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let t = trail(&mut packs, &run).await;
     let mut asked = 0;
     for r in records(&t, "execution-record") {
         asked += r["steps"]
@@ -245,22 +254,10 @@ async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_pass
     let denier = operator(&story.f.body, &story.f.pack, |_| {
         Verdict::Deny("not on this machine")
     });
-    let events = tokio::time::timeout(
-        std::time::Duration::from_secs(1500),
-        story.ask(&mut packs, GOAL),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("the run did not end; runtime:\n{}", runtime.log_tail()));
+    let events = ask_to_the_end(&story, &mut packs, &runtime).await;
     denier.abort();
     let last = events.last().unwrap();
-    assert_eq!(last.kind, "ended", "{events:#?}");
-    let t = packs
-        .run_trail(core_pb::RunRef {
-            run_id: last.run_id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let t = trail(&mut packs, &last.run_id).await;
     let recs = records(&t, "execution-record");
     let mut denied = 0;
     for r in &recs {

@@ -74,12 +74,14 @@ fn without_left_out(v: Value) -> Value {
 /// runtime refused the grammar.
 pub const PROSE_MAX: u64 = 1000;
 
-/// The shape a narrowed constraint gives prose: at most [`PROSE_MAX`] characters, none a
+/// The pattern a narrowed constraint gives prose: at most [`PROSE_MAX`] characters, none a
 /// control character, a `"` or a `\`. llama-cpp-python's grammar lets a JSON string hold raw
 /// control characters (its `char` rule is `[^"\\]`), so a model writing a line break in a
 /// summary produced text that is not JSON; the pattern's class leaves it no such character,
 /// and no escape to get one wrong.
-pub const PROSE_PATTERN: &str = r#"^[^"\\\x00-\x1f]{0,1000}$"#;
+pub fn prose_pattern() -> String {
+    format!(r#"^[^"\\\x00-\x1f]{{0,{PROSE_MAX}}}$"#)
+}
 
 /// The most findings a narrowed review may hold: a small model otherwise lists one per value.
 pub const FINDINGS_MAX: u64 = 4;
@@ -226,7 +228,7 @@ pub fn narrowed(kind: AnswerKind, narrowing: Option<&Narrowing>) -> Value {
             }),
         ) => {
             c["properties"]["diagnosis"]["maxLength"] = PROSE_MAX.into();
-            c["properties"]["diagnosis"]["pattern"] = PROSE_PATTERN.into();
+            c["properties"]["diagnosis"]["pattern"] = prose_pattern().into();
             c["properties"]["steps"]["maxItems"] = (*max_steps).max(1).into();
             let defs = &mut c["$defs"];
             defs["run"] = any_of(profiles.iter().map(|p| {
@@ -254,7 +256,7 @@ pub fn narrowed(kind: AnswerKind, narrowing: Option<&Narrowing>) -> Value {
         }
         (AnswerKind::Review, Some(Narrowing::Review { leaves })) => {
             c["$defs"]["prose"]["maxLength"] = PROSE_MAX.into();
-            c["$defs"]["prose"]["pattern"] = PROSE_PATTERN.into();
+            c["$defs"]["prose"]["pattern"] = prose_pattern().into();
             let finding = c["$defs"]["finding"].clone();
             c["$defs"]["finding"] = any_of(leaves.iter().map(|l| {
                 let mut f = finding.clone();
