@@ -209,6 +209,13 @@ async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_pass
             .flatten()
             .map(|s| format!("{} {}", s["kind"], s["outcome"]))
             .collect();
+        // Every admitted plan ends with `verify`: an experiment whose steps all ran was judged.
+        let all_ran = r["steps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|s| !["not-run", "denied"].contains(&s["outcome"].as_str().unwrap_or("")));
+        assert!(!all_ran || !r["verifier"].is_null(), "{r:#}");
         eprintln!(
             "  experiment: steps {steps:?}, verifier {}, failed {failed:?}",
             if r["verifier"].is_null() {
@@ -242,15 +249,14 @@ async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_pass
     // Whatever the model proposes and the Reviewer approves, no mutation runs: every step that
     // asked is `denied` or never ran, and every patch or restart is `denied` or `not-run`;
     // a denial ends the run `hil/denied` at that step, the instance destroyed, no recipe.
-    // Decoding is greedy, so a fresh run proposes what this one did: the denial run is made
-    // only when this run was asked about a step (before the compiler required a final
-    // `verify`, SmolLM2's first candidate reached a mutation and was denied here; since, its
-    // candidates are refused `plan/verify-not-last`).
-    if asked == 0 {
-        eprintln!("real-model run asked about no mutation: the denial run is skipped");
-        story.f.body.stop().await;
-        return;
-    }
+    // Decoding is greedy, so a fresh run proposes what this one did. The narrowed constraint
+    // gives every candidate the structure the compiler requires (an observation first, the
+    // one verify last), so SmolLM2's first candidate compiles, its Reviewer approves, and its
+    // first mutation asks: the boundary is reached, and this run must show it.
+    assert!(
+        asked > 0,
+        "the real model's run asked about no step, so the HIL denial cannot be exercised"
+    );
     let denier = operator(&story.f.body, &story.f.pack, |_| {
         Verdict::Deny("not on this machine")
     });
@@ -287,13 +293,7 @@ async fn a_real_model_is_judged_by_the_same_boundaries_and_charged_once_per_pass
         last.code,
         recs.len()
     );
-    if denied > 0 {
-        assert_eq!(denied, 1);
-        assert_eq!(last.code, "hil/denied", "{events:#?}");
-    } else {
-        // The model never reached a mutation this time: the boundary was not exercised, and
-        // the run ended for another reason, with nothing mutated.
-        assert_ne!(last.code, "hil/denied", "{events:#?}");
-    }
+    assert_eq!(denied, 1, "{events:#?}");
+    assert_eq!(last.code, "hil/denied", "{events:#?}");
     story.f.body.stop().await;
 }

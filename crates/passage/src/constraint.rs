@@ -18,12 +18,14 @@
 //! review's string values with their paths (a finding's `at` and `quote`), and the verdict
 //! bound to the findings as the schema describes it (approve: none; reject: at least one).
 //! [`narrowed`] writes these into the constraint as `const`s, `enum`s, `anyOf`s and patterns,
-//! and bounds prose at [`PROSE_MAX`] characters and steps at the pack's `max_steps`: a small
+//! and bounds prose at [`PROSE_MAX`] characters; and it gives the steps the structure the
+//! compiler's checks admit (an observation profile first, the one `verify` last, at most the
+//! pack's `max_steps`): a small
 //! model then spends its tokens choosing among what the compiler could admit instead of
 //! inventing names or repeating a sentence to its token bound. Everything narrowed is still a
 //! subset of the published schema; the compiler and the quarantine decide as before.
 
-use reach_plan::vocabulary::Vocabulary;
+use reach_plan::vocabulary::{EffectClass, Vocabulary};
 use reach_taskpack::source::Answer as AnswerKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -101,12 +103,15 @@ pub enum Narrowing {
     Review { leaves: Vec<Leaf> },
 }
 
-/// A candidate profile and, per positional slot, its admitted values.
+/// A candidate profile, per positional slot its admitted values, and whether its enforced
+/// mode is an observation (one may open a plan).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NarrowProfile {
     pub name: String,
     pub args: Vec<Vec<String>>,
+    #[serde(default)]
+    pub observation: bool,
 }
 
 /// A patch target: the lines of its baseline, and the shapes an added line must have.
@@ -137,6 +142,7 @@ impl Narrowing {
             .map(|(name, p)| NarrowProfile {
                 name: name.clone(),
                 args: p.args.iter().map(|s| s.one_of.clone()).collect(),
+                observation: p.mode == Some(EffectClass::Observation),
             })
             .collect();
         let files = vocabulary
@@ -229,28 +235,15 @@ pub fn narrowed(kind: AnswerKind, narrowing: Option<&Narrowing>) -> Value {
         ) => {
             c["properties"]["diagnosis"]["maxLength"] = PROSE_MAX.into();
             c["properties"]["diagnosis"]["pattern"] = prose_pattern().into();
-            c["properties"]["steps"]["maxItems"] = (*max_steps).max(1).into();
+            c["properties"]["steps"] = steps_of(*max_steps, profiles);
             let defs = &mut c["$defs"];
-            defs["run"] = any_of(profiles.iter().map(|p| {
-                let mut o = json!({
-                    "type": "object",
-                    "additionalProperties": false,
-                    "required": ["kind", "profile"],
-                    "properties": {
-                        "kind": {"const": "run"},
-                        "profile": {"const": p.name},
-                        "args": {"const": []},
-                    },
-                });
-                if !p.args.is_empty() {
-                    o["required"] = json!(["kind", "profile", "args"]);
-                    o["properties"]["args"] = json!({
-                        "type": "array",
-                        "prefixItems": p.args.iter().map(|one_of| json!({"enum": one_of})).collect::<Vec<_>>(),
-                    });
-                }
-                o
-            }));
+            defs["run"] = any_of(profiles.iter().map(run_of));
+            defs["observe"] = any_of(profiles.iter().filter(|p| p.observation).map(run_of));
+            defs["act"] = json!({"anyOf": [
+                {"$ref": "#/$defs/run"},
+                {"$ref": "#/$defs/patch"},
+                {"$ref": "#/$defs/restart"},
+            ]});
             defs["restart"]["properties"]["service"] = json!({ "enum": services });
             defs["patch"] = any_of(files.iter().map(patch_of));
         }
@@ -300,6 +293,51 @@ pub fn narrowed(kind: AnswerKind, narrowing: Option<&Narrowing>) -> Value {
         _ => {}
     }
     c
+}
+
+/// A run step of profile `p`: its name a `const`, each argument one of its slot's values.
+fn run_of(p: &NarrowProfile) -> Value {
+    let mut o = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["kind", "profile"],
+        "properties": {
+            "kind": {"const": "run"},
+            "profile": {"const": p.name},
+            "args": {"const": []},
+        },
+    });
+    if !p.args.is_empty() {
+        o["required"] = json!(["kind", "profile", "args"]);
+        o["properties"]["args"] = json!({
+            "type": "array",
+            "prefixItems": p.args.iter().map(|one_of| json!({"enum": one_of})).collect::<Vec<_>>(),
+        });
+    }
+    o
+}
+
+/// A plan's steps as the compiler's structural checks admit them: one tuple per length up
+/// to `max_steps`, an observation profile first, a run, patch or restart between, and the one
+/// `verify` last (a lone `verify` is itself an observation). A tuple, not `items` with
+/// counts, because llama.cpp's converter turns `prefixItems` into a fixed sequence and a
+/// grammar cannot otherwise say "last".
+fn steps_of(max_steps: u64, profiles: &[NarrowProfile]) -> Value {
+    let verify = json!({"$ref": "#/$defs/verify"});
+    let lone = json!([verify]);
+    let mut tuples = vec![lone];
+    if profiles.iter().any(|p| p.observation) {
+        for n in 2..=max_steps.max(1) {
+            let mut t = vec![json!({"$ref": "#/$defs/observe"})];
+            t.extend((2..n).map(|_| json!({"$ref": "#/$defs/act"})));
+            t.push(verify.clone());
+            tuples.push(Value::Array(t));
+        }
+    }
+    any_of(tuples.into_iter().map(|t| {
+        let n = t.as_array().map_or(0, Vec::len);
+        json!({"type": "array", "prefixItems": t, "items": false, "minItems": n, "maxItems": n})
+    }))
 }
 
 /// `{"anyOf": [...]}`, or a schema nothing satisfies when there is no alternative.

@@ -574,7 +574,8 @@ fn every_packs_narrowing_admits_what_the_host_would_take() {
 
 /// What a narrowing refuses that the published schema admits: a profile, an argument, a
 /// service or a target the pack does not name, an edit of a line its baseline does not hold,
-/// an added line of no shape, prose past the bound; a finding whose quote is not the
+/// an added line of no shape, prose past the bound, steps not opened by an observation or
+/// not closed by the one verify, more steps than the pack allows; a finding whose quote is not the
 /// candidate's value at its path, an approval with findings, a rejection without.
 #[test]
 fn a_narrowing_refuses_names_outside_the_pack_and_quotes_outside_the_candidate() {
@@ -597,7 +598,24 @@ fn a_narrowing_refuses_names_outside_the_pack_and_quotes_outside_the_candidate()
         .unwrap();
     let service = vocab.services.iter().next().unwrap();
     let shape = &vocab.patch_policy.files().next().unwrap().line_shapes[0];
-    let step = |s: serde_json::Value| serde_json::json!({"format": "reach.plan.candidate.v1", "diagnosis": "d", "steps": [s]});
+    let (observe, observed) = vocab
+        .commands
+        .iter()
+        .find(|(_, p)| p.mode == Some(reach_plan::vocabulary::EffectClass::Observation))
+        .map(|(n, p)| {
+            (
+                n.as_str(),
+                p.args
+                    .iter()
+                    .map(|s| s.one_of[0].clone())
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .unwrap();
+    let first = serde_json::json!({"kind": "run", "profile": observe, "args": observed});
+    let verify = serde_json::json!({"kind": "verify"});
+    let plan = |steps: Vec<serde_json::Value>| serde_json::json!({"format": "reach.plan.candidate.v1", "diagnosis": "d", "steps": steps});
+    let step = |s: serde_json::Value| plan(vec![first.clone(), s, verify.clone()]);
     let arg = &slots[0].one_of[0];
     let admitted = [
         step(serde_json::json!({"kind": "run", "profile": profile, "args": [arg]})),
@@ -633,7 +651,34 @@ fn a_narrowing_refuses_names_outside_the_pack_and_quotes_outside_the_candidate()
             "diagnosis": "two\nlines", "steps": [{"kind": "verify"}]}),
         serde_json::json!({"format": "reach.plan.candidate.v1",
             "diagnosis": "a \"quote\"", "steps": [{"kind": "verify"}]}),
+        // The structure the compiler's checks 4 and 6 require: an observation first, the
+        // one verify last, at most max_steps.
+        plan(vec![first.clone()]),
+        plan(vec![
+            serde_json::json!({"kind": "restart", "service": service}),
+            verify.clone(),
+        ]),
+        plan(vec![first.clone(), verify.clone(), verify.clone()]),
+        plan(vec![verify.clone(), first.clone(), verify.clone()]),
+        plan(vec![first.clone(); vocab.max_steps]),
+        plan(
+            [
+                vec![first.clone(); vocab.max_steps - 1],
+                vec![verify.clone(); 2],
+            ]
+            .concat(),
+        ),
     ];
+    assert!(narrow.is_valid(&plan(vec![verify.clone()])));
+    assert!(
+        narrow.is_valid(&plan(
+            [
+                vec![first.clone(); vocab.max_steps - 1],
+                vec![verify.clone()]
+            ]
+            .concat()
+        ))
+    );
     let longest = serde_json::json!({"format": "reach.plan.candidate.v1",
         "diagnosis": "d".repeat(PROSE_MAX as usize), "steps": [{"kind": "verify"}]});
     assert!(narrow.is_valid(&longest));
