@@ -8,7 +8,8 @@
 //! hit@3, key-fact coverage of the rendered answer, the out-of-corpus refusal rate, the
 //! in-corpus false-refusal rate and answer latency printed. `reach corpus eval FILE` runs the
 //! same harness on an operator's directory. `REACH_EVAL_VERBOSE=1` lists every question that
-//! missed (`=2` also every question's gate coverage); `REACH_EVAL_ROUNDS=N` asks each question N times (default 5).
+//! missed (`=2` also every question's gate coverage); `REACH_EVAL_ROUNDS=N` asks each question N times (default 5);
+//! `REACH_EVAL_DUMP=FILE` appends each question's bundle to FILE as a JSON line.
 #![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 use std::path::{Path, PathBuf};
@@ -83,8 +84,48 @@ fn run_set(
             println!("  gate {kind} {c:.2} {:?}", a.question.question);
         }
     }
+    if let Ok(path) = std::env::var("REACH_EVAL_DUMP") {
+        dump(Path::new(&path), name, &run.asked);
+    }
     println!("{name}: {}", run.tally.figures());
     Some(run.tally)
+}
+
+/// Appends one JSON line per question to `path`: the set, the question as asked and judged,
+/// and every passage of its bundle with its score and text (for study outside Reach, e.g.
+/// `eval/experiments/hybrid.py --rerank`).
+fn dump(path: &Path, set: &str, asked: &[harness::Asked]) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    for a in asked {
+        let passages: Vec<serde_json::Value> = a
+            .bundle
+            .passages
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "path": p.path,
+                    "anchor": p.section_url.rsplit_once('#').map_or("", |(_, a)| a),
+                    "section": p.section,
+                    "score": p.score,
+                    "text": p.text,
+                })
+            })
+            .collect();
+        let line = serde_json::json!({
+            "set": set,
+            "question": a.question.question,
+            "out_of_corpus": a.question.out_of_corpus,
+            "expect": a.question.expect.iter().map(|e| [&e.path, &e.anchor]).collect::<Vec<_>>(),
+            "refused": a.observed.refused,
+            "passages": passages,
+        });
+        writeln!(f, "{line}").unwrap();
+    }
 }
 
 fn main() {

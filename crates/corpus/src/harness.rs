@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use reach_digest::Sha256Digest;
 
 use crate::eval::{Observed, Question, QuestionSet, Tally, Verdict, judge};
-use crate::retrieve::{Gate, RetrievalLimits, RetrievalRefusal, Snapshot};
+use crate::retrieve::{CorpusEvidenceBundle, Gate, RetrievalLimits, RetrievalRefusal, Snapshot};
 use crate::source::{Ceilings, Origin, SourceSpec, admit_url};
 use crate::store::{Clock, CorpusStore, NoProgress, SystemClock};
 use crate::tree::{AcquiredTree, EntryKind, Revision, TreeEntry};
@@ -53,6 +53,8 @@ pub struct Asked {
     pub verdict: Verdict,
     /// The relevance gate's figures (`None` only for a snapshot without a gate).
     pub gate: Option<Gate>,
+    /// The bundle the answer was formed from (`REACH_EVAL_DUMP` writes it for offline study).
+    pub bundle: CorpusEvidenceBundle,
 }
 
 /// A whole run over one set.
@@ -187,6 +189,7 @@ pub fn run(
             observed,
             verdict,
             gate: grounded.gate,
+            bundle: grounded.bundle,
         });
     }
     Ok(Run {

