@@ -30,7 +30,11 @@ Measured 2026-12-06 over all six sets (156 in-corpus questions):
 - re-ranking reach-corpus's bundles (`--rerank`): no gain. ctx at best 67.9 / 80.8 (a ≤ 0.35,
   unchanged) or 65.4 / 81.4 (a=0.7); static 68.6 / 80.8 at a=0.5 (one question). An expected
   section is in the 5-passage bundle for 132 of 156 questions (6 refused): what is missing is
-  recall, which a re-ranker cannot add.
+  recall, which a re-ranker cannot add;
+- recall (`--recall DUMP SETS...`): of the 24 questions whose bundle holds no expected section,
+  ctx's best sections over the whole corpus hold one for 11 (top 3), 15 (top 5), 19 (top 10);
+  static's for 8, 10, 13. An embedding earns its place as a first stage beside BM25, not as a
+  re-ranker.
 """
 import glob
 import json
@@ -232,11 +236,58 @@ def rerank(dump, table):
                   f"hit@3 {100 * hit3 / total:5.1f}")
 
 
+def recall(dump, sets, table):
+    """For each question whose reach-corpus bundle (`REACH_EVAL_DUMP`) holds no expected
+    section: is one among an embedding's best sections over the whole corpus? What a first
+    stage that adds an embedding's candidates to BM25's could recover."""
+    rows = [json.loads(x) for x in open(dump)]
+    found = {"ctx": [0, 0, 0], "static": [0, 0, 0]}
+    missed = 0
+    for setfile in sets:
+        name = os.path.basename(setfile)[: -len(".jsonl")]
+        lines = [json.loads(x) for x in open(setfile) if x.strip() and not x.startswith("#")]
+        header = lines[0]
+        secs = sections(DOCS + "/" + header["root"], set(header.get("exclude", [])))
+        keys = [[s["path"], s["anchor"]] for s in secs]
+        cached = os.path.join(CACHE, "ctx-" + os.path.basename(setfile) + ".npy")
+        if os.path.exists(cached):
+            ctx = np.load(cached)
+        else:
+            ctx = encode([s["body"] for s in secs])
+            np.save(cached, ctx)
+        df = {}
+        for s in secs:
+            for k in set(TOK.encode(s["body"]).ids):
+                df[k] = df.get(k, 0) + 1
+        idf = {k: math.log((len(secs) + 1) / (v + 0.5)) for k, v in df.items()}
+        stat = static_encode(table, [s["body"] for s in secs], idf)
+        for r in rows:
+            if r["set"] != name or r["out_of_corpus"] or not r["expect"]:
+                continue
+            if any([p["path"], p["anchor"]] in r["expect"] for p in r["passages"]):
+                continue
+            missed += 1
+            for model, m, q in (
+                ("ctx", ctx, encode([r["question"]])[0]),
+                ("static", stat, static_encode(table, [r["question"]], idf)[0]),
+            ):
+                best = [keys[j] for j in np.argsort(-(m @ q))[:10]]
+                rank = next((i + 1 for i, k in enumerate(best) if k in r["expect"]), None)
+                for slot, top in enumerate((3, 5, 10)):
+                    found[model][slot] += rank is not None and rank <= top
+    print(f"questions whose bundle holds no expected section: {missed}")
+    for model, (t3, t5, t10) in found.items():
+        print(f"  {model:6} an expected section in its top 3: {t3}, top 5: {t5}, top 10: {t10}")
+
+
 def main():
     os.makedirs(CACHE, exist_ok=True)
     table = static_table()
     if sys.argv[1:2] == ["--rerank"]:
         rerank(sys.argv[2], table)
+        return
+    if sys.argv[1:2] == ["--recall"]:
+        recall(sys.argv[2], sys.argv[3:], table)
         return
     total, count = {}, 0
     for f in sys.argv[1:]:
