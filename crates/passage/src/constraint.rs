@@ -18,11 +18,10 @@
 //! review's string values with their paths (a finding's `at` and `quote`), and the verdict
 //! bound to the findings as the schema describes it (approve: none; reject: at least one).
 //! [`narrowed`] writes these into the constraint as `const`s, `enum`s, `anyOf`s and patterns,
-//! and bounds prose at [`PROSE_MAX`] characters; and it gives the steps the structure the
-//! compiler's checks admit (an observation profile first, the one `verify` last, at most the
-//! pack's `max_steps`): a small
-//! model then spends its tokens choosing among what the compiler could admit instead of
-//! inventing names or repeating a sentence to its token bound. Everything narrowed is still a
+//! bounds prose at [`PROSE_MAX`] characters, and gives the steps the structure the compiler's
+//! checks admit (an observation profile first, the one `verify` last, at most the pack's
+//! `max_steps`): a small model then spends its tokens choosing among what the compiler could
+//! admit instead of inventing names or repeating a sentence to its token bound. Everything narrowed is still a
 //! subset of the published schema; the compiler and the quarantine decide as before.
 
 use reach_plan::vocabulary::{EffectClass, Vocabulary};

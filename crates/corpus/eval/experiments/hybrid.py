@@ -150,11 +150,21 @@ def words(text):
     return re.findall(r"[a-z0-9_]+", text.lower())
 
 
-def run(setfile, table):
+def idf_of(texts):
+    """Each token's inverse document frequency over `texts`."""
+    df = {}
+    for t in texts:
+        for k in set(TOK.encode(t).ids):
+            df[k] = df.get(k, 0) + 1
+    return {k: math.log((len(texts) + 1) / (v + 0.5)) for k, v in df.items()}
+
+
+def corpus(setfile, table):
+    """A set's header, in-corpus questions, sections, both embeddings of every section (the
+    contextual ones cached under CACHE), the IDF, and how long the contextual encoding took."""
     lines = [json.loads(x) for x in open(setfile) if x.strip() and not x.startswith("#")]
     header, questions = lines[0], [q for q in lines[1:] if q.get("expect")]
     secs = sections(DOCS + "/" + header["root"], set(header.get("exclude", [])))
-    bm25 = BM25Okapi([words(s["head"] + " " + s["head"] + " " + s["body"]) for s in secs])
     cached = os.path.join(CACHE, "ctx-" + os.path.basename(setfile) + ".npy")
     started = time.time()
     if os.path.exists(cached):
@@ -163,12 +173,14 @@ def run(setfile, table):
         ctx = encode([s["body"] for s in secs])
         np.save(cached, ctx)
     took = time.time() - started
-    df = {}
-    for s in secs:
-        for k in set(TOK.encode(s["body"]).ids):
-            df[k] = df.get(k, 0) + 1
-    idf = {k: math.log((len(secs) + 1) / (v + 0.5)) for k, v in df.items()}
+    idf = idf_of([s["body"] for s in secs])
     stat = static_encode(table, [s["body"] for s in secs], idf)
+    return questions, secs, ctx, stat, idf, took
+
+
+def run(setfile, table):
+    questions, secs, ctx, stat, idf, took = corpus(setfile, table)
+    bm25 = BM25Okapi([words(s["head"] + " " + s["head"] + " " + s["body"]) for s in secs])
     asked = [q["question"] for q in questions]
     result = {}
     for name, passages, qs in (
@@ -198,13 +210,7 @@ def rerank(dump, table):
     with each embedding's cosine: what a re-ranking stage would add to the tuned path."""
     rows = [json.loads(x) for x in open(dump)]
     asked = [r for r in rows if not r["out_of_corpus"] and r["expect"] and r["passages"]]
-    df, n = {}, 0
-    for r in rows:
-        for p in r["passages"]:
-            n += 1
-            for k in set(TOK.encode(p["text"]).ids):
-                df[k] = df.get(k, 0) + 1
-    idf = {k: math.log((n + 1) / (v + 0.5)) for k, v in df.items()}
+    idf = idf_of([p["text"] for r in rows for p in r["passages"]])
     total = sum(1 for r in rows if not r["out_of_corpus"] and r["expect"])
     within = sum(
         any([p["path"], p["anchor"]] in r["expect"] for p in r["passages"]) for r in asked
@@ -245,22 +251,8 @@ def recall(dump, sets, table):
     missed = 0
     for setfile in sets:
         name = os.path.basename(setfile)[: -len(".jsonl")]
-        lines = [json.loads(x) for x in open(setfile) if x.strip() and not x.startswith("#")]
-        header = lines[0]
-        secs = sections(DOCS + "/" + header["root"], set(header.get("exclude", [])))
+        _, secs, ctx, stat, idf, _ = corpus(setfile, table)
         keys = [[s["path"], s["anchor"]] for s in secs]
-        cached = os.path.join(CACHE, "ctx-" + os.path.basename(setfile) + ".npy")
-        if os.path.exists(cached):
-            ctx = np.load(cached)
-        else:
-            ctx = encode([s["body"] for s in secs])
-            np.save(cached, ctx)
-        df = {}
-        for s in secs:
-            for k in set(TOK.encode(s["body"]).ids):
-                df[k] = df.get(k, 0) + 1
-        idf = {k: math.log((len(secs) + 1) / (v + 0.5)) for k, v in df.items()}
-        stat = static_encode(table, [s["body"] for s in secs], idf)
         for r in rows:
             if r["set"] != name or r["out_of_corpus"] or not r["expect"]:
                 continue
