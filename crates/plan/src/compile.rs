@@ -124,7 +124,7 @@ pub fn compile(
         .iter()
         .filter(|s| matches!(s.action, Action::Verify {}))
         .count();
-    match steps.last().map(|s| kind_name(&s.action)) {
+    match steps.last().map(|s| s.action.kind()) {
         Some("verify") if verifies == 1 => {}
         last => {
             return Err(PlanRefusal::VerifyNotLast {
@@ -211,15 +211,5 @@ fn resolve(vocab: &Vocabulary, step: &Step) -> Result<Resolved, OutsideProfile> 
             class: EffectClass::Observation,
             source: VERIFIER_SOURCE.to_owned(),
         }),
-    }
-}
-
-/// A step's kind as a candidate writes it.
-fn kind_name(action: &Action) -> &'static str {
-    match action {
-        Action::Run { .. } => "run",
-        Action::Patch { .. } => "patch",
-        Action::Restart { .. } => "restart",
-        Action::Verify {} => "verify",
     }
 }

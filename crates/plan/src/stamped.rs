@@ -86,6 +86,18 @@ pub enum Action {
     Verify {},
 }
 
+impl Action {
+    /// The step's kind as a candidate and a stamped plan write it (its serde tag).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Run { .. } => "run",
+            Action::Patch { .. } => "patch",
+            Action::Restart { .. } => "restart",
+            Action::Verify {} => "verify",
+        }
+    }
+}
+
 /// A step's action, through [`crate::candidate::string_tagged`]: a `kind` that is a variant's
 /// index is refused, not read as that variant.
 fn action<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Action, D::Error> {

@@ -661,7 +661,7 @@ impl Run {
                     .map(|s| ledger::NewStep {
                         index: s.index as u32,
                         digest: s.digest,
-                        kind: record::kind_of(&s.action).into(),
+                        kind: s.action.kind().into(),
                     })
                     .collect(),
             })

@@ -5,7 +5,7 @@
 use reach_digest::Sha256Digest;
 use reach_experiment::{Destruction, End, Execution};
 use reach_phylactery::{ExperimentRow, StepRow, StepState};
-use reach_plan::{Action, StampedPlan};
+use reach_plan::StampedPlan;
 use reach_room::fact::{RoomFact, RunId};
 use reach_room::recipe::{Disclosure, Links, Recipe, RecipeFormat, RecipePatch};
 use reach_room::record::{
@@ -62,15 +62,6 @@ fn redact(text: &str, forbidden: &[&str]) -> String {
         t = t.replace(f, "<host-path>");
     }
     t
-}
-
-pub fn kind_of(a: &Action) -> &'static str {
-    match a {
-        Action::Run { .. } => "run",
-        Action::Patch { .. } => "patch",
-        Action::Restart { .. } => "restart",
-        Action::Verify { .. } => "verify",
-    }
 }
 
 /// The signed record of experiment `n` of run `run`.
@@ -150,7 +141,7 @@ pub fn execution_record(
         steps.push(StepRecord {
             index,
             step_digest: step.digest,
-            kind: kind_of(&step.action).into(),
+            kind: step.action.kind().into(),
             outcome,
             // The request the operator answered; a denied or expired step keeps the one
             // filed for it.
@@ -307,7 +298,7 @@ pub fn recipe(
 #[cfg(test)]
 mod tests {
     use reach_experiment::StepOutcome;
-    use reach_plan::{EffectClass, HilMode, PackRef, StampedFormat, StampedStep};
+    use reach_plan::{Action, EffectClass, HilMode, PackRef, StampedFormat, StampedStep};
 
     use super::*;
 
