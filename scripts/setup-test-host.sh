@@ -86,6 +86,9 @@ if [ "$(cat "$a2a_venv/.reach-requirement" 2>/dev/null)" != "$a2a_req" ]; then
   echo "$a2a_req" >"$a2a_venv/.reach-requirement"
 fi
 
+# The static embedding table the corpus tests and the answers bench rank with (issue #34).
+scripts/embedding-setup.sh
+
 # cargo-fuzz for the fuzz smoke (issue #36), from crates.io into a cache outside the clone so a
 # rerun or a fresh checkout reuses it; the version is pinned, and a different one reinstalls.
 fuzz_tools=/var/tmp/reach-tools

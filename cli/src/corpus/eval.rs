@@ -69,7 +69,7 @@ pub fn measure(file: &Path, docs: Option<&Path>, rounds: usize) -> Result<Run, E
         ),
     };
     let scratch = tempfile::tempdir().map_err(|e| HarnessFailure::Build(e.into()))?;
-    Ok(harness::run(&set, entries, scratch.path(), rounds)?)
+    Ok(harness::run(&set, entries, scratch.path(), rounds, None)?)
 }
 
 /// The report: what was built, every miss when `verbose`, then the figures line.

@@ -13,7 +13,9 @@
 #![allow(clippy::disallowed_methods)] // Test, benchmark or build-script knobs, never secrets.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use reach_corpus::embed::StaticEmbedding;
 use reach_corpus::eval::{QuestionSet, Tally, parse_set};
 use reach_corpus::harness;
 
@@ -26,6 +28,23 @@ fn rounds() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(ROUNDS)
+}
+
+/// Where the test host's setup (`scripts/embedding-setup.sh`) puts the static embedding table.
+const SETUP_TABLE: &str = "/var/tmp/reach-cache/embedding/static-128.bin";
+
+/// The static embedding table `REACH_EMBEDDING` names, else the setup's if it is there.
+fn embedding() -> Option<(PathBuf, Arc<StaticEmbedding>)> {
+    let path = std::env::var_os("REACH_EMBEDDING")
+        .map(PathBuf::from)
+        .or_else(|| Path::new(SETUP_TABLE).exists().then(|| SETUP_TABLE.into()))?;
+    match StaticEmbedding::load(&path) {
+        Ok(t) => Some((path, Arc::new(t))),
+        Err(e) => {
+            println!("{}: {e}", path.display());
+            std::process::exit(2);
+        }
+    }
 }
 
 fn docs_root() -> Option<PathBuf> {
@@ -45,6 +64,7 @@ fn run_set(
     docs: &Path,
     verbose: bool,
     gates: bool,
+    embedding: Option<Arc<StaticEmbedding>>,
 ) -> Option<Tally> {
     let root = docs.join(&set.header.root);
     let files = reach_corpus::local::dir_files(&root).unwrap_or_default();
@@ -54,7 +74,7 @@ fn run_set(
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
-    let run = match harness::run(set, entries, dir.path(), rounds()) {
+    let run = match harness::run(set, entries, dir.path(), rounds(), embedding) {
         Ok(r) => r,
         Err(e) => {
             println!("{name}: refused ({}): {e}", e.code());
@@ -68,6 +88,13 @@ fn run_set(
         run.passages,
         run.build_time.as_secs_f64()
     );
+    if let (Some(t), Some(b)) = (run.embedding_time, run.embedding_bytes) {
+        println!(
+            "{name}: passage vectors in {:.0} ms, {} KiB",
+            t.as_secs_f64() * 1e3,
+            b / 1024
+        );
+    }
     if verbose {
         for a in run.asked.iter().filter(|a| !a.verdict.good()) {
             println!("{}", harness::describe_miss(a));
@@ -147,20 +174,52 @@ fn main() {
         println!("answers: no rust-docs under the toolchain's sysroot; nothing measured");
         return;
     };
-    let mut all = Tally::default();
+    let mut parsed = Vec::new();
     for path in &sets {
         let name = path.file_stem().unwrap_or_default().to_string_lossy();
         let text = std::fs::read_to_string(path).unwrap();
-        let set = match parse_set(&text) {
-            Ok(s) => s,
+        match parse_set(&text) {
+            Ok(s) => parsed.push((name.into_owned(), s)),
             Err(e) => {
                 println!("{name}: refused ({}): {e}", e.code());
                 std::process::exit(2);
             }
-        };
-        if let Some(t) = run_set(&name, &set, &docs, verbose, gates) {
-            all.merge(&t);
         }
     }
-    println!("all sets: {}", all.figures());
+    // BM25 alone, then (when a table is there) BM25 with the static embedding's first stage,
+    // in one run so their latencies compare.
+    let table = embedding();
+    let mut arms = vec![("bm25", None)];
+    if let Some((path, t)) = &table {
+        println!(
+            "static embedding {} ({}): {} dims, {} KiB on disk, {} KiB in memory",
+            path.display(),
+            &t.digest().hex()[..16],
+            t.dims(),
+            std::fs::metadata(path).map_or(0, |m| m.len()) / 1024,
+            t.heap_bytes() / 1024,
+        );
+        arms.push(("bm25+embedding", Some(t.clone())));
+    } else {
+        println!("no static embedding table (scripts/embedding-setup.sh): BM25 alone");
+    }
+    let mut p50s = Vec::new();
+    for (arm, t) in arms {
+        println!("== {arm}");
+        let mut all = Tally::default();
+        for (name, set) in &parsed {
+            if let Some(t) = run_set(name, set, &docs, verbose, gates, t.clone()) {
+                all.merge(&t);
+            }
+        }
+        let figures = all.figures();
+        println!("all sets ({arm}): {figures}");
+        p50s.push(figures.p50);
+    }
+    if let [plain, with] = p50s[..] {
+        println!(
+            "answer p50 with the embedding / without: {:.2}x",
+            with.as_secs_f64() / plain.as_secs_f64().max(1e-9)
+        );
+    }
 }

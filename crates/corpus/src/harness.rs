@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use reach_digest::Sha256Digest;
 
+use crate::embed::StaticEmbedding;
 use crate::eval::{Observed, Question, QuestionSet, Tally, Verdict, judge};
 use crate::retrieve::{CorpusEvidenceBundle, Gate, RetrievalLimits, RetrievalRefusal, Snapshot};
 use crate::source::{Ceilings, Origin, SourceSpec, admit_url};
@@ -63,6 +64,10 @@ pub struct Run {
     pub files: u64,
     pub passages: u64,
     pub build_time: Duration,
+    /// How long the passages' vectors took when a static embedding was attached.
+    pub embedding_time: Option<Duration>,
+    /// Bytes of the passages' vectors, when a static embedding was attached.
+    pub embedding_bytes: Option<usize>,
     pub tally: Tally,
     pub asked: Vec<Asked>,
 }
@@ -121,6 +126,7 @@ pub fn run(
     entries: Vec<TreeEntry>,
     scratch: &Path,
     rounds: usize,
+    embedding: Option<Arc<StaticEmbedding>>,
 ) -> Result<Run, HarnessFailure> {
     if entries.is_empty() {
         return Err(HarnessFailure::NoDocuments);
@@ -153,7 +159,13 @@ pub fn run(
         &mut NoProgress,
     )?;
     let build_time = started.elapsed();
-    let snap = Snapshot::open_active(store.root())?;
+    let mut snap = Snapshot::open_active(store.root())?;
+    let mut embedding_time = None;
+    if let Some(table) = embedding {
+        let started = Instant::now();
+        snap = snap.with_embedding(table)?;
+        embedding_time = Some(started.elapsed());
+    }
     let limits = RetrievalLimits::default();
     let now = clock.now();
     let mut tally = Tally::default();
@@ -196,6 +208,8 @@ pub fn run(
         files: summary.files_accepted,
         passages: summary.passages,
         build_time,
+        embedding_time,
+        embedding_bytes: snap.embedding_bytes(),
         tally,
         asked,
     })
@@ -251,7 +265,7 @@ mod tests {
         );
         assert_eq!(entries.len(), 2);
         let dir = tempfile::tempdir().unwrap();
-        let run = run(&set, entries, dir.path(), 2).unwrap();
+        let run = run(&set, entries, dir.path(), 2, None).unwrap();
         assert_eq!((run.files, run.asked.len()), (1, 2));
         let f = run.tally.figures();
         assert_eq!((f.in_corpus, f.out_of_corpus), (1, 1));
@@ -264,7 +278,7 @@ mod tests {
     #[test]
     fn nothing_to_build_is_refused() {
         let set = parse_set(SET).unwrap();
-        let err = run(&set, vec![], Path::new("/nonexistent"), 1).unwrap_err();
+        let err = run(&set, vec![], Path::new("/nonexistent"), 1, None).unwrap_err();
         assert_eq!(err.code(), "eval/no-documents");
     }
 }

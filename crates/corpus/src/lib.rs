@@ -31,6 +31,7 @@
 pub mod analysis;
 pub mod answer;
 pub mod archive;
+pub mod embed;
 pub mod error;
 pub mod eval;
 #[cfg(feature = "git")]
@@ -54,8 +55,9 @@ pub use answer::{Answer, NOT_IN_DOCS, extractive_answer};
 pub use archive::{pack_entries, pack_release_archive, unpack_release_archive};
 pub use error::BuildError;
 pub use retrieve::{
-    ActiveSnapshot, BundleOutcome, BundleRefusal, CorpusEvidenceBundle, EvidencePassage, Gate,
-    Grounded, RetrievalLimits, RetrievalRefusal, Snapshot, render_fenced, validate,
+    ActiveSnapshot, BundleOutcome, BundleRefusal, CorpusEvidenceBundle, EMBEDDING_FILE,
+    EvidencePassage, Gate, Grounded, RetrievalLimits, RetrievalRefusal, Snapshot, render_fenced,
+    validate,
 };
 pub use rules::{Action, Policy, Rejection, Rule};
 pub use source::{

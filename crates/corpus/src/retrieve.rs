@@ -13,10 +13,11 @@ use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{Index, IndexReader, ReloadPolicy, Term};
+use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Term};
 use time::OffsetDateTime;
 
 use crate::analysis::{self, Analysis};
+use crate::embed::{PassageVectors, StaticEmbedding};
 use crate::index::{Fields, StoredDoc, passage_of};
 use crate::passage::{Citer, Passage};
 use crate::store::{PublicCorpusSnapshot, active_id};
@@ -50,6 +51,20 @@ const HEADING_WEIGHT: f32 = 2.0;
 /// subject, the one whose title says nothing else ("Raw string literals" over "Raw C string
 /// literals") is the likelier answer.
 const TITLE_WEIGHT: f32 = 0.5;
+
+/// Passages nearest the question by the static embedding, added to BM25's candidates.
+const EMBEDDING_CANDIDATES: usize = 15;
+
+/// How deep BM25's ranking is read for the score of a passage the embedding adds.
+const EMBEDDING_SCORE_DEPTH: usize = 200;
+
+/// Weight of a candidate's place by the embedding against its place in the re-ranking, in
+/// their reciprocal-rank fusion.
+const EMBEDDING_WEIGHT: f32 = 0.5;
+
+/// The reciprocal-rank fusion's constant: a small one, since both orders are over a few dozen
+/// candidates and the first places matter most.
+const FUSION_K: f32 = 5.0;
 
 /// Boost of a question word's synonym ([`analysis::SYNONYMS`]) relative to the word itself.
 const SYNONYM_BOOST: f32 = 0.5;
@@ -263,6 +278,17 @@ pub struct Snapshot {
     fields: Fields,
     /// The analysis its index was built with, which questions are analyzed with too.
     analysis: Analysis,
+    /// The static embedding's first stage, when a table is attached ([`Snapshot::with_embedding`]).
+    embedding: Option<Embedded>,
+}
+
+/// A static embedding table and every passage's vector under it, computed when attached.
+struct Embedded {
+    table: std::sync::Arc<StaticEmbedding>,
+    vectors: PassageVectors,
+    /// The document each vector stands for, in the vectors' order.
+    docs: Vec<DocAddress>,
+    index_of: std::collections::HashMap<DocAddress, usize>,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -286,6 +312,23 @@ pub struct ActiveSnapshot {
     open: std::sync::Mutex<Option<std::sync::Arc<Snapshot>>>,
 }
 
+/// The static embedding table an operator placed in a corpus root
+/// (`scripts/embedding-setup.sh` distils one); core ranks with it when it is there.
+pub const EMBEDDING_FILE: &str = "embedding.bin";
+
+/// The table at [`EMBEDDING_FILE`] under `root`, if any. One that does not parse is refused
+/// as a dependency unavailable: the operator asked for it, so answering without it would
+/// hide the fault.
+fn embedding_in(root: &Path) -> Result<Option<std::sync::Arc<StaticEmbedding>>, RetrievalRefusal> {
+    let path = root.join(EMBEDDING_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    StaticEmbedding::load(&path)
+        .map(|t| Some(std::sync::Arc::new(t)))
+        .map_err(|e| RetrievalRefusal::DependencyUnavailable(e.to_string()))
+}
+
 impl ActiveSnapshot {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self {
@@ -306,7 +349,11 @@ impl ActiveSnapshot {
         {
             return Ok(s.clone());
         }
-        let s = std::sync::Arc::new(Snapshot::open_active(&self.root)?);
+        let mut s = Snapshot::open_active(&self.root)?;
+        if let Some(table) = embedding_in(&self.root)? {
+            s = s.with_embedding(table)?;
+        }
+        let s = std::sync::Arc::new(s);
         *open = Some(s.clone());
         Ok(s)
     }
@@ -356,7 +403,48 @@ impl Snapshot {
             index,
             fields,
             analysis,
+            embedding: None,
         })
+    }
+
+    /// Attach a static embedding: every passage (its section title and text) gets a vector,
+    /// and [`Snapshot::ground`] adds the passages nearest the question to BM25's candidates
+    /// and weighs each candidate's cosine into the re-ranking. Costs one pass over the stored
+    /// passages (milliseconds per thousand); a snapshot before schema 3 ignores it.
+    pub fn with_embedding(
+        mut self,
+        table: std::sync::Arc<StaticEmbedding>,
+    ) -> Result<Snapshot, RetrievalRefusal> {
+        let searcher = self.reader.searcher();
+        let mut docs = Vec::new();
+        let mut texts = Vec::new();
+        for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+            for id in segment.doc_ids_alive() {
+                let addr = DocAddress::new(ord as u32, id);
+                let doc: StoredDoc = searcher
+                    .doc(addr)
+                    .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
+                let section = stored(&doc, self.fields.section, "section")?;
+                let body = stored(&doc, self.fields.body, "body")?;
+                texts.push(format!("{section}. {body}"));
+                docs.push(addr);
+            }
+        }
+        let vectors = PassageVectors::build(&table, texts.iter().map(String::as_str));
+        let index_of = docs.iter().enumerate().map(|(i, d)| (*d, i)).collect();
+        self.embedding = Some(Embedded {
+            table,
+            vectors,
+            docs,
+            index_of,
+        });
+        Ok(self)
+    }
+
+    /// Bytes the attached static embedding's passage vectors take (the table's own are
+    /// [`StaticEmbedding::heap_bytes`]).
+    pub fn embedding_bytes(&self) -> Option<usize> {
+        self.embedding.as_ref().map(|e| e.vectors.heap_bytes())
     }
 
     pub fn record(&self) -> &PublicCorpusSnapshot {
@@ -430,12 +518,20 @@ impl Snapshot {
                     Analysis::Irregular => SCHEMA_4_RETRIEVAL_METHOD,
                     Analysis::Derived => RETRIEVAL_METHOD,
                 };
+                // The bundle names the embedding table it was ranked with, by digest.
+                let method = match &self.embedding {
+                    Some(e) => format!(
+                        "{method}+static-embedding-{}/top-{EMBEDDING_CANDIDATES}/rrf",
+                        &e.table.digest().hex()[..16]
+                    ),
+                    None => method.to_owned(),
+                };
                 (ranked, Some(gate), method)
             }
             _ => (
                 self.rank_legacy(&searcher, question)?,
                 None,
-                LEGACY_RETRIEVAL_METHOD,
+                LEGACY_RETRIEVAL_METHOD.to_owned(),
             ),
         };
         let admitted = gate.is_none_or(|g| g.admitted);
@@ -483,7 +579,7 @@ impl Snapshot {
             revision: self.record.revision.citation_rev.clone(),
             historical: self.record.source.historical,
             question_digest: Sha256Digest::of(question.as_bytes()),
-            retrieval: method.into(),
+            retrieval: method,
             limits: *limits,
             outcome: if passages.is_empty() {
                 BundleOutcome::NotInDocs
@@ -613,12 +709,39 @@ impl Snapshot {
                 ));
             }
         }
-        let hits = searcher
-            .search(
-                &BooleanQuery::new(clauses),
-                &TopDocs::with_limit(COVERAGE_CANDIDATES).order_by_score(),
-            )
+        let query = BooleanQuery::new(clauses);
+        // With an embedding, BM25 scores reach deeper than its own candidates: a passage the
+        // embedding adds takes the score BM25 gave it (zero where it holds no question term).
+        // (tantivy's `BooleanQuery::explain` cannot score one chosen document: its union
+        // scorer may already stand past it.)
+        let depth = match self.embedding {
+            Some(_) => EMBEDDING_SCORE_DEPTH,
+            None => COVERAGE_CANDIDATES,
+        };
+        let mut scored = searcher
+            .search(&query, &TopDocs::with_limit(depth).order_by_score())
             .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
+        let deeper = scored.split_off(COVERAGE_CANDIDATES.min(scored.len()));
+        let mut hits = scored;
+        // The embedding's first stage: the passages nearest the question join BM25's
+        // candidates, so a section that says what the question asks in other words is a
+        // candidate at all.
+        let mut cosines: Vec<f32> = Vec::new();
+        if let Some(e) = &self.embedding {
+            let q = e.vectors.query(&e.table, question);
+            for (i, _) in e.vectors.nearest(&q, EMBEDDING_CANDIDATES) {
+                let addr = e.docs[i];
+                if hits.iter().any(|h| h.1 == addr) {
+                    continue;
+                }
+                let score = deeper.iter().find(|h| h.1 == addr).map_or(0.0, |h| h.0);
+                hits.push((score, addr));
+            }
+            cosines = hits
+                .iter()
+                .map(|(_, a)| e.index_of.get(a).map_or(0.0, |&i| e.vectors.cosine(&q, i)))
+                .collect();
+        }
         let sought_refs: Vec<&str> = sought.iter().map(String::as_str).collect();
         // Which question terms each candidate holds, read from the index's own postings: the
         // `content` and `headings` fields are the passage's visible text and headings analyzed
@@ -703,6 +826,25 @@ impl Snapshot {
             .zip(keys)
             .map(|((s, d), k)| (s, k, d))
             .collect();
+        if !cosines.is_empty() {
+            // Fuse the re-ranking with the embedding by reciprocal rank: each candidate's place
+            // in each order, not the two scores, whose scales have nothing in common.
+            let places = |key: &dyn Fn(usize) -> f32| {
+                let mut order: Vec<usize> = (0..ranked.len()).collect();
+                order.sort_by(|&a, &b| key(b).total_cmp(&key(a)));
+                let mut place = vec![0usize; order.len()];
+                for (r, i) in order.into_iter().enumerate() {
+                    place[i] = r;
+                }
+                place
+            };
+            let by_key = places(&|i| ranked[i].1);
+            let by_cosine = places(&|i| cosines[i]);
+            for (i, item) in ranked.iter_mut().enumerate() {
+                item.1 = 1.0 / (FUSION_K + by_key[i] as f32)
+                    + EMBEDDING_WEIGHT / (FUSION_K + by_cosine[i] as f32);
+            }
+        }
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
         Ok((ranked.into_iter().map(|(s, _, d)| (s, d)).collect(), gate))
     }
