@@ -107,6 +107,10 @@ pub enum CorpusCommand {
         /// List every question that missed, with its rank, facts and the gate's figures.
         #[arg(long)]
         verbose: bool,
+        /// Rank with this static embedding table beside BM25 (`scripts/embedding-setup.sh`
+        /// distils one; core uses it when placed at `<corpus root>/embedding.bin`).
+        #[arg(long, value_name = "TABLE")]
+        embedding: Option<std::path::PathBuf>,
     },
     /// The top passages of the active snapshot, with canonical pinned URLs.
     Search {
@@ -149,12 +153,19 @@ pub async fn run(command: CorpusCommand) -> anyhow::Result<ExitCode> {
             docs,
             rounds,
             verbose,
+            embedding,
         } = command
         else {
             unreachable!("only eval has no target")
         };
         return Ok(tokio::task::spawn_blocking(move || {
-            eval::run(&file, docs.as_deref(), rounds, verbose)
+            eval::run(
+                &file,
+                docs.as_deref(),
+                embedding.as_deref(),
+                rounds,
+                verbose,
+            )
         })
         .await?);
     };

@@ -29,6 +29,7 @@ pub async fn run(
     questions: Vec<String>,
     interactive: bool,
     docs: Option<std::path::PathBuf>,
+    embedding: Option<std::path::PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     let mut m = crate::load_manifest(None)?;
     // Checked before anything starts: a directory that is not there is the operator's typo.
@@ -55,8 +56,35 @@ pub async fn run(
         // What manifest validation holds habitat.corpus to with `docs_dir`.
         m.habitat.corpus = reach_manifest::LOCAL_DOCS_CORPUS.into();
     }
+    // Checked before anything starts too: core would refuse every question with it.
+    let table = match &embedding {
+        Some(path) => Some(
+            reach_corpus::embed::StaticEmbedding::load(path)
+                .map(|t| (path, t.digest()))
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "demo/embedding-refused: --embedding {}: {e}",
+                        path.display()
+                    )
+                })?,
+        ),
+        None => None,
+    };
     let dir = tempfile::Builder::new().prefix("reach-demo-").tempdir()?;
     let layout = StateLayout::new(dir.path());
+    if let Some((path, _)) = &table {
+        // Where core ranks with a table: the corpus root it reads (`corpus_from`'s store).
+        let from = m
+            .roles
+            .iter()
+            .find_map(|r| r.settings.get("corpus_from").and_then(|v| v.as_str()))
+            .ok_or_else(|| anyhow::anyhow!("the embedded manifest has no corpus reader"))?;
+        let root = layout
+            .data_dir(from)
+            .join(reach_manifest::plan::CORPUS_STORE_DIR);
+        std::fs::create_dir_all(&root)?;
+        std::fs::copy(path, root.join(reach_corpus::EMBEDDING_FILE))?;
+    }
     let em = start_discord(&mut m, &layout).await?;
     let cfg = em.config().clone();
 
@@ -65,6 +93,13 @@ pub async fn run(
     match &docs {
         Some(d) => println!("  corpus: your docs at {} (Markdown and HTML)", d.display()),
         None => println!("  corpus: the project's own docs"),
+    }
+    if let Some((path, digest)) = &table {
+        println!(
+            "  ranking: BM25 and the static embedding {} ({})",
+            path.display(),
+            &digest.hex()[..16]
+        );
     }
     println!("  Discord: loopback emulator, gateway {}", em.gateway_url());
     let started = Instant::now();

@@ -111,6 +111,10 @@ enum Command {
         /// project's own docs.
         #[arg(long, value_name = "DIR")]
         docs: Option<std::path::PathBuf>,
+        /// Rank with this static embedding table beside BM25 (`scripts/embedding-setup.sh`
+        /// distils one), placed where core reads it: `<corpus root>/embedding.bin`.
+        #[arg(long, value_name = "TABLE")]
+        embedding: Option<std::path::PathBuf>,
     },
     /// Start every role as its own process, in manifest order; stop them on Ctrl-C.
     Up {
@@ -371,7 +375,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             ask,
             interactive,
             docs,
-        } => demo::run(ask, interactive, docs).await,
+            embedding,
+        } => demo::run(ask, interactive, docs, embedding).await,
         Command::Image { command } => image::run(command).await,
         Command::Up { target, log_level } => {
             let m = load_manifest(target.manifest.as_deref())?;

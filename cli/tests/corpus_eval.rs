@@ -80,6 +80,39 @@ fn a_set_over_an_operators_directory_prints_every_figure() {
 }
 
 #[test]
+fn an_embedding_table_ranks_beside_bm25_and_is_named() {
+    // The table the test host's setup distils (scripts/embedding-setup.sh).
+    let table = "/var/tmp/reach-cache/embedding/static-128.bin";
+    assert!(
+        Path::new(table).exists(),
+        "{table}: run scripts/setup-test-host.sh"
+    );
+    let d = docs();
+    let set = d.path().join("ops.jsonl");
+    std::fs::write(&set, SET).unwrap();
+    let out = eval(&[
+        set.to_str().unwrap(),
+        "--docs",
+        d.path().to_str().unwrap(),
+        "--embedding",
+        table,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[1].starts_with("ops: ranked with static embedding "),
+        "{stdout}"
+    );
+    assert!(lines[1].contains(": 3 passages' vectors in "), "{stdout}");
+    assert!(lines[2].contains("hit@1 100.0%"), "{stdout}");
+    assert!(
+        lines[2].contains("out-of-corpus refused 100.0%"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn without_docs_the_project_docs_are_the_corpus() {
     let d = tempfile::tempdir().unwrap();
     let set = d.path().join("reach.jsonl");
@@ -123,6 +156,7 @@ fn refusals_print_once_on_stderr_with_their_code() {
     std::fs::write(&set, SET).unwrap();
     let empty = tempfile::tempdir().unwrap();
     let missing = d.path().join("missing");
+    let not_a_table = d.path().join("guide/keys.md");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec![bad.to_str().unwrap()], "eval/malformed"),
         (vec![no_expect.to_str().unwrap()], "eval/no-expectation"),
@@ -138,6 +172,22 @@ fn refusals_print_once_on_stderr_with_their_code() {
                 empty.path().to_str().unwrap(),
             ],
             "eval/no-documents",
+        ),
+        (
+            vec![
+                set.to_str().unwrap(),
+                "--embedding",
+                not_a_table.to_str().unwrap(),
+            ],
+            "eval/embedding-refused",
+        ),
+        (
+            vec![
+                set.to_str().unwrap(),
+                "--embedding",
+                missing.to_str().unwrap(),
+            ],
+            "eval/embedding-refused",
         ),
     ];
     for (args, code) in cases {

@@ -224,3 +224,60 @@ fn demo_refuses_a_docs_directory_that_is_not_there() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("demo/docs-unreadable"), "{stderr}");
 }
+
+#[test]
+fn demo_ranks_with_an_embedding_table_core_reads_from_its_corpus_root() {
+    // The table the test host's setup distils (scripts/embedding-setup.sh). Core refuses every
+    // question as unavailable when the table it finds does not parse, so a cited answer here
+    // is core ranking with it.
+    let table = "/var/tmp/reach-cache/embedding/static-128.bin";
+    assert!(
+        std::path::Path::new(table).exists(),
+        "{table}: run scripts/setup-test-host.sh"
+    );
+    let docs = tempfile::tempdir().expect("docs dir");
+    std::fs::write(
+        docs.path().join("guide.md"),
+        "# Widgets\n\n## Calibrating a widget\n\nRun `widgetctl calibrate --level 3` to calibrate \
+         a widget. Calibration takes about ten seconds.\n\n## Cleaning a widget\n\nWipe the \
+         widget with a dry cloth.\n",
+    )
+    .unwrap();
+    let dir = docs.path().to_str().unwrap();
+    let out = demo(
+        &[
+            "--docs",
+            dir,
+            "--embedding",
+            table,
+            "--ask",
+            "How do I calibrate a widget?",
+        ],
+        "",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "reach demo --embedding failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("ranking: BM25 and the static embedding "),
+        "{stdout}"
+    );
+    let replies = answers(&stdout);
+    assert_eq!(replies.len(), 1, "{stdout}");
+    assert!(
+        replies[0].0.contains("widgetctl calibrate --level 3")
+            && replies[0].0.contains("guide.md#L"),
+        "{:?}",
+        replies[0].0
+    );
+
+    // A file that is not a table is refused before anything starts.
+    let out = demo(&["--embedding", dir, "--ask", "x"], "");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("demo/embedding-refused"), "{stderr}");
+}

@@ -9,7 +9,9 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use reach_corpus::embed::StaticEmbedding;
 use reach_corpus::eval::parse_set;
 use reach_corpus::harness::{self, HarnessFailure, Run};
 use reach_corpus::local::{PROJECT_DOCS, dir_files};
@@ -32,6 +34,12 @@ pub enum EvalFailure {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// the `--embedding` table could not be read or is not a table
+    #[error("--embedding {path}: {source}")]
+    Embedding {
+        path: PathBuf,
+        source: reach_corpus::embed::EmbeddingRefusal,
+    },
     /// the harness could not build or ask the corpus
     #[error("{0}")]
     Harness(#[from] HarnessFailure),
@@ -43,13 +51,30 @@ impl EvalFailure {
             EvalFailure::SetUnreadable { .. } => "eval/set-unreadable",
             EvalFailure::Set(r) => r.code(),
             EvalFailure::DocsUnreadable { .. } => "eval/docs-unreadable",
+            EvalFailure::Embedding { .. } => "eval/embedding-refused",
             EvalFailure::Harness(h) => h.code(),
         }
     }
 }
 
-/// Run the set at `file` against `docs` (or the project's docs), `rounds` asks per question.
-pub fn measure(file: &Path, docs: Option<&Path>, rounds: usize) -> Result<Run, EvalFailure> {
+/// Run the set at `file` against `docs` (or the project's docs), `rounds` asks per question,
+/// ranking with the static embedding table at `embedding` when one is named.
+pub fn measure(
+    file: &Path,
+    docs: Option<&Path>,
+    embedding: Option<&Path>,
+    rounds: usize,
+) -> Result<Run, EvalFailure> {
+    let table = embedding
+        .map(|path| {
+            StaticEmbedding::load(path)
+                .map(Arc::new)
+                .map_err(|source| EvalFailure::Embedding {
+                    path: path.to_path_buf(),
+                    source,
+                })
+        })
+        .transpose()?;
     let text = std::fs::read_to_string(file).map_err(|source| EvalFailure::SetUnreadable {
         path: file.to_path_buf(),
         source,
@@ -69,7 +94,7 @@ pub fn measure(file: &Path, docs: Option<&Path>, rounds: usize) -> Result<Run, E
         ),
     };
     let scratch = tempfile::tempdir().map_err(|e| HarnessFailure::Build(e.into()))?;
-    Ok(harness::run(&set, entries, scratch.path(), rounds, None)?)
+    Ok(harness::run(&set, entries, scratch.path(), rounds, table)?)
 }
 
 /// The report: what was built, every miss when `verbose`, then the figures line.
@@ -80,6 +105,14 @@ pub fn report(name: &str, run: &Run, verbose: bool) -> String {
         run.passages,
         run.build_time.as_secs_f64()
     );
+    if let (Some(digest), Some(t)) = (&run.embedding, run.embedding_time) {
+        out.push_str(&format!(
+            "{name}: ranked with static embedding {}: {} passages' vectors in {:.0} ms\n",
+            &digest.hex()[..16],
+            run.passages,
+            t.as_secs_f64() * 1e3
+        ));
+    }
     if verbose {
         for a in run.asked.iter().filter(|a| !a.verdict.good()) {
             out.push_str(&harness::describe_miss(a));
@@ -90,8 +123,14 @@ pub fn report(name: &str, run: &Run, verbose: bool) -> String {
     out
 }
 
-pub fn run(file: &Path, docs: Option<&Path>, rounds: usize, verbose: bool) -> ExitCode {
-    match measure(file, docs, rounds) {
+pub fn run(
+    file: &Path,
+    docs: Option<&Path>,
+    embedding: Option<&Path>,
+    rounds: usize,
+    verbose: bool,
+) -> ExitCode {
+    match measure(file, docs, embedding, rounds) {
         Ok(run) => {
             let name = file.file_stem().unwrap_or_default().to_string_lossy();
             let mut out = std::io::stdout().lock();

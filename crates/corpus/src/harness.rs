@@ -64,6 +64,8 @@ pub struct Run {
     pub files: u64,
     pub passages: u64,
     pub build_time: Duration,
+    /// The static embedding table ranked with, by digest.
+    pub embedding: Option<Sha256Digest>,
     /// How long the passages' vectors took when a static embedding was attached.
     pub embedding_time: Option<Duration>,
     /// Bytes of the passages' vectors, when a static embedding was attached.
@@ -161,6 +163,7 @@ pub fn run(
     let build_time = started.elapsed();
     let mut snap = Snapshot::open_active(store.root())?;
     let mut embedding_time = None;
+    let table_digest = embedding.as_ref().map(|t| t.digest());
     if let Some(table) = embedding {
         let started = Instant::now();
         snap = snap.with_embedding(table)?;
@@ -208,6 +211,7 @@ pub fn run(
         files: summary.files_accepted,
         passages: summary.passages,
         build_time,
+        embedding: table_digest,
         embedding_time,
         embedding_bytes: snap.embedding_bytes(),
         tally,
