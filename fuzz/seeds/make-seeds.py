@@ -161,4 +161,20 @@ put("taskpack_archive", "intact", b"\1")
 put("taskpack_archive", "header", b"\1" + struct.pack(">I", (100 << 8) | 0x01) + struct.pack(">I", (600 << 8) | 0x20))
 put("taskpack_archive", "cut", b"\1" + b"\xff\xff\xff\x00" + struct.pack(">I", 1024 << 8))
 put("taskpack_archive", "raw", b"\0" + b"\0" * 1024)
+# embedding_table: text length (2 BE), text lines, then a ReachStaticEmbedding@1 table of a
+# small word-piece vocabulary (the format scripts/distil-embedding.py writes).
+def table(words, dims):
+    b = b"REACHSE1" + struct.pack("<II", dims, len(words))
+    for w in words:
+        b += struct.pack("<B", len(w.encode())) + w.encode()
+    for i, _ in enumerate(words):
+        b += struct.pack("<f", 0.01 * (i + 1)) + bytes((i * 7 + d * 13) % 256 for d in range(dims))
+    return b
+def et(name, text, tbl):
+    put("embedding_table", name, struct.pack(">H", len(text.encode())) + text.encode() + tbl)
+words = ["[UNK]", "[CLS]", "[SEP]", "cargo", "build", "##s", "crate", "doc", "##test", "(", ")", ".", "é"]
+et("small", "how do cargo builds work?\ncargo build compiles a crate.\ndoctests (run)", table(words, 8))
+et("one-dim", "x\ny", table(["[UNK]", "x"], 1))
+et("no-unk", "crate crates unknownword", table(["crate", "##s"], 4))
+et("truncated", "a", table(words, 8)[:-3])
 print("seeds written under", out)

@@ -17,6 +17,12 @@ use reach_digest::Sha256Digest;
 /// The magic a `ReachStaticEmbedding@1` file starts with.
 const MAGIC: &[u8; 8] = b"REACHSE1";
 
+/// Bounds a table's header must keep (all-MiniLM-L6-v2's is 128 × 30,522).
+const MAX_DIMS: usize = 4096;
+const MAX_VOCAB: usize = 1 << 20;
+/// A row's scale bound: with int8 values and IDF weights, sums stay far from overflow.
+const MAX_SCALE: f32 = 1e6;
+
 /// The longest word WordPiece splits; a longer one is unknown (as BERT's tokenizer does).
 const MAX_WORD_CHARS: usize = 100;
 
@@ -60,40 +66,41 @@ impl StaticEmbedding {
     /// Parse the bytes of a `ReachStaticEmbedding@1` file; anything short or left over refuses.
     pub fn parse(bytes: &[u8]) -> Result<StaticEmbedding, EmbeddingRefusal> {
         use EmbeddingRefusal::Malformed;
-        let mut at = 0usize;
-        let mut take = |n: usize| -> Result<&[u8], EmbeddingRefusal> {
-            let s = bytes.get(at..at + n).ok_or(Malformed("truncated"))?;
-            at += n;
-            Ok(s)
-        };
-        if take(8)? != MAGIC {
+        let mut r = Cursor { bytes, at: 0 };
+        if r.take(8)? != MAGIC {
             return Err(Malformed("not a ReachStaticEmbedding@1 file"));
         }
         let u32_at = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
-        let dims = u32_at(take(4)?);
-        let size = u32_at(take(4)?);
-        if dims == 0 || dims > 4096 || size == 0 || size > 1 << 20 {
+        let dims = u32_at(r.take(4)?);
+        let size = u32_at(r.take(4)?);
+        // Every token takes a byte and every row `4 + dims`: a header claiming more than the
+        // file holds is refused before anything is allocated for it.
+        if dims == 0 || dims > MAX_DIMS || size == 0 || size > MAX_VOCAB {
             return Err(Malformed("dimensions or vocabulary size out of range"));
+        }
+        if size.saturating_mul(5 + dims) > bytes.len() {
+            return Err(Malformed("truncated"));
         }
         let mut vocab = HashMap::with_capacity(size);
         for id in 0..size as u32 {
-            let len = take(1)?[0] as usize;
-            let word = std::str::from_utf8(take(len)?).map_err(|_| Malformed("token not UTF-8"))?;
+            let len = r.take(1)?[0] as usize;
+            let word =
+                std::str::from_utf8(r.take(len)?).map_err(|_| Malformed("token not UTF-8"))?;
             vocab.insert(word.to_owned(), id);
+        }
+        if r.rest() != size * (4 + dims) {
+            return Err(Malformed("rows do not fill the rest of the file"));
         }
         let mut scales = Vec::with_capacity(size);
         let mut rows = Vec::with_capacity(size * dims);
         for _ in 0..size {
-            let s = take(4)?;
+            let s = r.take(4)?;
             let scale = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-            if !scale.is_finite() {
-                return Err(Malformed("row scale not finite"));
+            if !scale.is_finite() || scale.abs() > MAX_SCALE {
+                return Err(Malformed("row scale out of range"));
             }
             scales.push(scale);
-            rows.extend(take(dims)?.iter().map(|&b| b as i8));
-        }
-        if at != bytes.len() {
-            return Err(Malformed("bytes after the last row"));
+            rows.extend(r.take(dims)?.iter().map(|&b| b as i8));
         }
         let unknown = vocab.get("[UNK]").copied();
         Ok(StaticEmbedding {
@@ -108,6 +115,11 @@ impl StaticEmbedding {
 
     pub fn dims(&self) -> usize {
         self.dims
+    }
+
+    /// How many word pieces the vocabulary holds.
+    pub fn vocab_len(&self) -> usize {
+        self.scales.len()
     }
 
     /// Bytes the table takes in memory: rows, scales and the vocabulary (approximate).
@@ -203,6 +215,27 @@ impl StaticEmbedding {
             v.iter_mut().for_each(|x| *x /= norm);
         }
         v
+    }
+}
+
+/// A read position in a table file.
+struct Cursor<'b> {
+    bytes: &'b [u8],
+    at: usize,
+}
+
+impl<'b> Cursor<'b> {
+    /// The next `n` bytes, refused as truncated when the file ends first.
+    fn take(&mut self, n: usize) -> Result<&'b [u8], EmbeddingRefusal> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let s = &self.bytes[self.at..end.ok_or(EmbeddingRefusal::Malformed("truncated"))?];
+        self.at += n;
+        Ok(s)
+    }
+
+    /// How many bytes are left.
+    fn rest(&self) -> usize {
+        self.bytes.len() - self.at
     }
 }
 
@@ -369,6 +402,20 @@ mod tests {
             good[..good.len() - 1].to_vec(),
             [good.clone(), vec![0]].concat(),
             [b"NOTATABL".to_vec(), good[8..].to_vec()].concat(),
+            // A header claiming the largest table over a few bytes: refused unallocated.
+            [
+                MAGIC.to_vec(),
+                4096u32.to_le_bytes().to_vec(),
+                (1u32 << 20).to_le_bytes().to_vec(),
+            ]
+            .concat(),
+            // A row scale no distilled table has.
+            {
+                let mut b = good.clone();
+                let at = b.len() - 2 * 6; // the first of two rows: scale (4) and 2 dims
+                b[at..at + 4].copy_from_slice(&f32::INFINITY.to_le_bytes());
+                b
+            },
         ] {
             assert!(matches!(
                 StaticEmbedding::parse(&bad),
