@@ -210,9 +210,15 @@ impl StaticEmbedding {
                 *x += w * r as f32;
             }
         }
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if norm > 0.0 {
+        // Scaled by its largest component first, so a vector of tiny components (a table's
+        // tiny scales) does not lose its norm's precision among subnormal squares.
+        let largest = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+        if largest > 0.0 && largest.is_finite() {
+            v.iter_mut().for_each(|x| *x /= largest);
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
             v.iter_mut().for_each(|x| *x /= norm);
+        } else {
+            v.iter_mut().for_each(|x| *x = 0.0);
         }
         v
     }
@@ -392,6 +398,23 @@ mod tests {
         assert_eq!(near[0].0, 1);
         assert!((near[0].1 - 1.0).abs() < 1e-5);
         assert_eq!(near[1].0, 2);
+    }
+
+    #[test]
+    fn vectors_of_tiny_scales_are_still_unit_vectors() {
+        // Found by the fuzz target: squares of components near 1e-21 are subnormal, and the
+        // norm computed from them was off by a thousandth.
+        let mut b = table(&["[UNK]", "a", "b"], 4);
+        let rows = b.len() - 3 * 8;
+        for k in 0..3 {
+            let at = rows + k * 8;
+            b[at..at + 4].copy_from_slice(&3.4e-23f32.to_le_bytes());
+        }
+        let t = StaticEmbedding::parse(&b).unwrap();
+        let v = t.encode(&t.pieces("a b a"), |_| 1.0);
+        let norm: f32 = v.iter().map(|x| x * x).sum();
+        assert!((norm - 1.0).abs() < 1e-5, "{norm}");
+        assert!(t.encode(&[], |_| 1.0).iter().all(|x| *x == 0.0));
     }
 
     #[test]
