@@ -48,17 +48,19 @@ const SET: &str = r#"# A set over docs(): the header, two in-corpus questions, o
 {"question": "What is the capital of Mongolia?", "out_of_corpus": true}
 "#;
 
-#[test]
-fn a_set_over_an_operators_directory_prints_every_figure() {
+/// `reach corpus eval` of [`SET`] over [`docs`], with `extra` arguments.
+fn eval_ops(extra: &[&str]) -> Output {
     let d = docs();
     let set = d.path().join("ops.jsonl");
     std::fs::write(&set, SET).unwrap();
-    let out = eval(&[
-        set.to_str().unwrap(),
-        "--docs",
-        d.path().to_str().unwrap(),
-        "--verbose",
-    ]);
+    let mut args = vec![set.to_str().unwrap(), "--docs", d.path().to_str().unwrap()];
+    args.extend_from_slice(extra);
+    eval(&args)
+}
+
+#[test]
+fn a_set_over_an_operators_directory_prints_every_figure() {
+    let out = eval_ops(&["--verbose"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -87,16 +89,7 @@ fn an_embedding_table_ranks_beside_bm25_and_is_named() {
         Path::new(table).exists(),
         "{table}: run scripts/setup-test-host.sh"
     );
-    let d = docs();
-    let set = d.path().join("ops.jsonl");
-    std::fs::write(&set, SET).unwrap();
-    let out = eval(&[
-        set.to_str().unwrap(),
-        "--docs",
-        d.path().to_str().unwrap(),
-        "--embedding",
-        table,
-    ]);
+    let out = eval_ops(&["--embedding", table]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     let lines: Vec<&str> = stdout.lines().collect();

@@ -12,8 +12,7 @@ use std::sync::Arc;
 use common::*;
 use reach_corpus::embed::{PassageVectors, StaticEmbedding};
 use reach_corpus::{
-    ActiveSnapshot, BundleOutcome, Ceilings, Clock, NoProgress, Policy, RetrievalLimits,
-    RetrievalRefusal, Snapshot,
+    ActiveSnapshot, BundleOutcome, Clock, RetrievalLimits, RetrievalRefusal, Snapshot,
 };
 
 const TABLE: &str = "/var/tmp/reach-cache/embedding/static-128.bin";
@@ -98,24 +97,9 @@ fn a_paraphrase_finds_the_section_that_answers_it() {
     assert_eq!(v.nearest(&q, 1)[0].0, 2, "{:?}", v.nearest(&q, 4));
 }
 
-fn built() -> (
-    tempfile::TempDir,
-    reach_corpus::CorpusStore,
-    std::sync::Arc<reach_corpus::ManualClock>,
-) {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, clock) = store(dir.path());
-    let bytes = raw_tgz(&files(&good_docs()));
-    let spec = archive_spec(&bytes, Ceilings::default());
-    store
-        .refresh_archive(&spec, &bytes, &Policy::default(), &mut NoProgress)
-        .unwrap();
-    (dir, store, clock)
-}
-
 #[test]
 fn core_ranks_with_the_table_in_the_corpus_root_and_names_it() {
-    let (_d, store, clock) = built();
+    let (_d, store, clock, _) = built();
     let q = "How do I install Reach with Podman?";
     let limits = RetrievalLimits::default();
     let plain = ActiveSnapshot::new(store.root()).get().unwrap();
@@ -161,7 +145,7 @@ fn core_ranks_with_the_table_in_the_corpus_root_and_names_it() {
 
 #[test]
 fn a_malformed_table_in_the_corpus_root_is_refused_not_ignored() {
-    let (_d, store, _clock) = built();
+    let (_d, store, _clock, _) = built();
     let mut bytes = std::fs::read(TABLE).unwrap();
     bytes.truncate(bytes.len() - 1);
     std::fs::write(store.root().join(reach_corpus::EMBEDDING_FILE), bytes).unwrap();

@@ -12,22 +12,6 @@ use reach_corpus::{
 };
 use time::Duration;
 
-fn built() -> (
-    tempfile::TempDir,
-    reach_corpus::CorpusStore,
-    std::sync::Arc<reach_corpus::ManualClock>,
-    Vec<u8>,
-) {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, clock) = store(dir.path());
-    let bytes = raw_tgz(&files(&good_docs()));
-    let spec = archive_spec(&bytes, Ceilings::default());
-    store
-        .refresh_archive(&spec, &bytes, &Policy::default(), &mut NoProgress)
-        .unwrap();
-    (dir, store, clock, bytes)
-}
-
 #[test]
 fn past_fresh_until_is_dependency_unavailable() {
     let (_d, store, clock, _) = built();

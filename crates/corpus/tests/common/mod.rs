@@ -116,3 +116,21 @@ pub fn noise(len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// A store whose active snapshot is built from [`good_docs`] as a release archive, with its
+/// clock and the archive's bytes.
+pub fn built() -> (tempfile::TempDir, CorpusStore, Arc<ManualClock>, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, clock) = store(dir.path());
+    let bytes = raw_tgz(&files(&good_docs()));
+    let spec = archive_spec(&bytes, Ceilings::default());
+    store
+        .refresh_archive(
+            &spec,
+            &bytes,
+            &reach_corpus::Policy::default(),
+            &mut reach_corpus::NoProgress,
+        )
+        .unwrap();
+    (dir, store, clock, bytes)
+}
