@@ -11,8 +11,8 @@
 use libfuzzer_sys::fuzz_target;
 use reach_corpus::embed::{PassageVectors, StaticEmbedding};
 
-/// Bytes: the text's length (2, big-endian), the text (lossy UTF-8: its lines are the
-/// passages, the first also the question), then the table file.
+// Bytes: the text's length (2, big-endian), the text (lossy UTF-8: its lines are the
+// passages, the first also the question), then the table file.
 fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
         return;
