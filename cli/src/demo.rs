@@ -73,15 +73,18 @@ pub async fn run(
     let dir = tempfile::Builder::new().prefix("reach-demo-").tempdir()?;
     let layout = StateLayout::new(dir.path());
     if let Some((path, _)) = &table {
-        // Where core ranks with a table: the corpus root it reads (`corpus_from`'s store).
-        let from = m
+        // Where core ranks with a table: the corpus root its plan resolves (`corpus_from`).
+        let root = m
             .roles
             .iter()
-            .find_map(|r| r.settings.get("corpus_from").and_then(|v| v.as_str()))
+            .find_map(|r| {
+                let settings = m.role_config(r, &layout).settings;
+                settings
+                    .get("corpus_root")?
+                    .as_str()
+                    .map(std::path::PathBuf::from)
+            })
             .ok_or_else(|| anyhow::anyhow!("the embedded manifest has no corpus reader"))?;
-        let root = layout
-            .data_dir(from)
-            .join(reach_manifest::plan::CORPUS_STORE_DIR);
         std::fs::create_dir_all(&root)?;
         std::fs::copy(path, root.join(reach_corpus::EMBEDDING_FILE))?;
     }

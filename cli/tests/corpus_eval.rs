@@ -84,7 +84,7 @@ fn a_set_over_an_operators_directory_prints_every_figure() {
 #[test]
 fn an_embedding_table_ranks_beside_bm25_and_is_named() {
     // The table the test host's setup distils (scripts/embedding-setup.sh).
-    let table = "/var/tmp/reach-cache/embedding/static-128.bin";
+    let table = reach_corpus::embed::TEST_HOST_TABLE;
     assert!(
         Path::new(table).exists(),
         "{table}: run scripts/setup-test-host.sh"

@@ -230,7 +230,7 @@ fn demo_ranks_with_an_embedding_table_core_reads_from_its_corpus_root() {
     // The table the test host's setup distils (scripts/embedding-setup.sh). Core refuses every
     // question as unavailable when the table it finds does not parse, so a cited answer here
     // is core ranking with it.
-    let table = "/var/tmp/reach-cache/embedding/static-128.bin";
+    let table = reach_corpus::embed::TEST_HOST_TABLE;
     assert!(
         std::path::Path::new(table).exists(),
         "{table}: run scripts/setup-test-host.sh"

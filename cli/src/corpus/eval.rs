@@ -105,12 +105,12 @@ pub fn report(name: &str, run: &Run, verbose: bool) -> String {
         run.passages,
         run.build_time.as_secs_f64()
     );
-    if let (Some(digest), Some(t)) = (&run.embedding, run.embedding_time) {
+    if let Some(e) = run.embedding {
         out.push_str(&format!(
             "{name}: ranked with static embedding {}: {} passages' vectors in {:.0} ms\n",
-            &digest.hex()[..16],
+            &e.digest.hex()[..16],
             run.passages,
-            t.as_secs_f64() * 1e3
+            e.time.as_secs_f64() * 1e3
         ));
     }
     if verbose {

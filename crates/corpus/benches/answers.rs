@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use reach_corpus::embed::StaticEmbedding;
+use reach_corpus::embed::{StaticEmbedding, TEST_HOST_TABLE};
 use reach_corpus::eval::{QuestionSet, Tally, parse_set};
 use reach_corpus::harness;
 
@@ -30,14 +30,15 @@ fn rounds() -> usize {
         .unwrap_or(ROUNDS)
 }
 
-/// Where the test host's setup (`scripts/embedding-setup.sh`) puts the static embedding table.
-const SETUP_TABLE: &str = "/var/tmp/reach-cache/embedding/static-128.bin";
-
 /// The static embedding table `REACH_EMBEDDING` names, else the setup's if it is there.
 fn embedding() -> Option<(PathBuf, Arc<StaticEmbedding>)> {
     let path = std::env::var_os("REACH_EMBEDDING")
         .map(PathBuf::from)
-        .or_else(|| Path::new(SETUP_TABLE).exists().then(|| SETUP_TABLE.into()))?;
+        .or_else(|| {
+            Path::new(TEST_HOST_TABLE)
+                .exists()
+                .then(|| TEST_HOST_TABLE.into())
+        })?;
     match StaticEmbedding::load(&path) {
         Ok(t) => Some((path, Arc::new(t))),
         Err(e) => {
@@ -88,11 +89,11 @@ fn run_set(
         run.passages,
         run.build_time.as_secs_f64()
     );
-    if let (Some(t), Some(b)) = (run.embedding_time, run.embedding_bytes) {
+    if let Some(e) = run.embedding {
         println!(
             "{name}: passage vectors in {:.0} ms, {} KiB",
-            t.as_secs_f64() * 1e3,
-            b / 1024
+            e.time.as_secs_f64() * 1e3,
+            e.bytes / 1024
         );
     }
     if verbose {

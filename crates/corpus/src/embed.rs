@@ -14,6 +14,10 @@ use std::path::Path;
 
 use reach_digest::Sha256Digest;
 
+/// Where `scripts/embedding-setup.sh` writes the table by default: the test host's cache, which
+/// the corpus tests, the CLI's tests and the answers bench read.
+pub const TEST_HOST_TABLE: &str = "/var/tmp/reach-cache/embedding/static-128.bin";
+
 /// The magic a `ReachStaticEmbedding@1` file starts with.
 const MAGIC: &[u8; 8] = b"REACHSE1";
 

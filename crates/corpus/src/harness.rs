@@ -58,18 +58,25 @@ pub struct Asked {
     pub bundle: CorpusEvidenceBundle,
 }
 
+/// A static embedding a run ranked with, and what its passage vectors cost.
+#[derive(Debug, Clone, Copy)]
+pub struct EmbeddingCost {
+    /// The table, by digest.
+    pub digest: Sha256Digest,
+    /// How long every passage's vector took.
+    pub time: Duration,
+    /// Bytes the vectors take.
+    pub bytes: usize,
+}
+
 /// A whole run over one set.
 #[derive(Debug, Clone)]
 pub struct Run {
     pub files: u64,
     pub passages: u64,
     pub build_time: Duration,
-    /// The static embedding table ranked with, by digest.
-    pub embedding: Option<Sha256Digest>,
-    /// How long the passages' vectors took when a static embedding was attached.
-    pub embedding_time: Option<Duration>,
-    /// Bytes of the passages' vectors, when a static embedding was attached.
-    pub embedding_bytes: Option<usize>,
+    /// The static embedding ranked with, when one was attached.
+    pub embedding: Option<EmbeddingCost>,
     pub tally: Tally,
     pub asked: Vec<Asked>,
 }
@@ -162,12 +169,15 @@ pub fn run(
     )?;
     let build_time = started.elapsed();
     let mut snap = Snapshot::open_active(store.root())?;
-    let mut embedding_time = None;
-    let table_digest = embedding.as_ref().map(|t| t.digest());
+    let mut embedding_cost = None;
     if let Some(table) = embedding {
-        let started = Instant::now();
+        let (digest, started) = (table.digest(), Instant::now());
         snap = snap.with_embedding(table)?;
-        embedding_time = Some(started.elapsed());
+        embedding_cost = Some(EmbeddingCost {
+            digest,
+            time: started.elapsed(),
+            bytes: snap.embedding_bytes().unwrap_or(0),
+        });
     }
     let limits = RetrievalLimits::default();
     let now = clock.now();
@@ -211,9 +221,7 @@ pub fn run(
         files: summary.files_accepted,
         passages: summary.passages,
         build_time,
-        embedding: table_digest,
-        embedding_time,
-        embedding_bytes: snap.embedding_bytes(),
+        embedding: embedding_cost,
         tally,
         asked,
     })

@@ -418,6 +418,9 @@ impl Snapshot {
         mut self,
         table: std::sync::Arc<StaticEmbedding>,
     ) -> Result<Snapshot, RetrievalRefusal> {
+        if self.fields.content.is_none() {
+            return Ok(self);
+        }
         let searcher = self.reader.searcher();
         let mut docs = Vec::new();
         let mut texts = Vec::new();

@@ -15,7 +15,7 @@ use reach_corpus::{
     ActiveSnapshot, BundleOutcome, Clock, RetrievalLimits, RetrievalRefusal, Snapshot,
 };
 
-const TABLE: &str = "/var/tmp/reach-cache/embedding/static-128.bin";
+const TABLE: &str = reach_corpus::embed::TEST_HOST_TABLE;
 const VENV_PYTHON: &str = "/var/tmp/reach-venvs/embedding/bin/python";
 
 fn table() -> StaticEmbedding {
