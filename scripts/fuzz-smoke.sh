@@ -7,16 +7,21 @@
 #
 #   scripts/fuzz-smoke.sh [--build | --run] [seconds-per-target]
 #       (default: both; 15 s per target, REACH_FUZZ_SECONDS also sets it)
-# The runs are single-threaded, so scripts/test.sh starts `--run` beside the role binaries'
-# build once `--build` is done.
+#   scripts/fuzz-smoke.sh --queue DIR      lists every target in DIR, one file each
+#   scripts/fuzz-smoke.sh --lane DIR [s]   runs targets taken from DIR until none is left
+# Each run is single-threaded. scripts/test.sh queues the targets once `--build` is done,
+# starts one lane beside the role binaries' build and a second once the builds are done:
+# a lane takes a target by renaming its file, which only one lane can do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/fuzz-lib.sh
 fuzz_set_profile dev
-build=1 run=1
+build=1 run=1 queue= lane=
 case ${1:-} in
   --build) run=0; shift ;;
   --run) build=0; shift ;;
+  --queue) queue=${2:?--queue DIR}; build=0; run=0; shift 2 ;;
+  --lane) lane=${2:?--lane DIR}; build=0; shift 2 ;;
 esac
 seconds=${1:-${REACH_FUZZ_SECONDS:-15}}
 start=$(date +%s)
@@ -24,12 +29,30 @@ if [ $build = 1 ]; then
   fuzz_build
   echo "fuzz-smoke: built in $(( $(date +%s) - start )) s"
 fi
+if [ -n "$queue" ]; then
+  mkdir -p "$queue"
+  for t in $(fuzz_targets); do : >"$queue/$t"; done
+  exit 0
+fi
 [ $run = 1 ] || exit 0
+if [ -z "$lane" ]; then
+  # One lane of its own: every target, in order.
+  lane=$(mktemp -d)
+  trap 'rm -rf "$lane"' EXIT
+  for t in $(fuzz_targets); do : >"$lane/$t"; done
+fi
 start=$(date +%s)
-failed=()
+failed=() ran=0
 logs=$(mktemp -d)
-targets=$(fuzz_targets)
-for t in $targets; do
+while :; do
+  t=
+  for f in "$lane"/*; do
+    [ -e "$f" ] || break
+    name=$(basename "$f")
+    if mv "$f" "$lane/.taken-$name" 2>/dev/null; then t=$name; break; fi
+  done
+  [ -n "$t" ] || break
+  ran=$((ran + 1))
   if ! fuzz_run "$t" "$seconds" "$logs/$t.log"; then
     failed+=("$t")
     echo "fuzz-smoke: $t FAILED; its log:" >&2
@@ -37,7 +60,7 @@ for t in $targets; do
   fi
 done
 rm -rf "$logs"
-echo "fuzz-smoke: $(wc -w <<<"$targets") targets × ${seconds} s ran in $(( $(date +%s) - start )) s"
+echo "fuzz-smoke: $ran targets × ${seconds} s ran in $(( $(date +%s) - start )) s"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz-smoke: failed: ${failed[*]} (inputs under fuzz/artifacts/)" >&2
   exit 1

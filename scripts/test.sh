@@ -22,34 +22,42 @@ export REACH_TEST_DATABASE_URL
 export REACH_REQUIRE_PODMAN=1
 
 # Every fuzz target builds (in its own target dir), then runs for a short budget on its
-# corpus (issue #36). The runs are single-threaded, so they go beside the role binaries'
-# build; their log is printed when both are done, before the tests, so cargo test's summary
-# closes the log.
+# corpus (issue #36). The runs are single-threaded: one lane goes beside the role binaries'
+# build, and a second joins it once the builds are done. Their logs are printed when all
+# are done, before the tests, so cargo test's summary closes the log.
 bash scripts/fuzz-smoke.sh --build
+smoke_queue=$(mktemp -d)
+bash scripts/fuzz-smoke.sh --queue "$smoke_queue"
 smoke_log=$(mktemp)
-bash scripts/fuzz-smoke.sh --run >"$smoke_log" 2>&1 &
+bash scripts/fuzz-smoke.sh --lane "$smoke_queue" >"$smoke_log" 2>&1 &
 smoke=$!
-trap 'kill "$smoke" 2>/dev/null || true; rm -f "$smoke_log"' EXIT
+smoke2=
+trap 'kill "$smoke" $smoke2 2>/dev/null || true; rm -rf "$smoke_log" "$smoke_queue"' EXIT
 
 # The real-model runtime (issue #31) builds from source once per machine, beside the role
 # binaries' build; a cached venv returns at once.
 model_log=$(mktemp)
 bash scripts/local-model-setup.sh >"$model_log" 2>&1 &
 model=$!
-trap 'kill "$smoke" "$model" 2>/dev/null || true; rm -f "$smoke_log" "$model_log"' EXIT
+trap 'kill "$smoke" $smoke2 "$model" 2>/dev/null || true; rm -rf "$smoke_log" "$smoke_queue" "$model_log"' EXIT
 
 # Role binaries first: the cross-service tests start them as separate processes. Every
 # unit the run uses is listed (fresh or not), so what a kept target dir holds beyond them is
 # pruned before the tests need the disk.
 units=$(mktemp)
-trap 'kill "$smoke" "$model" 2>/dev/null || true; rm -f "$smoke_log" "$model_log" "$units"' EXIT
+smoke_log2=$(mktemp)
+trap 'kill "$smoke" $smoke2 "$model" 2>/dev/null || true; rm -rf "$smoke_log" "$smoke_log2" "$smoke_queue" "$model_log" "$units"' EXIT
 cargo build --workspace --bins --message-format=json-render-diagnostics >"$units"
 # The test build goes on beside them too: on a kept target dir both builds take less than
-# the fuzz runs (2026-12-06: role binaries 85 s, fuzz runs 340 s).
+# the fuzz runs (2026-12-06: role binaries 85 s, fuzz runs 340 s), so a second lane takes
+# what the first has not reached.
 cargo test --workspace --no-run --message-format=json-render-diagnostics >>"$units"
+bash scripts/fuzz-smoke.sh --lane "$smoke_queue" >"$smoke_log2" 2>&1 &
+smoke2=$!
 smoke_rc=0
 wait "$smoke" || smoke_rc=$?
-cat "$smoke_log"
+wait "$smoke2" || smoke_rc=$?
+cat "$smoke_log" "$smoke_log2"
 [ "$smoke_rc" = 0 ] || exit "$smoke_rc"
 model_rc=0
 wait "$model" || model_rc=$?
@@ -58,4 +66,31 @@ cat "$model_log"
 
 python3 scripts/prune-target.py "$CARGO_TARGET_DIR/debug" "$units"
 disk "before the tests"
-cargo test --workspace --no-fail-fast "$@"
+if [ $# -gt 0 ]; then
+  cargo test --workspace --no-fail-fast "$@"
+  exit 0
+fi
+
+# The tests, in two phases. The deployed host's test boots a two-CPU guest for about ten
+# minutes under TCG; it runs in the background beside every test that boots no guest (those
+# mostly wait on their processes and sockets). The other guest tests come after it, when the
+# CPUs are theirs. Each phase goes on past a failure; the run fails if any phase did.
+guests=(task_crash task_run task_real_model task_runtime_refusals hil_fence vm_port packs
+  workbench workbench_run demo_task_pack image_prune taskpack build readiness
+  crash image lifecycle observe observe_protocol prepared refusals guest)
+light=$(python3 scripts/test-phases.py "$units" deployed_host "${guests[@]}")
+mapfile -t light <<<"$light"
+host_log=$(mktemp)
+trap 'kill "$host" 2>/dev/null || true; rm -f "$host_log" "$units"' EXIT
+cargo test --workspace --test deployed_host >"$host_log" 2>&1 &
+host=$!
+rc_light=0 rc_doc=0 rc_host=0 rc_guests=0
+cargo test --workspace --no-fail-fast --lib --bins "${light[@]}" || rc_light=$?
+cargo test --workspace --doc || rc_doc=$?
+wait "$host" || rc_host=$?
+cat "$host_log"
+test_args=()
+for t in "${guests[@]}"; do test_args+=(--test "$t"); done
+cargo test --workspace --no-fail-fast "${test_args[@]}" || rc_guests=$?
+echo "test: exit codes: tests without guests $rc_light, doc tests $rc_doc, deployed host $rc_host, guest tests $rc_guests"
+[ $rc_light = 0 ] && [ $rc_doc = 0 ] && [ $rc_host = 0 ] && [ $rc_guests = 0 ]
