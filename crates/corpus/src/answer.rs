@@ -6,10 +6,12 @@
 //! which in documentation usually defines the section's subject) come first, in the page's order;
 //! one sentence from another passage may follow when it holds as much of the question, and when
 //! the lead has fewer than four to give, the next passages' sentences holding as much of the
-//! question as the lead's best (two words at least) fill the room. A chosen sentence brings what
-//! it needs to be read: the sentence before it when it leans on it ("It is called…"), the list its
-//! colon introduces; a chosen list item brings its list and the sentence introducing it, under
-//! that sentence's citation. One fenced code block is kept whole when the question asks how, or
+//! question as the lead's best (two words at least) fill the room. Asked how, a lead sentence
+//! holding the question whose colon introduces a code block or a list ranks as if it held one
+//! word more. A chosen sentence brings what it needs to be read: the sentence before it when it
+//! leans on it ("It is called…"), the list or the code block its colon introduces; a chosen list
+//! item brings its list and the sentence introducing it, under that sentence's citation.
+//! Otherwise one fenced code block is kept whole when the question asks how, or
 //! names what the block holds: the best-ranked chosen passage's block holding most of the
 //! question. Everything is quoted in the page's order, as much as fits one Discord message with
 //! its sources, the chosen sentences first. A lead section named by a code identifier (a lint, a
@@ -173,9 +175,26 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         .enumerate()
         .filter_map(|(i, u)| u.prose().map(|s| (i, score(s))))
         .collect();
-    let mut by_score = lead.clone();
+    let best_lead = lead.iter().map(|l| l.1).fold(0.0, f32::max);
+    // Asked how, a sentence holding the question that introduces a procedure (its colon
+    // before a code block or a list) ranks as if it held one word more: what follows it is
+    // the how.
+    let procedure = |i: usize| -> f32 {
+        let next = units[0].get(i + 1);
+        if wants_code
+            && units[0][i].introduces()
+            && matches!(next, Some(Unit::Code(_) | Unit::Item(_)))
+        {
+            1.0
+        } else {
+            0.0
+        }
+    };
+    let mut by_score: Vec<(usize, f32)> = lead
+        .iter()
+        .map(|&(i, s)| (i, if s > 0.0 { s + procedure(i) } else { s }))
+        .collect();
     by_score.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let best_lead = by_score.first().map_or(0.0, |b| b.1);
     if let Some(&(i, s)) = lead.first()
         && s > 0.0
     {
@@ -300,6 +319,12 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         }
         if units[pi][ui].introduces() {
             along.extend(list_from(pi, ui + 1));
+            // The code block its colon introduces: quoted without it, the sentence dangles.
+            if let Some(Unit::Code(c)) = units[pi].get(ui + 1)
+                && c.len() <= CODE_BLOCK_BYTES
+            {
+                along.push((pi, ui + 1));
+            }
         }
     }
     // Keep what fits, most wanted first, then quote it in the pages' order.
@@ -696,6 +721,35 @@ opt-level = 1
     }
 
     #[test]
+    fn asked_how_a_sentence_introducing_a_procedure_leads_and_brings_its_code() {
+        // Five sentences hold the question's words; asked how, the two whose colons introduce
+        // code rank above the background, and each brings its block.
+        let lead = "Sprockets turn in every machine.\n\
+            The sprocket machine shop sells sprocket guards.\n\
+            Sprocket machines have a sprocket count.\n\
+            A sprocket can also be set in the machine file:\n\
+            ```toml\nsprocket = 2\n```\n\
+            Or pass the sprocket to the machine:\n\
+            ```sh\nmachine --sprocket 2\n```\n";
+        let asked = |q: &str| extractive_answer(q, &bundle(vec![passage("p", "m.md", lead)])).text;
+        assert_eq!(
+            asked("How do I give the machine a sprocket?"),
+            "Sprockets turn in every machine. [1] The sprocket machine shop sells sprocket \
+             guards. [1] A sprocket can also be set in the machine file: [1]\n\
+             ```toml\nsprocket = 2\n```\n\
+             Or pass the sprocket to the machine: [1]\n\
+             ```sh\nmachine --sprocket 2\n```"
+        );
+        // Not asked how, the procedures rank as what they hold; what a chosen one introduces
+        // still comes along.
+        let what = asked("What is a machine sprocket?");
+        assert!(
+            what.contains("Sprocket machines have a sprocket count. [1]"),
+            "{what}"
+        );
+    }
+
+    #[test]
     fn a_sentence_introducing_a_list_brings_the_list_under_its_citation() {
         let lead = "The question mark operator applies to these types:\n\
             - `Result<T, E>`: an `Err(e)` returns early.\n\
@@ -748,7 +802,7 @@ opt-level = 1
     }
 
     #[test]
-    fn the_code_block_is_the_lead_passages_and_the_one_holding_the_question() {
+    fn each_chosen_sentence_brings_the_code_block_its_colon_introduces() {
         let lead = "Dependencies can be optional. An optional one defines a feature:\n\n\
             ```toml\n[features]\ngif = [\"dep:gif\"]\n```\n\n\
             The dependency itself is written like this:\n\n\
@@ -762,9 +816,16 @@ opt-level = 1
                 passage("p2", "g.md", other),
             ]),
         );
-        assert!(a.text.contains("optional = true"), "{}", a.text);
-        assert!(!a.text.contains("dep:gif"), "{}", a.text);
-        assert!(!a.text.contains("\"dependency\""), "{}", a.text);
+        // Quoted without their blocks, the sentences would end in a colon and nothing.
+        assert_eq!(
+            a.text,
+            "Dependencies can be optional. [1] An optional one defines a feature: [1]\n\
+             ```toml\n[features]\ngif = [\"dep:gif\"]\n```\n\
+             The dependency itself is written like this: [1]\n\
+             ```toml\n[dependencies]\ngif = { version = \"1\", optional = true }\n```\n\
+             To make a dependency optional, list it below: [2]\n\
+             ```toml\n[features]\nmake = [\"dependency\", \"optional\"]\n```"
+        );
     }
 
     #[test]
