@@ -318,7 +318,10 @@ async fn crash_at(half: usize) {
     // No mutation applied twice, as the guests saw it: every verified instance shows its
     // prepared system's unit starts and then one per restart step recorded `ok`.
     let (witnessed, restarts) = reach_tests::tasks::restarts_witnessed(&all_records);
-    assert!(runs == 0 || (witnessed > 0 && restarts > 0), "{all_records:#?}");
+    assert!(
+        runs == 0 || (witnessed > 0 && restarts > 0),
+        "{all_records:#?}"
+    );
     println!(
         "task_crash (half {half} of {} crash points): {runs} runs, ends {ends:?}; {witnessed} \
          instances read after their verifier, {restarts} restart(s) seen, none twice",

@@ -91,7 +91,14 @@ async fn a_guest_through_the_agent_then_confirmed_destruction() {
     assert_eq!(stat.unwrap_err().code(), "broker/profile-refused");
 
     let restart = broker.restart_service(id, &service).await.unwrap();
-    assert_eq!(restart.exit_code, Some(0), "{}", text(&restart.stderr));
+    assert_eq!(
+        restart.exit_code,
+        Some(0),
+        "{} (timed out: {}, after {:?})",
+        text(&restart.stderr),
+        restart.timed_out,
+        restart.elapsed
+    );
     let again = broker
         .exec(id, "service-status", std::slice::from_ref(&service))
         .await
