@@ -81,7 +81,7 @@ guests=(task_crash task_run task_real_model task_runtime_refusals hil_fence vm_p
 light=$(python3 scripts/test-phases.py "$units" deployed_host "${guests[@]}")
 mapfile -t light <<<"$light"
 host_log=$(mktemp)
-trap 'kill "$host" 2>/dev/null || true; rm -f "$host_log" "$units"' EXIT
+trap 'kill "$host" 2>/dev/null || true; rm -rf "$host_log" "$units" "$smoke_log" "$smoke_log2" "$smoke_queue" "$model_log"' EXIT
 cargo test --workspace --test deployed_host >"$host_log" 2>&1 &
 host=$!
 rc_light=0 rc_doc=0 rc_host=0 rc_guests=0
