@@ -29,9 +29,13 @@ if [ $build = 1 ]; then
   fuzz_build
   echo "fuzz-smoke: built in $(( $(date +%s) - start )) s"
 fi
+# Lists every target in directory $1, a file each, for lanes to take.
+queue_targets() {
+  mkdir -p "$1"
+  for t in $(fuzz_targets); do : >"$1/$t"; done
+}
 if [ -n "$queue" ]; then
-  mkdir -p "$queue"
-  for t in $(fuzz_targets); do : >"$queue/$t"; done
+  queue_targets "$queue"
   exit 0
 fi
 [ $run = 1 ] || exit 0
@@ -39,7 +43,7 @@ if [ -z "$lane" ]; then
   # One lane of its own: every target, in order.
   lane=$(mktemp -d)
   trap 'rm -rf "$lane"' EXIT
-  for t in $(fuzz_targets); do : >"$lane/$t"; done
+  queue_targets "$lane"
 fi
 start=$(date +%s)
 failed=() ran=0
