@@ -92,6 +92,12 @@ impl CommandProfile {
 /// The profile the broker's RestartService uses.
 pub const SERVICE_RESTART: &str = "service-restart";
 
+/// How long a restart may take: above systemd's own start timeout (`DefaultTimeoutStartSec`,
+/// 90 s), so systemd, not the caller's deadline, decides that a slow start failed. Postfix
+/// restarts in 15–20 s under TCG alone and past 30 s on a loaded host. The packs' own
+/// `service-restart` profiles give the same 120 s.
+pub const RESTART_TIMEOUT: Duration = Duration::from_secs(120);
+
 fn valid_arg(a: &str) -> bool {
     !a.is_empty()
         && a.len() <= MAX_ARG_LEN
@@ -120,7 +126,10 @@ impl ProfileSet {
                 &["/usr/bin/systemctl", "is-active", "--"],
                 1,
             ),
-            CommandProfile::new(SERVICE_RESTART, &["/usr/bin/systemctl", "restart", "--"], 1),
+            CommandProfile {
+                timeout: RESTART_TIMEOUT,
+                ..CommandProfile::new(SERVICE_RESTART, &["/usr/bin/systemctl", "restart", "--"], 1)
+            },
             CommandProfile::new("ip-link", &["/bin/ip", "-o", "link", "show"], 0),
             CommandProfile::new("net-interfaces", &["/bin/ls", "-1", "/sys/class/net"], 0),
             CommandProfile::new("sleep", &["/bin/sleep"], 1),
@@ -204,6 +213,19 @@ mod tests {
             assert_eq!(e.code(), "broker/profile-refused");
             assert!(e.to_string().contains(want), "{e}");
         }
+    }
+
+    #[test]
+    fn the_builtin_restart_outlasts_systemds_own_start_timeout() {
+        let s = ProfileSet::builtin();
+        let restart = s.get(SERVICE_RESTART).unwrap();
+        // systemd's DefaultTimeoutStartSec: a start it has not yet given up on is not cut short.
+        assert!(restart.bounds().timeout > Duration::from_secs(90));
+        // The other built-in profiles keep the short default.
+        assert_eq!(
+            s.get("service-status").unwrap().bounds().timeout,
+            Duration::from_secs(30)
+        );
     }
 
     #[test]
