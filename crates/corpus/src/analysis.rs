@@ -685,6 +685,13 @@ impl TokenStream for ReachTokenStream {
     }
 }
 
+/// Whether a page path or a question is about unstable (nightly-only) features: it names
+/// `unstable` or `nightly` as a word of its own (`reference/unstable.html`, "on nightly").
+pub fn about_unstable(text: &str) -> bool {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| w.eq_ignore_ascii_case("unstable") || w.eq_ignore_ascii_case("nightly"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

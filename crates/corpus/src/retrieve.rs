@@ -52,6 +52,12 @@ const HEADING_WEIGHT: f32 = 2.0;
 /// literals") is the likelier answer.
 const TITLE_WEIGHT: f32 = 0.5;
 
+/// Weight of a passage from a page about unstable (nightly-only) features when the question
+/// does not ask about them: a user asking how to do something wants the stable way, and a
+/// nightly feature's page repeats the stable words it extends ("artifact dependencies" holds
+/// every word of "dependencies for tests, examples and benchmarks").
+const UNSTABLE_WEIGHT: f32 = 0.5;
+
 /// Passages nearest the question by the static embedding, added to BM25's candidates.
 const EMBEDDING_CANDIDATES: usize = 15;
 
@@ -784,6 +790,7 @@ impl Snapshot {
             docs.push((*score, doc));
         }
         let mut keys: Vec<f32> = Vec::with_capacity(docs.len());
+        let asks_unstable = analysis::about_unstable(question);
         // What two candidates of one page hold together: a question about two things one page
         // treats in two sections ("tables and footnotes") is covered by that page. Never more
         // than two: a long page's many sections together hold the common words of almost any
@@ -811,9 +818,16 @@ impl Snapshot {
             }
             page.push(i);
             let section = stored(doc, self.fields.section, "section")?;
+            let path = stored(doc, self.fields.path, "path")?;
+            let unstable = if !asks_unstable && analysis::about_unstable(path) {
+                UNSTABLE_WEIGHT
+            } else {
+                1.0
+            };
             // A section whose own title names the question's subject is its likeliest answer.
             keys.push(
-                score
+                unstable
+                    * score
                     * (0.25 + coverage)
                     * (1.0 + HEADING_WEIGHT * share(heads))
                     * (1.0
@@ -1197,6 +1211,46 @@ mod tests {
             )
             .unwrap();
         assert!(!g.gate.unwrap().admitted);
+    }
+
+    #[test]
+    fn a_nightly_features_page_yields_to_the_stable_way_unless_asked_for() {
+        let mut files = widgets();
+        // Both sections hold every word of the question; the unstable page's says it more.
+        files.push((
+            "reference/unstable.md".into(),
+            "# Unstable features\n\n## Artifact dependencies\n\nOn nightly, artifact \
+             dependencies of tests and examples are declared with a flag.\n"
+                .into(),
+        ));
+        files.push((
+            "reference/manifest.md".into(),
+            "# The manifest\n\n## Development dependencies\n\nDependencies used only by \
+             tests and examples are declared in a dev table.\n"
+                .into(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let first = |q: &str| {
+            s.retrieve(q, &RetrievalLimits::default(), OffsetDateTime::now_utc())
+                .unwrap()
+                .passages[0]
+                .path
+                .clone()
+        };
+        assert_eq!(
+            first("How do I declare dependencies of tests and examples?"),
+            "reference/manifest.md"
+        );
+        assert_eq!(
+            first("How do I declare dependencies of tests and examples on nightly?"),
+            "reference/unstable.md"
+        );
+        assert!(analysis::about_unstable("reference/unstable.html"));
+        assert!(analysis::about_unstable("is this Nightly only?"));
+        assert!(!analysis::about_unstable(
+            "reference/instability-notes.html"
+        ));
     }
 
     /// A snapshot of [`DOC`] whose index was built with the analysis `built` and that is
