@@ -93,9 +93,9 @@ impl CommandProfile {
 pub const SERVICE_RESTART: &str = "service-restart";
 
 /// How long a restart may take: above systemd's own start timeout (`DefaultTimeoutStartSec`,
-/// 90 s), so systemd, not the caller's deadline, decides that a slow start failed. Postfix
-/// restarts in 15–20 s under TCG alone and past 30 s on a loaded host. The packs' own
-/// `service-restart` profiles give the same 120 s.
+/// 90 s), so systemd, not the caller's deadline, decides that a slow start failed. The test
+/// image's service restarts in 15–20 s under TCG alone and past 30 s on a loaded host. The
+/// packs' own `service-restart` profiles give the same 120 s.
 pub const RESTART_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn valid_arg(a: &str) -> bool {
