@@ -807,9 +807,8 @@ impl Snapshot {
             let held = &held_by[i * nw..(i + 1) * nw];
             let coverage = share(held);
             gate.coverage = gate.coverage.max(coverage);
-            let page = by_page
-                .entry(stored(doc, self.fields.path, "path")?)
-                .or_default();
+            let path = stored(doc, self.fields.path, "path")?;
+            let page = by_page.entry(path).or_default();
             for &j in page.iter() {
                 for (k, p) in pair.iter_mut().enumerate() {
                     *p = held[k] || held_by[j * nw + k];
@@ -818,7 +817,6 @@ impl Snapshot {
             }
             page.push(i);
             let section = stored(doc, self.fields.section, "section")?;
-            let path = stored(doc, self.fields.path, "path")?;
             let unstable = if !asks_unstable && analysis::about_unstable(path) {
                 UNSTABLE_WEIGHT
             } else {
