@@ -564,8 +564,9 @@ fn for_each_held(text: &str, wanted: &[&str], mut found: impl FnMut(usize)) {
 
 /// Words of general English a question may use where documentation says another: each group's
 /// words stand for one another in retrieval and the relevance gate ("how do I stop X" is
-/// covered by a passage on preventing X). Only plain English, no project vocabulary, and never
-/// a word that would join an out-of-corpus question to the documentation by itself.
+/// covered by a passage on preventing X), and a programmer's shorthand for the word it stands
+/// for ("deps", "UB"). Only plain English, no project vocabulary, and never a word that would
+/// join an out-of-corpus question to the documentation by itself.
 #[rustfmt::skip]
 pub const SYNONYMS: &[&[&str]] = &[
     &["stop", "prevent"],
@@ -592,6 +593,14 @@ pub const SYNONYMS: &[&[&str]] = &[
     &["speed", "fast"],
     &["crash", "panic"],
     &["error", "failure"],
+    // A programmer's shorthand for the word documentation spells out.
+    &["deps", "dependencies"],
+    &["args", "arguments"],
+    &["dir", "directory"],
+    &["repo", "repository"],
+    &["env", "environment"],
+    &["config", "configuration"],
+    &["ub", "undefined"],
 ];
 
 /// The other words of `term`'s [`SYNONYMS`] group, analyzed with `a` (`term` is analyzed).
@@ -925,6 +934,10 @@ mod tests {
         assert_eq!(synonyms("stop", Analysis::Derived), ["prevent"]);
         assert_eq!(synonyms("prevent", Analysis::Derived), ["stop"]);
         assert!(synonyms("widget", Analysis::Derived).is_empty());
+        // Shorthand meets the word it stands for, in both directions.
+        assert_eq!(synonyms("dep", Analysis::Derived), ["dependency"]);
+        assert!(synonyms("dependency", Analysis::Derived).contains(&"dep".to_string()));
+        assert_eq!(synonyms("ub", Analysis::Derived).len(), 1);
         // A sentence saying a term's synonym holds the term, once.
         let (wanted, group) = (["stop", "sprocket", "prevent"], [0, 1, 0]);
         assert_eq!(

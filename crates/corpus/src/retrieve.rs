@@ -136,11 +136,11 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-1+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
 /// The method of a snapshot of schema 4, queried with the analysis it was built with.
-pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-1+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
+pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
-pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-1+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -1209,6 +1209,37 @@ mod tests {
             )
             .unwrap();
         assert!(!g.gate.unwrap().admitted);
+    }
+
+    #[test]
+    fn a_question_in_shorthand_meets_the_page_that_spells_it_out() {
+        let mut files = widgets();
+        files.push((
+            "safety.md".into(),
+            "# Sprocket safety\n\nA sprocket read through a widget pointer is undefined behavior.\n"
+                .into(),
+        ));
+        files.push((
+            "colours.md".into(),
+            "# Sprocket colours\n\nA sprocket comes in red. A sprocket is painted once.\n".into(),
+        ));
+        // "ub" is a word of the corpus too, elsewhere: the page saying it literally would win
+        // without the shorthand.
+        files.push((
+            "marks.md".into(),
+            "# Marks\n\nThe ub mark on a crate is its batch.\n".into(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let g = s
+            .ground(
+                "When is a sprocket UB?",
+                &RetrievalLimits::default(),
+                OffsetDateTime::now_utc(),
+            )
+            .unwrap();
+        assert!(g.gate.unwrap().admitted);
+        assert_eq!(g.bundle.passages[0].path, "safety.md");
     }
 
     #[test]
