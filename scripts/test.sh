@@ -88,27 +88,10 @@ bg="$bg $host"
 rc_light=0 rc_doc=0 rc_host=0 rc_guests=0
 cargo test --workspace --no-fail-fast --lib --bins "${light[@]}" || rc_light=$?
 cargo test --workspace --doc || rc_doc=$?
-# The deployed host's last minutes and the real model's run each leave one CPU idle
-# (2026-12-07, rehearsal ci-67: the machine half idle for about 4 minutes between the first
-# phase's end and the host's, and through most of task_real_model's 333 s). When the host is
-# still running, the real model's test goes beside it instead of after it.
-rc_model=0 model_test=
-if kill -0 "$host" 2>/dev/null; then
-  cargo test --workspace --test task_real_model >"$scratch/model-test.log" 2>&1 &
-  model_test=$!
-  bg="$bg $model_test"
-fi
 wait "$host" || rc_host=$?
 cat "$scratch/host.log"
 test_args=()
-for t in "${guests[@]}"; do
-  [ -n "$model_test" ] && [ "$t" = task_real_model ] && continue
-  test_args+=(--test "$t")
-done
+for t in "${guests[@]}"; do test_args+=(--test "$t"); done
 cargo test --workspace --no-fail-fast "${test_args[@]}" || rc_guests=$?
-if [ -n "$model_test" ]; then
-  wait "$model_test" || rc_model=$?
-  cat "$scratch/model-test.log"
-fi
-echo "test: exit codes: tests without guests $rc_light, doc tests $rc_doc, deployed host $rc_host, real model $rc_model, guest tests $rc_guests"
-[ $rc_light = 0 ] && [ $rc_doc = 0 ] && [ $rc_host = 0 ] && [ $rc_model = 0 ] && [ $rc_guests = 0 ]
+echo "test: exit codes: tests without guests $rc_light, doc tests $rc_doc, deployed host $rc_host, guest tests $rc_guests"
+[ $rc_light = 0 ] && [ $rc_doc = 0 ] && [ $rc_host = 0 ] && [ $rc_guests = 0 ]
