@@ -626,16 +626,22 @@ pub fn synonyms(term: &str, a: Analysis) -> Vec<String> {
     out
 }
 
-/// The share of a section title's own words (stopwords and whole identifiers aside) that are
-/// among `wanted`, the question's analyzed content terms: 1 when the title names nothing the
-/// question does not, 0 for an empty title.
-pub fn title_precision(title: &str, wanted: &[&str], a: Analysis) -> f32 {
+/// A section title's own words: its analyzed terms, stopwords and whole identifiers aside, each
+/// once. What [`title_precision`] reads of a title.
+pub fn title_words(title: &str, a: Analysis) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
     walk(title, a, |t, compound, stop| {
         if !stop && !compound && !words.iter().any(|w| w == t) {
             words.push(t.to_string());
         }
     });
+    words
+}
+
+/// The share of a section title's own words ([`title_words`]) that are among `wanted`, the
+/// question's analyzed content terms: 1 when the title names nothing the question does not, 0
+/// for an empty title.
+pub fn title_precision(words: &[String], wanted: &[&str]) -> f32 {
     if words.is_empty() {
         return 0.0;
     }
@@ -748,7 +754,12 @@ mod tests {
             "",
         ]
         .iter()
-        .map(|t| format!("{t:?} {:.2}", title_precision(t, &q, Analysis::CURRENT)))
+        .map(|t| {
+            format!(
+                "{t:?} {:.2}",
+                title_precision(&title_words(t, Analysis::CURRENT), &q)
+            )
+        })
         .collect();
         assert_eq!(
             table,

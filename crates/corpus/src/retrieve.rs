@@ -5,7 +5,7 @@
 //! **Architecture Invariant:** passages are data. They are only ever rendered inside explicit
 //! untrusted-data fences and never concatenated into instructions.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use reach_digest::Sha256Digest;
@@ -28,8 +28,12 @@ pub const BUNDLE_SCHEMA: &str = "CorpusEvidenceBundle@1";
 const CANDIDATES: usize = 32;
 
 /// Candidates (best BM25 first) whose coverage of the question the gate and re-ranking read;
-/// the bundle is chosen among them.
-const COVERAGE_CANDIDATES: usize = 20;
+/// the bundle is chosen among them. A section holding most of the question's words while
+/// repeating none of them ("link time optimizations" once, in a long page of `-C` options)
+/// scores low in BM25 and is found only this deep: on the dev and held-out sets 100 found what
+/// 20 missed (hit@1 69.9 → 71.2%, false refusals 3.2 → 1.3%), 200 found nothing more. Weighing
+/// a candidate reads its [`OutlineRow`], never its stored text.
+const COVERAGE_CANDIDATES: usize = 100;
 
 /// The relevance gate: the least share of the question's IDF-weighted content terms that one
 /// retrieved passage (its visible text and its headings), or two retrieved passages of one page
@@ -136,11 +140,11 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 4, queried with the analysis it was built with.
-pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
+pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
-pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3";
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -289,6 +293,32 @@ pub struct Snapshot {
     analysis: Analysis,
     /// The static embedding's first stage, when a table is attached ([`Snapshot::with_embedding`]).
     embedding: Option<Embedded>,
+    /// What the re-ranking reads of every passage, read on the first question.
+    outline: std::sync::OnceLock<Outline>,
+}
+
+/// What the re-ranking reads of each passage besides its postings, held in memory once read: a
+/// hundred candidates are weighed without reading their stored text, which is read only for the
+/// passages a bundle keeps.
+struct Outline {
+    /// Per segment, per document id (a deleted document's row is empty).
+    rows: Vec<Vec<OutlineRow>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct OutlineRow {
+    /// Its page: one number per distinct path.
+    page: u32,
+    /// Its section title's own words ([`analysis::title_words`]).
+    title: Box<[String]>,
+    /// Whether its path names unstable (nightly-only) features.
+    unstable: bool,
+}
+
+impl Outline {
+    fn row(&self, addr: DocAddress) -> &OutlineRow {
+        &self.rows[addr.segment_ord as usize][addr.doc_id as usize]
+    }
 }
 
 /// A static embedding table and every passage's vector under it, computed when attached.
@@ -413,6 +443,7 @@ impl Snapshot {
             fields,
             analysis,
             embedding: None,
+            outline: std::sync::OnceLock::new(),
         })
     }
 
@@ -451,6 +482,35 @@ impl Snapshot {
             index_of,
         });
         Ok(self)
+    }
+
+    /// Every passage's [`OutlineRow`]: one pass over the stored passages on the first question
+    /// (milliseconds per thousand).
+    fn outline(&self, searcher: &tantivy::Searcher) -> Result<&Outline, RetrievalRefusal> {
+        if let Some(o) = self.outline.get() {
+            return Ok(o);
+        }
+        let mut pages: HashMap<String, u32> = HashMap::new();
+        let mut rows = Vec::new();
+        for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+            let mut of_segment = vec![OutlineRow::default(); segment.max_doc() as usize];
+            for id in segment.doc_ids_alive() {
+                let doc: StoredDoc = searcher
+                    .doc(DocAddress::new(ord as u32, id))
+                    .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
+                let path = stored(&doc, self.fields.path, "path")?;
+                let next = pages.len() as u32;
+                let page = *pages.entry(path.to_owned()).or_insert(next);
+                let section = stored(&doc, self.fields.section, "section")?;
+                of_segment[id as usize] = OutlineRow {
+                    page,
+                    title: analysis::title_words(section, self.analysis).into(),
+                    unstable: analysis::about_unstable(path),
+                };
+            }
+            rows.push(of_segment);
+        }
+        Ok(self.outline.get_or_init(|| Outline { rows }))
     }
 
     /// Bytes the attached static embedding's passage vectors take (the table's own are
@@ -556,10 +616,13 @@ impl Snapshot {
         // is its first chapter again) would otherwise take two of the bundle's places.
         let mut texts: HashSet<Sha256Digest> = HashSet::new();
         // Candidates become passages only here, as far down the ranking as the limits reach.
-        for (score, doc) in ranked.into_iter().filter(|_| admitted) {
+        for (score, addr) in ranked.into_iter().filter(|_| admitted) {
             if score < limits.min_score || passages.len() as u32 >= limits.max_passages {
                 break;
             }
+            let doc: StoredDoc = searcher
+                .doc(addr)
+                .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
             let p = passage_of(doc, &self.fields).map_err(RetrievalRefusal::Invalid)?;
             if !sections.insert((p.path.clone(), p.anchor.clone())) || !texts.insert(p.digest) {
                 continue;
@@ -608,14 +671,14 @@ impl Snapshot {
     }
 
     /// Schema 3: BM25 over `content` and `headings`, the gate, then the candidates re-ranked by
-    /// how much of the question each covers. Returns `(score, stored document)` best first.
+    /// how much of the question each covers. Returns `(score, document)` best first.
     fn rank(
         &self,
         searcher: &tantivy::Searcher,
         question: &str,
         content: Field,
         headings: Field,
-    ) -> Result<(Vec<(f32, StoredDoc)>, Gate), RetrievalRefusal> {
+    ) -> Result<(Vec<(f32, DocAddress)>, Gate), RetrievalRefusal> {
         let analyzed = analysis::terms_with(question, self.analysis);
         // Query terms: every non-stopword term, identifiers whole and split.
         let mut query_terms: Vec<&str> = Vec::new();
@@ -782,24 +845,18 @@ impl Snapshot {
                 .sum::<f32>()
                 / total
         };
-        let mut docs: Vec<(f32, StoredDoc)> = Vec::with_capacity(hits.len());
-        for (score, addr) in &hits {
-            let doc: StoredDoc = searcher
-                .doc(*addr)
-                .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
-            docs.push((*score, doc));
-        }
-        let mut keys: Vec<f32> = Vec::with_capacity(docs.len());
+        let outline = self.outline(searcher)?;
+        let mut keys: Vec<f32> = Vec::with_capacity(hits.len());
         let asks_unstable = analysis::about_unstable(question);
         // What two candidates of one page hold together: a question about two things one page
         // treats in two sections ("tables and footnotes") is covered by that page. Never more
         // than two: a long page's many sections together hold the common words of almost any
         // question ("install", "Windows", "Python" each somewhere in one architecture page).
-        let mut by_page: std::collections::HashMap<&str, Vec<usize>> =
-            std::collections::HashMap::new();
-        let mut held_by: Vec<bool> = vec![false; docs.len() * nw];
+        let mut by_page: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut held_by: Vec<bool> = vec![false; hits.len() * nw];
         let mut pair = vec![false; nw];
-        for (i, (score, doc)) in docs.iter().enumerate() {
+        for (i, (score, addr)) in hits.iter().enumerate() {
+            let row = outline.row(*addr);
             let heads = &in_headings[i * nw..(i + 1) * nw];
             for k in 0..nw {
                 held_by[i * nw + k] = in_content[i * nw + k] || heads[k];
@@ -807,8 +864,7 @@ impl Snapshot {
             let held = &held_by[i * nw..(i + 1) * nw];
             let coverage = share(held);
             gate.coverage = gate.coverage.max(coverage);
-            let path = stored(doc, self.fields.path, "path")?;
-            let page = by_page.entry(path).or_default();
+            let page = by_page.entry(row.page).or_default();
             for &j in page.iter() {
                 for (k, p) in pair.iter_mut().enumerate() {
                     *p = held[k] || held_by[j * nw + k];
@@ -816,8 +872,7 @@ impl Snapshot {
                 gate.coverage = gate.coverage.max(share(&pair));
             }
             page.push(i);
-            let section = stored(doc, self.fields.section, "section")?;
-            let unstable = if !asks_unstable && analysis::about_unstable(path) {
+            let unstable = if !asks_unstable && row.unstable {
                 UNSTABLE_WEIGHT
             } else {
                 1.0
@@ -828,9 +883,7 @@ impl Snapshot {
                     * score
                     * (0.25 + coverage)
                     * (1.0 + HEADING_WEIGHT * share(heads))
-                    * (1.0
-                        + TITLE_WEIGHT
-                            * analysis::title_precision(section, &wanted, self.analysis)),
+                    * (1.0 + TITLE_WEIGHT * analysis::title_precision(&row.title, &wanted)),
             );
         }
         gate.admitted = gate.coverage >= MIN_COVERAGE;
@@ -839,7 +892,7 @@ impl Snapshot {
         // cover weighs 5 times a passage holding none, against 3 times before rerank-3, since a
         // section repeating one word of the question often outscores the one answering it) and
         // by the share its headings hold.
-        let mut ranked: Vec<(f32, f32, StoredDoc)> = docs
+        let mut ranked: Vec<(f32, f32, DocAddress)> = hits
             .into_iter()
             .zip(keys)
             .map(|((s, d), k)| (s, k, d))
@@ -872,7 +925,7 @@ impl Snapshot {
         &self,
         searcher: &tantivy::Searcher,
         question: &str,
-    ) -> Result<Vec<(f32, StoredDoc)>, RetrievalRefusal> {
+    ) -> Result<Vec<(f32, DocAddress)>, RetrievalRefusal> {
         let terms = legacy_query_terms(&self.index, self.fields.body, question);
         if terms.is_empty() {
             return Ok(Vec::new());
@@ -890,20 +943,12 @@ impl Snapshot {
                 ));
             }
         }
-        let hits = searcher
+        searcher
             .search(
                 &BooleanQuery::new(clauses),
                 &TopDocs::with_limit(CANDIDATES).order_by_score(),
             )
-            .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
-        let mut out = Vec::with_capacity(hits.len());
-        for (score, addr) in hits {
-            let doc: StoredDoc = searcher
-                .doc(addr)
-                .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
-            out.push((score, doc));
-        }
-        Ok(out)
+            .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))
     }
 }
 
@@ -1209,6 +1254,41 @@ mod tests {
             )
             .unwrap();
         assert!(!g.gate.unwrap().admitted);
+    }
+
+    #[test]
+    fn a_section_holding_the_whole_question_is_found_below_bm25s_first_twenty() {
+        // Twenty-four short notes each repeat one word of the question: in BM25 every one
+        // outscores the long section that says all four words once, which is the answer.
+        let words = ["sprocket", "torque", "flywheel", "calibrate"];
+        let mut files: Vec<(String, String)> = Vec::new();
+        for (k, w) in words.iter().enumerate() {
+            for i in 0..6 {
+                files.push((
+                    format!("notes/{k}-{i}.md"),
+                    format!("# Note {k}.{i}\n\n{}.\n", [*w; 6].join(" ")),
+                ));
+            }
+        }
+        let filler = "The machine room is kept dry and its doors stay shut at night. ".repeat(4);
+        files.push((
+            "room.md".into(),
+            format!(
+                "# Machine room\n\n## Settings\n\n{filler}\nTo calibrate the torque of a \
+                 flywheel sprocket, turn the trim screw.\n"
+            ),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let g = s
+            .ground(
+                "How do I calibrate the torque of a flywheel sprocket?",
+                &RetrievalLimits::default(),
+                OffsetDateTime::now_utc(),
+            )
+            .unwrap();
+        assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
+        assert_eq!(g.bundle.passages[0].path, "room.md");
     }
 
     #[test]
