@@ -6,7 +6,8 @@
 //! which in documentation usually defines the section's subject) come first, in the page's order;
 //! one sentence from another passage may follow when it holds as much of the question, and when
 //! the lead has fewer than four to give, the next passages' sentences holding as much of the
-//! question as the lead's best (two words at least) fill the room. Asked how, a lead sentence
+//! question as the lead's best (two words at least) fill the room; a lead with no sentence (a
+//! page title over its first section) leaves the room to the bundle's best sentences. Asked how, a lead sentence
 //! holding the question whose colon introduces a code block or a list ranks as if it held one
 //! word more. A chosen sentence brings what it needs to be read: the sentence before it when it
 //! leans on it ("It is called…"), the list or the code block its colon introduces; a chosen list
@@ -226,7 +227,33 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     // A lead with little to say leaves room: the next passages' sentences holding most of the
     // question fill it, the better-ranked passage first.
     let lead_wanted = wanted.iter().filter(|w| w.0 == 0).count();
-    if lead_wanted < LEAD_SENTENCES {
+    if lead.is_empty() {
+        // A lead with no sentence at all (a page's title straight over its first section)
+        // leads nothing: the sentences of the whole bundle holding most of the question fill
+        // the room, the better-ranked passage first among equals, not the next passage's
+        // sentences before a later one's better ones.
+        let mut cands: Vec<(usize, usize, f32)> = units
+            .iter()
+            .enumerate()
+            .skip(1)
+            .flat_map(|(pi, us)| {
+                us.iter()
+                    .enumerate()
+                    .filter_map(move |(ui, u)| u.prose().map(|s| (pi, ui, s)))
+            })
+            .map(|(pi, ui, s)| (pi, ui, score(s)))
+            .filter(|c| c.2 >= FILL_FLOOR)
+            .collect();
+        cands.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+        for (pi, ui, _) in cands {
+            if wanted.len() >= LEAD_SENTENCES {
+                break;
+            }
+            if !wanted.contains(&(pi, ui)) {
+                wanted.push((pi, ui));
+            }
+        }
+    } else if lead_wanted < LEAD_SENTENCES {
         let floor = FILL_FLOOR.max(best_lead);
         'fill: for (pi, us) in units.iter().enumerate().skip(1) {
             let mut cands: Vec<(usize, f32)> = us
@@ -621,6 +648,37 @@ mod tests {
             total_tokens: 0,
             bundle_digest: Sha256Digest::of(b"b"),
         }
+    }
+
+    #[test]
+    fn a_lead_of_a_title_alone_leaves_the_room_to_the_bundles_best_sentences() {
+        let b = bundle(vec![
+            passage("p1", "resolver.md", "# Default feature resolver"),
+            passage(
+                "p2",
+                "resolver.md",
+                "### Exploring features\nThe tree command shows each feature the resolver \
+                 enables. It helps when a feature changes. The resolver prints a feature graph. \
+                 A feature resolver report follows.",
+            ),
+            passage(
+                "p3",
+                "resolver.md",
+                "## Details\nThe 2021 edition implies `resolver = \"2\"` for the feature \
+                 resolver. A workspace sets the resolver for the 2021 edition in its root \
+                 manifest.",
+            ),
+        ]);
+        let a = extractive_answer("Does the 2021 edition change the feature resolver?", &b);
+        // The second passage's sentences hold two of the question's words each, the third's
+        // four and three: taken in passage order, the second's would fill the room.
+        assert!(a.text.contains("The 2021 edition implies"), "{}", a.text);
+        assert!(
+            a.text.contains("A workspace sets the resolver"),
+            "{}",
+            a.text
+        );
+        assert!(!a.text.contains("report follows"), "{}", a.text);
     }
 
     #[test]
