@@ -7,7 +7,9 @@
 //! one sentence from another passage may follow when it holds as much of the question, and when
 //! the lead has fewer than four to give, the next passages' sentences holding as much of the
 //! question as the lead's best (two words at least) fill the room; a lead with no sentence (a
-//! page title over its first section) leaves the room to the bundle's best sentences. Asked how, a lead sentence
+//! page title over its first section) leaves the room to the bundle's best sentences. When the
+//! bundle holds the lead page's own "Summary" section, its first two sentences (or items) holding
+//! a word of the question lead the answer: the author's one-line answer before its details. Asked how, a lead sentence
 //! holding the question whose colon introduces a code block or a list ranks as if it held one
 //! word more. A chosen sentence brings what it needs to be read: the sentence before it when it
 //! leans on it ("It is called…"), the list or the code block its colon introduces; a chosen list
@@ -39,6 +41,8 @@ pub const NOT_IN_DOCS: &str = "I could not find this in the documentation.";
 
 /// Maximum prose sentences in an answer.
 const ANSWER_SENTENCES: usize = 5;
+/// Sentences of the lead page's summary section that lead an answer.
+const SUMMARY_SENTENCES: usize = 2;
 /// Maximum sentences of the lead passage in an answer.
 const LEAD_SENTENCES: usize = 4;
 /// A sentence of another passage fills a short lead's room when it holds at least this many of
@@ -96,6 +100,12 @@ impl Unit {
     fn introduces(&self) -> bool {
         self.prose().is_some_and(|s| s.trim_end().ends_with(':'))
     }
+}
+
+/// Whether a section title names a page's summary ("Summary", "TL;DR").
+fn is_summary(title: &str) -> bool {
+    let t = title.trim().trim_end_matches(':').to_lowercase();
+    matches!(t.as_str(), "summary" | "tl;dr" | "tldr" | "in summary")
 }
 
 /// Whether a sentence leans on the one before it for its subject ("It is called…", "This
@@ -279,6 +289,26 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
             wanted.push((0, i));
         }
     }
+    // The lead page's own summary, when the bundle holds it, says in a line what the lead
+    // details: its sentences holding the question come first.
+    let lead_path = &bundle.passages[0].path;
+    let summary = bundle
+        .passages
+        .iter()
+        .skip(1)
+        .position(|p| &p.path == lead_path && is_summary(&p.section))
+        .map(|i| i + 1);
+    if let Some(pi) = summary {
+        let mut first: Vec<(usize, usize)> = units[pi]
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| u.prose().is_some_and(|s| score(s) > 0.0))
+            .map(|(ui, _)| (pi, ui))
+            .take(SUMMARY_SENTENCES)
+            .collect();
+        first.retain(|w| !wanted.contains(w));
+        wanted.splice(0..0, first);
+    }
     wanted.truncate(ANSWER_SENTENCES);
     // A code block of the best-ranked wanted passage that has one that answers: the one holding
     // most of the question, one a wanted sentence introduces (its colon) before another, the
@@ -375,7 +405,8 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         used += c;
         kept.push(*u);
     }
-    kept.sort();
+    // The pages' order, but a summary quoted leads.
+    kept.sort_by_key(|&(pi, ui)| (Some(pi) != summary, pi, ui));
     // The items a kept sentence's (or item's) colon introduced carry its citation.
     let introduced = |(pi, ui): (usize, usize)| -> bool {
         (0..ui)
@@ -648,6 +679,41 @@ mod tests {
             total_tokens: 0,
             bundle_digest: Sha256Digest::of(b"b"),
         }
+    }
+
+    #[test]
+    fn the_lead_pages_summary_leads_the_answer() {
+        let mut details = passage(
+            "p1",
+            "literals.md",
+            "## Details\nC strings can be written with literal syntax and a prefix. They are \
+             terminated with a NUL byte.",
+        );
+        details.section = "Details".into();
+        let mut other = passage(
+            "p2",
+            "other.md",
+            "## Summary\n- A byte string literal is written `b\"foo\"`.",
+        );
+        other.section = "Summary".into();
+        let mut summary = passage(
+            "p3",
+            "literals.md",
+            "## Summary\n- Literals of the form `c\"foo\"` are C string literals.",
+        );
+        summary.section = "Summary".into();
+        let a = extractive_answer(
+            "How do I write a C string literal?",
+            &bundle(vec![details, other, summary]),
+        );
+        // Another page's summary is not the lead's: only the lead page's leads.
+        assert!(
+            a.text.starts_with("- Literals of the form `c\"foo\"`"),
+            "{}",
+            a.text
+        );
+        assert!(a.text.contains("written with literal syntax"), "{}", a.text);
+        assert_eq!(a.citations[0].1, "p3");
     }
 
     #[test]
