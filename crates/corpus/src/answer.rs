@@ -663,6 +663,14 @@ mod tests {
         }
     }
 
+    /// A passage of a section titled `section`.
+    fn titled(id: &str, path: &str, section: &str, text: &str) -> EvidencePassage {
+        EvidencePassage {
+            section: section.into(),
+            ..passage(id, path, text)
+        }
+    }
+
     fn bundle(passages: Vec<EvidencePassage>) -> CorpusEvidenceBundle {
         CorpusEvidenceBundle {
             schema: BUNDLE_SCHEMA.into(),
@@ -683,25 +691,25 @@ mod tests {
 
     #[test]
     fn the_lead_pages_summary_leads_the_answer() {
-        let mut details = passage(
+        let details = titled(
             "p1",
             "literals.md",
+            "Details",
             "## Details\nC strings can be written with literal syntax and a prefix. They are \
              terminated with a NUL byte.",
         );
-        details.section = "Details".into();
-        let mut other = passage(
+        let other = titled(
             "p2",
             "other.md",
+            "Summary",
             "## Summary\n- A byte string literal is written `b\"foo\"`.",
         );
-        other.section = "Summary".into();
-        let mut summary = passage(
+        let summary = titled(
             "p3",
             "literals.md",
+            "Summary",
             "## Summary\n- Literals of the form `c\"foo\"` are C string literals.",
         );
-        summary.section = "Summary".into();
         let a = extractive_answer(
             "How do I write a C string literal?",
             &bundle(vec![details, other, summary]),
