@@ -9,18 +9,18 @@
 //! question as the lead's best (two words at least) fill the room; a lead with no sentence (a
 //! page title over its first section) leaves the room to the bundle's best sentences. When the
 //! bundle holds the lead page's own "Summary" section, its first two sentences (or items) holding
-//! a word of the question lead the answer: the author's one-line answer before its details. Asked how, a lead sentence
-//! holding the question whose colon introduces a code block or a list ranks as if it held one
-//! word more. A chosen sentence brings what it needs to be read: the sentence before it when it
-//! leans on it ("It is called…"), the list or the code block its colon introduces; a chosen list
-//! item brings its list and the sentence introducing it, under that sentence's citation.
-//! Otherwise one fenced code block is kept whole when the question asks how, or
-//! names what the block holds: the best-ranked chosen passage's block holding most of the
-//! question. Everything is quoted in the page's order, as much as fits one Discord message with
-//! its sources, the chosen sentences first. A lead section named by a code identifier (a lint, a
-//! setting, a flag) is named first when its sentences do not. A label left in a page's text
-//! ("Note", "Filename: src/main.rs" without a stop) is not a sentence; an abbreviation's point
-//! ("e.g. the") ends none.
+//! a word of the question lead the answer: the author's one-line answer before its details.
+//! Asked how, a lead sentence holding the question whose colon introduces a code block or a list
+//! ranks as if it held one word more. A chosen sentence brings what it needs to be read: the
+//! sentence before it when it leans on it ("It is called…"), the list or the code block its
+//! colon introduces; a chosen list item brings its list and the sentence introducing it, under
+//! that sentence's citation. Otherwise one fenced code block is kept whole when the question
+//! asks how, or names what the block holds: the best-ranked chosen passage's block holding most
+//! of the question. Everything is quoted in the page's order (a lead page's summary first), as
+//! much as fits one Discord message with its sources, the chosen sentences first. A lead section
+//! named by a code identifier (a lint, a setting, a flag) is named first when its sentences do
+//! not. A label left in a page's text ("Note", "Filename: src/main.rs" without a stop) is not a
+//! sentence; an abbreviation's point ("e.g. the") ends none.
 
 use serde::{Deserialize, Serialize};
 
@@ -235,13 +235,12 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
         wanted.push((pi, ui));
     }
     // A lead with little to say leaves room: the next passages' sentences holding most of the
-    // question fill it, the better-ranked passage first.
+    // question fill it, the better-ranked passage first. A lead with no sentence at all (a
+    // page's title straight over its first section) leads nothing: the whole bundle's best
+    // sentences fill the room, the better-ranked passage first only among equals.
     let lead_wanted = wanted.iter().filter(|w| w.0 == 0).count();
-    if lead.is_empty() {
-        // A lead with no sentence at all (a page's title straight over its first section)
-        // leads nothing: the sentences of the whole bundle holding most of the question fill
-        // the room, the better-ranked passage first among equals, not the next passage's
-        // sentences before a later one's better ones.
+    if lead_wanted < LEAD_SENTENCES {
+        let floor = FILL_FLOOR.max(best_lead);
         let mut cands: Vec<(usize, usize, f32)> = units
             .iter()
             .enumerate()
@@ -252,34 +251,19 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
                     .filter_map(move |(ui, u)| u.prose().map(|s| (pi, ui, s)))
             })
             .map(|(pi, ui, s)| (pi, ui, score(s)))
-            .filter(|c| c.2 >= FILL_FLOOR)
+            .filter(|c| c.2 >= floor)
             .collect();
-        cands.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+        if lead.is_empty() {
+            cands.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+        } else {
+            cands.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.total_cmp(&a.2)).then(a.1.cmp(&b.1)));
+        }
         for (pi, ui, _) in cands {
             if wanted.len() >= LEAD_SENTENCES {
                 break;
             }
             if !wanted.contains(&(pi, ui)) {
                 wanted.push((pi, ui));
-            }
-        }
-    } else if lead_wanted < LEAD_SENTENCES {
-        let floor = FILL_FLOOR.max(best_lead);
-        'fill: for (pi, us) in units.iter().enumerate().skip(1) {
-            let mut cands: Vec<(usize, f32)> = us
-                .iter()
-                .enumerate()
-                .filter_map(|(ui, u)| u.prose().map(|s| (ui, score(s))))
-                .filter(|&(_, sc)| sc >= floor)
-                .collect();
-            cands.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            for (ui, _) in cands {
-                if wanted.len() >= LEAD_SENTENCES {
-                    break 'fill;
-                }
-                if !wanted.contains(&(pi, ui)) {
-                    wanted.push((pi, ui));
-                }
             }
         }
     }

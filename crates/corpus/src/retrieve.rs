@@ -1138,6 +1138,16 @@ mod tests {
         Snapshot::open_active(store_of(scratch, files).root()).unwrap()
     }
 
+    /// `question` grounded in `s` under the default limits, now.
+    fn ask(s: &Snapshot, question: &str) -> Grounded {
+        s.ground(
+            question,
+            &RetrievalLimits::default(),
+            OffsetDateTime::now_utc(),
+        )
+        .unwrap()
+    }
+
     fn widgets() -> Vec<(String, String)> {
         (0..6)
             .map(|i| {
@@ -1214,13 +1224,7 @@ mod tests {
         ));
         let dir = tempfile::tempdir().unwrap();
         let s = built(dir.path(), &files);
-        let g = s
-            .ground(
-                "What does a doc test run?",
-                &RetrievalLimits::default(),
-                OffsetDateTime::now_utc(),
-            )
-            .unwrap();
+        let g = ask(&s, "What does a doc test run?");
         assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
         assert_eq!(g.bundle.passages[0].path, "doctests.md");
     }
@@ -1234,25 +1238,12 @@ mod tests {
         ));
         let dir = tempfile::tempdir().unwrap();
         let s = built(dir.path(), &files);
-        let now = OffsetDateTime::now_utc();
-        let g = s
-            .ground(
-                "How do I stop the sprocket overheating?",
-                &RetrievalLimits::default(),
-                now,
-            )
-            .unwrap();
+        let g = ask(&s, "How do I stop the sprocket overheating?");
         let gate = g.gate.unwrap();
         assert!(gate.admitted, "{gate:?}");
         assert_eq!(g.bundle.passages[0].path, "guard.md");
         // A synonym alone does not cover a question about something else.
-        let g = s
-            .ground(
-                "How do I stop my dog barking at the mailman?",
-                &RetrievalLimits::default(),
-                now,
-            )
-            .unwrap();
+        let g = ask(&s, "How do I stop my dog barking at the mailman?");
         assert!(!g.gate.unwrap().admitted);
     }
 
@@ -1280,13 +1271,7 @@ mod tests {
         ));
         let dir = tempfile::tempdir().unwrap();
         let s = built(dir.path(), &files);
-        let g = s
-            .ground(
-                "How do I calibrate the torque of a flywheel sprocket?",
-                &RetrievalLimits::default(),
-                OffsetDateTime::now_utc(),
-            )
-            .unwrap();
+        let g = ask(&s, "How do I calibrate the torque of a flywheel sprocket?");
         assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
         assert_eq!(g.bundle.passages[0].path, "room.md");
     }
@@ -1311,13 +1296,7 @@ mod tests {
         ));
         let dir = tempfile::tempdir().unwrap();
         let s = built(dir.path(), &files);
-        let g = s
-            .ground(
-                "When is a sprocket UB?",
-                &RetrievalLimits::default(),
-                OffsetDateTime::now_utc(),
-            )
-            .unwrap();
+        let g = ask(&s, "When is a sprocket UB?");
         assert!(g.gate.unwrap().admitted);
         assert_eq!(g.bundle.passages[0].path, "safety.md");
     }
