@@ -455,7 +455,8 @@ fn derivation(w: &str, s: &mut String) {
     }
 }
 
-/// The analyzed, deduplicated content terms of a question (no stopwords, no compounds).
+/// The analyzed, deduplicated content terms of a question (no stopwords, no compounds): words
+/// of two letters or more, and a capital letter written as code ([`code_letters`]).
 pub fn content_terms(text: &str) -> Vec<String> {
     content_terms_with(text, Analysis::CURRENT)
 }
@@ -468,6 +469,30 @@ pub fn content_terms_with(text: &str, a: Analysis) -> Vec<String> {
             out.push(t.to_string());
         }
     });
+    for c in code_letters(text) {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The capital letters `text` writes alone as code — `repr(C)`, `extern "C"`, `` `C` `` —
+/// lowercased as the index holds them. A letter alone in prose ("a C library", "plan B") is no
+/// term: it would join a question to every passage naming the letter. Written as code it names
+/// the thing asked about (`repr(C)` is "the C representation").
+pub fn code_letters(text: &str) -> Vec<String> {
+    let b = text.as_bytes();
+    let mut out: Vec<String> = Vec::new();
+    for w in b.windows(3) {
+        let code = matches!((w[0], w[2]), (b'(', b')') | (b'"', b'"') | (b'`', b'`'));
+        if code && w[1].is_ascii_uppercase() {
+            let c = char::from(w[1].to_ascii_lowercase()).to_string();
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
     out
 }
 
@@ -937,6 +962,16 @@ mod tests {
         assert_eq!(
             count_held("It was specified and optimised.", &["specify", "optimiz"]),
             2
+        );
+    }
+
+    #[test]
+    fn a_capital_letter_written_as_code_is_a_content_term() {
+        assert_eq!(code_letters(r#"repr(C), extern "C" and `T`"#), ["c", "t"]);
+        assert!(code_letters("a C library, plan B, (c) and (CC)").is_empty());
+        assert_eq!(
+            content_terms("What does repr(C) do to the layout?"),
+            ["repr", "layout", "c"]
         );
     }
 

@@ -140,11 +140,11 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 4, queried with the analysis it was built with.
-pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
+pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
-pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -691,6 +691,12 @@ impl Snapshot {
             }
         }
         let content_terms = analysis::content_terms_with(question, self.analysis);
+        // A capital letter written as code (`repr(C)`) is a content term, so a query term too.
+        for c in content_terms.iter().filter(|t| t.len() == 1) {
+            if !query_terms.contains(&c.as_str()) {
+                query_terms.push(c);
+            }
+        }
         // Each content term and its synonyms (`alts`): `group[j]` is the content term the
         // `j`th sought word stands for.
         let mut sought: Vec<String> = content_terms.clone();
@@ -1274,6 +1280,34 @@ mod tests {
         let g = ask(&s, "How do I calibrate the torque of a flywheel sprocket?");
         assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
         assert_eq!(g.bundle.passages[0].path, "room.md");
+    }
+
+    #[test]
+    fn a_letter_written_as_code_in_the_question_finds_its_section() {
+        // `repr(C)`'s "C" is the subject: without it "representation" and "layout" lead to
+        // the longer section on the other representation.
+        let mut files = widgets();
+        files.push((
+            "layout.md".to_string(),
+            "# Type layout\n\n## The Rust representation\n\nThe default, `repr(Rust)`, gives \
+             no layout guarantee: the layout of a struct may change, and the representation \
+             reorders fields.\n\n## The C representation\n\nUnder `repr(C)` fields are laid \
+             out in order, as C lays them out.\n"
+                .to_string(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let g = ask(&s, "What does repr(C) do to the layout of my struct?");
+        assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
+        assert_eq!(g.bundle.passages[0].section, "The C representation");
+        // Written in prose, the letter is no term: the same question without code finds the
+        // section that says most of it.
+        let g = ask(
+            &s,
+            "What does a C representation do to the layout of my struct?",
+        );
+        assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
+        assert_eq!(g.bundle.passages[0].section, "The Rust representation");
     }
 
     #[test]
