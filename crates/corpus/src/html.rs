@@ -4,12 +4,15 @@
 //! nothing is fetched, no script runs and no entity beyond the common named ones and numeric
 //! references is expanded. What is kept:
 //!
-//! - only the page's main content: inside `<main>` when the page has one, else inside
-//!   `<article>`, else the whole `<body>`;
+//! - only the page's main content: inside `<main>` when the page has one, else inside the
+//!   element marked `role="main"` (Sphinx's themes mark a `<div>`), else inside `<article>`,
+//!   else the whole `<body>`;
 //! - never navigation and boilerplate: `nav`, `header`, `footer`, `aside`, `head`, `script`,
-//!   `style`, `svg`, `template`, `noscript`, `iframe`, `button`, `form`, and elements whose class
-//!   marks them as chrome (mdBook's hidden `boring` lines, the Reference's rule labels and
-//!   railroad diagrams);
+//!   `style`, `svg`, `template`, `noscript`, `iframe`, `button`, `form`, elements whose ARIA
+//!   landmark role says the same (`navigation`, `search`, `banner`, `contentinfo`,
+//!   `complementary`), and elements whose class marks them as chrome (mdBook's hidden `boring`
+//!   lines, the Reference's rule labels and railroad diagrams, the `¶` or `#` permalink Sphinx
+//!   and MkDocs put in every heading);
 //! - headings as section boundaries, with the `id` the site gave them as the anchor;
 //! - `<pre>` blocks verbatim, as fenced code with the language their `language-*` class names;
 //! - nothing of a redirect stub (a `<meta http-equiv="refresh">` with no delay, as mdBook and
@@ -36,9 +39,21 @@ const SKIP_CLASSES: &[&str] = &[
     // Common site chrome.
     "sidebar",
     "breadcrumbs",
+    // Sphinx's and MkDocs' permalink glyph (`¶`, `#`) inside every heading.
+    "headerlink",
     "toc",
     "visually-hidden",
     "sr-only",
+];
+
+/// ARIA landmark roles of chrome: an element carrying one is dropped like `nav`, `header`,
+/// `footer` or `aside` (a Sphinx sidebar is a `<div role="navigation">`).
+const SKIP_ROLES: &[&str] = &[
+    "navigation",
+    "search",
+    "banner",
+    "contentinfo",
+    "complementary",
 ];
 
 /// Elements that end a block of text when they open or close.
@@ -171,7 +186,12 @@ fn has_skip_class(attrs: &str) -> bool {
     attr(attrs, "class").is_some_and(|c| {
         c.split_ascii_whitespace()
             .any(|c| SKIP_CLASSES.contains(&c))
-    })
+    }) || attr(attrs, "role").is_some_and(|r| SKIP_ROLES.contains(&r.trim()))
+}
+
+/// Whether a tag's attributes mark its element as the page's main content (`role="main"`).
+fn is_main_role(attrs: &str) -> bool {
+    attr(attrs, "role").is_some_and(|r| r.trim() == "main")
 }
 
 /// Decode character references: numeric ones and the common named ones. An unknown name is
@@ -240,8 +260,19 @@ fn named_entity(name: &str) -> Option<char> {
     })
 }
 
+/// What bounds the main content of a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Root {
+    /// Every `<main>` (or `<article>`) element.
+    Element(&'static str),
+    /// The first element marked `role="main"`, to its matching end tag.
+    MainRole,
+    /// The whole body.
+    Body,
+}
+
 /// Which element bounds the main content of `html`.
-fn content_root(html: &str) -> Option<&'static str> {
+fn content_root(html: &str) -> Root {
     let lower = html.to_ascii_lowercase();
     let opens = |name: &str| {
         lower.match_indices(&format!("<{name}")).any(|(i, _)| {
@@ -251,12 +282,15 @@ fn content_root(html: &str) -> Option<&'static str> {
                 .is_some_and(|b| *b == b'>' || b.is_ascii_whitespace())
         })
     };
+    let main_role = lower.contains("role=\"main\"") || lower.contains("role='main'");
     if opens("main") {
-        Some("main")
+        Root::Element("main")
+    } else if main_role {
+        Root::MainRole
     } else if opens("article") {
-        Some("article")
+        Root::Element("article")
     } else {
-        None
+        Root::Body
     }
 }
 
@@ -376,7 +410,9 @@ pub fn extract(html: &str) -> Vec<Block> {
         code: None,
     };
     // Inside the content root (always, when the page has none).
-    let mut inside = root.is_none();
+    let mut inside = root == Root::Body;
+    // The `role="main"` element's name and how deep its own name is nested, while inside it.
+    let mut main_role: Option<(String, u32)> = None;
     // The element being skipped and how deep its own name is nested.
     let mut skipping: Option<(String, u32)> = None;
     let mut line: u32 = 1;
@@ -429,6 +465,32 @@ pub fn extract(html: &str) -> Vec<Block> {
             i += end;
             continue;
         }
+        // The `role="main"` element's own name is counted even inside a skipped element (a
+        // `<div role="navigation">` inside a `<div role="main">`), so its end is found.
+        if root == Root::MainRole && !VOID_ELEMENTS.contains(&name) && !tag.self_closing {
+            match &mut main_role {
+                None if !tag.closing && is_main_role(tag.attrs) => {
+                    b.flush();
+                    inside = true;
+                    main_role = Some((name.to_string(), 1));
+                    continue;
+                }
+                Some((el, depth)) if el == name => {
+                    if tag.closing {
+                        *depth -= 1;
+                    } else {
+                        *depth += 1;
+                    }
+                    if *depth == 0 {
+                        b.flush();
+                        inside = false;
+                        main_role = None;
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+        }
         if let Some((skip, depth)) = &mut skipping {
             if name == skip && !VOID_ELEMENTS.contains(&name) && !tag.self_closing {
                 if tag.closing {
@@ -442,13 +504,24 @@ pub fn extract(html: &str) -> Vec<Block> {
             }
             continue;
         }
-        if Some(name) == root {
+        if matches!(root, Root::Element(r) if r == name) {
             b.flush();
             inside = !tag.closing;
             continue;
         }
         if !inside {
             continue;
+        }
+        // mdBook's and Sphinx's heading links carry the id when the heading has none (Sphinx
+        // puts it on the enclosing section), even the permalink dropped below.
+        if name == "a"
+            && !tag.closing
+            && let Some((_, anchor)) = b.heading.as_mut()
+            && anchor.is_empty()
+            && let Some(href) = attr(tag.attrs, "href")
+            && let Some(a) = href.strip_prefix('#')
+        {
+            *anchor = a.to_string();
         }
         if !tag.closing
             && !tag.self_closing
@@ -496,16 +569,6 @@ pub fn extract(html: &str) -> Vec<Block> {
                 b.flush();
                 b.text.push_str("- ");
                 b.start = tag_line;
-            }
-            "a" if !tag.closing && b.heading.is_some() => {
-                // mdBook's heading links carry the id when the heading has none.
-                if let Some((_, anchor)) = b.heading.as_mut()
-                    && anchor.is_empty()
-                    && let Some(href) = attr(tag.attrs, "href")
-                    && let Some(a) = href.strip_prefix('#')
-                {
-                    *anchor = a.to_string();
-                }
             }
             n if BLOCK_ELEMENTS.contains(&n) && b.code.is_none() => b.flush(),
             _ => {}
@@ -629,6 +692,40 @@ opt-level = 1 # &lt;fast&gt;
             22-22 Text "after"
         "#]]
         .assert_eq(&show(html));
+    }
+
+    #[test]
+    fn a_sphinx_page_is_read_inside_its_main_role_without_sidebar_or_permalinks() {
+        // Sphinx's Alabaster theme: no `<main>`, the content a `<div role="main">`, the
+        // sidebar (with its own `<h1>`) a `<div role="navigation">` after it, and a `¶`
+        // permalink in every heading, which also carries the section's anchor.
+        let html = r##"<html><body>
+<div class="document"><div class="body" role="main">
+<section id="getting-started">
+<h1>Getting Started<a class="headerlink" href="#getting-started" title="Permalink">¶</a></h1>
+<div class="admonition note"><div><p>Install it.</p></div></div>
+<div role="navigation" aria-label="breadcrumbs"><div><a href="index.html">Home</a></div></div>
+<p>Then tag.</p>
+</section>
+</div></div>
+<div class="sphinxsidebar" role="navigation"><h1 class="logo">taggit</h1>
+<h3>Navigation</h3><ul><li>Getting Started</li></ul>
+<div id="searchbox" role="search"><h3>Quick search</h3></div></div>
+<div class="footer">Powered by Sphinx</div>
+</body></html>"##;
+        expect_test::expect![[r#"
+            4-4 Heading { level: 1, anchor: "getting-started" } "Getting Started"
+            5-5 Text "Install it."
+            7-7 Text "Then tag."
+        "#]]
+        .assert_eq(&show(html));
+        // An MkDocs heading's `#` permalink is dropped the same way.
+        let mkdocs =
+            "<main><h2 id=\"usage\">Usage<a class=\"headerlink\" href=\"#usage\">#</a></h2></main>";
+        expect_test::expect![[r#"
+            1-1 Heading { level: 2, anchor: "usage" } "Usage"
+        "#]]
+        .assert_eq(&show(mkdocs));
     }
 
     #[test]
