@@ -15,7 +15,7 @@ pub const TOKENIZER: &str = "reach";
 
 /// Revisions of the analysis. An index is always queried with the analysis it was built with,
 /// which its snapshot records (`tools.index`); a new index is built with [`Analysis::CURRENT`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Analysis {
     /// Index schema 3: the suffix rules only.
     Suffixes,
@@ -27,21 +27,29 @@ pub enum Analysis {
     /// `-ied` meeting `-y` ("specified" → "specify"), and a noun in `-ation` or a verb in `-ate`
     /// meeting its stem ("configuration" and "configure", "deprecation" and "deprecated",
     /// "specification" and "specify"): a question's word and the documentation's meet though one
-    /// says "optimise" or "configure" and the other "optimization" or "configuration".
+    /// says "optimise" or "configure" and the other "optimization" or "configuration" (schema 6
+    /// too).
     Derived,
+    /// Index schema 7: also an acronym ends its camelCase hump where a capitalised word follows
+    /// (`UUIDField` is `UUID` and `Field`, `JSONEncoder` is `JSON` and `Encoder`), so a question
+    /// saying "UUID" or "JSON" meets the identifiers of Python, Java or JavaScript docs; never
+    /// before a plural's `s` (`URLs`, `IDs` stay one word).
+    Acronyms,
 }
 
 impl Analysis {
-    pub const CURRENT: Analysis = Analysis::Derived;
+    pub const CURRENT: Analysis = Analysis::Acronyms;
 
     /// The analysis an index of revision `index` (`PublicCorpusSnapshot.tools.index`) was
-    /// built with: schema 3 had [`Analysis::Suffixes`], schema 4 [`Analysis::Irregular`]; any
-    /// later one the current analysis.
+    /// built with: schema 3 had [`Analysis::Suffixes`], schema 4 [`Analysis::Irregular`], schema
+    /// 5 and 6 [`Analysis::Derived`]; any later one the current analysis.
     pub fn of_index(index: &str) -> Analysis {
         if index.ends_with("/reach-schema-3") {
             Analysis::Suffixes
         } else if index.ends_with("/reach-schema-4") {
             Analysis::Irregular
+        } else if index.ends_with("/reach-schema-5") || index.ends_with("/reach-schema-6") {
+            Analysis::Derived
         } else {
             Analysis::CURRENT
         }
@@ -53,6 +61,7 @@ impl Analysis {
             Analysis::Suffixes => "reach-analysis-1",
             Analysis::Irregular => "reach-analysis-2",
             Analysis::Derived => "reach-analysis-3",
+            Analysis::Acronyms => "reach-analysis-4",
         }
     }
 }
@@ -175,7 +184,7 @@ fn walk(text: &str, a: Analysis, mut emit: impl FnMut(&str, bool, bool)) {
         let joined = chunk.contains(is_joiner);
         // Padding pads a sentence, never an identifier: "time" of "link-time" is content.
         let is_stop = |w: &str, a| {
-            is_stop(w, a) && !(joined && a == Analysis::Derived && FILLER.contains(&w))
+            is_stop(w, a) && !(joined && a >= Analysis::Derived && FILLER.contains(&w))
         };
         if joined {
             lower_into(chunk, &mut lower);
@@ -183,7 +192,7 @@ fn walk(text: &str, a: Analysis, mut emit: impl FnMut(&str, bool, bool)) {
         }
         for w in chunk.split(is_joiner).filter(|w| !w.is_empty()) {
             // camelCase and PascalCase humps are parts of their own, the whole word too.
-            humps_into(w, &mut parts);
+            humps_into(w, a, &mut parts);
             lower_into(w, &mut lower);
             if parts.len() > 1 {
                 emit(&lower, true, false);
@@ -203,7 +212,7 @@ fn walk(text: &str, a: Analysis, mut emit: impl FnMut(&str, bool, bool)) {
 /// Whether `word` (lowercased, unstemmed) is no content to the analysis `a`: a stopword or
 /// filler, or (since schema 5) an irregular form of one ("knew", "done").
 fn is_stop(word: &str, a: Analysis) -> bool {
-    is_stopword(word) || (a == Analysis::Derived && irregular(word, a).is_some_and(is_stopword))
+    is_stopword(word) || (a >= Analysis::Derived && irregular(word, a).is_some_and(is_stopword))
 }
 
 /// Analyze `text` into terms, in order ([`Analysis::CURRENT`]).
@@ -225,17 +234,27 @@ pub fn terms_with(text: &str, a: Analysis) -> Vec<Term> {
 }
 
 /// The humps of a camelCase or PascalCase word (`TokenStream` → `Token`, `Stream`) into `out`
-/// (cleared first); a word without an inner lower-to-upper change is one hump.
-fn humps_into<'t>(w: &'t str, out: &mut Vec<&'t str>) {
+/// (cleared first); a word without an inner lower-to-upper change is one hump. Since
+/// [`Analysis::Acronyms`], an acronym's last capital starts the next hump when lowercase
+/// follows it (`JSONEncoder` → `JSON`, `Encoder`), but not when that is a final `s` (`URLs`).
+fn humps_into<'t>(w: &'t str, a: Analysis, out: &mut Vec<&'t str>) {
     out.clear();
     let mut start = 0;
-    let mut prev_lower = false;
-    for (i, c) in w.char_indices() {
-        if c.is_uppercase() && prev_lower {
+    let (mut prev_lower, mut prev_upper) = (false, false);
+    let mut chars = w.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let upper = c.is_uppercase();
+        let acronym_ends = a >= Analysis::Acronyms
+            && upper
+            && prev_upper
+            && chars.peek().is_some_and(|(_, n)| n.is_lowercase())
+            && &w[i + c.len_utf8()..] != "s";
+        if upper && (prev_lower || acronym_ends) {
             out.push(&w[start..i]);
             start = i;
         }
         prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        prev_upper = upper;
     }
     out.push(&w[start..]);
 }
@@ -255,7 +274,7 @@ fn is_cvc(b: &[u8]) -> bool {
 /// suffix rule reaches ("written" and "wrote" mean "write"). Forms that are also words of their
 /// own in documentation ("bound", "left", "read") are not listed.
 fn irregular(w: &str, a: Analysis) -> Option<&'static str> {
-    if a == Analysis::Derived
+    if a >= Analysis::Derived
         && let Some(base) = irregular_since_5(w)
     {
         return Some(base);
@@ -357,7 +376,7 @@ fn stem_into(w: &str, a: Analysis, s: &mut String) {
     if w.len() <= 3 || !w.bytes().all(|b| b.is_ascii_lowercase()) {
         return;
     }
-    if a == Analysis::Derived {
+    if a >= Analysis::Derived {
         british_ize(s);
     }
     // "refutability" meets "refutable", "visibility" meets "visible".
@@ -397,7 +416,7 @@ fn stem_into(w: &str, a: Analysis, s: &mut String) {
         } else if a != Analysis::Suffixes && n == 3 && is_cvc(b) {
             // "naming", "named" meet "name"; "hiding" meets "hide".
             s.push('e');
-        } else if a == Analysis::Derived && n >= 4 && b[n - 1] == b'i' && w.ends_with("ied") {
+        } else if a >= Analysis::Derived && n >= 4 && b[n - 1] == b'i' && w.ends_with("ied") {
             // "specified", "applied" meet "specify", "apply" ("specifies" already does).
             s.pop();
             s.push('y');
@@ -406,7 +425,7 @@ fn stem_into(w: &str, a: Analysis, s: &mut String) {
     if s.len() > 4 && s.ends_with('e') {
         s.truncate(s.len() - 1);
     }
-    if a == Analysis::Derived {
+    if a >= Analysis::Derived {
         derivation(w, s);
     }
 }
@@ -572,7 +591,7 @@ fn for_each_held(text: &str, wanted: &[&str], mut found: impl FnMut(usize)) {
         if !maybe {
             continue;
         }
-        humps_into(word, &mut parts);
+        humps_into(word, Analysis::CURRENT, &mut parts);
         for part in &parts {
             lower_into(part, &mut lower);
             stem_into(&lower, Analysis::CURRENT, &mut stemmed);
@@ -1015,6 +1034,19 @@ mod tests {
         );
         assert_eq!(show("TokenStream"), "tokenstream* token stream");
         assert_eq!(show("std::io::Read"), "std::io::read* std io read");
+        // An acronym ends its hump where a capitalised word follows; a plural stays one word.
+        assert_eq!(show("JSONEncoder"), "jsonencoder* json encoder");
+        assert_eq!(
+            show("GenericUUIDTaggedItemBase"),
+            "genericuuidtaggeditembase* generic uuid tag item base"
+        );
+        assert_eq!(show("IOError URLs UUID"), "ioerror* io error url uuid");
+        // Before schema 7 the acronym and the word after it were one hump.
+        let derived: Vec<String> = terms_with("JSONEncoder", Analysis::Derived)
+            .into_iter()
+            .map(|t| t.text)
+            .collect();
+        assert_eq!(derived, ["jsonencoder"]);
         assert_eq!(
             content_terms("How do I use the profiles of a workspace?"),
             ["profil", "workspac"]

@@ -30,7 +30,9 @@ use crate::passage::Passage;
 /// forms, `-ise` as `-ize`, `-ation` and `-ate` at their stem); schema 4 keeps its analysis.
 /// Schema 6 keeps schema 5's fields and analysis; its `headings` also hold the page's
 /// directories ([`headings_text`]). A schema-5 snapshot is queried the same way.
-pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-6";
+/// Schema 7 keeps schema 6's fields and analyzes them with [`Analysis::Acronyms`] (an acronym
+/// ends its camelCase hump: `JSONEncoder` holds `json`); schema 5 and 6 keep theirs.
+pub const INDEX_REVISION: &str = "tantivy-0.27/reach-schema-7";
 
 /// Writer memory budget. Tantivy splits it across threads and needs ≥ 15 MB per thread.
 const WRITER_MEMORY_BYTES: usize = 96 * 1024 * 1024;

@@ -140,7 +140,9 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-4+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
+/// The method of a snapshot of schema 5 or 6, queried with the analysis it was built with.
+pub const SCHEMA_6_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 4, queried with the analysis it was built with.
 pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
@@ -588,7 +590,8 @@ impl Snapshot {
                 let method = match self.analysis {
                     Analysis::Suffixes => SCHEMA_3_RETRIEVAL_METHOD,
                     Analysis::Irregular => SCHEMA_4_RETRIEVAL_METHOD,
-                    Analysis::Derived => RETRIEVAL_METHOD,
+                    Analysis::Derived => SCHEMA_6_RETRIEVAL_METHOD,
+                    Analysis::Acronyms => RETRIEVAL_METHOD,
                 };
                 // The bundle names the embedding table it was ranked with, by digest.
                 let method = match &self.embedding {
@@ -1311,6 +1314,22 @@ mod tests {
     }
 
     #[test]
+    fn a_question_saying_an_acronym_meets_the_identifier_it_starts() {
+        // Python's docs name things `JSONEncoder` and `UUIDField`; the question says "JSON".
+        let mut files = widgets();
+        files.push((
+            "encoders.md".to_string(),
+            "# Encoders\n\n## JSONEncoder\n\nSubclass `JSONEncoder` to write your own types.\n"
+                .to_string(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let g = ask(&s, "Which encoder do I subclass to write JSON?");
+        assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
+        assert_eq!(g.bundle.passages[0].section, "JSONEncoder");
+    }
+
+    #[test]
     fn a_question_in_shorthand_meets_the_page_that_spells_it_out() {
         let mut files = widgets();
         files.push((
@@ -1424,6 +1443,12 @@ mod tests {
             Analysis::of_index("tantivy-0.27/reach-schema-4"),
             Analysis::Irregular
         );
+        for schema in ["5", "6"] {
+            assert_eq!(
+                Analysis::of_index(&format!("tantivy-0.27/reach-schema-{schema}")),
+                Analysis::Derived
+            );
+        }
         assert_eq!(Analysis::of_index(INDEX_REVISION), Analysis::CURRENT);
         // "Naming" is `nam` to schema 3's analysis and `name` to schema 4's: a question meets
         // the index only through the analysis that built it.
@@ -1453,6 +1478,12 @@ mod tests {
                 Analysis::Derived,
                 true,
                 "reach-analysis-3",
+            ),
+            (
+                Analysis::Acronyms,
+                Analysis::Acronyms,
+                true,
+                "reach-analysis-4",
             ),
         ] {
             let dir = tempfile::tempdir().unwrap();
