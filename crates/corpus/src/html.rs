@@ -11,9 +11,11 @@
 //!   `style`, `svg`, `template`, `noscript`, `iframe`, `button`, `form`, elements whose ARIA
 //!   landmark role says the same (`navigation`, `search`, `banner`, `contentinfo`,
 //!   `complementary`), and elements whose class marks them as chrome (mdBook's hidden `boring`
-//!   lines, the Reference's rule labels and railroad diagrams, the `¶` or `#` permalink Sphinx
-//!   and MkDocs put in every heading);
-//! - headings as section boundaries, with the `id` the site gave them as the anchor;
+//!   lines, the Reference's rule labels and railroad diagrams, the `¶`, `#` or `§` permalink
+//!   Sphinx, MkDocs, rustdoc and others put beside every heading);
+//! - headings as section boundaries, with the `id` the site gave them as the anchor: the
+//!   heading's own, else its permalink's target, else the id of the `<section>` it opens
+//!   (rustdoc's and Sphinx's sections carry it);
 //! - `<pre>` blocks verbatim, as fenced code with the language their `language-*` class names;
 //! - nothing of a redirect stub (a `<meta http-equiv="refresh">` with no delay, as mdBook and
 //!   other site generators leave at a moved page's old path): no reader ever sees its text.
@@ -39,8 +41,13 @@ const SKIP_CLASSES: &[&str] = &[
     // Common site chrome.
     "sidebar",
     "breadcrumbs",
-    // Sphinx's and MkDocs' permalink glyph (`¶`, `#`) inside every heading.
+    // The permalink glyph (`¶`, `#`, `§`) beside every heading: Sphinx's and MkDocs'
+    // `headerlink`, rustdoc's and GitHub's `anchor`, VuePress's `header-anchor`, Docusaurus's
+    // `hash-link`.
     "headerlink",
+    "anchor",
+    "header-anchor",
+    "hash-link",
     "toc",
     "visually-hidden",
     "sr-only",
@@ -413,6 +420,8 @@ pub fn extract(html: &str) -> Vec<Block> {
     let mut inside = root == Root::Body;
     // The `role="main"` element's name and how deep its own name is nested, while inside it.
     let mut main_role: Option<(String, u32)> = None;
+    // The id of the `<section>` just opened, for its first heading when that has none.
+    let mut section_id: Option<String> = None;
     // The element being skipped and how deep its own name is nested.
     let mut skipping: Option<(String, u32)> = None;
     let mut line: u32 = 1;
@@ -535,10 +544,15 @@ pub fn extract(html: &str) -> Vec<Block> {
             .strip_prefix('h')
             .and_then(|d| d.parse::<u8>().ok())
             .filter(|d| (1..=6).contains(d));
+        if name == "section" {
+            section_id = attr(tag.attrs, "id").filter(|id| !tag.closing && !id.is_empty());
+        }
         if let Some(level) = heading_level {
             b.flush();
             if !tag.closing {
-                b.heading = Some((level, attr(tag.attrs, "id").unwrap_or_default()));
+                let id = attr(tag.attrs, "id").filter(|id| !id.is_empty());
+                let id = id.or(section_id.take()).unwrap_or_default();
+                b.heading = Some((level, id));
                 b.start = tag_line;
                 b.end = tag_line;
             }
@@ -726,6 +740,29 @@ opt-level = 1 # &lt;fast&gt;
             1-1 Heading { level: 2, anchor: "usage" } "Usage"
         "#]]
         .assert_eq(&show(mkdocs));
+    }
+
+    #[test]
+    fn a_heading_without_an_id_takes_its_sections_and_permalinks_are_dropped() {
+        // rustdoc: the id is on the `<section>`, the `§` permalink before the heading, and a
+        // section without a heading lends its id to none after it.
+        let html = r##"<main>
+<h2 id="variants">Variants<a href="#variants" class="anchor">§</a></h2>
+<section id="variant.None" class="variant"><a href="#variant.None" class="anchor">§</a><h3 class="code-header">None</h3></section>
+<p>No value.</p>
+<section id="aside"><p>x</p></section>
+<h3>Plain</h3>
+<h2 id="vp">Next<a class="header-anchor" href="#vp">#</a><a class="hash-link" href="#vp">&#8203;</a></h2>
+</main>"##;
+        expect_test::expect![[r#"
+            2-2 Heading { level: 2, anchor: "variants" } "Variants"
+            3-3 Heading { level: 3, anchor: "variant.None" } "None"
+            4-4 Text "No value."
+            5-5 Text "x"
+            6-6 Heading { level: 3, anchor: "" } "Plain"
+            7-7 Heading { level: 2, anchor: "vp" } "Next"
+        "#]]
+        .assert_eq(&show(html));
     }
 
     #[test]
