@@ -77,6 +77,7 @@ pub const STOPWORDS: &[&str] = &[
     "just", "like", "long", "make", "makes", "many", "may", "me", "mean", "means", "might",
     "mine", "more", "most", "much", "must", "my", "need", "needs", "no", "not", "now", "of",
     "off", "often", "on", "one", "only", "or", "other", "our", "out", "over", "own", "please",
+    "put", "puts",
     "same", "several", "she", "should", "so", "some", "such", "tell", "than", "that", "the",
     "their",
     "them", "then", "there", "these", "they", "thing", "things", "this", "those", "through",

@@ -1330,6 +1330,24 @@ mod tests {
     }
 
     #[test]
+    fn a_generic_verb_the_docs_never_use_does_not_refuse_the_question() {
+        // "put" says nothing of the subject; as a word the corpus lacks it weighed twice a
+        // rare word and refused a question the docs answer.
+        let mut files = widgets();
+        files.push((
+            "admin.md".to_string(),
+            "# Admin\n\n## Listing sprockets\n\nA sprocket field cannot be listed in the admin \
+             display.\n"
+                .to_string(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let g = ask(&s, "Where do I put the sprocket field?");
+        assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
+        assert_eq!(g.bundle.passages[0].section, "Listing sprockets");
+    }
+
+    #[test]
     fn a_question_in_shorthand_meets_the_page_that_spells_it_out() {
         let mut files = widgets();
         files.push((
