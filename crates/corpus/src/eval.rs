@@ -48,8 +48,20 @@ pub struct SetHeader {
     pub corpus: String,
     pub root: String,
     pub include: Vec<String>,
+    /// Globs of paths left out, as `include`'s (`technical/**`, `print.html`).
     #[serde(default)]
     pub exclude: Vec<String>,
+}
+
+impl SetHeader {
+    /// The `exclude` globs, compiled as a source's `include` globs are.
+    pub fn exclusions(&self) -> Result<globset::GlobSet, globset::Error> {
+        let mut b = globset::GlobSetBuilder::new();
+        for g in &self.exclude {
+            b.add(globset::Glob::new(g)?);
+        }
+        b.build()
+    }
 }
 
 /// A section that answers a question: a path in the corpus and the section's anchor.
@@ -90,6 +102,10 @@ pub fn parse_set(text: &str) -> Result<QuestionSet, EvalRefusal> {
     let header: SetHeader = serde_json::from_str(first).map_err(|e| EvalRefusal::Malformed {
         line: n,
         detail: format!("header: {e}"),
+    })?;
+    header.exclusions().map_err(|e| EvalRefusal::Malformed {
+        line: n,
+        detail: format!("header: exclude: {e}"),
     })?;
     let mut questions = Vec::new();
     for (line, l) in lines {
@@ -328,6 +344,7 @@ mod tests {
             "{\"corpus\": 1}",
             "{\"corpus\": \"c\", \"root\": \"r\", \"include\": []}\n{\"question\": \"q\"}",
             "{\"corpus\": \"c\", \"root\": \"r\", \"include\": []}\nnot json",
+            "{\"corpus\": \"c\", \"root\": \"r\", \"include\": [], \"exclude\": [\"a[\"]}",
         ];
         let out: Vec<&str> = cases
             .iter()
@@ -339,6 +356,7 @@ mod tests {
                 "eval/empty",
                 "eval/malformed",
                 "eval/no-expectation",
+                "eval/malformed",
                 "eval/malformed"
             ]
         );

@@ -81,14 +81,25 @@ pub struct Run {
     pub asked: Vec<Asked>,
 }
 
-/// Files (path, bytes) as tree entries, leaving out the paths in `exclude`.
+/// Files (path, bytes) as tree entries, leaving out the paths `exclude`'s globs match (a glob
+/// that does not compile, which [`crate::eval::parse_set`] refuses, matches its own text only).
 pub fn file_entries<P: AsRef<str>, B: AsRef<[u8]>>(
     files: impl IntoIterator<Item = (P, B)>,
     exclude: &[String],
 ) -> Vec<TreeEntry> {
+    let globs: Vec<Option<globset::GlobMatcher>> = exclude
+        .iter()
+        .map(|g| globset::Glob::new(g).ok().map(|g| g.compile_matcher()))
+        .collect();
+    let excluded = |p: &str| {
+        exclude.iter().zip(&globs).any(|(x, g)| match g {
+            Some(g) => g.is_match(p),
+            None => x == p,
+        })
+    };
     let mut out: Vec<TreeEntry> = files
         .into_iter()
-        .filter(|(p, _)| !exclude.iter().any(|x| x == p.as_ref()))
+        .filter(|(p, _)| !excluded(p.as_ref()))
         .map(|(p, b)| TreeEntry {
             path: p.as_ref().to_string(),
             kind: EntryKind::File {
@@ -255,7 +266,7 @@ mod tests {
     use super::*;
     use crate::eval::parse_set;
 
-    const SET: &str = r#"{"corpus": "c", "root": ".", "include": ["**/*.md"], "exclude": ["skip.md"]}
+    const SET: &str = r#"{"corpus": "c", "root": ".", "include": ["**/*.md"], "exclude": ["skip.md", "old/**"]}
 {"question": "How do I rotate the signing key?", "expect": [{"path": "keys.md", "anchor": "rotating-the-signing-key"}], "facts": ["reach key rotate"]}
 {"question": "What is the capital of Mongolia?", "out_of_corpus": true}
 "#;
@@ -271,6 +282,7 @@ mod tests {
             [
                 ("keys.md", KEYS.as_bytes()),
                 ("skip.md", SKIP.as_bytes()),
+                ("old/keys.md", KEYS.as_bytes()),
                 ("notes.txt", b"not included".as_slice()),
             ],
             &set.header.exclude,
