@@ -1285,66 +1285,58 @@ mod tests {
         assert_eq!(g.bundle.passages[0].path, "room.md");
     }
 
+    /// The section a question is answered from first, asked of `page` among the widget
+    /// pages; the question must be admitted.
+    fn lead_section(page: (&str, &str), question: &str) -> String {
+        let mut files = widgets();
+        files.push((page.0.to_string(), page.1.to_string()));
+        let dir = tempfile::tempdir().unwrap();
+        let g = ask(&built(dir.path(), &files), question);
+        assert!(g.gate.unwrap().admitted, "{question}: {:?}", g.gate);
+        g.bundle.passages[0].section.clone()
+    }
+
     #[test]
     fn a_letter_written_as_code_in_the_question_finds_its_section() {
         // `repr(C)`'s "C" is the subject: without it "representation" and "layout" lead to
         // the longer section on the other representation.
-        let mut files = widgets();
-        files.push((
-            "layout.md".to_string(),
+        let page = (
+            "layout.md",
             "# Type layout\n\n## The Rust representation\n\nThe default, `repr(Rust)`, gives \
              no layout guarantee: the layout of a struct may change, and the representation \
              reorders fields.\n\n## The C representation\n\nUnder `repr(C)` fields are laid \
-             out in order, as C lays them out.\n"
-                .to_string(),
-        ));
-        let dir = tempfile::tempdir().unwrap();
-        let s = built(dir.path(), &files);
-        let g = ask(&s, "What does repr(C) do to the layout of my struct?");
-        assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
-        assert_eq!(g.bundle.passages[0].section, "The C representation");
+             out in order, as C lays them out.\n",
+        );
+        let q = "What does repr(C) do to the layout of my struct?";
+        assert_eq!(lead_section(page, q), "The C representation");
         // Written in prose, the letter is no term: the same question without code finds the
         // section that says most of it.
-        let g = ask(
-            &s,
-            "What does a C representation do to the layout of my struct?",
-        );
-        assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
-        assert_eq!(g.bundle.passages[0].section, "The Rust representation");
+        let q = "What does a C representation do to the layout of my struct?";
+        assert_eq!(lead_section(page, q), "The Rust representation");
     }
 
     #[test]
     fn a_question_saying_an_acronym_meets_the_identifier_it_starts() {
         // Python's docs name things `JSONEncoder` and `UUIDField`; the question says "JSON".
-        let mut files = widgets();
-        files.push((
-            "encoders.md".to_string(),
-            "# Encoders\n\n## JSONEncoder\n\nSubclass `JSONEncoder` to write your own types.\n"
-                .to_string(),
-        ));
-        let dir = tempfile::tempdir().unwrap();
-        let s = built(dir.path(), &files);
-        let g = ask(&s, "Which encoder do I subclass to write JSON?");
-        assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
-        assert_eq!(g.bundle.passages[0].section, "JSONEncoder");
+        let page = (
+            "encoders.md",
+            "# Encoders\n\n## JSONEncoder\n\nSubclass `JSONEncoder` to write your own types.\n",
+        );
+        let q = "Which encoder do I subclass to write JSON?";
+        assert_eq!(lead_section(page, q), "JSONEncoder");
     }
 
     #[test]
     fn a_generic_verb_the_docs_never_use_does_not_refuse_the_question() {
         // "put" says nothing of the subject; as a word the corpus lacks it weighed twice a
         // rare word and refused a question the docs answer.
-        let mut files = widgets();
-        files.push((
-            "admin.md".to_string(),
+        let page = (
+            "admin.md",
             "# Admin\n\n## Listing sprockets\n\nA sprocket field cannot be listed in the admin \
-             display.\n"
-                .to_string(),
-        ));
-        let dir = tempfile::tempdir().unwrap();
-        let s = built(dir.path(), &files);
-        let g = ask(&s, "Where do I put the sprocket field?");
-        assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
-        assert_eq!(g.bundle.passages[0].section, "Listing sprockets");
+             display.\n",
+        );
+        let q = "Where do I put the sprocket field?";
+        assert_eq!(lead_section(page, q), "Listing sprockets");
     }
 
     #[test]
