@@ -53,17 +53,6 @@ pub struct SetHeader {
     pub exclude: Vec<String>,
 }
 
-impl SetHeader {
-    /// The `exclude` globs, compiled as a source's `include` globs are.
-    pub fn exclusions(&self) -> Result<globset::GlobSet, globset::Error> {
-        let mut b = globset::GlobSetBuilder::new();
-        for g in &self.exclude {
-            b.add(globset::Glob::new(g)?);
-        }
-        b.build()
-    }
-}
-
 /// A section that answers a question: a path in the corpus and the section's anchor.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,7 +92,7 @@ pub fn parse_set(text: &str) -> Result<QuestionSet, EvalRefusal> {
         line: n,
         detail: format!("header: {e}"),
     })?;
-    header.exclusions().map_err(|e| EvalRefusal::Malformed {
+    crate::process::glob_set(&header.exclude).map_err(|e| EvalRefusal::Malformed {
         line: n,
         detail: format!("header: exclude: {e}"),
     })?;

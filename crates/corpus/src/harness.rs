@@ -81,25 +81,16 @@ pub struct Run {
     pub asked: Vec<Asked>,
 }
 
-/// Files (path, bytes) as tree entries, leaving out the paths `exclude`'s globs match (a glob
-/// that does not compile, which [`crate::eval::parse_set`] refuses, matches its own text only).
+/// Files (path, bytes) as tree entries, leaving out the paths `exclude`'s globs match (globs
+/// that do not compile, which [`crate::eval::parse_set`] refuses, leave out nothing).
 pub fn file_entries<P: AsRef<str>, B: AsRef<[u8]>>(
     files: impl IntoIterator<Item = (P, B)>,
     exclude: &[String],
 ) -> Vec<TreeEntry> {
-    let globs: Vec<Option<globset::GlobMatcher>> = exclude
-        .iter()
-        .map(|g| globset::Glob::new(g).ok().map(|g| g.compile_matcher()))
-        .collect();
-    let excluded = |p: &str| {
-        exclude.iter().zip(&globs).any(|(x, g)| match g {
-            Some(g) => g.is_match(p),
-            None => x == p,
-        })
-    };
+    let excluded = crate::process::glob_set(exclude).unwrap_or_default();
     let mut out: Vec<TreeEntry> = files
         .into_iter()
-        .filter(|(p, _)| !excluded(p.as_ref()))
+        .filter(|(p, _)| !excluded.is_match(p.as_ref()))
         .map(|(p, b)| TreeEntry {
             path: p.as_ref().to_string(),
             kind: EntryKind::File {

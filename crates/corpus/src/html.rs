@@ -189,7 +189,8 @@ fn attr(attrs: &str, name: &str) -> Option<String> {
     None
 }
 
-fn has_skip_class(attrs: &str) -> bool {
+/// Whether a tag's class or ARIA role marks its element as chrome.
+fn is_chrome(attrs: &str) -> bool {
     attr(attrs, "class").is_some_and(|c| {
         c.split_ascii_whitespace()
             .any(|c| SKIP_CLASSES.contains(&c))
@@ -265,6 +266,33 @@ fn named_entity(name: &str) -> Option<char> {
         "middot" => '·',
         _ => return None,
     })
+}
+
+/// An element followed to its matching end tag: its name and how deep that name is nested.
+struct Open {
+    name: String,
+    depth: u32,
+}
+
+impl Open {
+    fn new(name: &str) -> Open {
+        Open {
+            name: name.to_string(),
+            depth: 1,
+        }
+    }
+
+    /// Count a (non-void, not self-closing) tag; whether it ends the element.
+    fn ends_at(&mut self, name: &str, closing: bool) -> bool {
+        if name == self.name {
+            if closing {
+                self.depth -= 1;
+            } else {
+                self.depth += 1;
+            }
+        }
+        self.depth == 0
+    }
 }
 
 /// What bounds the main content of a page.
@@ -418,12 +446,12 @@ pub fn extract(html: &str) -> Vec<Block> {
     };
     // Inside the content root (always, when the page has none).
     let mut inside = root == Root::Body;
-    // The `role="main"` element's name and how deep its own name is nested, while inside it.
-    let mut main_role: Option<(String, u32)> = None;
+    // The `role="main"` element, while inside it.
+    let mut main_role: Option<Open> = None;
     // The id of the `<section>` just opened, for its first heading when that has none.
     let mut section_id: Option<String> = None;
-    // The element being skipped and how deep its own name is nested.
-    let mut skipping: Option<(String, u32)> = None;
+    // The element being skipped.
+    let mut skipping: Option<Open> = None;
     let mut line: u32 = 1;
     let bytes = html.as_bytes();
     let mut i = 0;
@@ -476,40 +504,30 @@ pub fn extract(html: &str) -> Vec<Block> {
         }
         // The `role="main"` element's own name is counted even inside a skipped element (a
         // `<div role="navigation">` inside a `<div role="main">`), so its end is found.
-        if root == Root::MainRole && !VOID_ELEMENTS.contains(&name) && !tag.self_closing {
-            match &mut main_role {
+        let nests = !VOID_ELEMENTS.contains(&name) && !tag.self_closing;
+        if root == Root::MainRole && nests {
+            match main_role
+                .as_mut()
+                .map(|open| open.ends_at(name, tag.closing))
+            {
                 None if !tag.closing && is_main_role(tag.attrs) => {
                     b.flush();
                     inside = true;
-                    main_role = Some((name.to_string(), 1));
+                    main_role = Some(Open::new(name));
                     continue;
                 }
-                Some((el, depth)) if el == name => {
-                    if tag.closing {
-                        *depth -= 1;
-                    } else {
-                        *depth += 1;
-                    }
-                    if *depth == 0 {
-                        b.flush();
-                        inside = false;
-                        main_role = None;
-                        continue;
-                    }
+                Some(true) => {
+                    b.flush();
+                    inside = false;
+                    main_role = None;
+                    continue;
                 }
                 _ => {}
             }
         }
-        if let Some((skip, depth)) = &mut skipping {
-            if name == skip && !VOID_ELEMENTS.contains(&name) && !tag.self_closing {
-                if tag.closing {
-                    *depth -= 1;
-                    if *depth == 0 {
-                        skipping = None;
-                    }
-                } else {
-                    *depth += 1;
-                }
+        if let Some(open) = &mut skipping {
+            if nests && open.ends_at(name, tag.closing) {
+                skipping = None;
             }
             continue;
         }
@@ -535,9 +553,9 @@ pub fn extract(html: &str) -> Vec<Block> {
         if !tag.closing
             && !tag.self_closing
             && !VOID_ELEMENTS.contains(&name)
-            && (SKIP_ELEMENTS.contains(&name) || has_skip_class(tag.attrs))
+            && (SKIP_ELEMENTS.contains(&name) || is_chrome(tag.attrs))
         {
-            skipping = Some((name.to_string(), 1));
+            skipping = Some(Open::new(name));
             continue;
         }
         let heading_level = name

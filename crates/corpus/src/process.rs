@@ -263,17 +263,21 @@ pub fn process_tree(
 }
 
 fn build_globs(include: &[String]) -> Result<GlobSet, BuildError> {
+    glob_set(include).map_err(|e| {
+        BuildError::Source(crate::source::SourceRefusal::Malformed(format!(
+            "include {e}"
+        )))
+    })
+}
+
+/// Path globs as a source's `include` (and a question set's `exclude`) are compiled: `*`
+/// crosses `/`. The error names the glob that does not compile.
+pub(crate) fn glob_set(globs: &[String]) -> Result<GlobSet, String> {
     let mut b = GlobSetBuilder::new();
-    for g in include {
-        let glob = Glob::new(g).map_err(|e| {
-            BuildError::Source(crate::source::SourceRefusal::Malformed(format!(
-                "include `{g}`: {e}"
-            )))
-        })?;
-        b.add(glob);
+    for g in globs {
+        b.add(Glob::new(g).map_err(|e| format!("`{g}`: {e}"))?);
     }
-    b.build()
-        .map_err(|e| BuildError::Source(crate::source::SourceRefusal::Malformed(e.to_string())))
+    b.build().map_err(|e| e.to_string())
 }
 
 /// Normalise a raw entry path: strip `./` and empty components; refuse absolute paths and any
