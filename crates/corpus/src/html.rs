@@ -12,10 +12,10 @@
 //!   landmark role says the same (`navigation`, `search`, `banner`, `contentinfo`,
 //!   `complementary`), and elements whose class marks them as chrome (mdBook's hidden `boring`
 //!   lines, the Reference's rule labels and railroad diagrams, the `¶`, `#` or `§` permalink
-//!   Sphinx, MkDocs, rustdoc and others put beside every heading);
+//!   Sphinx, MkDocs, rustdoc and others put beside every heading, DocBook's Prev/Next tables);
 //! - headings as section boundaries, with the `id` the site gave them as the anchor: the
-//!   heading's own, else its permalink's target, else the id of the `<section>` it opens
-//!   (rustdoc's and Sphinx's sections carry it);
+//!   heading's own, else its permalink's target, else the id of the container it opens with
+//!   no text between (rustdoc and Sphinx put it on a `<section>`, DocBook on a `<div>`);
 //! - `<pre>` blocks verbatim, as fenced code with the language their `language-*` class names;
 //! - nothing of a redirect stub (a `<meta http-equiv="refresh">` with no delay, as mdBook and
 //!   other site generators leave at a moved page's old path): no reader ever sees its text.
@@ -49,6 +49,9 @@ const SKIP_CLASSES: &[&str] = &[
     "header-anchor",
     "hash-link",
     "toc",
+    // DocBook XSL's Prev/Up/Home/Next tables above and below every page.
+    "navheader",
+    "navfooter",
     "visually-hidden",
     "sr-only",
 ];
@@ -335,6 +338,9 @@ struct Builder {
     start: u32,
     end: u32,
     heading: Option<(u8, String)>,
+    /// The anchor of the open heading when neither it nor its permalink names one: the id of
+    /// the container it opens.
+    heading_fallback: Option<String>,
     code: Option<String>,
 }
 
@@ -374,7 +380,12 @@ impl Builder {
 
     fn flush(&mut self) {
         let text = std::mem::take(&mut self.text);
-        if let Some((level, anchor)) = self.heading.take() {
+        if let Some((level, mut anchor)) = self.heading.take() {
+            if let Some(id) = self.heading_fallback.take()
+                && anchor.is_empty()
+            {
+                anchor = id;
+            }
             let t = text.trim();
             if !t.is_empty() {
                 self.blocks.push(Block {
@@ -442,14 +453,17 @@ pub fn extract(html: &str) -> Vec<Block> {
         start: 1,
         end: 1,
         heading: None,
+        heading_fallback: None,
         code: None,
     };
     // Inside the content root (always, when the page has none).
     let mut inside = root == Root::Body;
     // The `role="main"` element, while inside it.
     let mut main_role: Option<Open> = None;
-    // The id of the `<section>` just opened, for its first heading when that has none.
-    let mut section_id: Option<String> = None;
+    // The id of the container (`section`, `div`, `article`) opened last with no text since, for
+    // the heading it opens when that has no id of its own: rustdoc and Sphinx put it on a
+    // `<section>`, DocBook on a `<div class="sect1">`.
+    let mut container_id: Option<String> = None;
     // The element being skipped.
     let mut skipping: Option<Open> = None;
     let mut line: u32 = 1;
@@ -461,6 +475,9 @@ pub fn extract(html: &str) -> Vec<Block> {
             let chunk = &html[i..j];
             let nl = chunk.matches('\n').count() as u32;
             if inside && skipping.is_none() {
+                if !chunk.trim().is_empty() {
+                    container_id = None;
+                }
                 b.push_text(&decode_entities(chunk), line, line + nl);
             }
             line += nl;
@@ -562,15 +579,17 @@ pub fn extract(html: &str) -> Vec<Block> {
             .strip_prefix('h')
             .and_then(|d| d.parse::<u8>().ok())
             .filter(|d| (1..=6).contains(d));
-        if name == "section" {
-            section_id = attr(tag.attrs, "id").filter(|id| !tag.closing && !id.is_empty());
+        if matches!(name, "section" | "div" | "article")
+            && !tag.closing
+            && let Some(id) = attr(tag.attrs, "id").filter(|id| !id.is_empty())
+        {
+            container_id = Some(id);
         }
         if let Some(level) = heading_level {
             b.flush();
             if !tag.closing {
-                let id = attr(tag.attrs, "id").filter(|id| !id.is_empty());
-                let id = id.or(section_id.take()).unwrap_or_default();
-                b.heading = Some((level, id));
+                b.heading = Some((level, attr(tag.attrs, "id").unwrap_or_default()));
+                b.heading_fallback = container_id.take();
                 b.start = tag_line;
                 b.end = tag_line;
             }
@@ -779,6 +798,28 @@ opt-level = 1 # &lt;fast&gt;
             5-5 Text "x"
             6-6 Heading { level: 3, anchor: "" } "Plain"
             7-7 Heading { level: 2, anchor: "vp" } "Next"
+        "#]]
+        .assert_eq(&show(html));
+    }
+
+    #[test]
+    fn a_docbook_page_takes_its_headings_ids_from_their_divs_and_drops_its_nav_tables() {
+        // DocBook XSL (PostgreSQL's manual): no landmarks, a Prev/Up/Next table above and
+        // below, and each heading's id on the `<div>` it opens, through title-page wrappers
+        // and an index-term anchor; a `<div>` with text before its heading lends it nothing.
+        let html = r##"<html><body id="docContent">
+<div class="navheader"><table><tr><th>Routine Vacuuming</th></tr><tr><td><a href="x.html">Prev</a></td></tr></table><hr /></div>
+<div class="sect1" id="ROUTINE-VACUUMING"><div class="titlepage"><div><div><h2 class="title">25.1. Routine Vacuuming</h2></div></div></div>
+<div class="sect2" id="VACUUM-BASICS"><div class="titlepage"><div><div><h3 class="title">25.1.1. Vacuuming Basics</h3></div></div></div><a id="id-1.6" class="indexterm"></a><p>Reclaim space.</p>
+<div class="note" id="n1"><p>Said first.</p><h3>Later</h3></div></div></div>
+<div class="navfooter"><hr /><table><tr><td>Home</td></tr></table></div>
+</body></html>"##;
+        expect_test::expect![[r#"
+            3-3 Heading { level: 2, anchor: "ROUTINE-VACUUMING" } "25.1. Routine Vacuuming"
+            4-4 Heading { level: 3, anchor: "VACUUM-BASICS" } "25.1.1. Vacuuming Basics"
+            4-4 Text "Reclaim space."
+            5-5 Text "Said first."
+            5-5 Heading { level: 3, anchor: "" } "Later"
         "#]]
         .assert_eq(&show(html));
     }
