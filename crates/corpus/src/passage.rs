@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::process::{AcceptedFile, Media};
 
 /// Revision of the splitting rules; recorded in every snapshot. Bump when passages change.
-pub const PARSER_REVISION: &str = "reach-corpus-passages/2";
+pub const PARSER_REVISION: &str = "reach-corpus-passages/3";
 
 /// A passage closes at the first blank line after this many bytes…
 const PASSAGE_SOFT_BYTES: usize = 1536;
@@ -149,21 +149,28 @@ struct Section {
 
 /// The open headings above the current one, as `(level, title)`.
 #[derive(Default)]
-struct Outline(Vec<(u8, String)>);
+struct Outline {
+    open: Vec<(u8, String)>,
+    /// Whether the first open heading is the page's title, above every later heading whatever
+    /// its level.
+    titled: bool,
+}
 
 impl Outline {
     /// Enter a heading of `level`; returns the context path above it.
     fn enter(&mut self, level: u8, title: &str) -> String {
-        while self.0.last().is_some_and(|(l, _)| *l >= level) {
-            self.0.pop();
+        while self.open.len() > usize::from(self.titled)
+            && self.open.last().is_some_and(|(l, _)| *l >= level)
+        {
+            self.open.pop();
         }
         let context = self
-            .0
+            .open
             .iter()
             .map(|(_, t)| t.as_str())
             .collect::<Vec<_>>()
             .join(" › ");
-        self.0.push((level, title.to_string()));
+        self.open.push((level, title.to_string()));
         context
     }
 }
@@ -325,6 +332,9 @@ fn split_html(file: &AcceptedFile) -> Vec<Passage> {
             let anchor = if *n == 0 { base } else { format!("{base}-{n}") };
             *n += 1;
             let context = outline.enter(*level, &block.text);
+            // A page that opens with a heading is titled by it: DocBook's reference pages
+            // (`VACUUM`, then `Description`, `Parameters`…) give both the same level.
+            outline.titled |= out.is_empty() && pending.is_empty() && context.is_empty();
             section = Section {
                 title: block.text.clone(),
                 anchor,
@@ -388,6 +398,38 @@ mod tests {
         "###]]
         .assert_eq(&show(&ps));
         assert_eq!(ps[1].context, "Title & more");
+    }
+
+    #[test]
+    fn a_page_opening_with_a_heading_is_titled_by_it_whatever_the_later_levels() {
+        // DocBook's reference page: the command's name and its template sections, all `<h2>`.
+        let html = "<body><h2>VACUUM</h2><p>VACUUM - garbage-collect</p>\n<h2>Description</h2>\
+            <p>Reclaims storage.</p>\n<h3>Outputs</h3><p>None.</p>\n<h1>Notes</h1><p>n</p></body>";
+        let context = |ps: &[Passage]| -> Vec<(String, String)> {
+            ps.iter()
+                .map(|p| (p.section.clone(), p.context.clone()))
+                .collect()
+        };
+        let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            context(&split(&file("sql-vacuum.html", Media::Html, html))),
+            [
+                s("VACUUM", ""),
+                s("Description", "VACUUM"),
+                s("Outputs", "VACUUM › Description"),
+                s("Notes", "VACUUM"),
+            ]
+        );
+        // Text before the first heading: the page has no title heading, levels alone nest.
+        let untitled = format!("<body><p>Lead.</p>{}", &html[6..]);
+        assert_eq!(
+            context(&split(&file("x.html", Media::Html, &untitled)))[2..],
+            [
+                s("Description", ""),
+                s("Outputs", "Description"),
+                s("Notes", "")
+            ]
+        );
     }
 
     #[test]
