@@ -71,7 +71,7 @@ fn a_set_over_an_operators_directory_prints_every_figure() {
     for figure in [
         "hit@1 100.0%",
         "hit@3 100.0%",
-        "key facts 100.0%",
+        "key facts 100.0% (answers ",
         "out-of-corpus refused 100.0%",
         "false refusals 0.0%",
         "answer p50 ",

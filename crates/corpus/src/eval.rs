@@ -131,6 +131,8 @@ pub struct Verdict {
     /// Key facts found in the answer, of those expected.
     pub facts_found: usize,
     pub facts_expected: usize,
+    /// Characters of the answer (none when refused): a longer answer holds more facts.
+    pub answer_chars: usize,
     pub refused: bool,
     pub out_of_corpus: bool,
 }
@@ -175,6 +177,11 @@ pub fn judge(q: &Question, o: &Observed) -> Verdict {
         rank,
         facts_found,
         facts_expected: q.facts.len(),
+        answer_chars: if o.refused {
+            0
+        } else {
+            o.answer.chars().count()
+        },
         refused: o.refused,
         out_of_corpus: q.out_of_corpus,
     }
@@ -188,6 +195,9 @@ pub struct Tally {
     hit3: usize,
     /// Sum over in-corpus questions of (facts found / facts expected).
     fact_share: f64,
+    /// Characters of the in-corpus answers given (not refused), and how many.
+    answer_chars: usize,
+    answered: usize,
     false_refusals: usize,
     out_of_corpus: usize,
     ooc_refused: usize,
@@ -202,6 +212,8 @@ pub struct Figures {
     pub hit_at_1: f64,
     pub hit_at_3: f64,
     pub fact_coverage: f64,
+    /// Mean characters of an in-corpus answer.
+    pub answer_chars: usize,
     pub ooc_refused: f64,
     pub false_refusals: f64,
     pub p50: Duration,
@@ -231,6 +243,10 @@ impl Tally {
         self.hit1 += usize::from(v.rank == Some(1));
         self.hit3 += usize::from(v.rank.is_some_and(|r| r <= 3));
         self.false_refusals += usize::from(v.refused);
+        if !v.refused {
+            self.answered += 1;
+            self.answer_chars += v.answer_chars;
+        }
         self.fact_share += if v.facts_expected == 0 {
             1.0
         } else {
@@ -244,6 +260,8 @@ impl Tally {
         self.hit1 += o.hit1;
         self.hit3 += o.hit3;
         self.fact_share += o.fact_share;
+        self.answer_chars += o.answer_chars;
+        self.answered += o.answered;
         self.false_refusals += o.false_refusals;
         self.out_of_corpus += o.out_of_corpus;
         self.ooc_refused += o.ooc_refused;
@@ -269,6 +287,7 @@ impl Tally {
             } else {
                 self.fact_share / self.in_corpus as f64
             },
+            answer_chars: self.answer_chars.checked_div(self.answered).unwrap_or(0),
             ooc_refused: share(self.ooc_refused, self.out_of_corpus),
             false_refusals: share(self.false_refusals, self.in_corpus),
             p50: pct(0.5),
@@ -281,11 +300,13 @@ impl std::fmt::Display for Figures {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "hit@1 {:.1}%  hit@3 {:.1}%  key facts {:.1}%  out-of-corpus refused {:.1}%  \
-             false refusals {:.1}%  answer p50 {:.3} ms  p90 {:.3} ms  ({} in corpus, {} out)",
+            "hit@1 {:.1}%  hit@3 {:.1}%  key facts {:.1}% (answers {} chars)  out-of-corpus \
+             refused {:.1}%  false refusals {:.1}%  answer p50 {:.3} ms  p90 {:.3} ms  ({} in \
+             corpus, {} out)",
             self.hit_at_1 * 100.0,
             self.hit_at_3 * 100.0,
             self.fact_coverage * 100.0,
+            self.answer_chars,
             self.ooc_refused * 100.0,
             self.false_refusals * 100.0,
             self.p50.as_secs_f64() * 1e3,
