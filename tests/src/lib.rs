@@ -459,7 +459,8 @@ pub fn configure_portal(
     }
 }
 
-/// The citation URLs of passages \[1\] and \[2\] in the Cut the model received last.
+/// The citations of passages \[1\] and \[2\] in the Cut the model received last: each line
+/// `[n] section (url)`, so the URL under its section's title.
 pub fn cited_urls(
     model: &reach_model_emulator::ModelEmulator,
 ) -> Vec<reach_discord::render::Citation> {
@@ -474,11 +475,12 @@ pub fn cited_urls(
                 .lines()
                 .find(|l| l.starts_with(&format!("[{n}] ")))
                 .unwrap_or_else(|| panic!("passage [{n}] in the Cut:\n{sent}"));
-            let url = line
-                .rsplit_once('(')
-                .and_then(|(_, u)| u.strip_suffix(')'))
-                .unwrap();
-            reach_discord::render::Citation::new(url).expect("citation")
+            let (head, url) = line.rsplit_once(" (").unwrap();
+            let url = url.strip_suffix(')').unwrap();
+            let section = &head[format!("[{n}] ").len()..];
+            reach_discord::render::Citation::new(url)
+                .expect("citation")
+                .titled(section)
         })
         .collect()
 }

@@ -4,7 +4,9 @@
 //! a fence open at a split is closed at the end of the part and reopened (with its info
 //! string) at the start of the next. Citations are numbered, commit-pinned links in angle
 //! brackets, which stops Discord from unfurling them (the Create Message flag
-//! `SUPPRESS_EMBEDS` is set as well). Refusals are honest and short; the channel policy decides
+//! `SUPPRESS_EMBEDS` is set as well), each after the cited section's title where it has one
+//! and the titles do not push the answer past one message, markdown escaped so a title is read
+//! as written. Refusals are honest and short; the channel policy decides
 //! whether they are posted at all.
 //!
 //! Length is counted in UTF-16 code units, which is never less than the character count
@@ -19,16 +21,25 @@ pub const MAX_PART_UNITS: usize = 2_000;
 pub const MAX_PARTS: usize = 5;
 /// Longest citation URL accepted.
 pub const MAX_CITATION_LEN: usize = 512;
+/// Longest citation title shown, in characters; a longer one is cut with `…`.
+pub const MAX_CITATION_TITLE_CHARS: usize = 80;
 /// The note that ends a cut answer.
 const TRUNCATED: &str = "\n(answer shortened)";
 
-/// A commit-pinned citation link.
+/// A commit-pinned citation link, and the title of the section it cites (shown before it).
 #[derive(Clone, PartialEq, Eq)]
-pub struct Citation(String);
+pub struct Citation {
+    url: String,
+    /// Plain text: one line, at most [`MAX_CITATION_TITLE_CHARS`], markdown escaped.
+    title: Option<String>,
+}
 
 impl fmt::Debug for Citation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Citation({})", self.0)
+        match &self.title {
+            Some(t) => write!(f, "Citation({t} {})", self.url),
+            None => write!(f, "Citation({})", self.url),
+        }
     }
 }
 
@@ -50,15 +61,49 @@ impl Citation {
                 .chars()
                 .all(|c| !c.is_whitespace() && !c.is_control() && c != '<' && c != '>');
         if ok {
-            Ok(Citation(url.to_owned()))
+            Ok(Citation {
+                url: url.to_owned(),
+                title: None,
+            })
         } else {
             Err(InvalidCitation)
         }
     }
 
+    /// The same link under the cited section's title. The title is the documentation's text,
+    /// so it is made inert: whitespace runs and control characters become one space, it is cut
+    /// to [`MAX_CITATION_TITLE_CHARS`], and every markdown character is escaped (a title like
+    /// `max_connections` or `Vec<T>` reads as written). A title left empty adds nothing.
+    pub fn titled(mut self, title: &str) -> Self {
+        let words: Vec<&str> = title
+            .split(|c: char| c.is_whitespace() || c.is_control())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let plain = words.join(" ");
+        let mut kept: String = plain.chars().take(MAX_CITATION_TITLE_CHARS).collect();
+        if kept.len() < plain.len() {
+            kept.pop();
+            kept.push('…');
+        }
+        let mut escaped = String::with_capacity(kept.len());
+        for c in kept.chars() {
+            if matches!(c, '\\' | '*' | '_' | '~' | '`' | '|' | '<' | '[' | ']') {
+                escaped.push('\\');
+            }
+            escaped.push(c);
+        }
+        self.title = (!escaped.is_empty()).then_some(escaped);
+        self
+    }
+
     /// The URL.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.url
+    }
+
+    /// The escaped title shown before the link, if any.
+    pub fn title(&self) -> Option<&str> {
+        self.title.as_deref()
     }
 }
 
@@ -144,13 +189,26 @@ fn units(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
-fn render_answer(text: &str, citations: &[Citation]) -> Vec<String> {
+/// The answer and its sources list; the sources are titled when `titled`.
+fn with_sources(text: &str, citations: &[Citation], titled: bool) -> String {
     let mut full = text.trim_end().to_owned();
     if !citations.is_empty() {
         full.push_str("\n\nSources:");
         for (i, c) in citations.iter().enumerate() {
-            full.push_str(&format!("\n[{}] <{}>", i + 1, c.as_str()));
+            match c.title().filter(|_| titled) {
+                Some(t) => full.push_str(&format!("\n[{}] {t} <{}>", i + 1, c.as_str())),
+                None => full.push_str(&format!("\n[{}] <{}>", i + 1, c.as_str())),
+            }
         }
+    }
+    full
+}
+
+fn render_answer(text: &str, citations: &[Citation]) -> Vec<String> {
+    // Titles help a reader choose a source, but never cost a second message.
+    let mut full = with_sources(text, citations, true);
+    if units(&full) > MAX_PART_UNITS {
+        full = with_sources(text, citations, false);
     }
     let mut parts = split(&full, MAX_PART_UNITS);
     if parts.len() > MAX_PARTS {

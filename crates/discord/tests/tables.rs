@@ -251,7 +251,7 @@ fn check(view: TurnView, policy: ChannelPolicy, expect: Expect) {
 #[test]
 fn render_table() {
     let cites = vec![
-        Citation::new("https://example.org/reach/blob/0123456789abcdef0123456789abcdef01234567/docs/deploy.md#L10").unwrap(),
+        Citation::new("https://example.org/reach/blob/0123456789abcdef0123456789abcdef01234567/docs/deploy.md#L10").unwrap().titled("Deploying `reach up`"),
         Citation::new("https://example.org/reach/blob/0123456789abcdef0123456789abcdef01234567/README.md").unwrap(),
     ];
     check(
@@ -261,11 +261,11 @@ fn render_table() {
         },
         ChannelPolicy::PostRefusals,
         expect![[r#"
-            --- part 1 (234 units)
+            --- part 1 (257 units)
             Run `reach up` [1]. See the README [2].
 
             Sources:
-            [1] <https://example.org/reach/blob/0123456789abcdef0123456789abcdef01234567/docs/deploy.md#L10>
+            [1] Deploying \`reach up\` <https://example.org/reach/blob/0123456789abcdef0123456789abcdef01234567/docs/deploy.md#L10>
             [2] <https://example.org/reach/blob/0123456789abcdef0123456789abcdef01234567/README.md>
         "#]],
     );
@@ -395,6 +395,61 @@ fn overlong_answer_is_cut_to_the_part_limit() {
     assert_well_formed(&parts);
     assert_eq!(parts.len(), render::MAX_PARTS);
     expect!["(answer shortened)"].assert_eq(parts.last().unwrap().lines().last().unwrap());
+}
+
+#[test]
+fn a_citation_title_is_one_inert_line() {
+    let url = "https://example.org/r/blob/0123456789abcdef0123456789abcdef01234567/a.md";
+    let title = |t: &str| {
+        Citation::new(url)
+            .unwrap()
+            .titled(t)
+            .title()
+            .map(str::to_owned)
+    };
+    // Markdown and mention syntax are escaped, so they read as written and format nothing.
+    expect![[r#"Some("max\\_connections \\*and\\* \\`Vec\\<T>\\` \\[x\\](y) \\|\\|s\\|\\| \\~\\~z\\~\\~ \\<@123> a\\\\b")"#]]
+        .assert_eq(&format!(
+            "{:?}",
+            title("max_connections *and* `Vec<T>` [x](y) ||s|| ~~z~~ <@123> a\\b")
+        ));
+    // Lines and control characters collapse to one line; a blank title adds nothing.
+    assert_eq!(
+        title("Two\n  lines\tand\u{7}bell").as_deref(),
+        Some("Two lines and bell")
+    );
+    assert_eq!(title(" \n\t"), None);
+    // A long title is cut to the limit, marked.
+    let long = title(&"word ".repeat(40)).unwrap();
+    assert_eq!(long.chars().count(), render::MAX_CITATION_TITLE_CHARS);
+    assert!(long.ends_with('…'), "{long}");
+}
+
+#[test]
+fn titles_are_left_out_rather_than_split_an_answer() {
+    let url = "https://example.org/r/blob/0123456789abcdef0123456789abcdef01234567/a.md";
+    let cites = |n: usize| -> Vec<Citation> {
+        (0..n)
+            .map(|i| {
+                Citation::new(url)
+                    .unwrap()
+                    .titled(&format!("Section {i} {}", "t".repeat(60)))
+            })
+            .collect()
+    };
+    let answer = |len: usize| TurnView::Answer {
+        text: "a".repeat(len),
+        citations: cites(3),
+    };
+    // Room for the titles: one message with them.
+    let short = render::render(&answer(1_000), ChannelPolicy::PostRefusals);
+    assert_eq!(short.len(), 1);
+    assert!(short[0].contains("[1] Section 0 "), "{}", short[0]);
+    // Room for the links only: one message without them.
+    let long = render::render(&answer(1_600), ChannelPolicy::PostRefusals);
+    assert_eq!(long.len(), 1, "{long:?}");
+    assert!(long[0].contains(&format!("[1] <{url}>")), "{}", long[0]);
+    assert_well_formed(&long);
 }
 
 #[test]

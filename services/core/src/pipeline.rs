@@ -393,7 +393,7 @@ impl Pipeline {
         let citations: Result<Vec<Citation>, _> = answer
             .citations
             .iter()
-            .map(|(_, _, url)| Citation::new(url))
+            .map(|(_, id, url)| cite(&bundle, id, url))
             .collect();
         match citations {
             Ok(citations) => Outcome {
@@ -407,6 +407,19 @@ impl Pipeline {
             Err(_) => refused(TurnState::Failed, "render/invalid-citation".into(), None),
         }
     }
+}
+
+/// The citation of bundle passage `id` at `url`, under its section's title.
+fn cite(
+    bundle: &reach_corpus::CorpusEvidenceBundle,
+    id: &str,
+    url: &str,
+) -> Result<Citation, reach_discord::render::InvalidCitation> {
+    let citation = Citation::new(url)?;
+    Ok(match bundle.passages.iter().find(|p| p.passage_id == id) {
+        Some(p) => citation.titled(&p.section),
+        None => citation,
+    })
 }
 
 fn refusal(state: TurnState, reason: String, view: Option<TurnView>) -> Outcome {
@@ -663,7 +676,7 @@ impl Pipeline {
         let citations: Result<Vec<Citation>, _> = adopted
             .citations
             .iter()
-            .map(|c| Citation::new(&c.url))
+            .map(|c| cite(bundle, &c.passage_id, &c.url))
             .collect();
         match citations {
             Ok(citations) => Outcome {
