@@ -17,6 +17,9 @@
 //!   heading's own, else its permalink's target, else the id of the container it opens with
 //!   no text between (rustdoc and Sphinx put it on a `<section>`, DocBook on a `<div>`);
 //! - `<pre>` blocks verbatim, as fenced code with the language their `language-*` class names;
+//! - a definition list's term leading its description's first paragraph (`max_connections
+//!   (integer): Determines…`, `--release: Build optimized…`), so a quoted description names
+//!   what it describes;
 //! - nothing of a redirect stub (a `<meta http-equiv="refresh">` with no delay, as mdBook and
 //!   other site generators leave at a moved page's old path): no reader ever sees its text.
 //!
@@ -342,6 +345,9 @@ struct Builder {
     /// the container it opens.
     heading_fallback: Option<String>,
     code: Option<String>,
+    /// The last block is a definition list's term (`<dt>`) awaiting its description's first
+    /// paragraph, which it leads: `max_connections (integer): Determines the maximum…`.
+    term: bool,
 }
 
 impl Builder {
@@ -380,6 +386,9 @@ impl Builder {
 
     fn flush(&mut self) {
         let text = std::mem::take(&mut self.text);
+        if self.heading.is_some() || self.code.is_some() {
+            self.term = false;
+        }
         if let Some((level, mut anchor)) = self.heading.take() {
             if let Some(id) = self.heading_fallback.take()
                 && anchor.is_empty()
@@ -410,6 +419,15 @@ impl Builder {
             return;
         }
         let t = text.trim();
+        if self.term
+            && !t.is_empty()
+            && let Some(term) = self.blocks.last_mut()
+        {
+            self.term = false;
+            term.text = format!("{}: {t}", term.text.trim_end_matches(':'));
+            term.line_end = self.end;
+            return;
+        }
         if !t.is_empty() && t != "-" {
             self.blocks.push(Block {
                 kind: BlockKind::Text,
@@ -455,6 +473,7 @@ pub fn extract(html: &str) -> Vec<Block> {
         heading: None,
         heading_fallback: None,
         code: None,
+        term: false,
     };
     // Inside the content root (always, when the page has none).
     let mut inside = root == Root::Body;
@@ -614,14 +633,37 @@ pub fn extract(html: &str) -> Vec<Block> {
                     *code = lang.to_string();
                 }
             }
-            "code" if b.heading.is_none() => b.text.push('`'),
+            "code" if b.heading.is_none() => {
+                // A block opening with inline code starts on the code's line.
+                if b.text.trim().is_empty() {
+                    b.start = tag_line;
+                }
+                b.text.push('`');
+            }
             "td" | "th" => b.push_text(" ", line, line),
             "li" if !tag.closing => {
+                b.term = false;
                 b.flush();
                 b.text.push_str("- ");
                 b.start = tag_line;
             }
-            n if BLOCK_ELEMENTS.contains(&n) && b.code.is_none() => b.flush(),
+            // A term is closed: it waits for its description. A new term, or anything but a
+            // description after it, ends the wait.
+            "dt" if tag.closing && b.code.is_none() => {
+                b.flush();
+                b.term = b.blocks.last().is_some_and(|t| t.kind == BlockKind::Text);
+            }
+            "dd" if b.code.is_none() => {
+                let waiting = b.term;
+                b.flush();
+                b.term = waiting && !tag.closing;
+            }
+            n if BLOCK_ELEMENTS.contains(&n) && b.code.is_none() => {
+                if n == "dt" || n == "dl" {
+                    b.term = false;
+                }
+                b.flush();
+            }
             _ => {}
         }
     }
@@ -820,6 +862,30 @@ opt-level = 1 # &lt;fast&gt;
             4-4 Text "Reclaim space."
             5-5 Text "Said first."
             5-5 Heading { level: 3, anchor: "" } "Later"
+        "#]]
+        .assert_eq(&show(html));
+    }
+
+    #[test]
+    fn a_definition_term_leads_its_descriptions_first_paragraph() {
+        // DocBook's settings, Cargo's options (two terms, one description), a description
+        // opening with a list, and a term with no description.
+        let html = r##"<main><dl>
+<dt id="GUC-MAX-CONNECTIONS"><span class="term"><code>max_connections</code> (<code>integer</code>)
+<a id="i1" class="indexterm"></a></span></dt><dd><p>
+Determines the maximum number of connections.</p><p>Set it at start.</p></dd>
+<dt><code>-p</code> spec</dt><dt><code>--package</code> spec:</dt><dd>Package to build.</dd>
+<dt>modes</dt><dd><ul><li>fast</li></ul></dd>
+<dt>alone</dt></dl><p>After the list.</p></main>"##;
+        expect_test::expect![[r#"
+            2-4 Text "`max_connections` (`integer`): Determines the maximum number of connections."
+            4-4 Text "Set it at start."
+            5-5 Text "`-p` spec"
+            5-5 Text "`--package` spec: Package to build."
+            6-6 Text "modes"
+            6-6 Text "- fast"
+            7-7 Text "alone"
+            7-7 Text "After the list."
         "#]]
         .assert_eq(&show(html));
     }
