@@ -407,6 +407,8 @@ impl Builder {
             return;
         }
         if let Some(lang) = self.code.take() {
+            // A page written with CRLF line ends (AsciiDoc's, on Windows) quotes code with LF.
+            let text = text.replace("\r\n", "\n");
             let t = text.trim_matches('\n').trim_end();
             if !t.trim().is_empty() {
                 self.blocks.push(Block {
@@ -916,5 +918,7 @@ Determines the maximum number of connections.</p><p>Set it at start.</p></dd>
         }
         assert_eq!(extract("a < b")[0].text, "a < b");
         assert_eq!(decode_entities("&#x41;&#66;&lt;&bogus;&"), "AB<&bogus;&");
+        // Code from a page with CRLF line ends is quoted with LF.
+        assert_eq!(extract("<pre>a\r\n  b\r\n</pre>")[0].text, "a\n  b");
     }
 }
