@@ -59,6 +59,17 @@ const SKIP_CLASSES: &[&str] = &[
     "sr-only",
 ];
 
+/// Classes of an admonition (a boxed note inside a section): a heading inside one is the
+/// box's label, not a section of its own. DocBook titles its boxes with an `<h3>`.
+const ADMONITION_CLASSES: &[&str] = &[
+    "note",
+    "warning",
+    "tip",
+    "caution",
+    "important",
+    "admonition",
+];
+
 /// ARIA landmark roles of chrome: an element carrying one is dropped like `nav`, `header`,
 /// `footer` or `aside` (a Sphinx sidebar is a `<div role="navigation">`).
 const SKIP_ROLES: &[&str] = &[
@@ -487,6 +498,8 @@ pub fn extract(html: &str) -> Vec<Block> {
     let mut container_id: Option<String> = None;
     // The element being skipped.
     let mut skipping: Option<Open> = None;
+    // The admonition being read, whose headings are labels.
+    let mut admonition: Option<Open> = None;
     let mut line: u32 = 1;
     let bytes = html.as_bytes();
     let mut i = 0;
@@ -596,6 +609,20 @@ pub fn extract(html: &str) -> Vec<Block> {
             skipping = Some(Open::new(name));
             continue;
         }
+        if let Some(open) = &mut admonition {
+            if nests && open.ends_at(name, tag.closing) {
+                admonition = None;
+            }
+        } else if nests
+            && !tag.closing
+            && attr(tag.attrs, "class").is_some_and(|class| {
+                class
+                    .split_ascii_whitespace()
+                    .any(|c| ADMONITION_CLASSES.contains(&c))
+            })
+        {
+            admonition = Some(Open::new(name));
+        }
         let heading_level = name
             .strip_prefix('h')
             .and_then(|d| d.parse::<u8>().ok())
@@ -605,6 +632,10 @@ pub fn extract(html: &str) -> Vec<Block> {
             && let Some(id) = attr(tag.attrs, "id").filter(|id| !id.is_empty())
         {
             container_id = Some(id);
+        }
+        if heading_level.is_some() && admonition.is_some() {
+            b.flush();
+            continue;
         }
         if let Some(level) = heading_level {
             b.flush();
@@ -849,21 +880,26 @@ opt-level = 1 # &lt;fast&gt;
     #[test]
     fn a_docbook_page_takes_its_headings_ids_from_their_divs_and_drops_its_nav_tables() {
         // DocBook XSL (PostgreSQL's manual): no landmarks, a Prev/Up/Next table above and
-        // below, and each heading's id on the `<div>` it opens, through title-page wrappers
-        // and an index-term anchor; a `<div>` with text before its heading lends it nothing.
+        // below, each heading's id on the `<div>` it opens, through title-page wrappers and an
+        // index-term anchor, and a note's title an `<h3>` that opens no section; a `<div>`
+        // with text before its heading lends it nothing.
         let html = r##"<html><body id="docContent">
 <div class="navheader"><table><tr><th>Routine Vacuuming</th></tr><tr><td><a href="x.html">Prev</a></td></tr></table><hr /></div>
 <div class="sect1" id="ROUTINE-VACUUMING"><div class="titlepage"><div><div><h2 class="title">25.1. Routine Vacuuming</h2></div></div></div>
 <div class="sect2" id="VACUUM-BASICS"><div class="titlepage"><div><div><h3 class="title">25.1.1. Vacuuming Basics</h3></div></div></div><a id="id-1.6" class="indexterm"></a><p>Reclaim space.</p>
-<div class="note" id="n1"><p>Said first.</p><h3>Later</h3></div></div></div>
+<div class="note"><h3 class="title">Note</h3><div><p>Careful.</p></div></div><p>Still basics.</p>
+<div class="sect3" id="n1"><p>Said first.</p><h4>Later</h4></div></div></div>
 <div class="navfooter"><hr /><table><tr><td>Home</td></tr></table></div>
 </body></html>"##;
         expect_test::expect![[r#"
             3-3 Heading { level: 2, anchor: "ROUTINE-VACUUMING" } "25.1. Routine Vacuuming"
             4-4 Heading { level: 3, anchor: "VACUUM-BASICS" } "25.1.1. Vacuuming Basics"
             4-4 Text "Reclaim space."
-            5-5 Text "Said first."
-            5-5 Heading { level: 3, anchor: "" } "Later"
+            5-5 Text "Note"
+            5-5 Text "Careful."
+            5-5 Text "Still basics."
+            6-6 Text "Said first."
+            6-6 Heading { level: 4, anchor: "" } "Later"
         "#]]
         .assert_eq(&show(html));
     }
