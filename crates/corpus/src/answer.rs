@@ -638,6 +638,7 @@ mod tests {
             digest: Sha256Digest::of(text.as_bytes()),
             path: path.into(),
             section: "s".into(),
+            context: String::new(),
             url: format!("https://x/{path}#L1-L9"),
             section_url: format!("https://x/{path}#s"),
             line_start: 1,

@@ -198,6 +198,10 @@ pub struct EvidencePassage {
     pub digest: Sha256Digest,
     pub path: String,
     pub section: String,
+    /// The headings above `section`, outermost first, joined by ` › ` (empty at a page's top,
+    /// and in a bundle formed before it was recorded).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub context: String,
     /// Citation URL pinned to the revision with the line range (`…#L10-L24`), or, for a page of
     /// a source's published static site (`site_base`), the page and its anchor.
     pub url: String,
@@ -207,6 +211,18 @@ pub struct EvidencePassage {
     pub line_end: u32,
     pub score: f32,
     pub text: String,
+}
+
+impl EvidencePassage {
+    /// The passage's title as a reader places it: its page's outermost heading, then its own
+    /// section (`VACUUM › Description`, `Profiles › opt-level`); the section alone at a page's
+    /// top.
+    pub fn title(&self) -> String {
+        match self.context.split(" › ").next().filter(|t| !t.is_empty()) {
+            Some(page) => format!("{page} › {}", self.section),
+            None => self.section.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -644,6 +660,7 @@ impl Snapshot {
                 digest: p.digest,
                 path: p.path,
                 section: p.section,
+                context: p.context,
                 line_start: p.line_start,
                 line_end: p.line_end,
                 score,
@@ -1076,6 +1093,7 @@ pub fn validate(bundle: &CorpusEvidenceBundle, snapshot: &Snapshot) -> Result<()
             && p.text == e.text
             && p.path == e.path
             && p.section == e.section
+            && (e.context.is_empty() || p.context == e.context)
             && p.line_start == e.line_start
             && p.line_end == e.line_end
             && citer.url(&p) == e.url

@@ -409,7 +409,7 @@ impl Pipeline {
     }
 }
 
-/// The citation of bundle passage `id` at `url`, under its section's title.
+/// The citation of bundle passage `id` at `url`, under its title (page › section).
 fn cite(
     bundle: &reach_corpus::CorpusEvidenceBundle,
     id: &str,
@@ -417,7 +417,7 @@ fn cite(
 ) -> Result<Citation, reach_discord::render::InvalidCitation> {
     let citation = Citation::new(url)?;
     Ok(match bundle.passages.iter().find(|p| p.passage_id == id) {
-        Some(p) => citation.titled(&p.section),
+        Some(p) => citation.titled(&p.title()),
         None => citation,
     })
 }
