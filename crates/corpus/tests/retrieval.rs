@@ -171,6 +171,32 @@ fn altered_missing_unbound_or_wrong_schema_bundles_refuse_validation() {
         "corpus/citation-altered"
     );
 
+    // A passage's section path is checked where the bundle records it: a false one refuses;
+    // none (a bundle formed before it was recorded) still validates.
+    let nested = bundle
+        .passages
+        .iter()
+        .position(|p| !p.context.is_empty())
+        .expect("a passage below a page's top heading");
+    let page = bundle.passages[nested].context.split(" › ").next().unwrap();
+    assert_eq!(
+        bundle.passages[nested].title(),
+        format!("{page} › {}", bundle.passages[nested].section)
+    );
+    let mut relabelled = bundle.clone();
+    relabelled.passages[nested].context = "Somewhere else".into();
+    assert_eq!(
+        validate(&reseal(relabelled), &snap).unwrap_err().code(),
+        "corpus/citation-altered"
+    );
+    let mut formed_before = bundle.clone();
+    formed_before.passages[nested].context.clear();
+    validate(&reseal(formed_before.clone()), &snap).unwrap();
+    assert_eq!(
+        formed_before.passages[nested].title(),
+        formed_before.passages[nested].section
+    );
+
     let mut unbound = bundle.clone();
     unbound.snapshot_id = "snap-000000000000000000000000".into();
     assert_eq!(
