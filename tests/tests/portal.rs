@@ -60,7 +60,8 @@ async fn questions_go_through_cut_decision_quarantine_and_adoption() {
     );
     let reply = eventually(WAIT, "the adopted answer", reply_to(q1)).await;
     assert!(
-        reply.content.contains("never resent [1]") && reply.content.contains("[2] <https://"),
+        reply.content.contains("never resent [1]")
+            && reply.content.contains("[2] Identity and ports <https://"),
         "{}",
         reply.content
     );

@@ -582,7 +582,8 @@ impl Pipeline {
                 .map(|p| EvidenceIn {
                     passage_id: p.passage_id.clone(),
                     digest: p.digest,
-                    section: p.section.clone(),
+                    // The section as a reader places it (`VACUUM › Description`).
+                    section: p.title(),
                     url: p.url.clone(),
                     text: p.text.clone(),
                 })
