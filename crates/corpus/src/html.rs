@@ -12,7 +12,9 @@
 //!   landmark role says the same (`navigation`, `search`, `banner`, `contentinfo`,
 //!   `complementary`), and elements whose class marks them as chrome (mdBook's hidden `boring`
 //!   lines, the Reference's rule labels and railroad diagrams, the `¶`, `#` or `§` permalink
-//!   Sphinx, MkDocs, rustdoc and others put beside every heading, DocBook's Prev/Next tables);
+//!   Sphinx, MkDocs, rustdoc and others put beside every heading, DocBook's Prev/Next tables)
+//!   or whose id does (a `footer`, `page-header`, `sidebar` or `toc` on a site without
+//!   landmarks);
 //! - headings as section boundaries, with the `id` the site gave them as the anchor: the
 //!   heading's own, else its permalink's target, else the id of the container it opens with
 //!   no text between (rustdoc and Sphinx put it on a `<section>`, DocBook on a `<div>`);
@@ -46,17 +48,40 @@ const SKIP_CLASSES: &[&str] = &[
     "breadcrumbs",
     // The permalink glyph (`¶`, `#`, `§`) beside every heading: Sphinx's and MkDocs'
     // `headerlink`, rustdoc's and GitHub's `anchor`, VuePress's `header-anchor`, Docusaurus's
-    // `hash-link`.
+    // `hash-link`, the Apache manual's `permalink`.
     "headerlink",
     "anchor",
     "header-anchor",
     "hash-link",
+    "permalink",
     "toc",
+    // Links to related pages: Sphinx's relation bar, the Apache manual's related-modules table.
+    "related",
+    // The Apache manual's language switchers.
+    "toplang",
+    "bottomlang",
     // DocBook XSL's Prev/Up/Home/Next tables above and below every page.
     "navheader",
     "navfooter",
     "visually-hidden",
     "sr-only",
+];
+
+/// Ids that mark an element as chrome on sites without landmarks: a page header or footer, a
+/// sidebar, a table of contents (the Apache manual's `page-header`, `quickview`, `toc` and
+/// `footer`; AsciiDoc's `footer`). Not `header` alone: AsciiDoc puts a page's title and NAME
+/// section in a `<div id="header">`.
+const SKIP_IDS: &[&str] = &[
+    "footer",
+    "page-header",
+    "page-footer",
+    "site-header",
+    "site-footer",
+    "sidebar",
+    "quickview",
+    "toc",
+    "breadcrumb",
+    "breadcrumbs",
 ];
 
 /// Classes of an admonition (a boxed note inside a section): a heading inside one is the
@@ -206,12 +231,13 @@ fn attr(attrs: &str, name: &str) -> Option<String> {
     None
 }
 
-/// Whether a tag's class or ARIA role marks its element as chrome.
+/// Whether a tag's class, ARIA role or id marks its element as chrome.
 fn is_chrome(attrs: &str) -> bool {
     attr(attrs, "class").is_some_and(|c| {
         c.split_ascii_whitespace()
             .any(|c| SKIP_CLASSES.contains(&c))
     }) || attr(attrs, "role").is_some_and(|r| SKIP_ROLES.contains(&r.trim()))
+        || attr(attrs, "id").is_some_and(|id| SKIP_IDS.contains(&id.trim()))
 }
 
 /// Whether a tag's attributes mark its element as the page's main content (`role="main"`).
@@ -924,6 +950,29 @@ Determines the maximum number of connections.</p><p>Set it at start.</p></dd>
             6-6 Text "- fast"
             7-7 Text "alone"
             7-7 Text "After the list."
+        "#]]
+        .assert_eq(&show(html));
+    }
+
+    #[test]
+    fn chrome_is_known_by_its_id_on_a_page_without_landmarks() {
+        // The Apache manual: a page header, a sidebar table of contents, language switchers,
+        // a related-modules table, `¶` permalinks and a footer, all plain `<div>`s; AsciiDoc's
+        // `<div id="header">` holds the page's title and is kept.
+        let html = r##"<body id="manual-page"><div id="page-header"><p class="menu"><a href="m.html">Modules</a> | <a href="f.html">FAQ</a></p></div>
+<div id="page-content"><div id="preamble"><h1>Log Files</h1>
+<div class="toplang"><p><span>Available Languages: </span><a href="en">en</a> | <a href="fr">fr</a></p></div>
+<p>Keep an eye on them.</p></div><div id="quickview"><ul id="toc"><li><a href="#rotation">Log Rotation</a></li></ul></div>
+<div class="section"><h2 id="rotation">Log Rotation <a title="Permanent link" href="#rotation" class="permalink">&para;</a></h2>
+<table class="related"><tr><th>Related Modules</th></tr><tr><td><a href="x">mod_log_config</a></td></tr></table><p>Rotate them.</p></div></div>
+<div class="bottomlang"><p>Available Languages: en</p></div><div id="footer"><p>Copyright 2026</p></div>
+<div id="header"><h1>git-stash(1)</h1></div></body>"##;
+        expect_test::expect![[r#"
+            2-2 Heading { level: 1, anchor: "preamble" } "Log Files"
+            4-4 Text "Keep an eye on them."
+            5-5 Heading { level: 2, anchor: "rotation" } "Log Rotation"
+            6-6 Text "Rotate them."
+            8-8 Heading { level: 1, anchor: "header" } "git-stash(1)"
         "#]]
         .assert_eq(&show(html));
     }
