@@ -140,13 +140,13 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-4+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-4+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 5 or 6, queried with the analysis it was built with.
-pub const SCHEMA_6_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
+pub const SCHEMA_6_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 4, queried with the analysis it was built with.
-pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
+pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
-pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5/coverage-title-rerank-3/top-100";
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -710,7 +710,41 @@ impl Snapshot {
                 query_terms.push(&t.text);
             }
         }
-        let content_terms = analysis::content_terms_with(question, self.analysis);
+        let mut content_terms = analysis::content_terms_with(question, self.analysis);
+        let n = searcher.num_docs() as f32;
+        let df = |field, t: &str| {
+            searcher
+                .doc_freq(&Term::from_field_text(field, t))
+                .unwrap_or(0) as f32
+        };
+        // A camelCase word the corpus never writes whole ("TypeScript", "PyTorch") names
+        // something the docs do not cover, however common its humps ("type", "script"): it is
+        // one unknown term in place of its humps. A word joined by `-`, `_` or `::` is not:
+        // the docs often write those apart ("machine-readable", `env::set_var`).
+        for w in question.split_whitespace() {
+            let w = w.trim_matches(|c: char| !c.is_alphanumeric());
+            let camel = w.chars().all(char::is_alphanumeric)
+                && w.as_bytes()
+                    .windows(2)
+                    .any(|p| p[0].is_ascii_lowercase() && p[1].is_ascii_uppercase());
+            let Some(whole) = analysis::terms_with(w, self.analysis)
+                .into_iter()
+                .find(|t| camel && t.compound && !t.stop)
+                .map(|t| t.text)
+            else {
+                continue;
+            };
+            if df(content, &whole).max(df(headings, &whole)) > 0.0 {
+                continue;
+            }
+            // A hump the question also says as a word of its own stays.
+            let rest = analysis::content_terms_with(&question.replacen(w, " ", 1), self.analysis);
+            let humps = analysis::content_terms_with(w, self.analysis);
+            content_terms.retain(|t| !humps.contains(t) || rest.contains(t));
+            if !content_terms.contains(&whole) {
+                content_terms.push(whole);
+            }
+        }
         // A capital letter written as code (`repr(C)`) is a content term, so a query term too.
         for c in content_terms.iter().filter(|t| t.len() == 1) {
             if !query_terms.contains(&c.as_str()) {
@@ -729,12 +763,6 @@ impl Snapshot {
                 }
             }
         }
-        let n = searcher.num_docs() as f32;
-        let df = |field, t: &str| {
-            searcher
-                .doc_freq(&Term::from_field_text(field, t))
-                .unwrap_or(0) as f32
-        };
         // Two adjacent words of the question the docs write as one ("doc test", "name space"):
         // the joined word stands for each of the two.
         let words: Vec<&str> = question
@@ -1342,6 +1370,39 @@ mod tests {
         );
         let q = "Which encoder do I subclass to write JSON?";
         assert_eq!(lead_section(page, q), "JSONEncoder");
+    }
+
+    #[test]
+    fn a_camel_case_name_the_docs_never_write_whole_refuses_the_question() {
+        // "TypeScript": its humps are common words of these docs, the name is not.
+        let mut files = widgets();
+        files.push((
+            "types.md".into(),
+            "# Types\n\nDeclare the type of a generic widget function. A script may call \
+             any function.\n"
+                .into(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let g = ask(&s, "How do I declare a generic function in TypeScript?");
+        let gate = g.gate.unwrap();
+        assert!(!gate.admitted, "{gate:?}");
+        assert_eq!(gate.unknown, 1, "{gate:?}");
+        // Written apart, the same words are the docs' own and the question is answered.
+        let g = ask(
+            &s,
+            "How do I declare the type of a generic function in a script?",
+        );
+        assert!(g.gate.unwrap().admitted, "{:?}", g.gate);
+        // A camelCase name the docs do write stays a question about it, humps and all.
+        let page = (
+            "encoders.md",
+            "# Encoders\n\n## JSONEncoder\n\nSubclass `JSONEncoder` to write your own types.\n",
+        );
+        assert_eq!(
+            lead_section(page, "What does JSONEncoder write?"),
+            "JSONEncoder"
+        );
     }
 
     #[test]
