@@ -709,8 +709,12 @@ pub fn extract(html: &str) -> Vec<Block> {
             // A term is closed: it waits for its description. A new term, or anything but a
             // description after it, ends the wait.
             "dt" if tag.closing && b.code.is_none() => {
+                let before = b.blocks.len();
                 b.flush();
-                b.term = b.blocks.last().is_some_and(|t| t.kind == BlockKind::Text);
+                // Only a term that said something waits (an empty one leaves the block before
+                // it last).
+                b.term = b.blocks.len() > before
+                    && b.blocks.last().is_some_and(|t| t.kind == BlockKind::Text);
             }
             "dd" if b.code.is_none() => {
                 let waiting = b.term;
@@ -933,14 +937,15 @@ opt-level = 1 # &lt;fast&gt;
     #[test]
     fn a_definition_term_leads_its_descriptions_first_paragraph() {
         // DocBook's settings, Cargo's options (two terms, one description), a description
-        // opening with a list, and a term with no description.
+        // opening with a list, a term with no description, and an empty term.
         let html = r##"<main><dl>
 <dt id="GUC-MAX-CONNECTIONS"><span class="term"><code>max_connections</code> (<code>integer</code>)
 <a id="i1" class="indexterm"></a></span></dt><dd><p>
 Determines the maximum number of connections.</p><p>Set it at start.</p></dd>
 <dt><code>-p</code> spec</dt><dt><code>--package</code> spec:</dt><dd>Package to build.</dd>
 <dt>modes</dt><dd><ul><li>fast</li></ul></dd>
-<dt>alone</dt></dl><p>After the list.</p></main>"##;
+<dt>alone</dt></dl><p>After the list.</p>
+<dl><dt id="empty"></dt><dd><p>Described.</p></dd></dl></main>"##;
         expect_test::expect![[r#"
             2-4 Text "`max_connections` (`integer`): Determines the maximum number of connections."
             4-4 Text "Set it at start."
@@ -950,6 +955,7 @@ Determines the maximum number of connections.</p><p>Set it at start.</p></dd>
             6-6 Text "- fast"
             7-7 Text "alone"
             7-7 Text "After the list."
+            8-8 Text "Described."
         "#]]
         .assert_eq(&show(html));
     }

@@ -727,9 +727,12 @@ impl Snapshot {
                 && w.as_bytes()
                     .windows(2)
                     .any(|p| p[0].is_ascii_lowercase() && p[1].is_ascii_uppercase());
+            if !camel {
+                continue;
+            }
             let Some(whole) = analysis::terms_with(w, self.analysis)
                 .into_iter()
-                .find(|t| camel && t.compound && !t.stop)
+                .find(|t| t.compound && !t.stop)
                 .map(|t| t.text)
             else {
                 continue;
