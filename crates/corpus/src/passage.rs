@@ -14,6 +14,9 @@ use crate::process::{AcceptedFile, Media};
 /// Revision of the splitting rules; recorded in every snapshot. Bump when passages change.
 pub const PARSER_REVISION: &str = "reach-corpus-passages/3";
 
+/// Joins the headings of a passage's section path (`context`): written here, split by readers.
+pub const CONTEXT_SEPARATOR: &str = " › ";
+
 /// A passage closes at the first blank line after this many bytes…
 const PASSAGE_SOFT_BYTES: usize = 1536;
 /// …and at any line boundary after this many, so one passage stays a bounded citation.
@@ -169,7 +172,7 @@ impl Outline {
             .iter()
             .map(|(_, t)| t.as_str())
             .collect::<Vec<_>>()
-            .join(" › ");
+            .join(CONTEXT_SEPARATOR);
         self.open.push((level, title.to_string()));
         context
     }

@@ -218,8 +218,17 @@ impl EvidencePassage {
     /// section (`VACUUM › Description`, `Profiles › opt-level`); the section alone at a page's
     /// top.
     pub fn title(&self) -> String {
-        match self.context.split(" › ").next().filter(|t| !t.is_empty()) {
-            Some(page) => format!("{page} › {}", self.section),
+        match self
+            .context
+            .split(crate::passage::CONTEXT_SEPARATOR)
+            .next()
+            .filter(|t| !t.is_empty())
+        {
+            Some(page) => format!(
+                "{page}{}{}",
+                crate::passage::CONTEXT_SEPARATOR,
+                self.section
+            ),
             None => self.section.clone(),
         }
     }
