@@ -28,6 +28,7 @@
 //! credential helpers or proxy settings, and never fetches anything a document names.
 //! **Architecture Invariant:** retrieval opens snapshots read-only and never sees staging.
 
+pub mod abbreviation;
 pub mod analysis;
 pub mod answer;
 pub mod archive;

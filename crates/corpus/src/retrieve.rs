@@ -16,6 +16,7 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Term};
 use time::OffsetDateTime;
 
+use crate::abbreviation::Abbreviations;
 use crate::analysis::{self, Analysis};
 use crate::embed::{PassageVectors, StaticEmbedding};
 use crate::index::{Fields, StoredDoc, passage_of};
@@ -140,13 +141,13 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-4+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-4+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 5 or 6, queried with the analysis it was built with.
-pub const SCHEMA_6_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
+pub const SCHEMA_6_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 4, queried with the analysis it was built with.
-pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
+pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
-pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler+code-letters/synonyms-2+joined/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -330,6 +331,8 @@ pub struct Snapshot {
 struct Outline {
     /// Per segment, per document id (a deleted document's row is empty).
     rows: Vec<Vec<OutlineRow>>,
+    /// The abbreviations the passages define.
+    abbreviations: Abbreviations,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -519,6 +522,7 @@ impl Snapshot {
         }
         let mut pages: HashMap<String, u32> = HashMap::new();
         let mut rows = Vec::new();
+        let mut abbreviations = Abbreviations::default();
         for (ord, segment) in searcher.segment_readers().iter().enumerate() {
             let mut of_segment = vec![OutlineRow::default(); segment.max_doc() as usize];
             for id in segment.doc_ids_alive() {
@@ -529,6 +533,7 @@ impl Snapshot {
                 let next = pages.len() as u32;
                 let page = *pages.entry(path.to_owned()).or_insert(next);
                 let section = stored(&doc, self.fields.section, "section")?;
+                abbreviations.learn(stored(&doc, self.fields.body, "body")?, self.analysis);
                 of_segment[id as usize] = OutlineRow {
                     page,
                     title: analysis::title_words(section, self.analysis).into(),
@@ -537,7 +542,10 @@ impl Snapshot {
             }
             rows.push(of_segment);
         }
-        Ok(self.outline.get_or_init(|| Outline { rows }))
+        Ok(self.outline.get_or_init(|| Outline {
+            rows,
+            abbreviations,
+        }))
     }
 
     /// Bytes the attached static embedding's passage vectors take (the table's own are
@@ -763,6 +771,7 @@ impl Snapshot {
                 query_terms.push(c);
             }
         }
+        let outline = self.outline(searcher)?;
         // Each content term and its synonyms (`alts`): `group[j]` is the content term the
         // `j`th sought word stands for.
         let mut sought: Vec<String> = content_terms.clone();
@@ -800,6 +809,22 @@ impl Snapshot {
                 if let Some(k) = content_terms.iter().position(|t| *t == part) {
                     sought.push(joined.clone());
                     group.push(k);
+                }
+            }
+        }
+        // An expansion the corpus defines ("link time optimization (LTO)"): the abbreviation
+        // stands for each of its words, as a joined word does.
+        let word_keys: Vec<String> = words
+            .iter()
+            .map(|w| Abbreviations::key(w, self.analysis))
+            .collect();
+        for (span, short) in outline.abbreviations.found_in(&word_keys) {
+            for w in &words[span] {
+                for part in analysis::content_terms_with(w, self.analysis) {
+                    if let Some(k) = content_terms.iter().position(|t| *t == part) {
+                        sought.push(short.to_owned());
+                        group.push(k);
+                    }
                 }
             }
         }
@@ -911,7 +936,6 @@ impl Snapshot {
                 .sum::<f32>()
                 / total
         };
-        let outline = self.outline(searcher)?;
         let mut keys: Vec<f32> = Vec::with_capacity(hits.len());
         let asks_unstable = analysis::about_unstable(question);
         // What two candidates of one page hold together: a question about two things one page
@@ -1352,6 +1376,28 @@ mod tests {
         let g = ask(&built(dir.path(), &files), question);
         assert!(g.gate.unwrap().admitted, "{question}: {:?}", g.gate);
         g.bundle.passages[0].section.clone()
+    }
+
+    #[test]
+    fn a_phrase_the_docs_abbreviate_finds_the_section_the_abbreviation_heads() {
+        // The option is headed by its abbreviation and says the phrase once in a long text;
+        // the report says every word of the question, often.
+        let values =
+            "It takes one of the values yes, no, thin or fat, and no value means yes. ".repeat(4);
+        let page = (
+            "codegen.md",
+            format!(
+                "# Codegen options\n\n## lto\n\nThis flag controls link time optimization \
+                 (LTO); turn it on with yes. {values}\n\n## Build report\n\nTurned on, the \
+                 report prints the time of each link and of each optimization pass: link \
+                 time, optimization time.\n"
+            ),
+        );
+        let q = "How do I turn on link-time optimization?";
+        assert_eq!(lead_section((page.0, &page.1), q), "lto");
+        // Without the definition, the words alone lead to the report.
+        let page = (page.0, page.1.replace(" (LTO)", ""));
+        assert_eq!(lead_section((page.0, &page.1), q), "Build report");
     }
 
     #[test]
