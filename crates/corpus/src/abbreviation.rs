@@ -34,11 +34,13 @@ impl Abbreviations {
             let at = offset + open;
             offset = at + 1;
             rest = &text[offset..];
-            let Some(close) = rest.find(')') else {
-                break;
+            // Only the few bytes after the parenthesis are read: "(LTO)" or "(DSOs)".
+            let near = &rest.as_bytes()[..rest.len().min(MAX_LETTERS + 2)];
+            let Some(close) = near.iter().position(|&b| b == b')') else {
+                continue;
             };
             let inner = &rest[..close];
-            // "(LTO)" or a plural "(DSOs)": two capitals or more, nothing else.
+            // Two capitals or more, and nothing else but a plural's "s".
             let caps = inner.strip_suffix('s').unwrap_or(inner);
             if !(2..=MAX_LETTERS).contains(&caps.len())
                 || !caps.bytes().all(|b| b.is_ascii_uppercase())
@@ -142,7 +144,8 @@ mod tests {
         // Not the initials, a lowercase word in parentheses, one capital, a mixed word.
         let a = learned(
             "the standard library (STD) is linked; an example (see below) and a struct (T) \
-             or a path (PATH) in the C2 compiler (CC); the Rust project (RFCs)",
+             or a path (PATH) in the C2 compiler (CC); the Rust project (RFCs); \
+             été élevé (ÉÉ) (( unclosed (ABC",
         );
         assert!(a.is_empty(), "{a:?}");
         // A question naming words the corpus never defined finds nothing.
