@@ -547,7 +547,8 @@ pub fn count_groups_held(text: &str, wanted: &[&str], group: &[usize]) -> usize 
 }
 
 /// Call `found(k)` for each word of `text` whose stem is `wanted[k]` (possibly more than once
-/// for one `k`), stopping once every wanted term was found.
+/// for one `k`, and for every `k` of a term wanted twice), stopping once every wanted term was
+/// found.
 fn for_each_held(text: &str, wanted: &[&str], mut found: impl FnMut(usize)) {
     // The first letters a wanted term starts with: a word starting with none is skipped unread.
     let mut firsts = [false; 128];
@@ -596,7 +597,8 @@ fn for_each_held(text: &str, wanted: &[&str], mut found: impl FnMut(usize)) {
         for part in &parts {
             lower_into(part, &mut lower);
             stem_into(&lower, Analysis::CURRENT, &mut stemmed);
-            if let Some(k) = wanted.iter().position(|w| *w == stemmed) {
+            // A term wanted twice (for two groups) is found at each place.
+            for (k, _) in wanted.iter().enumerate().filter(|(_, w)| **w == stemmed) {
                 if !held[k] {
                     held[k] = true;
                     left -= 1;
@@ -786,6 +788,10 @@ mod tests {
         );
         assert_eq!(count_held(text, &q), held.len());
         assert_eq!(count_held("nothing of it here", &q), 0);
+        // A term wanted for two groups (an abbreviation standing for two words) holds both.
+        let wanted = ["turn", "lto", "lto"];
+        assert_eq!(count_groups_held("Turn LTO on.", &wanted, &[0, 1, 2]), 3);
+        assert_eq!(count_groups_held("Turn it on.", &wanted, &[0, 1, 2]), 1);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! provider uses. It quotes only bundle passages, each sentence or code block cited as `[n]`.
 //!
 //! Sentences are chosen to answer, not to summarise: the best-ranked passage leads, up to four of
-//! its sentences holding most of the question's words or their synonyms (and its opening sentence,
-//! which in documentation usually defines the section's subject) come first, in the page's order;
+//! its sentences holding most of the question's words, their synonyms or an abbreviation the
+//! bundle defines for them (and its opening sentence, which in documentation usually defines the
+//! section's subject) come first, in the page's order;
 //! one sentence from another passage may follow when it holds as much of the question, and when
 //! the lead has fewer than four to give, the next passages' sentences holding as much of the
 //! question as the lead's best (two words at least) fill the room; a lead with no sentence (a
@@ -24,6 +25,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::abbreviation::Abbreviations;
 use crate::analysis;
 use crate::retrieve::{CorpusEvidenceBundle, EvidencePassage};
 
@@ -152,6 +154,31 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
             if !q_terms.contains(&alt) {
                 q_terms.push(alt);
                 group.push(k);
+            }
+        }
+    }
+    // An abbreviation the bundle defines ("profile-guided optimization (PGO)") says each word
+    // of the phrase the question spells out.
+    let mut abbreviations = Abbreviations::default();
+    for p in &bundle.passages {
+        abbreviations.learn(&p.text, analysis::Analysis::CURRENT);
+    }
+    let words: Vec<&str> = question
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let keys: Vec<String> = words
+        .iter()
+        .map(|w| Abbreviations::key(w, analysis::Analysis::CURRENT))
+        .collect();
+    let asked = group.len();
+    for (span, short) in abbreviations.found_in(&keys) {
+        for w in &words[span] {
+            for part in analysis::content_terms(w) {
+                if let Some(k) = q_terms[..asked].iter().position(|t| *t == part) {
+                    q_terms.push(short.to_owned());
+                    group.push(group[k]);
+                }
             }
         }
     }
@@ -835,6 +862,30 @@ opt-level = 1
             "A sprocket turns. [1] The sprocket has teeth. [1] The sprocket is red. [1] \
              A guard prevents jamming. [1]"
         );
+    }
+
+    #[test]
+    fn an_abbreviation_the_bundle_defines_says_the_words_it_stands_for() {
+        // The lead defines LTO; its sentence saying "LTO" holds the question's three words
+        // besides "turn", and outranks the ones holding two.
+        let lead = "Link time optimization (LTO) is a flag. The link time is shown. Linking \
+            takes time. Optimization is good. Turn LTO on with `-C lto`.";
+        let a = extractive_answer(
+            "How do I turn on link-time optimization?",
+            &bundle(vec![passage("p", "c.md", lead)]),
+        );
+        assert!(
+            a.text.contains("Turn LTO on with `-C lto`. [1]"),
+            "{}",
+            a.text
+        );
+        // Without the definition it holds only "turn", and four sentences hold more or come
+        // first.
+        let a = extractive_answer(
+            "How do I turn on link-time optimization?",
+            &bundle(vec![passage("p", "c.md", &lead.replace(" (LTO)", ""))]),
+        );
+        assert!(!a.text.contains("Turn LTO on"), "{}", a.text);
     }
 
     #[test]
