@@ -405,7 +405,16 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     };
     let mut kept: Vec<(usize, usize)> = Vec::new();
     let mut used = 0usize;
-    for u in wanted.iter().chain(code.iter()).chain(along.iter()) {
+    // The sentence introducing the kept code block (its colon): quoted without it, the block
+    // has no words and no citation.
+    let code_intro = code.filter(|&(pi, ui)| ui > 0 && units[pi][ui - 1].introduces());
+    let code_intro = code_intro.map(|(pi, ui)| (pi, ui - 1));
+    for u in wanted
+        .iter()
+        .chain(code.iter())
+        .chain(code_intro.iter())
+        .chain(along.iter())
+    {
         if kept.contains(u) {
             continue;
         }
@@ -861,6 +870,25 @@ opt-level = 1
             a.text,
             "A sprocket turns. [1] The sprocket has teeth. [1] The sprocket is red. [1] \
              A guard prevents jamming. [1]"
+        );
+    }
+
+    #[test]
+    fn a_code_block_kept_for_the_question_brings_the_sentence_introducing_it() {
+        // The block holds the question's word, the sentence introducing it none: the block is
+        // kept for a how-question, and its introduction comes along to say what it is and
+        // cite it.
+        let lead = "Sprockets turn. Sprockets have teeth. Sprockets spin fast. Sprockets are red. \
+            Put this in the file:\n```toml\nsprocket = 2\n```\n";
+        let a = extractive_answer(
+            "How do I configure a sprocket?",
+            &bundle(vec![passage("p", "s.md", lead)]),
+        );
+        assert!(
+            a.text
+                .ends_with("Put this in the file: [1]\n```toml\nsprocket = 2\n```"),
+            "{}",
+            a.text
         );
     }
 

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::process::{AcceptedFile, Media};
 
 /// Revision of the splitting rules; recorded in every snapshot. Bump when passages change.
-pub const PARSER_REVISION: &str = "reach-corpus-passages/3";
+pub const PARSER_REVISION: &str = "reach-corpus-passages/4";
 
 /// Joins the headings of a passage's section path (`context`): written here, split by readers.
 pub const CONTEXT_SEPARATOR: &str = " › ";
@@ -257,8 +257,16 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
         }
         bytes += line.len() + 1;
         let blank = line.trim().is_empty();
+        // A sentence introducing a code block (its colon) is never cut from the block.
+        let introduces_code = i > 0
+            && lines[i - 1].trim_end().ends_with(':')
+            && lines.get(i + 1).is_some_and(|l| {
+                let t = l.trim_start();
+                t.starts_with("```") || t.starts_with("~~~")
+            });
         if fence.is_none()
-            && ((bytes >= PASSAGE_SOFT_BYTES && blank) || bytes >= PASSAGE_HARD_BYTES)
+            && ((bytes >= PASSAGE_SOFT_BYTES && blank && !introduces_code)
+                || bytes >= PASSAGE_HARD_BYTES)
         {
             flush(&mut out, &section, start, i + 1);
             start = i + 1;
@@ -346,8 +354,21 @@ fn split_html(file: &AcceptedFile) -> Vec<Passage> {
         } else if bytes >= PASSAGE_SOFT_BYTES
             || bytes + block.text.len() >= PASSAGE_HARD_BYTES && !pending.is_empty()
         {
+            // A paragraph introducing a code block (its colon) goes with the block.
+            let introduces = |b: &crate::html::Block| {
+                b.kind == crate::html::BlockKind::Text && b.text.trim_end().ends_with(':')
+            };
+            let carried = (matches!(block.kind, crate::html::BlockKind::Code { .. })
+                && pending.len() > 1
+                && pending.last().is_some_and(|b| introduces(b)))
+            .then(|| pending.pop())
+            .flatten();
             flush(&mut out, &section, &mut pending);
             bytes = 0;
+            if let Some(b) = carried {
+                bytes += b.text.len() + 1;
+                pending.push(b);
+            }
         }
         bytes += block.text.len() + 1;
         pending.push(block);
@@ -432,6 +453,42 @@ mod tests {
                 s("Outputs", "Description"),
                 s("Notes", "")
             ]
+        );
+    }
+
+    #[test]
+    fn a_long_section_is_never_cut_between_a_sentence_and_the_code_it_introduces() {
+        // The section reaches the soft limit on the sentence before the block.
+        let filler = "Words about the machine. ".repeat(61);
+        // Which passage holds the sentence, and which the block.
+        let places = |ps: Vec<Passage>, sentence: &str| -> (usize, usize) {
+            let at = |s: &str| ps.iter().position(|p| p.text.contains(s)).unwrap();
+            (at(sentence), at("x = 1"))
+        };
+        let html = format!(
+            "<body><h1 id=\"s\">S</h1>\n<p>{filler}</p>\n<p>Add this:</p>\n<pre>x = 1</pre>\n\
+             <p>Done.</p></body>"
+        );
+        assert_eq!(
+            places(split(&file("a.html", Media::Html, &html)), "Add this:"),
+            (1, 1)
+        );
+        // Without the colon, the paragraph closes the first passage.
+        let html = html.replace("this:", "this.");
+        assert_eq!(
+            places(split(&file("a.html", Media::Html, &html)), "Add this."),
+            (0, 1)
+        );
+        // Markdown: the blank line between the sentence and its fence is no place to cut.
+        let md = format!("# S\n\n{filler}\nAdd this:\n\n```\nx = 1\n```\n\nDone.\n");
+        assert_eq!(
+            places(split(&file("a.md", Media::Markdown, &md)), "Add this:"),
+            (0, 0)
+        );
+        let md = md.replace("this:", "this.");
+        assert_eq!(
+            places(split(&file("a.md", Media::Markdown, &md)), "Add this."),
+            (0, 1)
         );
     }
 
