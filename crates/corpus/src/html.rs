@@ -385,6 +385,9 @@ struct Builder {
     /// The last block is a definition list's term (`<dt>`) awaiting its description's first
     /// paragraph, which it leads: `max_connections (integer): Determines the maximum…`.
     term: bool,
+    /// How many inline `<code>` elements are open: only the outermost is marked with
+    /// backticks (DocBook nests a placeholder's `<code>` in a command's).
+    inline_code: u32,
 }
 
 impl Builder {
@@ -423,6 +426,7 @@ impl Builder {
 
     fn flush(&mut self) {
         let text = std::mem::take(&mut self.text);
+        self.inline_code = 0;
         if self.heading.is_some() || self.code.is_some() {
             self.term = false;
         }
@@ -513,6 +517,7 @@ pub fn extract(html: &str) -> Vec<Block> {
         heading_fallback: None,
         code: None,
         term: false,
+        inline_code: 0,
     };
     // Inside the content root (always, when the page has none).
     let mut inside = root == Root::Body;
@@ -697,7 +702,15 @@ pub fn extract(html: &str) -> Vec<Block> {
                 if b.text.trim().is_empty() {
                     b.start = tag_line;
                 }
-                b.text.push('`');
+                if tag.closing {
+                    b.inline_code = b.inline_code.saturating_sub(1);
+                }
+                if b.inline_code == 0 {
+                    b.text.push('`');
+                }
+                if !tag.closing {
+                    b.inline_code += 1;
+                }
             }
             "td" | "th" => b.push_text(" ", line, line),
             "li" if !tag.closing => {
@@ -956,6 +969,17 @@ Determines the maximum number of connections.</p><p>Set it at start.</p></dd>
             7-7 Text "alone"
             7-7 Text "After the list."
             8-8 Text "Described."
+        "#]]
+        .assert_eq(&show(html));
+    }
+
+    #[test]
+    fn code_nested_in_code_is_one_span() {
+        // DocBook's psql page: a placeholder's `<code>` inside the command's.
+        let html = r##"<main><dl><dt><code class="literal">\warn <em class="replaceable"><code>text</code></em> [ ... ]</code></dt>
+<dd><p>Like <code>\echo</code>, to <code>stderr</code>.</p></dd></dl></main>"##;
+        expect_test::expect![[r#"
+            1-2 Text "`\\warn text [ ... ]`: Like `\\echo`, to `stderr`."
         "#]]
         .assert_eq(&show(html));
     }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::process::{AcceptedFile, Media};
 
 /// Revision of the splitting rules; recorded in every snapshot. Bump when passages change.
-pub const PARSER_REVISION: &str = "reach-corpus-passages/4";
+pub const PARSER_REVISION: &str = "reach-corpus-passages/5";
 
 /// Joins the headings of a passage's section path (`context`): written here, split by readers.
 pub const CONTEXT_SEPARATOR: &str = " › ";
