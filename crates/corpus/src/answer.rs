@@ -405,9 +405,11 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     };
     let mut kept: Vec<(usize, usize)> = Vec::new();
     let mut used = 0usize;
-    // The sentence introducing the kept code block (its colon): quoted without it, the block
-    // has no words and no citation.
-    let code_intro = code.filter(|&(pi, ui)| ui > 0 && units[pi][ui - 1].introduces());
+    // The sentence introducing the kept code block (its colon), or the list item it belongs
+    // to: quoted without it, the block has no words and no citation.
+    let code_intro = code.filter(|&(pi, ui)| {
+        ui > 0 && (units[pi][ui - 1].introduces() || matches!(units[pi][ui - 1], Unit::Item(_)))
+    });
     let code_intro = code_intro.map(|(pi, ui)| (pi, ui - 1));
     for u in wanted
         .iter()
@@ -887,6 +889,21 @@ opt-level = 1
         assert!(
             a.text
                 .ends_with("Put this in the file: [1]\n```toml\nsprocket = 2\n```"),
+            "{}",
+            a.text
+        );
+        // A block inside a list item brings the item.
+        let lead = lead.replace(
+            "Put this in the file:\n",
+            "Steps:\n- Install the sprocket\n",
+        );
+        let a = extractive_answer(
+            "How do I configure a sprocket?",
+            &bundle(vec![passage("p", "s.md", &lead)]),
+        );
+        assert!(
+            a.text
+                .ends_with("- Install the sprocket [1]\n```toml\nsprocket = 2\n```"),
             "{}",
             a.text
         );
