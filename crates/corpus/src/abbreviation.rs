@@ -82,9 +82,41 @@ impl Abbreviations {
             .map_or_else(|| word.to_lowercase(), |t| t.text)
     }
 
+    /// What each expansion `question` spells out stands for: `(k, abbreviation)` for each of
+    /// its words whose analyzed term is `terms[k]` (the question's content terms).
+    pub fn stands_for(
+        &self,
+        question: &str,
+        terms: &[String],
+        a: Analysis,
+    ) -> Vec<(usize, String)> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let words: Vec<&str> = question
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let keys: Vec<String> = words.iter().map(|w| Self::key(w, a)).collect();
+        let mut out = Vec::new();
+        for (span, short) in self.found_in(&keys) {
+            // Each word the expansion holds as a content term of its own: not padding such as
+            // "time", which only the joined "link-time" makes a term (measured: standing for
+            // it too, "Linker-plugin-based LTO" took the rustc book's `lto` option's place).
+            for w in &words[span] {
+                for part in analysis::content_terms_with(w, a) {
+                    if let Some(k) = terms.iter().position(|t| *t == part) {
+                        out.push((k, short.to_owned()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Each expansion `words` (keys, in the question's order) holds, as the range of words it
     /// spans and its abbreviation.
-    pub fn found_in(&self, words: &[String]) -> Vec<(std::ops::Range<usize>, &str)> {
+    fn found_in(&self, words: &[String]) -> Vec<(std::ops::Range<usize>, &str)> {
         let mut out = Vec::new();
         for len in 2..=self.longest.min(words.len()) {
             for start in 0..=words.len() - len {
@@ -137,6 +169,17 @@ mod tests {
         assert_eq!(a.found_in(&q), vec![(2..5, "wal")]);
         let q = keys("Can I do point-in-time recovery?");
         assert_eq!(a.found_in(&q), vec![(3..7, "pitr")]);
+        // What the abbreviation stands for, by the question's content terms ("time" is
+        // padding alone).
+        let q = "How do I turn on link-time optimizations?";
+        let terms = analysis::content_terms(q);
+        let stands: Vec<(&str, String)> = a
+            .stands_for(q, &terms, Analysis::CURRENT)
+            .into_iter()
+            .map(|(k, s)| (terms[k].as_str(), s))
+            .collect();
+        let lto = || "lto".to_string();
+        assert_eq!(stands, [("link", lto()), ("optimiz", lto())]);
     }
 
     #[test]

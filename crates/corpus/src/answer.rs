@@ -148,6 +148,7 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     }
     // The question's terms and their synonyms: a sentence saying "prevent" answers "stop".
     let mut q_terms = analysis::content_terms(question);
+    let asked = q_terms.len();
     let mut group: Vec<usize> = (0..q_terms.len()).collect();
     for k in 0..q_terms.len() {
         for alt in analysis::synonyms(&q_terms[k], analysis::Analysis::CURRENT) {
@@ -163,24 +164,11 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     for p in &bundle.passages {
         abbreviations.learn(&p.text, analysis::Analysis::CURRENT);
     }
-    let words: Vec<&str> = question
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    let keys: Vec<String> = words
-        .iter()
-        .map(|w| Abbreviations::key(w, analysis::Analysis::CURRENT))
-        .collect();
-    let asked = group.len();
-    for (span, short) in abbreviations.found_in(&keys) {
-        for w in &words[span] {
-            for part in analysis::content_terms(w) {
-                if let Some(k) = q_terms[..asked].iter().position(|t| *t == part) {
-                    q_terms.push(short.to_owned());
-                    group.push(group[k]);
-                }
-            }
-        }
+    let defined =
+        abbreviations.stands_for(question, &q_terms[..asked], analysis::Analysis::CURRENT);
+    for (k, short) in defined {
+        q_terms.push(short);
+        group.push(k);
     }
     let q: Vec<&str> = q_terms.iter().map(String::as_str).collect();
     let q_compounds: Vec<String> = analysis::terms(question)

@@ -814,19 +814,12 @@ impl Snapshot {
         }
         // An expansion the corpus defines ("link time optimization (LTO)"): the abbreviation
         // stands for each of its words, as a joined word does.
-        let word_keys: Vec<String> = words
-            .iter()
-            .map(|w| Abbreviations::key(w, self.analysis))
-            .collect();
-        for (span, short) in outline.abbreviations.found_in(&word_keys) {
-            for w in &words[span] {
-                for part in analysis::content_terms_with(w, self.analysis) {
-                    if let Some(k) = content_terms.iter().position(|t| *t == part) {
-                        sought.push(short.to_owned());
-                        group.push(k);
-                    }
-                }
-            }
+        let defined = outline
+            .abbreviations
+            .stands_for(question, &content_terms, self.analysis);
+        for (k, short) in defined {
+            sought.push(short);
+            group.push(k);
         }
         // IDF of each content term, from the body text (a heading word is rarer still); a
         // term the corpus says only in a synonym takes the synonym's.
