@@ -17,7 +17,8 @@
 //! colon introduces; a chosen list item brings its list and the sentence introducing it, under
 //! that sentence's citation. Otherwise one fenced code block is kept whole when the question
 //! asks how, or names what the block holds: the best-ranked chosen passage's block holding most
-//! of the question. Everything is quoted in the page's order (a lead page's summary first), as
+//! of the question, with the sentence introducing it (its colon) or the list item it belongs to,
+//! so no block stands unexplained and uncited. Everything is quoted in the page's order (a lead page's summary first), as
 //! much as fits one Discord message with its sources, the chosen sentences first. A lead section
 //! named by a code identifier (a lint, a setting, a flag) is named first when its sentences do
 //! not. A label left in a page's text ("Note", "Filename: src/main.rs" without a stop) is not a
