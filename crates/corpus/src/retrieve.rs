@@ -327,7 +327,7 @@ pub struct Snapshot {
 
 /// What the re-ranking reads of each passage besides its postings, held in memory once read: a
 /// hundred candidates are weighed without reading their stored text, which is read only for the
-/// passages a bundle keeps.
+/// passages a bundle keeps. The same pass reads the abbreviations the corpus defines.
 struct Outline {
     /// Per segment, per document id (a deleted document's row is empty).
     rows: Vec<Vec<OutlineRow>>,
