@@ -231,7 +231,7 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
                         fence = None;
                     }
                     None
-                } else if t.starts_with("```") || t.starts_with("~~~") {
+                } else if opens_fence(t) {
                     fence = Some(&t[..3]);
                     None
                 } else {
@@ -260,10 +260,9 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
         // A sentence introducing a code block (its colon) is never cut from the block.
         let introduces_code = i > 0
             && lines[i - 1].trim_end().ends_with(':')
-            && lines.get(i + 1).is_some_and(|l| {
-                let t = l.trim_start();
-                t.starts_with("```") || t.starts_with("~~~")
-            });
+            && lines
+                .get(i + 1)
+                .is_some_and(|l| opens_fence(l.trim_start()));
         if fence.is_none()
             && ((bytes >= PASSAGE_SOFT_BYTES && blank && !introduces_code)
                 || bytes >= PASSAGE_HARD_BYTES)
@@ -275,6 +274,11 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
     }
     flush(&mut out, &section, start, lines.len());
     out
+}
+
+/// Whether a Markdown line (its indent trimmed) opens a fenced code block.
+fn opens_fence(t: &str) -> bool {
+    t.starts_with("```") || t.starts_with("~~~")
 }
 
 fn markdown_heading(line: &str) -> Option<(u8, String)> {
@@ -355,14 +359,12 @@ fn split_html(file: &AcceptedFile) -> Vec<Passage> {
             || bytes + block.text.len() >= PASSAGE_HARD_BYTES && !pending.is_empty()
         {
             // A paragraph introducing a code block (its colon) goes with the block.
-            let introduces = |b: &crate::html::Block| {
-                b.kind == crate::html::BlockKind::Text && b.text.trim_end().ends_with(':')
-            };
-            let carried = (matches!(block.kind, crate::html::BlockKind::Code { .. })
+            let introduces_code = matches!(block.kind, crate::html::BlockKind::Code { .. })
                 && pending.len() > 1
-                && pending.last().is_some_and(|b| introduces(b)))
-            .then(|| pending.pop())
-            .flatten();
+                && pending.last().is_some_and(|b| {
+                    b.kind == crate::html::BlockKind::Text && b.text.trim_end().ends_with(':')
+                });
+            let carried = if introduces_code { pending.pop() } else { None };
             flush(&mut out, &section, &mut pending);
             bytes = 0;
             if let Some(b) = carried {
@@ -460,8 +462,9 @@ mod tests {
     fn a_long_section_is_never_cut_between_a_sentence_and_the_code_it_introduces() {
         // The section reaches the soft limit on the sentence before the block.
         let filler = "Words about the machine. ".repeat(61);
-        // Which passage holds the sentence, and which the block.
-        let places = |ps: Vec<Passage>, sentence: &str| -> (usize, usize) {
+        // Which passage of `text` holds the sentence, and which the block.
+        let places = |path: &str, media: Media, text: &str, sentence: &str| -> (usize, usize) {
+            let ps = split(&file(path, media, text));
             let at = |s: &str| ps.iter().position(|p| p.text.contains(s)).unwrap();
             (at(sentence), at("x = 1"))
         };
@@ -469,27 +472,15 @@ mod tests {
             "<body><h1 id=\"s\">S</h1>\n<p>{filler}</p>\n<p>Add this:</p>\n<pre>x = 1</pre>\n\
              <p>Done.</p></body>"
         );
-        assert_eq!(
-            places(split(&file("a.html", Media::Html, &html)), "Add this:"),
-            (1, 1)
-        );
+        assert_eq!(places("a.html", Media::Html, &html, "Add this:"), (1, 1));
         // Without the colon, the paragraph closes the first passage.
         let html = html.replace("this:", "this.");
-        assert_eq!(
-            places(split(&file("a.html", Media::Html, &html)), "Add this."),
-            (0, 1)
-        );
+        assert_eq!(places("a.html", Media::Html, &html, "Add this."), (0, 1));
         // Markdown: the blank line between the sentence and its fence is no place to cut.
         let md = format!("# S\n\n{filler}\nAdd this:\n\n```\nx = 1\n```\n\nDone.\n");
-        assert_eq!(
-            places(split(&file("a.md", Media::Markdown, &md)), "Add this:"),
-            (0, 0)
-        );
+        assert_eq!(places("a.md", Media::Markdown, &md, "Add this:"), (0, 0));
         let md = md.replace("this:", "this.");
-        assert_eq!(
-            places(split(&file("a.md", Media::Markdown, &md)), "Add this."),
-            (0, 1)
-        );
+        assert_eq!(places("a.md", Media::Markdown, &md, "Add this."), (0, 1));
     }
 
     #[test]
