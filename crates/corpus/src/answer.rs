@@ -2,27 +2,27 @@
 //! provider uses. It quotes only bundle passages, each sentence or code block cited as `[n]`.
 //!
 //! Sentences are chosen to answer, not to summarise: the best-ranked passage leads, up to four of
-//! its sentences holding most of the question's words, their synonyms or an abbreviation the
-//! bundle defines for them (and its opening sentence, which in documentation usually defines the
-//! section's subject) come first, in the page's order;
-//! one sentence from another passage may follow when it holds as much of the question, and when
-//! the lead has fewer than four to give, the next passages' sentences holding as much of the
-//! question as the lead's best (two words at least) fill the room; a lead with no sentence (a
-//! page title over its first section) leaves the room to the bundle's best sentences. When the
-//! bundle holds the lead page's own "Summary" section, its first two sentences (or items) holding
-//! a word of the question lead the answer: the author's one-line answer before its details.
-//! Asked how, a lead sentence holding the question whose colon introduces a code block or a list
-//! ranks as if it held one word more. A chosen sentence brings what it needs to be read: the
-//! sentence before it when it leans on it ("It is called…"), the list or the code block its
-//! colon introduces; a chosen list item brings its list and the sentence introducing it, under
-//! that sentence's citation. Otherwise one fenced code block is kept whole when the question
-//! asks how, or names what the block holds: the best-ranked chosen passage's block holding most
-//! of the question, with the sentence introducing it (its colon) or the list item it belongs to,
-//! so no block stands unexplained and uncited. Everything is quoted in the page's order (a lead page's summary first), as
-//! much as fits one Discord message with its sources, the chosen sentences first. A lead section
-//! named by a code identifier (a lint, a setting, a flag) is named first when its sentences do
-//! not. A label left in a page's text ("Note", "Filename: src/main.rs" without a stop) is not a
-//! sentence; an abbreviation's point ("e.g. the") ends none.
+//! its sentences holding most of the question's words, their synonyms or an abbreviation the bundle
+//! defines for them (and its opening sentence, which in documentation usually defines the section's
+//! subject) come first, in the page's order; one sentence from another passage may follow when it
+//! holds as much of the question, and when the lead has fewer than four to give, the next passages'
+//! sentences holding as much of the question as the lead's best (two words at least) fill the room;
+//! a lead with no sentence (a page title over its first section) leaves the room to the bundle's
+//! best sentences. When the bundle holds the lead page's own "Summary" section, its first two
+//! sentences (or items) holding a word of the question lead the answer: the author's one-line
+//! answer before its details. Asked how, a lead sentence holding the question whose colon
+//! introduces a code block or a list ranks as if it held one word more. A chosen sentence brings
+//! what it needs to be read: the sentence before it when it leans on it ("It is called…"), the list
+//! or the code block its colon introduces; a chosen list item brings its list and the sentence
+//! introducing it, under that sentence's citation. Otherwise one fenced code block is kept whole
+//! when the question asks how, or names what the block holds: the best-ranked chosen passage's
+//! block holding most of the question, with the sentence introducing it (its colon) or the list
+//! item it belongs to, so no block stands unexplained and uncited. Everything is quoted in the
+//! page's order (a lead page's summary first), as much as fits one Discord message with its
+//! sources, the chosen sentences first. A lead section named by a code identifier (a lint, a
+//! setting, a flag) is named first when its sentences do not. A label left in a page's text
+//! ("Note", "Filename: src/main.rs" without a stop) is not a sentence; an abbreviation's point
+//! ("e.g. the") ends none.
 
 use serde::{Deserialize, Serialize};
 
@@ -396,10 +396,9 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     let mut used = 0usize;
     // The sentence introducing the kept code block (its colon), or the list item it belongs
     // to: quoted without it, the block has no words and no citation.
-    let code_intro = code.filter(|&(pi, ui)| {
-        ui > 0 && (units[pi][ui - 1].introduces() || matches!(units[pi][ui - 1], Unit::Item(_)))
-    });
-    let code_intro = code_intro.map(|(pi, ui)| (pi, ui - 1));
+    let code_intro = code
+        .and_then(|(pi, ui)| Some((pi, ui.checked_sub(1)?)))
+        .filter(|&(pi, ui)| units[pi][ui].introduces() || matches!(units[pi][ui], Unit::Item(_)));
     for u in wanted
         .iter()
         .chain(code.iter())
