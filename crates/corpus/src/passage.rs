@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::process::{AcceptedFile, Media};
 
 /// Revision of the splitting rules; recorded in every snapshot. Bump when passages change.
-pub const PARSER_REVISION: &str = "reach-corpus-passages/5";
+pub const PARSER_REVISION: &str = "reach-corpus-passages/6";
 
 /// Joins the headings of a passage's section path (`context`): written here, split by readers.
 pub const CONTEXT_SEPARATOR: &str = " › ";
@@ -21,6 +21,9 @@ pub const CONTEXT_SEPARATOR: &str = " › ";
 const PASSAGE_SOFT_BYTES: usize = 1536;
 /// …and at any line boundary after this many, so one passage stays a bounded citation.
 const PASSAGE_HARD_BYTES: usize = 6144;
+
+/// The longest purpose a manual page's NAME line is read for ([`Outline::read_name_line`]).
+const NAME_LINE_BYTES: usize = 160;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Passage {
@@ -150,6 +153,18 @@ struct Section {
     context: String,
 }
 
+impl Section {
+    /// Whether the section only points elsewhere: a "See also" section (a manual page's last,
+    /// DocBook's, Sphinx's) names other pages and answers nothing, while its title's "see"
+    /// matches every question asking how to see something. It becomes no passage.
+    fn points_elsewhere(&self) -> bool {
+        self.title
+            .trim()
+            .trim_end_matches(':')
+            .eq_ignore_ascii_case("see also")
+    }
+}
+
 /// The open headings above the current one, as `(level, title)`.
 #[derive(Default)]
 struct Outline {
@@ -160,6 +175,42 @@ struct Outline {
 }
 
 impl Outline {
+    /// A manual page's NAME line (`git-cherry-pick - Apply the changes introduced by some
+    /// existing commits`, DocBook's `EXPLAIN — show the execution plan of a statement`) as the
+    /// first text of a page: the page's title names a command, the line says what it
+    /// does. Its purpose joins the title every later section's path holds, so a question in
+    /// the purpose's words finds the page's sections, not only the one-line NAME section.
+    fn read_name_line(&mut self, text: &str) {
+        let Some((_, title)) = self.open.first_mut() else {
+            return;
+        };
+        // The title is the name, or the name then its manual section or other words.
+        let lowered = title.to_lowercase();
+        let names_title = |name: &str| {
+            lowered
+                .strip_prefix(&name.to_lowercase())
+                .is_some_and(|rest| {
+                    rest.chars()
+                        .next()
+                        .is_none_or(|c| !c.is_alphanumeric() && !matches!(c, '-' | '_'))
+                })
+        };
+        let purpose = [" - ", " — ", " – "]
+            .iter()
+            .filter_map(|sep| text.split_once(sep))
+            .min_by_key(|(name, _)| name.len())
+            .filter(|(name, purpose)| {
+                !name.is_empty()
+                    && names_title(name)
+                    && !purpose.is_empty()
+                    && purpose.len() <= NAME_LINE_BYTES
+            })
+            .map(|(_, purpose)| purpose.trim());
+        if let Some(purpose) = purpose {
+            *title = format!("{title} — {purpose}");
+        }
+    }
+
     /// Enter a heading of `level`; returns the context path above it.
     fn enter(&mut self, level: u8, title: &str) -> String {
         while self.open.len() > usize::from(self.titled)
@@ -201,6 +252,7 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
     let mut start: usize = 0; // index into lines of the current passage's first line
     let mut bytes = 0usize;
     let mut fence: Option<&str> = None;
+    let mut read_text = false;
     let flush = |out: &mut Vec<Passage>, section: &Section, start: usize, end: usize| {
         // Trim blank lines at both ends so the range is tight.
         let (mut s, mut e) = (start, end);
@@ -210,7 +262,7 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
         while e > s && lines[e - 1].trim().is_empty() {
             e -= 1;
         }
-        if s == e {
+        if s == e || section.points_elsewhere() {
             return;
         }
         let text = lines[s..e].join("\n");
@@ -254,6 +306,9 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
             };
             start = i;
             bytes = 0;
+        } else if fence.is_none() && !line.trim().is_empty() && !read_text {
+            read_text = true;
+            outline.read_name_line(line.trim());
         }
         bytes += line.len() + 1;
         let blank = line.trim().is_empty();
@@ -318,8 +373,12 @@ fn split_html(file: &AcceptedFile) -> Vec<Passage> {
     let mut seen_anchors = std::collections::HashMap::<String, u32>::new();
     let mut pending: Vec<&crate::html::Block> = Vec::new();
     let mut bytes = 0usize;
+    let mut read_text = false;
     let flush =
         |out: &mut Vec<Passage>, section: &Section, pending: &mut Vec<&crate::html::Block>| {
+            if section.points_elsewhere() {
+                pending.clear();
+            }
             if pending.is_empty() {
                 return;
             }
@@ -371,6 +430,9 @@ fn split_html(file: &AcceptedFile) -> Vec<Passage> {
                 bytes += b.text.len() + 1;
                 pending.push(b);
             }
+        }
+        if block.kind == crate::html::BlockKind::Text && !std::mem::replace(&mut read_text, true) {
+            outline.read_name_line(&block.text);
         }
         bytes += block.text.len() + 1;
         pending.push(block);
@@ -441,9 +503,9 @@ mod tests {
             context(&split(&file("sql-vacuum.html", Media::Html, html))),
             [
                 s("VACUUM", ""),
-                s("Description", "VACUUM"),
-                s("Outputs", "VACUUM › Description"),
-                s("Notes", "VACUUM"),
+                s("Description", "VACUUM — garbage-collect"),
+                s("Outputs", "VACUUM — garbage-collect › Description"),
+                s("Notes", "VACUUM — garbage-collect"),
             ]
         );
         // Text before the first heading: the page has no title heading, levels alone nest.
@@ -455,6 +517,73 @@ mod tests {
                 s("Outputs", "Description"),
                 s("Notes", "")
             ]
+        );
+    }
+
+    #[test]
+    fn a_manual_pages_name_line_says_what_its_title_names() {
+        let contexts = |path: &str, media: Media, text: &str| -> Vec<String> {
+            split(&file(path, media, text))
+                .into_iter()
+                .map(|p| format!("{} | {}", p.section, p.context))
+                .collect()
+        };
+        // Asciidoctor's manual page: the title, then NAME holding "name - purpose".
+        let git = "<body><h1>git-blame(1) Manual Page</h1><h2 id=\"_name\">NAME</h2>\
+            <p>git-blame -\n   Show what revision last modified each line of a file</p>\
+            <h2 id=\"_description\">DESCRIPTION</h2><p>Annotates each line.</p></body>";
+        let purpose = "git-blame(1) Manual Page — Show what revision last modified each line of \
+            a file";
+        assert_eq!(
+            contexts("git-blame.html", Media::Html, git),
+            [
+                "git-blame(1) Manual Page | ".to_string(),
+                "NAME | git-blame(1) Manual Page".into(),
+                format!("DESCRIPTION | {purpose}"),
+            ]
+        );
+        // DocBook's reference page, an em dash, and Markdown.
+        let explain = "<body><h2>EXPLAIN</h2><p>EXPLAIN — show the execution plan of a \
+            statement</p><h2>Description</h2><p>Displays the plan.</p></body>";
+        assert_eq!(
+            contexts("sql-explain.html", Media::Html, explain)[1],
+            "Description | EXPLAIN — show the execution plan of a statement"
+        );
+        let md = "# tool-pick(1)\n\n## NAME\n\ntool-pick – copy records\n\n## OPTIONS\n\n-n\n";
+        assert_eq!(
+            contexts("tool-pick.md", Media::Markdown, md)[2],
+            "OPTIONS | tool-pick(1) — copy records"
+        );
+        // A first paragraph naming something other than the title, a later one, a dash inside
+        // a sentence, a purpose longer than a line: no title changes.
+        for text in [
+            "<h1>Install</h1><p>Cargo - the package manager</p><h2>Steps</h2><p>Run.</p>",
+            "<h1>cargo</h1><p>Read this.</p><p>cargo - the package manager</p><h2>Steps</h2>",
+            "<h1>Ranges</h1><p>Ranges are closed - both ends count.</p><h2>Steps</h2><p>R</p>",
+            "<h1>git-blame(1)</h1><p>git - the content tracker</p><h2>Steps</h2><p>R</p>",
+            &format!(
+                "<h1>cargo</h1><p>cargo - {}</p><h2>Steps</h2>",
+                "word ".repeat(40)
+            ),
+        ] {
+            let last = contexts("page.html", Media::Html, text).pop().unwrap();
+            assert!(!last.contains('—'), "{text}: {last}");
+        }
+    }
+
+    #[test]
+    fn a_see_also_section_becomes_no_passage() {
+        let html = "<body><h1>git-blame(1)</h1><h2>DESCRIPTION</h2><p>Annotates each line.</p>\
+            <h2>SEE ALSO</h2><p>git-annotate(1)</p><h2>GIT</h2><p>Part of git.</p></body>";
+        let sections = |ps: Vec<Passage>| ps.into_iter().map(|p| p.section).collect::<Vec<_>>();
+        assert_eq!(
+            sections(split(&file("git-blame.html", Media::Html, html))),
+            ["git-blame(1)", "DESCRIPTION", "GIT"]
+        );
+        let md = "# Paths\n\nJoin them.\n\n## See also:\n\n- [Files](files.md)\n\n## Notes\n\nN.\n";
+        assert_eq!(
+            sections(split(&file("paths.md", Media::Markdown, md))),
+            ["Paths", "Notes"]
         );
     }
 

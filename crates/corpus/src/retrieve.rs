@@ -1394,6 +1394,51 @@ mod tests {
     }
 
     #[test]
+    fn a_manual_pages_purpose_finds_its_sections() {
+        // The page's title names the command; its NAME line says what it does, in the
+        // question's words. The other page says them in its text.
+        let filler = "Conflicts stop the replay until they are resolved. ".repeat(3);
+        let page = |title: &str| {
+            vec![
+                (
+                    "tool-pick.md".to_string(),
+                    format!(
+                        "# {title}\n\n## NAME\n\ntool-pick - apply the changes of an existing \
+                         record\n\n## DESCRIPTION\n\nGiven records, tool-pick replays each \
+                         one and writes a new record for each. {filler}\n"
+                    ),
+                ),
+                (
+                    "records.md".to_string(),
+                    "# Records\n\n## Saving\n\nChanges apply to a record once it is \
+                     saved; an existing record keeps its number.\n"
+                        .to_string(),
+                ),
+            ]
+        };
+        let places = |files: &[(String, String)]| {
+            let dir = tempfile::tempdir().unwrap();
+            let g = ask(
+                &built(dir.path(), files),
+                "How do I apply the changes of an existing record?",
+            );
+            let at = |s: &str| g.bundle.passages.iter().position(|p| p.section == s);
+            (at("DESCRIPTION"), at("Saving"))
+        };
+        let (description, saving) = places(&page("tool-pick(1)"));
+        assert!(
+            description.is_some_and(|d| saving.is_none_or(|s| d < s)),
+            "{description:?} {saving:?}"
+        );
+        // A title the NAME line does not name gains nothing from it.
+        let (description, saving) = places(&page("Record tools"));
+        assert!(
+            description.is_none_or(|d| Some(d) > saving),
+            "{description:?} {saving:?}"
+        );
+    }
+
+    #[test]
     fn a_letter_written_as_code_in_the_question_finds_its_section() {
         // `repr(C)`'s "C" is the subject: without it "representation" and "layout" lead to
         // the longer section on the other representation.
