@@ -233,6 +233,41 @@ impl EvidencePassage {
             None => self.section.clone(),
         }
     }
+
+    /// [`EvidencePassage::title`] in at most `max_chars` characters (whitespace runs as one
+    /// space): the page's title is cut first, ending in `…`, so the section, which tells two
+    /// citations of one page apart, stays whole (`git-clean(1) Manual Page — Remove untracked
+    /// fil… › OPTIONS`). A section alone too long is cut at its end.
+    pub fn title_within(&self, max_chars: usize) -> String {
+        let plain = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let cut = |s: &str, n: usize| -> String {
+            if s.chars().count() <= n {
+                return s.to_owned();
+            }
+            let mut kept: String = s.chars().take(n.saturating_sub(1)).collect();
+            kept.truncate(kept.trim_end().len());
+            kept.push('…');
+            kept
+        };
+        let title = plain(&self.title());
+        if title.chars().count() <= max_chars {
+            return title;
+        }
+        let section = plain(&self.section);
+        let sep = crate::passage::CONTEXT_SEPARATOR;
+        let Some(page) = title
+            .strip_suffix(section.as_str())
+            .and_then(|t| t.strip_suffix(sep))
+        else {
+            return cut(&title, max_chars);
+        };
+        // Room for a few letters of the page and its `…`, else the section alone.
+        let room = max_chars.saturating_sub(section.chars().count() + sep.chars().count());
+        if room < 8 {
+            return cut(&section, max_chars);
+        }
+        format!("{}{sep}{section}", cut(page, room))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -1391,6 +1426,39 @@ mod tests {
         // Without the definition, the words alone lead to the report.
         let page = (page.0, page.1.replace(" (LTO)", ""));
         assert_eq!(lead_section((page.0, &page.1), q), "Build report");
+    }
+
+    #[test]
+    fn a_long_title_keeps_its_section_whole() {
+        let titled = |context: &str, section: &str| EvidencePassage {
+            passage_id: "p".into(),
+            digest: Sha256Digest::of(b"t"),
+            path: "git-clean.html".into(),
+            section: section.into(),
+            context: context.into(),
+            url: String::new(),
+            section_url: String::new(),
+            line_start: 1,
+            line_end: 1,
+            score: 1.0,
+            text: "t".into(),
+        };
+        let page = "git-clean(1) Manual Page — Remove untracked files from the working tree";
+        let p = titled(page, "OPTIONS");
+        assert_eq!(p.title().chars().count(), 81);
+        assert_eq!(
+            p.title_within(80),
+            "git-clean(1) Manual Page — Remove untracked files from the working tr… › OPTIONS"
+        );
+        assert_eq!(p.title_within(80).chars().count(), 80);
+        assert_eq!(p.title_within(81), p.title());
+        // A section too long for a page beside it stands alone, cut at its end.
+        assert_eq!(p.title_within(15), "OPTIONS");
+        let long = titled(page, &"word ".repeat(20));
+        assert_eq!(long.title_within(20), "word word word word…");
+        // Whitespace runs are one space; a title without a page is cut at its end.
+        assert_eq!(titled("", "a  b\n c").title_within(80), "a b c");
+        assert_eq!(titled("", "abcdefgh").title_within(5), "abcd…");
     }
 
     #[test]

@@ -18,7 +18,9 @@ use reach_corpus::{
     ActiveSnapshot, BundleOutcome, RetrievalLimits, RetrievalRefusal, extractive_answer,
 };
 use reach_digest::Sha256Digest;
-use reach_discord::render::{ChannelPolicy, Citation, RefusalPolicy, TurnView, render};
+use reach_discord::render::{
+    ChannelPolicy, Citation, MAX_CITATION_TITLE_CHARS, RefusalPolicy, TurnView, render,
+};
 use reach_phylactery as ledger;
 use reach_phylactery::{Phylactery, TurnState};
 use reach_portal::{CutInput, EvidenceIn, Expectation, ProviderReturn};
@@ -417,7 +419,7 @@ fn cite(
 ) -> Result<Citation, reach_discord::render::InvalidCitation> {
     let citation = Citation::new(url)?;
     Ok(match bundle.passages.iter().find(|p| p.passage_id == id) {
-        Some(p) => citation.titled(&p.title()),
+        Some(p) => citation.titled(&p.title_within(MAX_CITATION_TITLE_CHARS)),
         None => citation,
     })
 }
@@ -690,5 +692,48 @@ impl Pipeline {
             },
             Err(_) => refusal(TurnState::Failed, "render/invalid-citation".into(), None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reach_corpus::retrieve::{BUNDLE_SCHEMA, EvidencePassage};
+
+    #[test]
+    fn a_citation_under_a_long_page_title_keeps_its_section() {
+        let passage = EvidencePassage {
+            passage_id: "p-1".into(),
+            digest: Sha256Digest::of(b"t"),
+            path: "git-clean.html".into(),
+            section: "OPTIONS".into(),
+            context: "git-clean(1) Manual Page — Remove untracked files from the working tree"
+                .into(),
+            url: "https://docs.example/git-clean.html#L1-L2".into(),
+            section_url: "https://docs.example/git-clean.html#_options".into(),
+            line_start: 1,
+            line_end: 2,
+            score: 1.0,
+            text: "t".into(),
+        };
+        let bundle = reach_corpus::CorpusEvidenceBundle {
+            schema: BUNDLE_SCHEMA.into(),
+            snapshot_id: "snap".into(),
+            snapshot_digest: Sha256Digest::of(b"s"),
+            revision: "r".into(),
+            historical: false,
+            question_digest: Sha256Digest::of(b"q"),
+            retrieval: "t".into(),
+            limits: RetrievalLimits::default(),
+            outcome: BundleOutcome::Evidence,
+            passages: vec![passage.clone()],
+            total_bytes: 1,
+            total_tokens: 1,
+            bundle_digest: Sha256Digest::of(b"b"),
+        };
+        let title = cite(&bundle, "p-1", &passage.url).unwrap();
+        let title = title.title().unwrap();
+        assert!(title.ends_with("… › OPTIONS"), "{title}");
+        assert!(title.chars().count() <= MAX_CITATION_TITLE_CHARS, "{title}");
     }
 }
