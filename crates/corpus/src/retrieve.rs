@@ -141,13 +141,13 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-4+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-4+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 5 or 6, queried with the analysis it was built with.
-pub const SCHEMA_6_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
+pub const SCHEMA_6_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 4, queried with the analysis it was built with.
-pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
+pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3/top-100";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
-pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole/coverage-title-rerank-3/top-100";
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3/top-100";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -856,6 +856,10 @@ impl Snapshot {
             sought.push(short);
             group.push(k);
         }
+        let verb = asked_verb(question).and_then(|w| {
+            let mut t = analysis::content_terms_with(w, self.analysis);
+            (t.len() == 1).then(|| t.remove(0))
+        });
         // IDF of each content term, from the body text (a heading word is rarer still); a
         // term the corpus says only in a synonym takes the synonym's.
         let sought_df: Vec<f32> = sought
@@ -871,8 +875,14 @@ impl Snapshot {
                     .map(|j| sought_df[j])
                     .fold(0.0f32, f32::max);
                 let idf = (1.0 + (n - d + 0.5) / (d + 0.5)).ln();
-                // A word the corpus never uses says the question is about something else.
-                let weight = if d == 0.0 { UNKNOWN_WEIGHT * idf } else { idf };
+                // A word the corpus never uses says the question is about something else,
+                // unless it is the verb a how-question asks to do ("publish" where the docs
+                // say "deploy"): the likeliest word to be said otherwise.
+                let weight = if d == 0.0 && verb.as_deref() != Some(t.as_str()) {
+                    UNKNOWN_WEIGHT * idf
+                } else {
+                    idf
+                };
                 (t.clone(), weight, d == 0.0)
             })
             .collect();
@@ -1143,6 +1153,19 @@ fn legacy_query_terms(index: &Index, body: Field, question: &str) -> Vec<String>
         }
     }
     out
+}
+
+/// The verb a how-question asks to do: "publish" of "How do I publish my docs?".
+fn asked_verb(question: &str) -> Option<&str> {
+    let mut words = question
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty());
+    let (how, aux, who, verb) = (words.next()?, words.next()?, words.next()?, words.next()?);
+    let is = |w: &str, any: &[&str]| any.iter().any(|a| w.eq_ignore_ascii_case(a));
+    (is(how, &["how"])
+        && is(aux, &["do", "can", "could", "should", "would"])
+        && is(who, &["i", "we", "you", "one"]))
+    .then_some(verb)
 }
 
 /// Validate `bundle` against `snapshot`: bound to it, digest intact, every passage present and
@@ -1459,6 +1482,39 @@ mod tests {
         // Whitespace runs are one space; a title without a page is cut at its end.
         assert_eq!(titled("", "a  b\n c").title_within(80), "a b c");
         assert_eq!(titled("", "abcdefgh").title_within(5), "abcd…");
+    }
+
+    #[test]
+    fn the_verb_a_how_question_asks_may_be_one_the_docs_never_use() {
+        let mut files = widgets();
+        // The question's other words are common in these docs.
+        for i in 0..4 {
+            files.push((
+                format!("n{i}.md"),
+                format!("# Note {i}\n\nThese docs keep their pages on GitHub.\n"),
+            ));
+        }
+        files.push((
+            "deploy.md".into(),
+            "# Deploying\n\n## GitHub Pages\n\nDeploy your docs to GitHub Pages with \
+             `site gh-deploy`, which pushes the built pages to a branch.\n"
+                .into(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        // "publish" is said nowhere: as the verb asked, it weighs its IDF, not twice it.
+        let g = ask(&s, "How do I publish my docs to GitHub Pages?");
+        let gate = g.gate.unwrap();
+        assert!(gate.admitted && gate.unknown == 1, "{gate:?}");
+        assert_eq!(g.bundle.passages[0].section, "GitHub Pages");
+        // Elsewhere in the question it is still a word of another subject, as is a second
+        // unknown word beside the verb.
+        for q in [
+            "Where is the publish button for my docs on GitHub Pages?",
+            "How do I publish my docs to GitHub Pages through Netlify?",
+        ] {
+            assert!(!ask(&s, q).gate.unwrap().admitted, "{q}");
+        }
     }
 
     #[test]
