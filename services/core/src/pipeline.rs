@@ -417,8 +417,16 @@ fn cite(
     id: &str,
     url: &str,
 ) -> Result<Citation, reach_discord::render::InvalidCitation> {
+    titled_citation(bundle.passages.iter().find(|p| p.passage_id == id), url)
+}
+
+/// The citation at `url`, under `passage`'s title (its section kept whole) when it has one.
+fn titled_citation(
+    passage: Option<&reach_corpus::retrieve::EvidencePassage>,
+    url: &str,
+) -> Result<Citation, reach_discord::render::InvalidCitation> {
     let citation = Citation::new(url)?;
-    Ok(match bundle.passages.iter().find(|p| p.passage_id == id) {
+    Ok(match passage {
         Some(p) => citation.titled(&p.title_within(MAX_CITATION_TITLE_CHARS)),
         None => citation,
     })
@@ -698,7 +706,7 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reach_corpus::retrieve::{BUNDLE_SCHEMA, EvidencePassage};
+    use reach_corpus::retrieve::EvidencePassage;
 
     #[test]
     fn a_citation_under_a_long_page_title_keeps_its_section() {
@@ -716,22 +724,7 @@ mod tests {
             score: 1.0,
             text: "t".into(),
         };
-        let bundle = reach_corpus::CorpusEvidenceBundle {
-            schema: BUNDLE_SCHEMA.into(),
-            snapshot_id: "snap".into(),
-            snapshot_digest: Sha256Digest::of(b"s"),
-            revision: "r".into(),
-            historical: false,
-            question_digest: Sha256Digest::of(b"q"),
-            retrieval: "t".into(),
-            limits: RetrievalLimits::default(),
-            outcome: BundleOutcome::Evidence,
-            passages: vec![passage.clone()],
-            total_bytes: 1,
-            total_tokens: 1,
-            bundle_digest: Sha256Digest::of(b"b"),
-        };
-        let title = cite(&bundle, "p-1", &passage.url).unwrap();
+        let title = titled_citation(Some(&passage), &passage.url).unwrap();
         let title = title.title().unwrap();
         assert!(title.ends_with("… › OPTIONS"), "{title}");
         assert!(title.chars().count() <= MAX_CITATION_TITLE_CHARS, "{title}");
