@@ -431,7 +431,8 @@ fn split_html(file: &AcceptedFile) -> Vec<Passage> {
                 pending.push(b);
             }
         }
-        if block.kind == crate::html::BlockKind::Text && !std::mem::replace(&mut read_text, true) {
+        if !read_text && block.kind == crate::html::BlockKind::Text {
+            read_text = true;
             outline.read_name_line(&block.text);
         }
         bytes += block.text.len() + 1;
