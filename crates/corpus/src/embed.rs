@@ -1,7 +1,8 @@
 //! A static word-piece embedding: retrieval's second first stage, beside BM25 (issue #34).
 //!
 //! A table of one vector per word piece of a sentence-embedding model's vocabulary, distilled
-//! once from the model (`scripts/distil-embedding.py`: each token alone through the model, PCA,
+//! once from the model (`scripts/distil-embedding.py`: each piece's outputs averaged over the
+//! sentences of a local text that hold it, or its output alone where none does; PCA,
 //! int8 rows). A text's vector is the IDF-weighted sum of its pieces' rows, so a question costs
 //! a tokenization and one dot product per passage (microseconds), with no model run in core.
 //! It finds sections that say what a question asks in other words, which BM25 cannot.
