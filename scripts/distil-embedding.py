@@ -88,8 +88,23 @@ def sentences(paragraphs):
 
 
 def run(sess, ids, mask):
+    """The model's last hidden state for a batch of token ids."""
     feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
     return sess.run(None, feeds)[0]
+
+
+def batches(sess, tok, texts, size=64):
+    """The model's outputs over `texts`, `size` at a time: `(ids, mask, outputs)` per batch,
+    each text padded to the batch's longest with its mask zero there. `tok` must not pad."""
+    for i in range(0, len(texts), size):
+        enc = tok.encode_batch(texts[i : i + size])
+        width = max(len(e.ids) for e in enc)
+        ids = np.zeros((len(enc), width), np.int64)
+        mask = np.zeros_like(ids)
+        for j, e in enumerate(enc):
+            ids[j, : len(e.ids)] = e.ids
+            mask[j, : len(e.ids)] = 1
+        yield ids, mask, run(sess, ids, mask)
 
 
 def main(out, rust_docs=None):
@@ -116,15 +131,7 @@ def main(out, rust_docs=None):
     text = sentences(paragraphs)
     total = np.zeros((size, 384), np.float64)
     count = np.zeros(size, np.float64)
-    for i in range(0, len(text), 64):
-        enc = tok.encode_batch(text[i : i + 64])
-        width = max(len(e.ids) for e in enc)
-        ids = np.zeros((len(enc), width), np.int64)
-        mask = np.zeros_like(ids)
-        for j, e in enumerate(enc):
-            ids[j, : len(e.ids)] = e.ids
-            mask[j, : len(e.ids)] = 1
-        outputs = run(sess, ids, mask)
+    for ids, mask, outputs in batches(sess, tok, text):
         held = (mask == 1) & (ids != CLS) & (ids != SEP)
         np.add.at(total, ids[held], outputs[held])
         np.add.at(count, ids[held], 1)

@@ -37,6 +37,7 @@ Measured 2026-12-06 over all six sets (156 in-corpus questions):
   re-ranker.
 """
 import glob
+import importlib.util
 import json
 import math
 import os
@@ -67,22 +68,21 @@ CACHE = os.environ.get("CACHE", "/var/tmp/emb-cache")
 CLS, SEP = 101, 102
 
 
+# The distiller's own batching (scripts/distil-embedding.py), so both read the model one way.
+_spec = importlib.util.spec_from_file_location(
+    "distil", os.path.join(os.path.dirname(__file__), "../../../../scripts/distil-embedding.py")
+)
+DISTIL = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(DISTIL)
+
+
 def run_model(ids, mask):
-    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-    return SESS.run(None, feeds)[0]
+    return DISTIL.run(SESS, ids, mask)
 
 
 def encode(texts, batch=32):
     out = []
-    for i in range(0, len(texts), batch):
-        enc = TOK.encode_batch(texts[i : i + batch])
-        width = max(len(e.ids) for e in enc)
-        ids = np.zeros((len(enc), width), np.int64)
-        mask = np.zeros_like(ids)
-        for j, e in enumerate(enc):
-            ids[j, : len(e.ids)] = e.ids
-            mask[j, : len(e.ids)] = 1
-        h = run_model(ids, mask)
+    for _, mask, h in DISTIL.batches(SESS, TOK, texts, batch):
         v = (h * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
         out.append(v / np.linalg.norm(v, axis=1, keepdims=True))
     return np.vstack(out)
