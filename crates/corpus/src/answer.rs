@@ -138,6 +138,23 @@ fn leans_back(s: &str) -> bool {
     )
 }
 
+/// Whether a sentence tells the reader what they must do ("You need to add a `CNAME` file…"):
+/// asked how, that is the answer even when it holds none of the question's words, which the
+/// sentence before it ("…you need to take one additional step") usually holds instead.
+fn instructs(s: &str) -> bool {
+    let lower = s.trim_start().to_lowercase().replace('’', "'");
+    [
+        "you need to ",
+        "you must ",
+        "you have to ",
+        "you'll need to ",
+        "you will need to ",
+        "you should ",
+    ]
+    .iter()
+    .any(|opening| lower.starts_with(opening))
+}
+
 /// The default local cognition: answer from the bundle's passages, citing them as `[1]`, `[2]`….
 pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answer {
     if bundle.passages.is_empty() {
@@ -180,6 +197,9 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     let wants_code = question
         .split(|c: char| !c.is_alphanumeric())
         .any(|w| HOW_WORDS.contains(&w.to_lowercase().as_str()));
+    let asks_how = question
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| w.eq_ignore_ascii_case("how"));
     let score = |s: &str| -> f32 {
         let base = analysis::count_groups_held(s, &q, &group) as f32;
         let exact = if q_compounds.is_empty() {
@@ -224,6 +244,15 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     by_score.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     if let Some(&(i, s)) = lead.first()
         && s > 0.0
+    {
+        wanted.push((0, i));
+    }
+    // Asked how, the lead's first sentence telling the reader what to do is the how.
+    if asks_how
+        && best_lead > 0.0
+        && let Some(i) =
+            (0..units[0].len()).find(|&i| matches!(&units[0][i], Unit::Sentence(s) if instructs(s)))
+        && !wanted.contains(&(0, i))
     {
         wanted.push((0, i));
     }
@@ -948,6 +977,29 @@ opt-level = 1
             what.contains("Sprocket machines have a sprocket count. [1]"),
             "{what}"
         );
+    }
+
+    #[test]
+    fn asked_how_the_sentence_saying_what_to_do_is_quoted_though_it_holds_no_word_asked() {
+        // The sentence announcing the step holds the question; the step itself holds none of
+        // its words, and the background sentences after it hold one each.
+        let lead = "Widget Pages includes support for using a custom frame for your widget. \
+            In addition to the vendor's steps, you need to take one more step so that the \
+            widget works with your custom frame. \
+            You need to add a FRAMEFILE file to the root of your site. \
+            The file must name a single frame. \
+            You may create the file by hand, or set up the custom frame in the vendor's panel. \
+            If the vendor's panel writes the file, copy it to your widget.";
+        let asked = |q: &str| extractive_answer(q, &bundle(vec![passage("p", "w.md", lead)])).text;
+        let how = asked("How do I use a custom frame with Widget Pages?");
+        assert!(
+            how.contains("You need to add a FRAMEFILE file to the root of your site. [1]"),
+            "{how}"
+        );
+        assert!(!how.contains("The file must name a single frame."), "{how}");
+        // Not asked how, it is quoted for what it holds: nothing.
+        let what = asked("What is a custom frame in Widget Pages?");
+        assert!(!what.contains("FRAMEFILE"), "{what}");
     }
 
     #[test]
