@@ -250,8 +250,9 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     // Asked how, the lead's first sentence telling the reader what to do is the how.
     if asks_how
         && best_lead > 0.0
-        && let Some(i) =
-            (0..units[0].len()).find(|&i| matches!(&units[0][i], Unit::Sentence(s) if instructs(s)))
+        && let Some(i) = units[0]
+            .iter()
+            .position(|u| matches!(u, Unit::Sentence(s) if instructs(s)))
         && !wanted.contains(&(0, i))
     {
         wanted.push((0, i));
