@@ -141,13 +141,13 @@ impl Default for RetrievalLimits {
 }
 
 /// The retrieval method, recorded so a bundle says how it was chosen.
-pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-4+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3/top-100";
+pub const RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-4+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3+repeated-titles-last/top-100";
 /// The method of a snapshot of schema 5 or 6, queried with the analysis it was built with.
-pub const SCHEMA_6_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3/top-100";
+pub const SCHEMA_6_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-3+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3+repeated-titles-last/top-100";
 /// The method of a snapshot of schema 4, queried with the analysis it was built with.
-pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3/top-100";
+pub const SCHEMA_4_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-2+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3+repeated-titles-last/top-100";
 /// The method of a snapshot of schema 3, queried with the analysis it was built with.
-pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3/top-100";
+pub const SCHEMA_3_RETRIEVAL_METHOD: &str = "bm25/headings^2+content/reach-analysis-1+filler+code-letters/synonyms-2+joined+abbreviations/idf-page-pair-coverage-gate-0.5+camel-whole+asked-verb/coverage-title-rerank-3+repeated-titles-last/top-100";
 /// The method of a snapshot built before schema 3.
 pub const LEGACY_RETRIEVAL_METHOD: &str = "bm25/section^1.5+body/stopwords-1";
 
@@ -1045,7 +1045,23 @@ impl Snapshot {
             }
         }
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-        Ok((ranked.into_iter().map(|(s, _, d)| (s, d)).collect(), gate))
+        // A section title another page already holds above it (a template's "Target CPU and
+        // target feature options" on every platform's page, one chapter per edition) takes one
+        // place among the first: the sections of other titles come before its repeats.
+        let mut seen: Vec<(&[String], u32)> = Vec::new();
+        let (first, repeats): (Vec<_>, Vec<_>) = ranked.into_iter().partition(|item| {
+            let row = outline.row(item.2);
+            let repeat = !row.title.is_empty()
+                && seen
+                    .iter()
+                    .any(|&(t, page)| t == &*row.title && page != row.page);
+            if !repeat {
+                seen.push((&row.title, row.page));
+            }
+            !repeat
+        });
+        let ranked = first.into_iter().chain(repeats);
+        Ok((ranked.map(|(s, _, d)| (s, d)).collect(), gate))
     }
 
     /// Schema 1 and 2: BM25 over `section` and `body` with tantivy's default analyzer, no gate.
@@ -1701,6 +1717,40 @@ mod tests {
         assert!(!analysis::about_unstable(
             "reference/instability-notes.html"
         ));
+    }
+
+    #[test]
+    fn a_section_title_many_pages_repeat_takes_one_place_among_the_first() {
+        let mut files = widgets();
+        // Every board's page repeats a template section saying the question's words more
+        // often than the one section that answers it.
+        for board in ["alpha", "beta", "gamma", "delta"] {
+            files.push((
+                format!("boards/{board}.md"),
+                format!(
+                    "# The {board} board\n\n## CPU feature options\n\nThe {board} board \
+                     has a CPU with each feature its own; enable a CPU feature for the \
+                     {board} CPU when its feature set is known.\n"
+                ),
+            ));
+        }
+        files.push((
+            "codegen.md".into(),
+            "# Code generation\n\n## Target features\n\nThe `target-feature` option \
+             turns on an instruction set extension such as a CPU feature.\n"
+                .into(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let got = ask(&s, "How do I enable a CPU feature?").bundle.passages;
+        let paths: Vec<&str> = got.iter().map(|p| p.path.as_str()).collect();
+        assert!(paths[0].starts_with("boards/"), "{paths:?}");
+        assert_eq!(paths[1], "codegen.md", "{paths:?}");
+        // The repeat the question names stays first.
+        let got = ask(&s, "What CPU does the gamma board have?")
+            .bundle
+            .passages;
+        assert_eq!(got[0].path, "boards/gamma.md");
     }
 
     /// A snapshot of [`DOC`] whose index was built with the analysis `built` and that is
