@@ -14,7 +14,8 @@
 //!   lines, the Reference's rule labels and railroad diagrams, the `¶`, `#` or `§` permalink
 //!   Sphinx, MkDocs, rustdoc and others put beside every heading, DocBook's Prev/Next tables)
 //!   or whose id does (a `footer`, `page-header`, `sidebar` or `toc` on a site without
-//!   landmarks);
+//!   landmarks), and whatever its class a link in a heading to a place on the page whose whole
+//!   text is such a glyph (Node.js's `mark`);
 //! - headings as section boundaries, with the `id` the site gave them as the anchor: the
 //!   heading's own, else its permalink's target, else the id of the container it opens with
 //!   no text between (rustdoc and Sphinx put it on a `<section>`, DocBook on a `<div>`);
@@ -66,6 +67,10 @@ const SKIP_CLASSES: &[&str] = &[
     "visually-hidden",
     "sr-only",
 ];
+
+/// The glyphs a heading's permalink shows: what a link in a heading to a place on the page
+/// says when it is one (empty when the glyph is drawn by CSS).
+const PERMALINK_GLYPHS: &[&str] = &["", "#", "¶", "§", "🔗", "🔗\u{fe0e}", "\u{200b}"];
 
 /// Ids that mark an element as chrome on sites without landmarks: a page header or footer, a
 /// sidebar, a table of contents (the Apache manual's `page-header`, `quickview`, `toc` and
@@ -381,6 +386,9 @@ struct Builder {
     /// The anchor of the open heading when neither it nor its permalink names one: the id of
     /// the container it opens.
     heading_fallback: Option<String>,
+    /// Where the open heading's text stood when a link to a place on the page opened in it:
+    /// the link is a permalink if all it adds is a glyph ([`PERMALINK_GLYPHS`]).
+    permalink_at: Option<usize>,
     code: Option<String>,
     /// The last block is a definition list's term (`<dt>`) awaiting its description's first
     /// paragraph, which it leads: `max_connections (integer): Determines the maximum…`.
@@ -430,6 +438,7 @@ impl Builder {
         if self.heading.is_some() || self.code.is_some() {
             self.term = false;
         }
+        self.permalink_at = None;
         if let Some((level, mut anchor)) = self.heading.take() {
             if let Some(id) = self.heading_fallback.take()
                 && anchor.is_empty()
@@ -515,6 +524,7 @@ pub fn extract(html: &str) -> Vec<Block> {
         end: 1,
         heading: None,
         heading_fallback: None,
+        permalink_at: None,
         code: None,
         term: false,
         inline_code: 0,
@@ -631,6 +641,21 @@ pub fn extract(html: &str) -> Vec<Block> {
             && let Some(a) = href.strip_prefix('#')
         {
             *anchor = a.to_string();
+        }
+        // A link in a heading to a place on the page whose whole text is a glyph is a
+        // permalink whatever its class says (Node.js's `mark`): its glyph is no title's word.
+        if name == "a" && b.heading.is_some() {
+            if !tag.closing {
+                b.permalink_at = attr(tag.attrs, "href")
+                    .is_some_and(|h| h.starts_with('#'))
+                    .then_some(b.text.len());
+            } else if let Some(at) = b.permalink_at.take()
+                && b.text
+                    .get(at..)
+                    .is_some_and(|t| PERMALINK_GLYPHS.contains(&t.trim()))
+            {
+                b.text.truncate(at);
+            }
         }
         if !tag.closing
             && !tag.self_closing
@@ -857,7 +882,7 @@ opt-level = 1 # &lt;fast&gt;
             13-13 Text "- one"
             14-14 Text "- two items"
             16-18 Code { lang: "toml" } "[profile.dev]\nopt-level = 1 # <fast>"
-            20-20 Heading { level: 3, anchor: "untitled" } "Untitled #"
+            20-20 Heading { level: 3, anchor: "untitled" } "Untitled"
             22-22 Text "after"
         "#]]
         .assert_eq(&show(html));
@@ -900,7 +925,8 @@ opt-level = 1 # &lt;fast&gt;
     #[test]
     fn a_heading_without_an_id_takes_its_sections_and_permalinks_are_dropped() {
         // rustdoc: the id is on the `<section>`, the `§` permalink before the heading, and a
-        // section without a heading lends its id to none after it.
+        // section without a heading lends its id to none after it. Node.js marks its `#`
+        // with a class of its own; a heading that is itself a link keeps its words.
         let html = r##"<main>
 <h2 id="variants">Variants<a href="#variants" class="anchor">§</a></h2>
 <section id="variant.None" class="variant"><a href="#variant.None" class="anchor">§</a><h3 class="code-header">None</h3></section>
@@ -908,6 +934,8 @@ opt-level = 1 # &lt;fast&gt;
 <section id="aside"><p>x</p></section>
 <h3>Plain</h3>
 <h2 id="vp">Next<a class="header-anchor" href="#vp">#</a><a class="hash-link" href="#vp">&#8203;</a></h2>
+<h3>Class: <code>Timeout</code><span><a class="mark" href="#class-timeout" id="class-timeout">#</a></span></h3>
+<h3 id="cs"><a href="#cs">Using C#</a></h3>
 </main>"##;
         expect_test::expect![[r#"
             2-2 Heading { level: 2, anchor: "variants" } "Variants"
@@ -916,6 +944,8 @@ opt-level = 1 # &lt;fast&gt;
             5-5 Text "x"
             6-6 Heading { level: 3, anchor: "" } "Plain"
             7-7 Heading { level: 2, anchor: "vp" } "Next"
+            8-8 Heading { level: 3, anchor: "class-timeout" } "Class: Timeout"
+            9-9 Heading { level: 3, anchor: "cs" } "Using C#"
         "#]]
         .assert_eq(&show(html));
     }
