@@ -9,7 +9,8 @@
 //! - [`archive`] and [`git`]: acquisition of an exact revision into an in-memory [`tree`].
 //! - [`process`] under [`rules`]: every path judged, skipped or refused by policy.
 //! - [`passage`] and [`index`]: passages at headings (static HTML through [`html`], Markdown
-//!   markup stripped by [`markup`] where it is indexed or quoted), an offline BM25 index whose
+//!   markup stripped by [`markup`] where it is indexed or quoted, the listings an mdBook page
+//!   includes read from the tree by [`include`]), an offline BM25 index whose
 //!   terms come from [`analysis`] (light stemming, code identifiers whole and split).
 //! - [`store`]: staging, validation, atomic activation, `PublicCorpusSnapshot@1`, status.
 //! - [`retrieve`]: read-only retrieval into `CorpusEvidenceBundle@1` behind the relevance gate
@@ -39,6 +40,7 @@ pub mod eval;
 pub mod git;
 pub mod harness;
 pub mod html;
+pub mod include;
 pub mod index;
 pub mod local;
 pub mod markup;

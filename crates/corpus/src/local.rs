@@ -5,7 +5,8 @@
 //! so an evaluation measures the corpus the demo answers from.
 //!
 //! **Architecture Invariant:** a directory is read once, its links never followed and nothing
-//! it names fetched.
+//! it names fetched; beside its pages, only the regular files under it that a Markdown page's
+//! include directive names ([`crate::include`]) are read.
 
 use std::path::Path;
 
@@ -39,6 +40,43 @@ pub const AGGREGATE_PAGES: &[&str] = &["print.html", "toc.html", "404.html"];
 pub fn dir_files(dir: &Path) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     let mut out = Vec::new();
     collect(dir, dir, &mut out)?;
+    // The listings a book's pages include (`{{#include ../listings/…}}`), which are not pages:
+    // regular files of the directory only, never through a link.
+    let mut named: Vec<String> = Vec::new();
+    for (path, bytes) in &out {
+        if path.ends_with(".md") || path.ends_with(".markdown") {
+            named.extend(crate::include::named_files(
+                path,
+                &String::from_utf8_lossy(bytes),
+            ));
+        }
+    }
+    named.sort();
+    named.dedup();
+    for path in named {
+        if out.iter().any(|(p, _)| *p == path) {
+            continue;
+        }
+        // Every directory on the way a real one, the file a regular one.
+        let mut on_disk = dir.to_path_buf();
+        let mut parts = path.split('/').peekable();
+        let mut plain = true;
+        while let Some(part) = parts.next() {
+            on_disk.push(part);
+            let Ok(m) = std::fs::symlink_metadata(&on_disk) else {
+                plain = false;
+                break;
+            };
+            let last = parts.peek().is_none();
+            if (last && !m.is_file()) || (!last && !m.is_dir()) {
+                plain = false;
+                break;
+            }
+        }
+        if plain {
+            out.push((path, std::fs::read(&on_disk)?));
+        }
+    }
     out.sort();
     Ok(out)
 }
@@ -94,5 +132,30 @@ mod tests {
         let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(paths, ["README.md", "book/ch1.html"]);
         assert!(dir_files(&d.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn a_directory_gives_the_listings_its_pages_include_and_no_other_file() {
+        let d = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.rs"), "secret").unwrap();
+        std::fs::create_dir_all(d.path().join("src")).unwrap();
+        std::fs::create_dir_all(d.path().join("listings/ch02")).unwrap();
+        for (p, t) in [
+            (
+                "src/ch02.md",
+                "# Two\n\n```rust\n{{#rustdoc_include ../listings/ch02/main.rs:all}}\n```\n\
+                 {{#include ../listings/ch02/gone.rs}}\n{{#include ../linked/secret.rs}}\n\
+                 {{#include ../../outside.rs}}\n",
+            ),
+            ("listings/ch02/main.rs", "fn main() {}"),
+            ("listings/ch02/unused.rs", "fn unused() {}"),
+        ] {
+            std::fs::write(d.path().join(p), t).unwrap();
+        }
+        std::os::unix::fs::symlink(outside.path(), d.path().join("linked")).unwrap();
+        let files = dir_files(d.path()).unwrap();
+        let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["listings/ch02/main.rs", "src/ch02.md"]);
     }
 }

@@ -3,12 +3,13 @@
 //!
 //! Removed: front matter (`---` or `+++` at the top of a file), HTML comments, HTML and mdBook
 //! tags (`<Listing number="1-1">`, `</Listing>`, `<span>`; a bare `Vec<T>` in prose stays),
-//! link reference definitions, mdBook directives (`{{#include …}}`), image links, and link
+//! link reference definitions, mdBook directives the build left unresolved (`{{#include …}}`
+//! naming no file of the tree, see [`crate::include`]), image links, and link
 //! syntax (`[text](url)`, `[text][ref]`, `[text][]` keep their text). Fenced code blocks and
 //! inline code spans are kept exactly.
 //!
-//! The passage itself keeps its source lines, so a citation still points at what the file says;
-//! this is a view of it.
+//! The passage itself keeps its source lines (with the listings they include), so a citation
+//! still points at what the file says; this is a view of it.
 
 /// HTML element names stripped even without attributes (a bare `<T>` in prose is a generic).
 const HTML_NAMES: &[&str] = &[
@@ -43,8 +44,8 @@ pub fn clean_markdown(text: &str) -> String {
     for line in lines {
         let t = line.trim_start();
         if let Some(f) = &fence {
-            // An mdBook include inside a fence is replaced at the site's build; here it is
-            // nothing a reader sees.
+            // An mdBook include the build could not resolve from the tree ([`crate::include`])
+            // is nothing a reader sees.
             if t.starts_with("{{#") && t.trim_end().ends_with("}}") {
                 continue;
             }

@@ -9,10 +9,11 @@
 use reach_digest::Sha256Digest;
 use serde::{Deserialize, Serialize};
 
+use crate::include::Includes;
 use crate::process::{AcceptedFile, Media};
 
 /// Revision of the splitting rules; recorded in every snapshot. Bump when passages change.
-pub const PARSER_REVISION: &str = "reach-corpus-passages/6";
+pub const PARSER_REVISION: &str = "reach-corpus-passages/7";
 
 /// Joins the headings of a passage's section path (`context`): written here, split by readers.
 pub const CONTEXT_SEPARATOR: &str = " › ";
@@ -231,6 +232,12 @@ impl Outline {
 
 /// Split one accepted file into passages.
 pub fn split(file: &AcceptedFile) -> Vec<Passage> {
+    split_including(file, None)
+}
+
+/// Split one accepted file into passages, a Markdown passage's include directives replaced by
+/// what they include from the tree ([`Includes`]); its lines stay the file's own.
+pub fn split_including(file: &AcceptedFile, includes: Option<&Includes<'_>>) -> Vec<Passage> {
     if file.media == Media::Html {
         return split_html(file);
     }
@@ -266,6 +273,9 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
             return;
         }
         let text = lines[s..e].join("\n");
+        let text = includes
+            .and_then(|i| i.expand(&file.path, &text))
+            .unwrap_or(text);
         out.push(Passage::new(
             &file.path,
             section,

@@ -14,7 +14,7 @@ use crate::source::Ceilings;
 use crate::tree::{AcquiredTree, EntryKind};
 
 /// The first line of every Git LFS pointer file.
-const LFS_POINTER_PREFIX: &[u8] = b"version https://git-lfs.github.com/spec/";
+pub(crate) const LFS_POINTER_PREFIX: &[u8] = b"version https://git-lfs.github.com/spec/";
 
 /// How often (in entries) the work-time ceiling is checked.
 const DEADLINE_CHECK_EVERY: usize = 64;
@@ -340,7 +340,11 @@ fn gitattributes_filter_line(bytes: &[u8]) -> Option<usize> {
 }
 
 /// Content rules, in order: NUL, UTF-8, line length, nesting, size.
-fn judge_content(bytes: &[u8], media: Media, c: &Ceilings) -> Result<String, (Rule, String)> {
+pub(crate) fn judge_content(
+    bytes: &[u8],
+    media: Media,
+    c: &Ceilings,
+) -> Result<String, (Rule, String)> {
     if let Some(at) = bytes.iter().position(|b| *b == 0) {
         return Err((Rule::NulByte, format!("NUL byte at offset {at}")));
     }

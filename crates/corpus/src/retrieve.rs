@@ -1753,6 +1753,41 @@ mod tests {
         assert_eq!(got[0].path, "boards/gamma.md");
     }
 
+    #[test]
+    fn a_listing_a_page_includes_is_quoted_from_the_pages_own_lines() {
+        let mut files = widgets();
+        let page = "# Guessing game\n\n## Printing the guess\n\nTo print the guess, call \
+                    `println!` in the game's main function:\n\n```rust\n\
+                    {{#rustdoc_include ../listings/ch02/src/main.rs:print}}\n```\n";
+        files.push(("src/ch02.md".into(), page.into()));
+        files.push((
+            "listings/ch02/src/main.rs".into(),
+            "use std::io;\n\n// ANCHOR: print\nfn main() {\n    \
+             println!(\"You guessed: {guess}\");\n}\n// ANCHOR_END: print\n"
+                .into(),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let s = built(dir.path(), &files);
+        let g = ask(&s, "How do I print the guess in the main function?");
+        let lead = &g.bundle.passages[0];
+        assert_eq!(lead.path, "src/ch02.md");
+        // The passage cites the page's own lines, the directive's among them.
+        assert_eq!((lead.line_start, lead.line_end), (3, 9));
+        assert!(lead.text.contains("println!(\"You guessed: {guess}\");"));
+        assert!(!lead.text.contains("{{#") && !lead.text.contains("ANCHOR"));
+        // The listing is no passage of its own.
+        assert!(g.bundle.passages.iter().all(|p| p.path.ends_with(".md")));
+        let answer = crate::answer::extractive_answer(
+            "How do I print the guess in the main function?",
+            &g.bundle,
+        );
+        assert!(
+            answer.text.contains("```rust\nfn main() {"),
+            "{}",
+            answer.text
+        );
+    }
+
     /// A snapshot of [`DOC`] whose index was built with the analysis `built` and that is
     /// queried with `queried`.
     fn snapshot(scratch: &Path, built: Analysis, queried: Analysis) -> Snapshot {

@@ -24,8 +24,9 @@ use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
 
 use crate::error::BuildError;
+use crate::include::Includes;
 use crate::index::{INDEX_REVISION, dir_bytes, validate_index, write_index};
-use crate::passage::{PARSER_REVISION, Passage, split};
+use crate::passage::{PARSER_REVISION, Passage, split_including};
 use crate::process::process_tree;
 use crate::rules::{Policy, Rejection, Rule};
 use crate::source::{Ceilings, Origin, SourceSpec};
@@ -427,8 +428,19 @@ impl CorpusStore {
         )?;
         let mut passages: Vec<Passage> = Vec::new();
         let mut accepted = Vec::with_capacity(processed.accepted.len());
+        let includes = Includes::of(tree, &spec.ceilings);
         for f in &processed.accepted {
-            let ps = split(f);
+            let ps = split_including(f, Some(&includes));
+            if processed.bytes_accepted + includes.added_bytes() > spec.ceilings.max_bytes {
+                return Err(BuildError::refused(
+                    Rule::TooManyBytes,
+                    f.path.clone(),
+                    format!(
+                        "accepted bytes and the listings they include exceed {}",
+                        spec.ceilings.max_bytes
+                    ),
+                ));
+            }
             accepted.push(AcceptedPath {
                 path: f.path.clone(),
                 digest: f.digest,

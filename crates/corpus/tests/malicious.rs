@@ -409,6 +409,33 @@ fn byte_ceiling_is_refused_while_decompressing() {
 }
 
 #[test]
+fn a_listing_included_over_and_over_is_refused_at_the_byte_ceiling() {
+    // 600 KB of text outside the pinned paths, which one page includes four times: the tree
+    // is under the ceiling, what the pages show is not.
+    let mut listing = noise(600 * 1024);
+    for b in listing.iter_mut().step_by(80) {
+        *b = b'\n';
+    }
+    let mut entries = files(&good_docs());
+    entries.push(Raw::File("listings/big.txt".into(), listing));
+    entries.push(Raw::File(
+        "docs/big.md".into(),
+        "# Big\n\n```text\n{{#include ../listings/big.txt}}\n{{#include ../listings/big.txt}}\n\
+         {{#include ../listings/big.txt}}\n{{#include ../listings/big.txt}}\n```\n"
+            .into(),
+    ));
+    let bytes = raw_tgz(&entries);
+    let spec = archive_spec(
+        &bytes,
+        Ceilings {
+            max_bytes: 2 * 1024 * 1024,
+            ..Ceilings::default()
+        },
+    );
+    refused_archive("include bomb", bytes, spec, Rule::TooManyBytes.code());
+}
+
+#[test]
 fn zip_archive_is_unsupported() {
     let bytes = b"PK\x03\x04\x14\0\0\0\x08\0rest-of-a-zip-bomb".to_vec();
     let spec = archive_spec(&bytes, Ceilings::default());

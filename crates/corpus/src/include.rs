@@ -1,0 +1,338 @@
+//! mdBook's include directives, resolved from the acquired tree as the site's build does.
+//!
+//! A book keeps its listings in files of their own and writes, inside a fence,
+//! `{{#include ../listings/ch02/src/main.rs}}` or `{{#rustdoc_include …:anchor}}`: the
+//! rendered page shows the code, the Markdown only the directive. A Markdown passage's
+//! directive lines are replaced by what a reader of the page sees:
+//!
+//! - `path` the whole file; `path:N` line N; `path:N:` from line N; `path::M` up to line M;
+//!   `path:N:M` lines N to M (1-based, inclusive);
+//! - `path:name` the lines between `ANCHOR: name` and `ANCHOR_END: name`;
+//! - `rustdoc_include` the same lines (mdBook hides the rest of the file in the page);
+//! - never a line naming an anchor (`// ANCHOR: name`), which mdBook drops, and the lines'
+//!   common indentation removed (a part cut from inside a function reads from its margin).
+//!
+//! The path is relative to the including file's directory. A directive is left as written
+//! (and the passage's view shows nothing for it) when its file is not a regular file of the
+//! tree, leaves the tree, is no UTF-8 text or is past the ceilings a pinned file is held to.
+//! Nothing outside the acquired tree is ever read: the tree is already the pinned revision.
+//!
+//! **Invariant:** an included file is read as text only; it never becomes a passage of its own
+//! and its bytes count toward the build's byte ceiling.
+
+use std::collections::HashMap;
+
+use crate::process::{Media, judge_content};
+use crate::source::Ceilings;
+use crate::tree::{AcquiredTree, EntryKind};
+
+/// The files of an acquired tree an include directive may name, by their tree path.
+#[derive(Debug)]
+pub struct Includes<'t> {
+    files: HashMap<&'t str, &'t [u8]>,
+    ceilings: &'t Ceilings,
+    /// Bytes the directives have added so far.
+    added: std::cell::Cell<u64>,
+}
+
+impl<'t> Includes<'t> {
+    pub fn of(tree: &'t AcquiredTree, ceilings: &'t Ceilings) -> Self {
+        let files = tree
+            .entries
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EntryKind::File { bytes, .. } => Some((e.path.as_str(), bytes.as_slice())),
+                _ => None,
+            })
+            .collect();
+        Includes {
+            files,
+            ceilings,
+            added: std::cell::Cell::new(0),
+        }
+    }
+
+    /// The bytes every directive resolved so far has added.
+    pub fn added_bytes(&self) -> u64 {
+        self.added.get()
+    }
+
+    /// `text` (lines of the Markdown file at `path`) with each directive line that resolves
+    /// replaced by the lines it includes; `None` when no line does.
+    pub fn expand(&self, path: &str, text: &str) -> Option<String> {
+        if !text.contains("{{#") {
+            return None;
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut changed = false;
+        for (i, line) in text.split('\n').enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            match Directive::parse(line).and_then(|d| self.resolve(path, &d)) {
+                Some(lines) => {
+                    self.added.set(self.added.get() + lines.len() as u64);
+                    out.push_str(&lines);
+                    changed = true;
+                }
+                None => out.push_str(line),
+            }
+        }
+        changed.then_some(out)
+    }
+
+    /// The lines `d` includes from the file `d.path` names relative to `from`'s directory.
+    fn resolve(&self, from: &str, d: &Directive<'_>) -> Option<String> {
+        let target = relative_to(from, d.path)?;
+        let bytes = self.files.get(target.as_str())?;
+        if bytes.starts_with(crate::process::LFS_POINTER_PREFIX) {
+            return None;
+        }
+        let text = judge_content(bytes, Media::Text, self.ceilings).ok()?;
+        let lines: Vec<&str> = text.lines().collect();
+        let chosen: Vec<&str> = match &d.part {
+            Part::Whole => lines,
+            Part::Lines(start, end) => {
+                let from = start.unwrap_or(1).max(1) - 1;
+                let to = end.unwrap_or(lines.len()).min(lines.len());
+                lines.get(from..to.max(from))?.to_vec()
+            }
+            Part::Anchor(name) => {
+                let open = lines
+                    .iter()
+                    .position(|l| anchor_mark(l, "ANCHOR:") == Some(name))?;
+                let close = lines[open + 1..]
+                    .iter()
+                    .position(|l| anchor_mark(l, "ANCHOR_END:") == Some(name))
+                    .map_or(lines.len(), |k| open + 1 + k);
+                lines[open + 1..close].to_vec()
+            }
+        };
+        let kept: Vec<&str> = chosen
+            .into_iter()
+            .filter(|l| {
+                anchor_mark(l, "ANCHOR:").is_none() && anchor_mark(l, "ANCHOR_END:").is_none()
+            })
+            .collect();
+        // A part cut from inside a function reads from its own margin.
+        let margin = kept
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.len() - l.trim_start_matches([' ', '\t']).len())
+            .min()
+            .unwrap_or(0);
+        let kept: Vec<&str> = kept.iter().map(|l| l.get(margin..).unwrap_or("")).collect();
+        Some(kept.join("\n"))
+    }
+}
+
+/// The tree paths the include directives of the Markdown file at `path` name (those that stay
+/// in the tree), so a reader of a directory can take the listings a book includes beside its
+/// pages.
+pub fn named_files(path: &str, text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines().filter(|l| l.contains("{{#")) {
+        if let Some(target) = Directive::parse(line).and_then(|d| relative_to(path, d.path))
+            && !out.contains(&target)
+        {
+            out.push(target);
+        }
+    }
+    out
+}
+
+/// One include directive, the whole of its line.
+#[derive(Debug, PartialEq, Eq)]
+struct Directive<'a> {
+    path: &'a str,
+    part: Part<'a>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Part<'a> {
+    Whole,
+    /// 1-based, inclusive; an open end is the file's.
+    Lines(Option<usize>, Option<usize>),
+    Anchor(&'a str),
+}
+
+impl<'a> Directive<'a> {
+    fn parse(line: &'a str) -> Option<Self> {
+        let inner = line.trim().strip_prefix("{{#")?.strip_suffix("}}")?.trim();
+        let (name, arg) = inner.split_once(char::is_whitespace)?;
+        if name != "include" && name != "rustdoc_include" {
+            return None;
+        }
+        let arg = arg.trim();
+        let (path, part) = match arg.split_once(':') {
+            None => (arg, Part::Whole),
+            Some((path, rest)) => (path, Part::of(rest)?),
+        };
+        (!path.is_empty()).then_some(Directive { path, part })
+    }
+}
+
+impl<'a> Part<'a> {
+    fn of(rest: &'a str) -> Option<Self> {
+        let number = |s: &str| -> Option<Option<usize>> {
+            if s.is_empty() {
+                Some(None)
+            } else {
+                s.parse().ok().map(Some)
+            }
+        };
+        match rest.split_once(':') {
+            Some((a, b)) => Some(Part::Lines(number(a)?, number(b)?)),
+            None => match rest.parse::<usize>() {
+                Ok(n) => Some(Part::Lines(Some(n), Some(n))),
+                Err(_) if !rest.is_empty() => Some(Part::Anchor(rest)),
+                Err(_) => None,
+            },
+        }
+    }
+}
+
+/// The anchor a line marks with `mark` (`ANCHOR:` or `ANCHOR_END:`), as mdBook reads one
+/// anywhere in a comment: `// ANCHOR: name`, `# ANCHOR_END: name`.
+fn anchor_mark<'l>(line: &'l str, mark: &str) -> Option<&'l str> {
+    let at = line.find(mark)?;
+    let rest = &line[at + mark.len()..];
+    rest.split_whitespace().next()
+}
+
+/// `target` resolved against the directory of the tree path `from`; `None` when it leaves the
+/// tree or is absolute.
+fn relative_to(from: &str, target: &str) -> Option<String> {
+    if target.starts_with('/') || target.contains('\\') {
+        return None;
+    }
+    let mut parts: Vec<&str> = from.split('/').collect();
+    parts.pop();
+    for c in target.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            c => parts.push(c),
+        }
+    }
+    crate::process::normalize(&parts.join("/")).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::{Revision, TreeEntry};
+
+    fn tree(files: &[(&str, &str)]) -> AcquiredTree {
+        AcquiredTree {
+            revision: Revision {
+                commit: None,
+                archive_digest: None,
+                citation_rev: "t".into(),
+            },
+            entries: files
+                .iter()
+                .map(|(p, t)| TreeEntry {
+                    path: p.to_string(),
+                    kind: EntryKind::File {
+                        bytes: t.as_bytes().to_vec(),
+                        executable: false,
+                    },
+                })
+                .collect(),
+            compressed_bytes: 1,
+            expanded_bytes: 1,
+        }
+    }
+
+    const MAIN: &str = "use std::io;\n\n// ANCHOR: print\nfn main() {\n    println!(\"Guess!\");\n}\n\
+                        // ANCHOR_END: print\n";
+
+    #[test]
+    fn directives_take_the_lines_they_name() {
+        let t = tree(&[("listings/ch02/main.rs", MAIN)]);
+        let ceilings = Ceilings::default();
+        let inc = Includes::of(&t, &ceilings);
+        let page = |d: &str| format!("Some text\n\n```rust\n{d}\n```");
+        let got = |d: &str| inc.expand("src/ch02.md", &page(d)).unwrap();
+        // The whole file, without the anchors' own lines.
+        assert_eq!(
+            got("{{#include ../listings/ch02/main.rs}}"),
+            page("use std::io;\n\nfn main() {\n    println!(\"Guess!\");\n}")
+        );
+        // An anchor's lines, whichever directive names it.
+        let print = page("fn main() {\n    println!(\"Guess!\");\n}");
+        assert_eq!(got("{{#include ../listings/ch02/main.rs:print}}"), print);
+        assert_eq!(
+            got("  {{#rustdoc_include ../listings/ch02/main.rs:print}}"),
+            print
+        );
+        // Line ranges, 1-based and inclusive, either end open.
+        assert_eq!(
+            got("{{#include ../listings/ch02/main.rs:1}}"),
+            page("use std::io;")
+        );
+        assert_eq!(
+            got("{{#include ../listings/ch02/main.rs:4:5}}"),
+            page("fn main() {\n    println!(\"Guess!\");")
+        );
+        assert_eq!(
+            got("{{#include ../listings/ch02/main.rs::1}}"),
+            page("use std::io;")
+        );
+        assert_eq!(got("{{#include ../listings/ch02/main.rs:6:}}"), page("}"));
+        // A part cut from inside a function reads from its own margin.
+        assert_eq!(
+            got("{{#include ../listings/ch02/main.rs:5}}"),
+            page("println!(\"Guess!\");")
+        );
+        // Text with no directive, or one mdBook does not include from, is left alone.
+        assert_eq!(inc.expand("src/ch02.md", "Plain {{#title x}} text"), None);
+        assert_eq!(inc.expand("src/ch02.md", "{{#title Guessing}}"), None);
+    }
+
+    #[test]
+    fn a_directive_naming_nothing_readable_in_the_tree_is_left_as_written() {
+        let mut t = tree(&[
+            ("listings/main.rs", MAIN),
+            ("listings/blob.bin", "a\0b"),
+            ("secret.txt", "s"),
+        ]);
+        t.entries.push(TreeEntry {
+            path: "listings/link.rs".into(),
+            kind: EntryKind::Symlink {
+                target: "main.rs".into(),
+            },
+        });
+        let small = Ceilings {
+            max_file_bytes: 40,
+            ..Ceilings::default()
+        };
+        for (ceilings, directive) in [
+            (Ceilings::default(), "{{#include ../listings/missing.rs}}"),
+            (Ceilings::default(), "{{#include ../listings/blob.bin}}"),
+            (Ceilings::default(), "{{#include ../listings/link.rs}}"),
+            // Out of the tree, or absolute.
+            (Ceilings::default(), "{{#include ../../secret.txt}}"),
+            (Ceilings::default(), "{{#include /secret.txt}}"),
+            // Past the ceiling a pinned file is held to.
+            (small, "{{#include ../listings/main.rs}}"),
+            // An anchor the file never opens.
+            (
+                Ceilings::default(),
+                "{{#include ../listings/main.rs:nowhere}}",
+            ),
+        ] {
+            let inc = Includes::of(&t, &ceilings);
+            assert_eq!(inc.expand("src/a.md", directive), None, "{directive}");
+        }
+        let ceilings = Ceilings::default();
+        let inc = Includes::of(&t, &ceilings);
+        assert_eq!(
+            inc.expand("a.md", "{{#include secret.txt}}").as_deref(),
+            Some("s")
+        );
+    }
+}
