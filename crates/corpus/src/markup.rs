@@ -40,6 +40,8 @@ pub fn clean_markdown(text: &str) -> String {
         }
     }
     let mut fence: Option<String> = None;
+    // Whether the open fence is Rust's, whose hidden lines mdBook does not show.
+    let mut rust = false;
     let mut in_comment = false;
     for line in lines {
         let t = line.trim_start();
@@ -49,9 +51,24 @@ pub fn clean_markdown(text: &str) -> String {
             if t.starts_with("{{#") && t.trim_end().ends_with("}}") {
                 continue;
             }
+            let closes =
+                t.starts_with(f.as_str()) && t.trim_end().chars().all(|c| c == '`' || c == '~');
+            if rust && !closes {
+                // `# fn main() {` is compiled but hidden; `##` writes a `#` that is shown.
+                if t.trim_end() == "#" || t.starts_with("# ") {
+                    continue;
+                }
+                if let Some(shown) = t.strip_prefix("##") {
+                    out.push_str(&line[..line.len() - t.len()]);
+                    out.push('#');
+                    out.push_str(shown);
+                    out.push('\n');
+                    continue;
+                }
+            }
             out.push_str(line);
             out.push('\n');
-            if t.starts_with(f.as_str()) && t.trim_end().chars().all(|c| c == '`' || c == '~') {
+            if closes {
                 fence = None;
             }
             continue;
@@ -64,6 +81,7 @@ pub fn clean_markdown(text: &str) -> String {
                 .split([',', ' ', '{'])
                 .next()
                 .unwrap_or("");
+            rust = lang == "rust";
             out.push_str(&format!("{}{lang}\n", fence.as_deref().unwrap_or("```")));
             continue;
         }
@@ -247,7 +265,15 @@ title: Ownership
 
 ```rust,ignore
 {{#rustdoc_include ../listings/ch04/main.rs}}
+# fn main() {
 let s = "<b>kept</b>"; // [not](a link)
+##[derive(Debug)]
+#
+# }
+```
+
+```toml
+# a TOML comment is shown
 ```
 
 </Listing>
@@ -264,6 +290,11 @@ spanning lines -->
 
             ```rust
             let s = "<b>kept</b>"; // [not](a link)
+            #[derive(Debug)]
+            ```
+
+            ```toml
+            # a TOML comment is shown
             ```
 
 
