@@ -230,6 +230,37 @@ impl Outline {
     }
 }
 
+/// Whether a Markdown file is a book's table of contents (mdBook's and GitBook's
+/// `SUMMARY.md`): headings, separators and at least three lines that are each one link to a
+/// page and nothing else. A reader sees it as the sidebar, as the navigation a page's HTML
+/// drops, never as a page: its every chapter title would cover almost any question.
+fn is_table_of_contents(text: &str) -> bool {
+    let mut links = 0;
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.chars().all(|c| "-*_ ".contains(c)) {
+            continue;
+        }
+        let item = line
+            .strip_prefix(['-', '*', '+'])
+            .or_else(|| {
+                let digits = line.find(|c: char| !c.is_ascii_digit())?;
+                (digits > 0).then(|| line[digits..].strip_prefix('.'))?
+            })
+            .unwrap_or(line)
+            .trim_start();
+        let one_link = item.starts_with('[')
+            && item.ends_with(')')
+            && item
+                .find("](")
+                .is_some_and(|at| !item[at + 2..item.len() - 1].contains([' ', '(', ')']));
+        if !one_link {
+            return false;
+        }
+        links += 1;
+    }
+    links >= 3
+}
+
 /// Split one accepted file into passages.
 pub fn split(file: &AcceptedFile) -> Vec<Passage> {
     split_including(file, None)
@@ -240,6 +271,9 @@ pub fn split(file: &AcceptedFile) -> Vec<Passage> {
 pub fn split_including(file: &AcceptedFile, includes: Option<&Includes<'_>>) -> Vec<Passage> {
     if file.media == Media::Html {
         return split_html(file);
+    }
+    if file.media == Media::Markdown && is_table_of_contents(&file.text) {
+        return Vec::new();
     }
     let lines: Vec<&str> = file.text.split('\n').collect();
     let default_title = file
@@ -621,6 +655,26 @@ mod tests {
         assert_eq!(places("a.md", Media::Markdown, &md, "Add this:"), (0, 0));
         let md = md.replace("this:", "this.");
         assert_eq!(places("a.md", Media::Markdown, &md, "Add this."), (0, 1));
+    }
+
+    #[test]
+    fn a_books_table_of_contents_is_no_passage() {
+        let summary = "# Summary\n\n[Introduction](README.md)\n\n# User guide\n\n\
+                       - [Installation](guide/installation.md)\n    \
+                       - [Reading books](guide/reading.md)\n* [Draft]()\n\n---\n\n\
+                       1. [Appendix](appendix.md)\n";
+        assert!(split(&file("src/SUMMARY.md", Media::Markdown, summary)).is_empty());
+        // A page that links to others and says something is a page.
+        for page in [
+            "# Links\n\n- [One](a.md)\n- [Two](b.md)\n- [Three](c.md)\n\nRead them in order.\n",
+            "# Links\n\n- [One](a.md) explains the install\n- [Two](b.md)\n- [Three](c.md)\n",
+            "# Two links\n\n- [One](a.md)\n- [Two](b.md)\n",
+        ] {
+            assert!(
+                !split(&file("a.md", Media::Markdown, page)).is_empty(),
+                "{page}"
+            );
+        }
     }
 
     #[test]
