@@ -2,7 +2,8 @@
 //! not indexed and never quoted in an answer.
 //!
 //! Removed: front matter (`---` or `+++` at the top of a file), HTML comments, HTML and mdBook
-//! tags (`<Listing number="1-1">`, `</Listing>`, `<span>`; a bare `Vec<T>` in prose stays),
+//! tags (`<Listing number="1-1">`, `</Listing>`, `<span>`; a bare `Vec<T>` in prose stays; a
+//! listing's caption shown where it closes, as the book renders it),
 //! link reference definitions, mdBook directives the build left unresolved (`{{#include …}}`
 //! naming no file of the tree, see [`crate::include`]), image links, and link
 //! syntax (`[text](url)`, `[text][ref]`, `[text][]` keep their text). Fenced code blocks and
@@ -42,6 +43,8 @@ pub fn clean_markdown(text: &str) -> String {
     let mut fence: Option<String> = None;
     // Whether the open fence is Rust's, whose hidden lines mdBook does not show.
     let mut rust = false;
+    // The caption of the open `<Listing>`, shown where it closes.
+    let mut caption: Option<String> = None;
     let mut in_comment = false;
     for line in lines {
         let t = line.trim_start();
@@ -88,6 +91,21 @@ pub fn clean_markdown(text: &str) -> String {
         let (visible, still_in_comment) = strip_comments(line, in_comment);
         in_comment = still_in_comment;
         if is_reference_definition(&visible) {
+            continue;
+        }
+        // The Rust book's `<Listing number="2-1" caption="…">` shows its caption under the
+        // code it wraps: "Listing 2-1: Code that gets a guess from the user".
+        let tag = visible.trim();
+        if tag.starts_with("<Listing ") && tag.ends_with('>') {
+            caption = attribute(tag, "caption").map(|c| match attribute(tag, "number") {
+                Some(n) => format!("Listing {n}: {c}"),
+                None => c.to_string(),
+            });
+        } else if tag == "</Listing>"
+            && let Some(c) = caption.take()
+        {
+            out.push_str(&c);
+            out.push('\n');
             continue;
         }
         let cleaned = strip_inline(&visible);
@@ -171,6 +189,13 @@ fn strip_directives(s: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// The value of the attribute `name="…"` in a tag.
+fn attribute<'t>(tag: &'t str, name: &str) -> Option<&'t str> {
+    let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+    let len = tag[at..].find('"')?;
+    Some(&tag[at..at + len])
 }
 
 /// Remove HTML-like tags: closing tags, tags with attributes or self-closing, and known HTML
@@ -297,6 +322,7 @@ spanning lines -->
             # a TOML comment is shown
             ```
 
+            Listing 4-1: A variable
 
             Read the book and docs or this for `Vec<T>` and Vec<T>.
              An inline tag, a < b."##]]
