@@ -17,26 +17,45 @@
 //! tree, leaves the tree, is no UTF-8 text or is past the ceilings a pinned file is held to.
 //! Nothing outside the acquired tree is ever read: the tree is already the pinned revision.
 //!
-//! **Invariant:** an included file is read as text only; it never becomes a passage of its own
-//! and its bytes count toward the build's byte ceiling.
+//! **Invariant:** an included file is read as text only, once however often it is named; it
+//! never becomes a passage of its own, and what the directives add counts toward the build's
+//! byte ceiling: past it, directives stay unresolved and the build is refused.
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use crate::process::{Media, judge_content};
 use crate::source::Ceilings;
 use crate::tree::{AcquiredTree, EntryKind};
 
-/// The files of an acquired tree an include directive may name, by their tree path.
+/// The files of an acquired tree an include directive may name, by their tree path, each read
+/// once however many directives name it.
 #[derive(Debug)]
 pub struct Includes<'t> {
     files: HashMap<&'t str, &'t [u8]>,
     ceilings: &'t Ceilings,
-    /// Bytes the directives have added so far.
-    added: std::cell::Cell<u64>,
+    /// Each file read so far (`None`: not includable).
+    listings: RefCell<HashMap<String, Option<Rc<Listing<'t>>>>>,
+    /// Bytes the directives may add in all.
+    budget: u64,
+    added: Cell<u64>,
+    /// A directive was left unresolved because it would have passed the budget.
+    over: Cell<bool>,
+}
+
+/// One includable file: its lines and where each of its anchors' lines are.
+#[derive(Debug)]
+struct Listing<'t> {
+    lines: Vec<&'t str>,
+    /// An anchor's lines as `first..end` indices of `lines` (to the file's end when unclosed).
+    anchors: HashMap<&'t str, (usize, usize)>,
 }
 
 impl<'t> Includes<'t> {
-    pub fn of(tree: &'t AcquiredTree, ceilings: &'t Ceilings) -> Self {
+    /// The includable files of `tree`, held to `ceilings` as a pinned file is; the directives
+    /// may add at most `budget` bytes in all.
+    pub fn of(tree: &'t AcquiredTree, ceilings: &'t Ceilings, budget: u64) -> Self {
         let files = tree
             .entries
             .iter()
@@ -48,13 +67,17 @@ impl<'t> Includes<'t> {
         Includes {
             files,
             ceilings,
-            added: std::cell::Cell::new(0),
+            listings: RefCell::new(HashMap::new()),
+            budget,
+            added: Cell::new(0),
+            over: Cell::new(false),
         }
     }
 
-    /// The bytes every directive resolved so far has added.
-    pub fn added_bytes(&self) -> u64 {
-        self.added.get()
+    /// Whether a directive was left unresolved because what it names would have passed the
+    /// budget: the build is refused at its byte ceiling.
+    pub fn over_budget(&self) -> bool {
+        self.over.get()
     }
 
     /// `text` (lines of the Markdown file at `path`) with each directive line that resolves
@@ -71,7 +94,6 @@ impl<'t> Includes<'t> {
             }
             match Directive::parse(line).and_then(|d| self.resolve(path, &d)) {
                 Some(lines) => {
-                    self.added.set(self.added.get() + lines.len() as u64);
                     out.push_str(&lines);
                     changed = true;
                 }
@@ -81,35 +103,60 @@ impl<'t> Includes<'t> {
         changed.then_some(out)
     }
 
+    /// The file at the tree path `target`, read and judged the first time it is named.
+    fn listing(&self, target: String) -> Option<Rc<Listing<'t>>> {
+        if let Some(l) = self.listings.borrow().get(&target) {
+            return l.clone();
+        }
+        let read = self.files.get(target.as_str()).and_then(|&bytes| {
+            if bytes.starts_with(crate::process::LFS_POINTER_PREFIX) {
+                return None;
+            }
+            judge_content(bytes, Media::Text, self.ceilings).ok()?;
+            let text = std::str::from_utf8(bytes).ok()?;
+            let lines: Vec<&str> = text.lines().collect();
+            let mut anchors: HashMap<&str, (usize, usize)> = HashMap::new();
+            let mut open: HashMap<&str, usize> = HashMap::new();
+            for (i, l) in lines.iter().enumerate() {
+                if let Some(name) = anchor_mark(l, "ANCHOR:") {
+                    open.entry(name).or_insert(i + 1);
+                } else if let Some(name) = anchor_mark(l, "ANCHOR_END:")
+                    && let Some(&first) = open.get(name)
+                {
+                    anchors.entry(name).or_insert((first, i));
+                }
+            }
+            for (name, first) in open {
+                anchors.entry(name).or_insert((first, lines.len()));
+            }
+            Some(Rc::new(Listing { lines, anchors }))
+        });
+        self.listings.borrow_mut().insert(target, read.clone());
+        read
+    }
+
     /// The lines `d` includes from the file `d.path` names relative to `from`'s directory.
     fn resolve(&self, from: &str, d: &Directive<'_>) -> Option<String> {
-        let target = relative_to(from, d.path)?;
-        let bytes = self.files.get(target.as_str())?;
-        if bytes.starts_with(crate::process::LFS_POINTER_PREFIX) {
+        if self.over.get() {
             return None;
         }
-        let text = judge_content(bytes, Media::Text, self.ceilings).ok()?;
-        let lines: Vec<&str> = text.lines().collect();
-        let chosen: Vec<&str> = match &d.part {
+        let listing = self.listing(relative_to(from, d.path)?)?;
+        let lines = &listing.lines;
+        let chosen: &[&str] = match &d.part {
             Part::Whole => lines,
             Part::Lines(start, end) => {
                 let from = start.unwrap_or(1).max(1) - 1;
                 let to = end.unwrap_or(lines.len()).min(lines.len());
-                lines.get(from..to.max(from))?.to_vec()
+                lines.get(from..to.max(from))?
             }
             Part::Anchor(name) => {
-                let open = lines
-                    .iter()
-                    .position(|l| anchor_mark(l, "ANCHOR:") == Some(name))?;
-                let close = lines[open + 1..]
-                    .iter()
-                    .position(|l| anchor_mark(l, "ANCHOR_END:") == Some(name))
-                    .map_or(lines.len(), |k| open + 1 + k);
-                lines[open + 1..close].to_vec()
+                let &(first, end) = listing.anchors.get(name)?;
+                &lines[first..end.max(first)]
             }
         };
         let kept: Vec<&str> = chosen
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|l| {
                 anchor_mark(l, "ANCHOR:").is_none() && anchor_mark(l, "ANCHOR_END:").is_none()
             })
@@ -121,6 +168,15 @@ impl<'t> Includes<'t> {
             .map(|l| l.len() - l.trim_start_matches([' ', '\t']).len())
             .min()
             .unwrap_or(0);
+        let bytes: u64 = kept
+            .iter()
+            .map(|l| l.len().saturating_sub(margin) as u64 + 1)
+            .sum();
+        if self.added.get() + bytes > self.budget {
+            self.over.set(true);
+            return None;
+        }
+        self.added.set(self.added.get() + bytes);
         let kept: Vec<&str> = kept.iter().map(|l| l.get(margin..).unwrap_or("")).collect();
         Some(kept.join("\n"))
     }
@@ -254,7 +310,7 @@ mod tests {
     fn directives_take_the_lines_they_name() {
         let t = tree(&[("listings/ch02/main.rs", MAIN)]);
         let ceilings = Ceilings::default();
-        let inc = Includes::of(&t, &ceilings);
+        let inc = Includes::of(&t, &ceilings, u64::MAX);
         let page = |d: &str| format!("Some text\n\n```rust\n{d}\n```");
         let got = |d: &str| inc.expand("src/ch02.md", &page(d)).unwrap();
         // The whole file, without the anchors' own lines.
@@ -325,14 +381,23 @@ mod tests {
                 "{{#include ../listings/main.rs:nowhere}}",
             ),
         ] {
-            let inc = Includes::of(&t, &ceilings);
+            let inc = Includes::of(&t, &ceilings, u64::MAX);
             assert_eq!(inc.expand("src/a.md", directive), None, "{directive}");
         }
         let ceilings = Ceilings::default();
-        let inc = Includes::of(&t, &ceilings);
+        let inc = Includes::of(&t, &ceilings, u64::MAX);
         assert_eq!(
             inc.expand("a.md", "{{#include secret.txt}}").as_deref(),
             Some("s")
         );
+        assert!(!inc.over_budget());
+        // Past the bytes the directives may add in all: left as written, and said.
+        let inc = Includes::of(&t, &ceilings, 40);
+        let twice = "{{#include listings/main.rs:print}}\n{{#include listings/main.rs:print}}";
+        let got = inc.expand("a.md", twice).unwrap();
+        assert!(
+            got.starts_with("fn main() {") && got.ends_with("{{#include listings/main.rs:print}}")
+        );
+        assert!(inc.over_budget());
     }
 }

@@ -428,10 +428,14 @@ impl CorpusStore {
         )?;
         let mut passages: Vec<Passage> = Vec::new();
         let mut accepted = Vec::with_capacity(processed.accepted.len());
-        let includes = Includes::of(tree, &spec.ceilings);
+        let budget = spec
+            .ceilings
+            .max_bytes
+            .saturating_sub(processed.bytes_accepted);
+        let includes = Includes::of(tree, &spec.ceilings, budget);
         for f in &processed.accepted {
             let ps = split_including(f, Some(&includes));
-            if processed.bytes_accepted + includes.added_bytes() > spec.ceilings.max_bytes {
+            if includes.over_budget() {
                 return Err(BuildError::refused(
                     Rule::TooManyBytes,
                     f.path.clone(),
