@@ -287,6 +287,10 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
     let lead_wanted = wanted.iter().filter(|w| w.0 == 0).count();
     if lead_wanted < LEAD_SENTENCES {
         let floor = FILL_FLOOR.max(best_lead);
+        // A lead of a sentence or two (a chapter's opening that says what the chapter will
+        // explain) holds the question's every word and nothing of its answer: the other
+        // sections of its page say the rest, their sentences holding two words of it.
+        let short_lead = lead.len() <= 2;
         let mut cands: Vec<(usize, usize, f32)> = units
             .iter()
             .enumerate()
@@ -297,7 +301,12 @@ pub fn extractive_answer(question: &str, bundle: &CorpusEvidenceBundle) -> Answe
                     .filter_map(move |(ui, u)| u.prose().map(|s| (pi, ui, s)))
             })
             .map(|(pi, ui, s)| (pi, ui, score(s)))
-            .filter(|c| c.2 >= floor)
+            .filter(|c| {
+                c.2 >= floor
+                    || short_lead
+                        && c.2 >= FILL_FLOOR
+                        && bundle.passages[c.0].path == bundle.passages[0].path
+            })
             .collect();
         if lead.is_empty() {
             cands.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
@@ -1141,6 +1150,27 @@ opt-level = 1
             "Avoid global widgets. [1] A global widget can be an atomic counter. [2] \
              Use a global lock for other widgets. [2]"
         );
+    }
+
+    #[test]
+    fn a_leads_page_says_the_rest_after_an_opening_that_only_announces_it() {
+        let lead = "Rustc supports profile-guided optimization (PGO). \
+            This chapter describes what PGO is and how it can be used.";
+        let usage = "A PGO-optimized program is built in four steps. First compile it with \
+            instrumentation enabled, then run it to gather a profile.";
+        let elsewhere = "The linker can also do link-time optimization with a profile.";
+        let q = "How do I use profile-guided optimization with rustc?";
+        let a = extractive_answer(
+            q,
+            &bundle(vec![
+                passage("p1", "pgo.md", lead),
+                passage("p2", "pgo.md", usage),
+                passage("p3", "lto.md", elsewhere),
+            ]),
+        );
+        assert!(a.text.contains("built in four steps. [2]"), "{}", a.text);
+        // Another page's sentence holding as little stays out.
+        assert!(!a.text.contains("link-time"), "{}", a.text);
     }
 
     #[test]
