@@ -556,11 +556,7 @@ fn passage_units(p: &EvidencePassage) -> Vec<Unit> {
         crate::process::Media::of_path(&p.path),
         Some(crate::process::Media::Markdown)
     );
-    let text = if markdown {
-        crate::markup::clean_markdown(&p.text)
-    } else {
-        p.text.clone()
-    };
+    let text = crate::index::visible_text(&p.path, &p.text);
     let mut out = Vec::new();
     let mut fence: Option<(String, String)> = None; // (marker, block so far)
     let mut buf = String::new();

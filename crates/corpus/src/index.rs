@@ -102,11 +102,12 @@ pub fn register_analyzer_for(index: &Index, a: Analysis) {
     );
 }
 
-/// The visible text of a passage, as indexed and as answers quote it.
-pub fn visible_text(p: &Passage) -> String {
-    match crate::process::Media::of_path(&p.path) {
-        Some(crate::process::Media::Markdown) => crate::markup::clean_markdown(&p.text),
-        _ => p.text.clone(),
+/// The visible text of the passage `text` of the file at `path`, as indexed, embedded and
+/// quoted: a Markdown passage's markup stripped ([`crate::markup`]), any other as it is.
+pub fn visible_text<'t>(path: &str, text: &'t str) -> std::borrow::Cow<'t, str> {
+    match crate::process::Media::of_path(path) {
+        Some(crate::process::Media::Markdown) => crate::markup::clean_markdown(text).into(),
+        _ => text.into(),
     }
 }
 
@@ -193,7 +194,7 @@ pub(crate) fn write_index_with(
             f.line_start => u64::from(p.line_start),
             f.line_end => u64::from(p.line_end),
             context => p.context.as_str(),
-            content => visible_text(p),
+            content => visible_text(&p.path, &p.text).as_ref(),
             headings => headings_text(p),
         ))?;
         on_passage(1);

@@ -534,7 +534,8 @@ impl Snapshot {
                     .map_err(|e| RetrievalRefusal::Invalid(e.to_string()))?;
                 let section = stored(&doc, self.fields.section, "section")?;
                 let body = stored(&doc, self.fields.body, "body")?;
-                texts.push(format!("{section}. {body}"));
+                let path = stored(&doc, self.fields.path, "path")?;
+                texts.push(embedded_text(path, section, body));
                 docs.push(addr);
             }
         }
@@ -1097,6 +1098,12 @@ impl Snapshot {
 }
 
 /// A stored text field of a candidate, refused as invalid when missing.
+/// What the static embedding reads of a passage: its section title and the text a reader
+/// sees (a Markdown passage's links' URLs, tags and comments are no words of it).
+fn embedded_text(path: &str, section: &str, body: &str) -> String {
+    format!("{section}. {}", crate::index::visible_text(path, body))
+}
+
 fn stored<'d>(doc: &'d StoredDoc, field: Field, name: &str) -> Result<&'d str, RetrievalRefusal> {
     doc.str(field)
         .ok_or_else(|| RetrievalRefusal::Invalid(format!("stored field `{name}` missing")))
@@ -1315,6 +1322,20 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn the_embedding_reads_what_a_reader_sees() {
+        let body = "See [the guide](https://frob.example/zork.html)<!-- ignore -->.";
+        assert_eq!(
+            embedded_text("a.md", "Setup", body),
+            "Setup. See the guide."
+        );
+        // A page's text is already what a reader sees.
+        assert_eq!(
+            embedded_text("a.html", "Setup", "See the guide."),
+            "Setup. See the guide."
+        );
     }
 
     #[test]
