@@ -33,7 +33,7 @@ use crate::tree::{AcquiredTree, EntryKind};
 /// once however many directives name it.
 #[derive(Debug)]
 pub struct Includes<'t> {
-    files: HashMap<&'t str, &'t [u8]>,
+    files: HashMap<String, &'t [u8]>,
     ceilings: &'t Ceilings,
     /// Each file read so far (`None`: not includable).
     listings: RefCell<HashMap<String, Option<Rc<Listing<'t>>>>>,
@@ -56,11 +56,16 @@ impl<'t> Includes<'t> {
     /// The includable files of `tree`, held to `ceilings` as a pinned file is; the directives
     /// may add at most `budget` bytes in all.
     pub fn of(tree: &'t AcquiredTree, ceilings: &'t Ceilings, budget: u64) -> Self {
+        // By the path processing gives a pinned file (`./src/x.md` is `src/x.md`); never
+        // repository internals.
         let files = tree
             .entries
             .iter()
             .filter_map(|e| match &e.kind {
-                EntryKind::File { bytes, .. } => Some((e.path.as_str(), bytes.as_slice())),
+                EntryKind::File { bytes, .. } => {
+                    let path = crate::process::normalize(&e.path).ok()?;
+                    (!path.split('/').any(|c| c == ".git")).then_some((path, bytes.as_slice()))
+                }
                 _ => None,
             })
             .collect();
@@ -108,7 +113,7 @@ impl<'t> Includes<'t> {
         if let Some(l) = self.listings.borrow().get(&target) {
             return l.clone();
         }
-        let read = self.files.get(target.as_str()).and_then(|&bytes| {
+        let read = self.files.get(&target).and_then(|&bytes| {
             if bytes.starts_with(crate::process::LFS_POINTER_PREFIX) {
                 return None;
             }
@@ -352,9 +357,10 @@ mod tests {
     #[test]
     fn a_directive_naming_nothing_readable_in_the_tree_is_left_as_written() {
         let mut t = tree(&[
-            ("listings/main.rs", MAIN),
+            ("./listings/main.rs", MAIN),
             ("listings/blob.bin", "a\0b"),
             ("secret.txt", "s"),
+            (".git/config", "[core]"),
         ]);
         t.entries.push(TreeEntry {
             path: "listings/link.rs".into(),
@@ -375,6 +381,8 @@ mod tests {
             (Ceilings::default(), "{{#include /secret.txt}}"),
             // Past the ceiling a pinned file is held to.
             (small, "{{#include ../listings/main.rs}}"),
+            // Repository internals.
+            (Ceilings::default(), "{{#include ../.git/config}}"),
             // An anchor the file never opens.
             (
                 Ceilings::default(),
