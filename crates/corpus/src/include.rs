@@ -264,21 +264,10 @@ fn anchor_mark<'l>(line: &'l str, mark: &str) -> Option<&'l str> {
 /// `target` resolved against the directory of the tree path `from`; `None` when it leaves the
 /// tree or is absolute.
 fn relative_to(from: &str, target: &str) -> Option<String> {
-    if target.starts_with('/') || target.contains('\\') {
+    if target.contains('\\') {
         return None;
     }
-    let mut parts: Vec<&str> = from.split('/').collect();
-    parts.pop();
-    for c in target.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            c => parts.push(c),
-        }
-    }
-    crate::process::normalize(&parts.join("/")).ok()
+    crate::process::normalize(&crate::process::resolve_link(from, target)?).ok()
 }
 
 #[cfg(test)]

@@ -306,7 +306,7 @@ pub fn normalize(raw: &str) -> Result<String, Rule> {
 }
 
 /// Resolve a link target relative to the link's directory; `None` if it leaves the tree.
-fn resolve_link(link_path: &str, target: &str) -> Option<String> {
+pub(crate) fn resolve_link(link_path: &str, target: &str) -> Option<String> {
     if target.starts_with('/') {
         return None;
     }
